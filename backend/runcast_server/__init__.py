@@ -1,0 +1,1 @@
+"""Runcast's server: the FastAPI app, the Celery ingest worker and the database."""

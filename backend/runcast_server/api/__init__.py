@@ -1,0 +1,11 @@
+"""The REST API under /api/v1: one router aggregating the route modules."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from runcast_server.api.routes import events, export, ingest, metrics, runs
+
+api_router = APIRouter(prefix="/api/v1")
+for module in (ingest, runs, metrics, events, export):
+    api_router.include_router(module.router)

@@ -1,0 +1,59 @@
+"""Request dependencies: one database session per request, committed once, and auth."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Annotated
+
+from fastapi import Depends, Header
+from sqlalchemy.orm import Session
+
+from runcast_server.auth import project_for_token
+from runcast_server.db import session_scope
+from runcast_server.errors import ApiError
+from runcast_server.models import Project
+
+
+def get_session() -> Iterator[Session]:
+    with session_scope() as session:
+        yield session
+
+
+SessionDep = Annotated[Session, Depends(get_session)]
+
+
+def bearer_token(authorization: Annotated[str | None, Header()] = None) -> str | None:
+    """The token of an ``Authorization: Bearer <token>`` header, if any."""
+    if not authorization:
+        return None
+    scheme, _, token = authorization.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise ApiError(401, "Authorization header must be 'Bearer <token>'", field="Authorization")
+    return token.strip()
+
+
+TokenDep = Annotated[str | None, Depends(bearer_token)]
+
+
+def viewer_project(session: SessionDep, token: TokenDep) -> Project | None:
+    """The project whose token the caller presented (reads: optional; grants private runs)."""
+    if token is None:
+        return None
+    project = project_for_token(session, token)
+    if project is None:
+        raise ApiError(401, "invalid or revoked token", field="Authorization")
+    return project
+
+
+def writer_project(session: SessionDep, token: TokenDep) -> Project:
+    """The project a write is authorised for; a missing or bad token is a 401."""
+    if token is None:
+        raise ApiError(401, "a project ingest token is required (Authorization: Bearer <token>)", field="Authorization")
+    project = project_for_token(session, token)
+    if project is None:
+        raise ApiError(401, "invalid or revoked token", field="Authorization")
+    return project
+
+
+ViewerDep = Annotated[Project | None, Depends(viewer_project)]
+WriterDep = Annotated[Project, Depends(writer_project)]

@@ -1,0 +1,5 @@
+"""Placeholder until this route module lands."""
+
+from fastapi import APIRouter
+
+router = APIRouter()

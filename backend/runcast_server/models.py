@@ -1,0 +1,186 @@
+"""Database tables (SQLAlchemy 2, typed). Alembic migrations are the only way they are made.
+
+Times are float seconds since the epoch (UTC): one representation on SQLite and
+PostgreSQL. A NaN metric value is stored as NULL in ``points.value`` and
+``rollups.last`` (SQLite cannot hold NaN); every other value is a float.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    SmallInteger,
+    String,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+# BIGINT primary keys autoincrement on PostgreSQL; SQLite only autoincrements INTEGER.
+BigId = BigInteger().with_variant(Integer(), "sqlite")
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+    type_annotation_map = {dict[str, Any]: JSON}
+
+
+class Project(Base):
+    __tablename__ = "projects"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(100), unique=True)
+    created_at: Mapped[float] = mapped_column(Float)
+
+
+class IngestToken(Base):
+    """A project's write token. Only its SHA-256 is stored; ``prefix`` identifies it."""
+
+    __tablename__ = "ingest_tokens"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    project_id: Mapped[int] = mapped_column(
+        ForeignKey("projects.id", ondelete="CASCADE"), index=True
+    )
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    prefix: Mapped[str] = mapped_column(String(16))
+    label: Mapped[str | None] = mapped_column(String(200))
+    created_at: Mapped[float] = mapped_column(Float)
+    revoked_at: Mapped[float | None] = mapped_column(Float)
+
+
+class Run(Base):
+    __tablename__ = "runs"
+    __table_args__ = (Index("ix_runs_project_created", "project_id", "created_at"),)
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    project_id: Mapped[int] = mapped_column(
+        ForeignKey("projects.id", ondelete="CASCADE")
+    )
+    name: Mapped[str] = mapped_column(String(200))
+    visibility: Mapped[str] = mapped_column(String(16), default="public")
+    status: Mapped[str] = mapped_column(String(16), default="running")
+    config: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    code: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    env: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    seed: Mapped[int | None] = mapped_column(BigInteger)
+    created_at: Mapped[float] = mapped_column(Float)
+    started_at: Mapped[float | None] = mapped_column(Float)
+    finished_at: Mapped[float | None] = mapped_column(Float)
+    heartbeat_at: Mapped[float | None] = mapped_column(Float)
+    last_step: Mapped[int | None] = mapped_column(BigInteger)
+    # key -> [step, value] of the newest point of each metric (wire-encoded values).
+    last_values: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    # Bumped once per committed ingest batch: the live stream's resume position.
+    version: Mapped[int] = mapped_column(BigInteger, default=0)
+
+
+class Segment(Base):
+    """One ``init()`` of a run. A resume opens a new segment at ``start_step``."""
+
+    __tablename__ = "segments"
+    __table_args__ = (
+        UniqueConstraint("run_id", "uid"),
+        UniqueConstraint("run_id", "index", name="uq_segments_run_index"),
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    uid: Mapped[str] = mapped_column(String(64))
+    index: Mapped[int] = mapped_column(Integer)
+    start_step: Mapped[int] = mapped_column(BigInteger, default=0)
+    resumed: Mapped[bool] = mapped_column(Boolean, default=False)
+    started_at: Mapped[float | None] = mapped_column(Float)
+
+
+class Series(Base):
+    """One metric of one segment: the unit that points and rollups belong to."""
+
+    __tablename__ = "series"
+    __table_args__ = (
+        UniqueConstraint("segment_id", "key"),
+        Index("ix_series_run_key", "run_id", "key"),
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    segment_id: Mapped[int] = mapped_column(
+        ForeignKey("segments.id", ondelete="CASCADE")
+    )
+    key: Mapped[str] = mapped_column(String(200))
+    count: Mapped[int] = mapped_column(BigInteger, default=0)
+    min_step: Mapped[int | None] = mapped_column(BigInteger)
+    max_step: Mapped[int | None] = mapped_column(BigInteger)
+
+
+class Point(Base):
+    """One logged value. (series, step) is written once; a repeat is ignored."""
+
+    __tablename__ = "points"
+
+    series_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    step: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    value: Mapped[float | None] = mapped_column(Float)  # NULL = NaN
+    version: Mapped[int] = mapped_column(
+        BigInteger
+    )  # the run version of the batch that wrote it
+
+
+class Rollup(Base):
+    """Aggregates of a series over the aligned bucket ``[bucket * 2**level, (bucket+1) * 2**level)``.
+
+    ``min``/``max`` cover every non-NaN value (+-Inf included, so divergence shows);
+    ``sum``/``count`` cover finite values only; ``nan_count`` counts NaNs;
+    ``last`` is the value at ``last_step``, the highest step in the bucket.
+    """
+
+    __tablename__ = "rollups"
+
+    series_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    level: Mapped[int] = mapped_column(SmallInteger, primary_key=True)
+    bucket: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    min: Mapped[float | None] = mapped_column(Float)
+    max: Mapped[float | None] = mapped_column(Float)
+    sum: Mapped[float] = mapped_column(Float, default=0.0)
+    count: Mapped[int] = mapped_column(BigInteger, default=0)
+    nan_count: Mapped[int] = mapped_column(BigInteger, default=0)
+    last: Mapped[float | None] = mapped_column(Float)
+    last_step: Mapped[int] = mapped_column(BigInteger)
+
+
+class Event(Base):
+    """A timeline event (everything but metrics and heartbeats), stored once per (segment, seq)."""
+
+    __tablename__ = "events"
+    __table_args__ = (
+        UniqueConstraint("segment_id", "seq", name="uq_events_segment_seq"),
+        Index("ix_events_run_type", "run_id", "type"),
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    segment_id: Mapped[int] = mapped_column(
+        ForeignKey("segments.id", ondelete="CASCADE")
+    )
+    seq: Mapped[int] = mapped_column(BigInteger)
+    type: Mapped[str] = mapped_column(String(32))
+    step: Mapped[int | None] = mapped_column(BigInteger)
+    ts: Mapped[float] = mapped_column(Float)
+    received_at: Mapped[float] = mapped_column(Float)
+    payload: Mapped[dict[str, Any]] = mapped_column(default=dict)

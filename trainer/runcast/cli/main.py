@@ -1,0 +1,59 @@
+"""The ``runcast`` command line: one group, a verb per job."""
+
+from __future__ import annotations
+
+import typer
+
+app = typer.Typer(
+    name="runcast",
+    help="Broadcast model-training runs live: serve the dashboard and API, ingest, sync, export.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+db_app = typer.Typer(help="Manage the database schema.", no_args_is_help=True)
+token_app = typer.Typer(help="Manage project ingest tokens.", no_args_is_help=True)
+app.add_typer(db_app, name="db")
+app.add_typer(token_app, name="token")
+
+
+@db_app.command("upgrade")
+def db_upgrade(revision: str = typer.Argument("head", help="Target revision.")) -> None:
+    """Create or migrate the database schema to REVISION (default: the newest)."""
+    from runcast_server import migrate
+    from runcast_server.settings import get_settings
+
+    url = get_settings().sqlalchemy_url
+    migrate.upgrade(url, revision)
+    typer.echo(f"database at {migrate.head_revision(url) if revision == 'head' else revision}")
+
+
+@app.command()
+def serve(
+    host: str = typer.Option(None, help="Address to bind (default RUNCAST_HOST or 127.0.0.1)."),
+    port: int = typer.Option(None, help="Port to listen on (default RUNCAST_PORT or 8000)."),
+    workers: int = typer.Option(1, min=1, help="API processes (production mode only)."),
+) -> None:
+    """Run the API and dashboard. With no RUNCAST_REDIS_URL it runs embedded (SQLite, eager tasks)."""
+    import uvicorn
+
+    from runcast_server.settings import get_settings
+
+    settings = get_settings()
+    if workers > 1 and settings.embedded:
+        raise typer.BadParameter("--workers > 1 needs production mode (set RUNCAST_REDIS_URL)", param_hint="--workers")
+    uvicorn.run(
+        "runcast_server.app:create_app",
+        factory=True,
+        host=host or settings.host,
+        port=port or settings.port,
+        workers=workers,
+        log_level="info",
+    )
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

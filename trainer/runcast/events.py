@@ -1,0 +1,443 @@
+"""The event schema: the one contract between the SDK and the backend.
+
+Every event is a JSON object with these envelope fields:
+
+==========  =======================================================================
+field       meaning and limits
+==========  =======================================================================
+``v``       schema version, ``SCHEMA_VERSION`` (an integer)
+``type``    one of ``EVENT_TYPES``
+``run``     run id, 8-64 chars of ``[A-Za-z0-9_-]``; made by the SDK (``new_id``)
+``segment`` segment id, same alphabet: one ``init()`` of a run, made by the SDK.
+            A resumed run opens a new segment at its resume step.
+``seq``     0 <= seq < 2**53, numbered per segment by the SDK from 0.
+            ``(run, segment, seq)`` is the idempotency key: an event delivered
+            twice is stored once.
+``ts``      wall-clock seconds since the epoch (float, finite) at the trainer
+==========  =======================================================================
+
+Type-specific fields (append-only types add history; write-once types are kept
+as first written):
+
+* ``run_started`` (write-once per segment): ``project`` (slug, <= 100 chars),
+  ``name`` (<= 200 chars), ``config`` (JSON object, <= 256 KiB encoded),
+  ``code`` (JSON object: sha, branch, remote, dirty, diff; <= 1 MiB encoded),
+  ``env`` (JSON object: python, torch, deepspeed, host, world_size, ...),
+  ``seed`` (int or null), ``resume_step`` (int >= 0 or null: a resume opens this
+  segment at that step), ``visibility`` (public | unlisted | private).
+* ``metrics`` (append-only, write-once per (segment, key, step)): ``step``,
+  ``values`` (1..``MAX_METRICS_PER_EVENT`` entries of key -> number). Keys are
+  1..200 bytes of UTF-8 with no control characters. Values are floats; NaN and
+  +-Inf are legal and travel as the strings ``"NaN"``, ``"Infinity"``,
+  ``"-Infinity"`` so that the wire format stays strict JSON.
+* ``checkpoint``: ``step``, ``path`` (<= 4096 chars), ``size`` (bytes),
+  ``sha256`` (64 hex chars or null), ``metrics`` (key -> number), ``public``
+  (bool), ``status`` (available | pruned).
+* ``data_mix``: ``step``, ``weights`` (source -> weight >= 0, 1..256 sources).
+* ``manifest``: ``step`` (or null), ``version`` (<= 100 chars), ``manifest``
+  (JSON object, <= 1 MiB encoded).
+* ``note``: ``step`` (or null), ``text`` (1..10,000 chars).
+* ``heartbeat``: ``step`` (or null).
+* ``finished``: ``step`` (or null), ``status`` (one of ``FINAL_STATUSES``).
+
+A batch (the body of ``POST /api/v1/ingest``) is ``{"v": 1, "events": [...]}``
+with at most ``MAX_BATCH_EVENTS`` events and ``MAX_BATCH_BYTES`` bytes.
+
+This module uses only the standard library: it is imported by the SDK inside
+training jobs and by the backend.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import secrets
+from collections.abc import Mapping
+from typing import Any, Final
+
+SCHEMA_VERSION: Final = 1
+
+EVENT_TYPES: Final = (
+    "run_started",
+    "metrics",
+    "checkpoint",
+    "data_mix",
+    "manifest",
+    "note",
+    "heartbeat",
+    "finished",
+)
+FINAL_STATUSES: Final = ("finished", "failed", "killed")
+VISIBILITIES: Final = ("public", "unlisted", "private")
+CHECKPOINT_STATUSES: Final = ("available", "pruned")
+
+MAX_BATCH_EVENTS: Final = 1000
+MAX_BATCH_BYTES: Final = 8 * 1024 * 1024
+MAX_METRICS_PER_EVENT: Final = 1000
+MAX_KEY_BYTES: Final = 200
+MAX_STEP: Final = 2**53 - 1
+MAX_SEQ: Final = 2**53 - 1
+MAX_NAME_CHARS: Final = 200
+MAX_PROJECT_CHARS: Final = 100
+MAX_NOTE_CHARS: Final = 10_000
+MAX_PATH_CHARS: Final = 4096
+MAX_VERSION_CHARS: Final = 100
+MAX_MIX_SOURCES: Final = 256
+MAX_CONFIG_BYTES: Final = 256 * 1024
+MAX_CODE_BYTES: Final = 1024 * 1024
+MAX_ENV_BYTES: Final = 64 * 1024
+MAX_MANIFEST_BYTES: Final = 1024 * 1024
+
+ID_RE: Final = re.compile(r"^[A-Za-z0-9_-]{8,64}$")
+PROJECT_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+SHA256_RE: Final = re.compile(r"^[0-9a-f]{64}$")
+_CONTROL_RE: Final = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+_NONFINITE_OUT: Final = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+
+
+class EventError(ValueError):
+    """An event, or a field of one, breaks the schema.
+
+    ``index`` is the event's position in its batch (None outside a batch) and
+    ``field`` the offending field, dotted for nested ones (``values.loss``).
+    """
+
+    def __init__(self, field: str, message: str, index: int | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+        self.message = message
+        self.index = index
+
+    def __str__(self) -> str:
+        where = f"event {self.index}, " if self.index is not None else ""
+        return f"{where}field {self.field!r}: {self.message}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"index": self.index, "field": self.field, "message": self.message}
+
+
+def new_id() -> str:
+    """A fresh run or segment id: 16 random URL-safe characters."""
+    return secrets.token_urlsafe(12)
+
+
+# --- values -------------------------------------------------------------------------
+
+
+def encode_value(value: float) -> float | str:
+    """A float as it travels: finite as a number, NaN and +-Inf as strings."""
+    if math.isfinite(value):
+        return value
+    if math.isnan(value):
+        return "NaN"
+    return "Infinity" if value > 0 else "-Infinity"
+
+
+def decode_value(raw: Any, field: str = "value") -> float:
+    """The float a wire value stands for; raises EventError for anything else."""
+    if isinstance(raw, bool):
+        raise EventError(field, "must be a number, not a boolean")
+    if isinstance(raw, (int, float)):
+        return float(raw)
+    if isinstance(raw, str) and raw in _NONFINITE_OUT:
+        return _NONFINITE_OUT[raw]
+    raise EventError(
+        field,
+        f"must be a number (or 'NaN', 'Infinity', '-Infinity'), got {type(raw).__name__}",
+    )
+
+
+def check_key(key: Any, field: str = "values") -> str:
+    """Validate a metric name: 1..200 UTF-8 bytes, no control characters."""
+    if not isinstance(key, str):
+        raise EventError(
+            field, f"metric names must be strings, got {type(key).__name__}"
+        )
+    if not key:
+        raise EventError(field, "metric name must not be empty")
+    if len(key.encode("utf-8", "surrogatepass")) > MAX_KEY_BYTES:
+        raise EventError(
+            f"{field}.{key[:40]}", f"metric name longer than {MAX_KEY_BYTES} bytes"
+        )
+    if _CONTROL_RE.search(key):
+        raise EventError(f"{field}.{key!r}", "metric name contains control characters")
+    return key
+
+
+def check_step(raw: Any, field: str = "step", *, optional: bool = False) -> int | None:
+    """Validate a step: an integer in [0, 2**53)."""
+    if raw is None and optional:
+        return None
+    if isinstance(raw, bool) or not isinstance(raw, int):
+        raise EventError(field, f"must be an integer, got {type(raw).__name__}")
+    if raw < 0:
+        raise EventError(field, "must not be negative")
+    if raw > MAX_STEP:
+        raise EventError(field, f"must be at most {MAX_STEP}")
+    return raw
+
+
+# --- helpers for validation ---------------------------------------------------------
+
+
+def _str(
+    event: Mapping[str, Any], field: str, max_chars: int, *, optional: bool = False
+) -> str | None:
+    raw = event.get(field)
+    if raw is None and optional:
+        return None
+    if not isinstance(raw, str):
+        raise EventError(field, "must be a string")
+    if len(raw) > max_chars:
+        raise EventError(field, f"longer than {max_chars} characters")
+    return raw
+
+
+def _json_obj(event: Mapping[str, Any], field: str, max_bytes: int) -> dict[str, Any]:
+    raw = event.get(field)
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise EventError(field, "must be a JSON object")
+    size = len(json.dumps(raw, allow_nan=False, default=str).encode())
+    if size > max_bytes:
+        raise EventError(field, f"encodes to {size} bytes, more than {max_bytes}")
+    return raw
+
+
+def _number_map(
+    raw: Any, field: str, max_entries: int, *, allow_empty: bool
+) -> dict[str, float]:
+    if not isinstance(raw, dict):
+        raise EventError(field, "must be a JSON object of name -> number")
+    if not raw and not allow_empty:
+        raise EventError(field, "must hold at least one entry")
+    if len(raw) > max_entries:
+        raise EventError(field, f"holds {len(raw)} entries, more than {max_entries}")
+    out: dict[str, float] = {}
+    for key, value in raw.items():
+        check_key(key, field)
+        out[key] = decode_value(value, f"{field}.{key}")
+    return out
+
+
+def _choice(
+    event: Mapping[str, Any],
+    field: str,
+    choices: tuple[str, ...],
+    default: str | None = None,
+) -> str:
+    raw = event.get(field, default)
+    if raw not in choices:
+        raise EventError(field, f"must be one of {', '.join(choices)}")
+    return raw
+
+
+# --- one event -----------------------------------------------------------------------
+
+
+def validate_event(event: Any) -> dict[str, Any]:
+    """Check one wire event and return it normalised (values decoded to floats).
+
+    Raises EventError naming the field. Unknown fields are dropped.
+    """
+    if not isinstance(event, dict):
+        raise EventError("event", "must be a JSON object")
+    version = event.get("v", SCHEMA_VERSION)
+    if version != SCHEMA_VERSION:
+        raise EventError(
+            "v",
+            f"unsupported schema version {version!r}; this server speaks {SCHEMA_VERSION}",
+        )
+    kind = event.get("type")
+    if kind not in EVENT_TYPES:
+        raise EventError("type", f"must be one of {', '.join(EVENT_TYPES)}")
+    for field in ("run", "segment"):
+        value = event.get(field)
+        if not isinstance(value, str) or not ID_RE.match(value):
+            raise EventError(
+                field, "must be 8-64 characters of A-Z, a-z, 0-9, '_' or '-'"
+            )
+    seq = event.get("seq")
+    if isinstance(seq, bool) or not isinstance(seq, int) or not 0 <= seq <= MAX_SEQ:
+        raise EventError("seq", f"must be an integer in [0, {MAX_SEQ}]")
+    ts = event.get("ts")
+    if (
+        isinstance(ts, bool)
+        or not isinstance(ts, (int, float))
+        or not math.isfinite(ts)
+        or ts < 0
+    ):
+        raise EventError(
+            "ts", "must be a finite, non-negative number of seconds since the epoch"
+        )
+    out: dict[str, Any] = {
+        "v": SCHEMA_VERSION,
+        "type": kind,
+        "run": event["run"],
+        "segment": event["segment"],
+        "seq": seq,
+        "ts": float(ts),
+    }
+    out.update(_BODY_VALIDATORS[kind](event))
+    return out
+
+
+def _run_started(e: Mapping[str, Any]) -> dict[str, Any]:
+    project = e.get("project")
+    if not isinstance(project, str) or not PROJECT_RE.match(project):
+        raise EventError(
+            "project",
+            "must be 1-100 characters of A-Z, a-z, 0-9, '.', '_' or '-', starting with a letter or digit",
+        )
+    name = _str(e, "name", MAX_NAME_CHARS)
+    if not name or _CONTROL_RE.search(name):
+        raise EventError("name", "must be non-empty with no control characters")
+    seed = e.get("seed")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+        raise EventError("seed", "must be an integer or null")
+    return {
+        "project": project,
+        "name": name,
+        "config": _json_obj(e, "config", MAX_CONFIG_BYTES),
+        "code": _json_obj(e, "code", MAX_CODE_BYTES),
+        "env": _json_obj(e, "env", MAX_ENV_BYTES),
+        "seed": seed,
+        "resume_step": check_step(e.get("resume_step"), "resume_step", optional=True),
+        "visibility": _choice(e, "visibility", VISIBILITIES, "public"),
+    }
+
+
+def _metrics(e: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "step": check_step(e.get("step")),
+        "values": _number_map(
+            e.get("values"), "values", MAX_METRICS_PER_EVENT, allow_empty=False
+        ),
+    }
+
+
+def _checkpoint(e: Mapping[str, Any]) -> dict[str, Any]:
+    size = e.get("size")
+    if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+        raise EventError("size", "must be a non-negative integer number of bytes")
+    sha = e.get("sha256")
+    if sha is not None and (not isinstance(sha, str) or not SHA256_RE.match(sha)):
+        raise EventError("sha256", "must be 64 lowercase hex characters or null")
+    public = e.get("public", True)
+    if not isinstance(public, bool):
+        raise EventError("public", "must be true or false")
+    return {
+        "step": check_step(e.get("step")),
+        "path": _str(e, "path", MAX_PATH_CHARS),
+        "size": size,
+        "sha256": sha,
+        "metrics": _number_map(
+            e.get("metrics", {}), "metrics", MAX_METRICS_PER_EVENT, allow_empty=True
+        ),
+        "public": public,
+        "status": _choice(e, "status", CHECKPOINT_STATUSES, "available"),
+    }
+
+
+def _data_mix(e: Mapping[str, Any]) -> dict[str, Any]:
+    weights = _number_map(
+        e.get("weights"), "weights", MAX_MIX_SOURCES, allow_empty=False
+    )
+    for source, weight in weights.items():
+        if not math.isfinite(weight) or weight < 0:
+            raise EventError(
+                f"weights.{source}", "must be a finite, non-negative number"
+            )
+    return {"step": check_step(e.get("step")), "weights": weights}
+
+
+def _manifest(e: Mapping[str, Any]) -> dict[str, Any]:
+    version = _str(e, "version", MAX_VERSION_CHARS)
+    if not version:
+        raise EventError("version", "must not be empty")
+    return {
+        "step": check_step(e.get("step"), optional=True),
+        "version": version,
+        "manifest": _json_obj(e, "manifest", MAX_MANIFEST_BYTES),
+    }
+
+
+def _note(e: Mapping[str, Any]) -> dict[str, Any]:
+    text = _str(e, "text", MAX_NOTE_CHARS)
+    if not text or not text.strip():
+        raise EventError("text", "must not be empty")
+    return {"step": check_step(e.get("step"), optional=True), "text": text}
+
+
+def _heartbeat(e: Mapping[str, Any]) -> dict[str, Any]:
+    return {"step": check_step(e.get("step"), optional=True)}
+
+
+def _finished(e: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "step": check_step(e.get("step"), optional=True),
+        "status": _choice(e, "status", FINAL_STATUSES),
+    }
+
+
+_BODY_VALIDATORS = {
+    "run_started": _run_started,
+    "metrics": _metrics,
+    "checkpoint": _checkpoint,
+    "data_mix": _data_mix,
+    "manifest": _manifest,
+    "note": _note,
+    "heartbeat": _heartbeat,
+    "finished": _finished,
+}
+
+
+# --- batches -------------------------------------------------------------------------
+
+
+def validate_batch(body: Any) -> list[dict[str, Any]]:
+    """Check a whole batch; the first bad event raises EventError with its index."""
+    if not isinstance(body, dict):
+        raise EventError("body", 'must be a JSON object {"v": 1, "events": [...]}')
+    version = body.get("v", SCHEMA_VERSION)
+    if version != SCHEMA_VERSION:
+        raise EventError(
+            "v",
+            f"unsupported schema version {version!r}; this server speaks {SCHEMA_VERSION}",
+        )
+    events = body.get("events")
+    if not isinstance(events, list):
+        raise EventError("events", "must be a list")
+    if not events:
+        raise EventError("events", "must hold at least one event")
+    if len(events) > MAX_BATCH_EVENTS:
+        raise EventError(
+            "events", f"holds {len(events)} events, more than {MAX_BATCH_EVENTS}"
+        )
+    out = []
+    for index, event in enumerate(events):
+        try:
+            out.append(validate_event(event))
+        except EventError as exc:
+            exc.index = index
+            raise
+    return out
+
+
+def encode_event(event: Mapping[str, Any]) -> dict[str, Any]:
+    """A validated event back in wire form (non-finite values as strings)."""
+    out = dict(event)
+    for field in ("values", "metrics", "weights"):
+        if field in out and isinstance(out[field], dict):
+            out[field] = {k: encode_value(v) for k, v in out[field].items()}
+    return out
+
+
+def dumps_batch(events: list[Mapping[str, Any]]) -> bytes:
+    """Serialise wire events as a batch body (strict JSON)."""
+    return json.dumps(
+        {"v": SCHEMA_VERSION, "events": events}, allow_nan=False, separators=(",", ":")
+    ).encode()
