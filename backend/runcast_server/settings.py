@@ -48,6 +48,10 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(
         default=8 * 1024 * 1024, description="Largest ingest request body accepted."
     )
+    stall_after_s: float = Field(
+        default=300,
+        description="A running run whose heartbeat is older than this reads as 'stalled'.",
+    )
 
     @property
     def embedded(self) -> bool:
