@@ -1,0 +1,290 @@
+"""Shared fixtures: real PostgreSQL, Redis, Celery workers and API processes; the embedded app.
+
+Session-scoped servers (started once, on first use):
+
+``pg_server``      a PostgreSQL cluster on a free 127.0.0.1 port (``services.PostgresServer``)
+``pg_template``    name of a database in it migrated to head, the template for fresh ones
+``redis_server``   a redis-server on a free port (``services.RedisServer``)
+
+Per test:
+
+``pg_url``         URL of a fresh PostgreSQL database at head (a copy of the template), dropped after
+``stack``          a ``ProductionStack``: fresh database, flushed Redis, temp data dir, and
+                   ``start_worker()`` / ``start_api()`` / ``token()`` / ``cli()`` helpers;
+                   every process it started is stopped after the test, and their logs are
+                   attached to the report of a failing test
+``embedded``       ``TestClient(create_app())`` on a temp RUNCAST_DATA_DIR, no Redis, no
+                   database URL (SQLite, eager tasks), settings and engine caches reset
+``embedded_env``   the temp data dir behind ``embedded`` (a Path)
+
+Tests that use a server fixture get the ``services`` marker automatically, so
+``scripts/test -m "not services"`` runs without any of them.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import services
+from services import BIN, PostgresServer, Process, RedisServer, child_env
+
+SERVICE_FIXTURES = {"pg_server", "pg_template", "pg_url", "redis_server", "stack"}
+
+_LOGS = pytest.StashKey[list[tuple[str, Path]]]()
+
+
+# --- markers and failure reports ------------------------------------------------------------
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if SERVICE_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.services)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> Any:
+    report = yield
+    if report.failed:
+        for name, path in item.stash.get(_LOGS, []):
+            report.sections.append((f"{name} log ({path})", services.tail(path)))
+    return report
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    services.stop_all()
+
+
+def attach_log(request: pytest.FixtureRequest, name: str, path: Path) -> None:
+    """Show ``path`` in the report if the requesting test fails."""
+    node = request.node
+    if _LOGS not in node.stash:
+        node.stash[_LOGS] = []
+    node.stash[_LOGS].append((name, path))
+
+
+# --- session servers ----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PostgresServer]:
+    server = PostgresServer()
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def pg_template(pg_server: PostgresServer) -> str:
+    """A database migrated to head once; fresh databases are copies of it (fast)."""
+    from runcast_server import migrate
+
+    name = pg_server.create_database("runcast_template")
+    migrate.upgrade(pg_server.url(name))
+    return name
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[RedisServer]:
+    server = RedisServer()
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def pg_url(pg_server: PostgresServer, pg_template: str) -> Iterator[str]:
+    """A fresh database at head for this test; dropped afterwards."""
+    name = pg_server.create_database(template=pg_template)
+    try:
+        yield pg_server.url(name)
+    finally:
+        pg_server.drop_database(name)
+
+
+# --- the production stack ----------------------------------------------------------------------
+
+
+class ProductionStack:
+    """PostgreSQL + Redis + Celery workers + API processes for one test.
+
+    ``env`` holds the RUNCAST_* settings every process gets. Start processes with
+    ``start_worker()`` and ``start_api()``; they are stopped when the test ends.
+    """
+
+    def __init__(
+        self,
+        request: pytest.FixtureRequest,
+        pg: PostgresServer,
+        redis: RedisServer,
+        database_url: str,
+        tmp: Path,
+    ) -> None:
+        self._request = request
+        self.pg = pg
+        self.redis = redis
+        self.database_url = database_url
+        self.redis_url = redis.url(0)
+        self.data_dir = tmp / "data"
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.log_dir = tmp / "logs"
+        self.log_dir.mkdir(exist_ok=True)
+        self.env: dict[str, str] = {
+            "RUNCAST_DATABASE_URL": database_url,
+            "RUNCAST_REDIS_URL": self.redis_url,
+            "RUNCAST_DATA_DIR": str(self.data_dir),
+        }
+        self.processes: list[Process] = []
+        self.api_url: str | None = None
+        self._engine = None
+        self._counts: dict[str, int] = {}
+
+    # processes
+
+    def _log_path(self, name: str) -> Path:
+        n = self._counts[name] = self._counts.get(name, 0) + 1
+        path = self.log_dir / (f"{name}.log" if n == 1 else f"{name}.{n}.log")
+        attach_log(self._request, name if n == 1 else f"{name} (start {n})", path)
+        return path
+
+    def start_worker(
+        self, *, concurrency: int = 1, pool: str = "solo", name: str = "worker", **env: str
+    ) -> Process:
+        """A Celery worker consuming this stack's Redis; returns once it is ready."""
+        proc = services.start_worker(
+            {**self.env, **env},
+            self._log_path(name),
+            concurrency=concurrency,
+            pool=pool,
+            name=name,
+        )
+        self.processes.append(proc)
+        return proc
+
+    def start_api(self, *, port: int | None = None, name: str = "api", **env: str) -> Process:
+        """``runcast serve`` on ``port`` (default: a free one); sets ``api_url``."""
+        proc, url = services.start_api(
+            {**self.env, **env}, self._log_path(name), port=port, name=name
+        )
+        self.processes.append(proc)
+        self.api_url = url
+        return proc
+
+    def cli(self, *args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        """Run ``runcast ARGS`` with this stack's settings."""
+        res = subprocess.run(
+            [str(BIN / "runcast"), *args],
+            env=child_env(self.env),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        if check and res.returncode != 0:
+            raise AssertionError(
+                f"runcast {' '.join(args)} exited {res.returncode}:\n{res.stdout}\n{res.stderr}"
+            )
+        return res
+
+    # data access for assertions
+
+    @property
+    def engine(self):  # type: ignore[no-untyped-def]
+        """A SQLAlchemy engine on this test's database (for exact table comparisons)."""
+        if self._engine is None:
+            from runcast_server.db import make_engine
+
+            self._engine = make_engine(self.database_url)
+        return self._engine
+
+    def token(self, project: str = "test") -> str:
+        """A fresh ingest token for ``project`` (created if missing)."""
+        from sqlalchemy.orm import Session
+
+        from runcast_server.auth import create_token
+
+        with Session(self.engine) as session:
+            token = create_token(session, project, label="tests")
+            session.commit()
+        return token
+
+    def stop(self) -> None:
+        for proc in reversed(self.processes):
+            proc.stop()
+        self.processes.clear()
+        if self._engine is not None:
+            self._engine.dispose()
+            self._engine = None
+
+
+@pytest.fixture
+def stack(
+    request: pytest.FixtureRequest,
+    pg_server: PostgresServer,
+    redis_server: RedisServer,
+    pg_url: str,
+    tmp_path: Path,
+) -> Iterator[ProductionStack]:
+    redis_server.client().flushall()
+    s = ProductionStack(request, pg_server, redis_server, pg_url, tmp_path)
+    try:
+        yield s
+    finally:
+        s.stop()
+
+
+# --- the embedded default -----------------------------------------------------------------------
+
+
+def _reset_caches() -> None:
+    from runcast_server.db import reset_engine
+    from runcast_server.settings import get_settings
+
+    reset_engine()
+    get_settings.cache_clear()
+
+
+@pytest.fixture
+def embedded_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """RUNCAST_DATA_DIR set to a temp dir, every other RUNCAST_* unset, caches reset."""
+    for key in list(os.environ):
+        if key.startswith("RUNCAST_"):
+            monkeypatch.delenv(key)
+    data_dir = tmp_path / "runcast-data"
+    monkeypatch.setenv("RUNCAST_DATA_DIR", str(data_dir))
+    _reset_caches()
+    try:
+        yield data_dir
+    finally:
+        _reset_caches()
+
+
+@pytest.fixture
+def embedded(embedded_env: Path) -> Iterator[Any]:
+    """A TestClient on ``create_app()`` in the embedded default (its lifespan has run)."""
+    from fastapi.testclient import TestClient
+
+    from runcast_server.app import create_app
+
+    with TestClient(create_app()) as client:
+        yield client
+
+
+@pytest.fixture
+def wait_for():  # type: ignore[no-untyped-def]
+    """``wait_for(check, timeout, what)``: poll until ``check()`` is truthy, then return it."""
+
+    def _wait(check: Any, timeout: float = 60, what: str = "condition", interval: float = 0.2) -> Any:
+        return services.wait_until(check, timeout, what, interval)
+
+    return _wait
+
