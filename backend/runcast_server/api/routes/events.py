@@ -1,5 +1,42 @@
-"""Placeholder until this route module lands."""
+"""``GET /runs/{run_id}/events``: the run's timeline (not metrics or heartbeats)."""
 
-from fastapi import APIRouter
+from __future__ import annotations
 
-router = APIRouter()
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+
+from runcast_server.api.deps import SessionDep
+from runcast_server.api.read_deps import ReadableRunDep
+from runcast_server.reads.events import list_events, parse_after
+from runcast_server.reads.schemas import EventList, TimelineType
+
+router = APIRouter(tags=["events"])
+
+
+@router.get("/runs/{run_id}/events", response_model=EventList)
+def get_events(
+    session: SessionDep,
+    found: ReadableRunDep,
+    type: Annotated[
+        list[TimelineType] | None, Query(description="Only these types (repeatable).")
+    ] = None,
+    segment: Annotated[
+        int | None, Query(ge=0, description="Only this segment's events.")
+    ] = None,
+    after: Annotated[
+        str | None,
+        Query(max_length=20, description="next_cursor of the previous page."),
+    ] = None,
+    limit: Annotated[int, Query(ge=1, le=1000, description="Events per page.")] = 100,
+) -> EventList:
+    """Events oldest first (in the order they were stored)."""
+    run, _ = found
+    return list_events(
+        session,
+        run,
+        types=list(type) if type else None,
+        segment=segment,
+        after=parse_after(after),
+        limit=limit,
+    )

@@ -1,0 +1,30 @@
+"""Dependencies of the read routes: settings, and the run named in the path if the caller may read it."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Path
+from runcast.events import ID_RE
+
+from runcast_server.api.deps import SessionDep, ViewerDep
+from runcast_server.errors import NotFound
+from runcast_server.models import Run
+from runcast_server.reads.access import readable_run
+from runcast_server.settings import Settings, get_settings
+
+SettingsDep = Annotated[Settings, Depends(get_settings)]
+
+
+def readable_run_dep(
+    session: SessionDep,
+    viewer: ViewerDep,
+    run_id: Annotated[str, Path(description="The run id.", max_length=64)],
+) -> tuple[Run, str]:
+    """The run and its project's name; 404 when missing or hidden from the caller."""
+    if not ID_RE.match(run_id):
+        raise NotFound("run", field="run")
+    return readable_run(session, run_id, viewer)
+
+
+ReadableRunDep = Annotated[tuple[Run, str], Depends(readable_run_dep)]

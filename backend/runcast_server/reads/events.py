@@ -1,0 +1,64 @@
+"""A run's timeline events, oldest first, paged by event id."""
+
+from __future__ import annotations
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from runcast_server.errors import ApiError
+from runcast_server.models import Event, Run, Segment
+from runcast_server.reads.schemas import EventList, TimelineEvent
+from runcast_server.reads.values import strict_json
+
+
+def list_events(
+    session: Session,
+    run: Run,
+    *,
+    types: list[str] | None,
+    segment: int | None,
+    after: int | None,
+    limit: int,
+) -> EventList:
+    """Events of ``run`` with id > ``after``, filtered by type and segment index."""
+    query = (
+        select(Event, Segment.index)
+        .join(Segment, Segment.id == Event.segment_id)
+        .where(Event.run_id == run.id)
+    )
+    if types:
+        query = query.where(Event.type.in_(types))
+    if segment is not None:
+        query = query.where(Segment.index == segment)
+    if after is not None:
+        query = query.where(Event.id > after)
+    rows = session.execute(query.order_by(Event.id).limit(limit + 1)).all()
+    page = rows[:limit]
+    events = [
+        TimelineEvent(
+            id=e.id,
+            type=e.type,
+            segment=index,
+            seq=e.seq,
+            step=e.step,
+            ts=e.ts,
+            received_at=e.received_at,
+            payload=strict_json(e.payload or {}),
+        )
+        for e, index in page
+    ]
+    next_cursor = str(events[-1].id) if len(rows) > limit else None
+    return EventList(events=events, next_cursor=next_cursor)
+
+
+def parse_after(after: str | None) -> int | None:
+    """``?after=`` is the ``next_cursor`` of the previous page: a non-negative event id."""
+    if after is None:
+        return None
+    if not after.isdigit() or len(after) > 19:
+        raise ApiError(
+            422,
+            "after must be the next_cursor of a previous page (an event id)",
+            field="after",
+        )
+    return int(after)

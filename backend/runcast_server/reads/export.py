@@ -1,0 +1,115 @@
+"""Export of a run's raw points as JSONL or CSV, streamed page by page.
+
+Each page is one keyset query (``step > last step seen``) in a short session of its
+own, so memory stays constant and no read transaction is held open for the whole
+download, however many points the run has.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Final, Literal
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from runcast_server.db import session_scope
+from runcast_server.errors import NotFound
+from runcast_server.models import Point, Run, Segment, Series
+from runcast_server.reads.values import stored_value
+
+ExportFormat = Literal["jsonl", "csv"]
+COLUMNS: Final = ("segment", "key", "step", "value")
+MEDIA_TYPES: Final = {"jsonl": "application/x-ndjson", "csv": "text/csv; charset=utf-8"}
+PAGE_ROWS: Final = 10_000
+
+
+@dataclass(frozen=True)
+class SeriesRef:
+    id: int
+    segment: int
+    key: str
+
+
+def series_to_export(session: Session, run: Run, key: str | None) -> list[SeriesRef]:
+    """The run's series (of one key, if given) in (segment, key) order; 404 for an unknown key."""
+    query = (
+        select(Series.id, Segment.index, Series.key)
+        .join(Segment, Segment.id == Series.segment_id)
+        .where(Series.run_id == run.id)
+        .order_by(Segment.index, Series.key)
+    )
+    if key is not None:
+        query = query.where(Series.key == key)
+    refs = [SeriesRef(id=i, segment=seg, key=k) for i, seg, k in session.execute(query)]
+    if key is not None and not refs:
+        raise NotFound(f"metric {key!r}", field="key")
+    return refs
+
+
+def _value_text(value: float | None) -> str:
+    v = stored_value(value)
+    return v if isinstance(v, str) else repr(v)
+
+
+def _format_page(
+    ref: SeriesRef, rows: list[tuple[int, float | None]], fmt: ExportFormat
+) -> bytes:
+    if fmt == "jsonl":
+        lines = (
+            json.dumps(
+                {
+                    "segment": ref.segment,
+                    "key": ref.key,
+                    "step": step,
+                    "value": stored_value(value),
+                },
+                separators=(",", ":"),
+                ensure_ascii=False,
+                allow_nan=False,
+            )
+            for step, value in rows
+        )
+        return ("\n".join(lines) + "\n").encode()
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerows(
+        (ref.segment, ref.key, step, _value_text(value)) for step, value in rows
+    )
+    return buf.getvalue().encode()
+
+
+def export_chunks(
+    refs: list[SeriesRef], fmt: ExportFormat, page_rows: int = PAGE_ROWS
+) -> Iterator[bytes]:
+    """The export body: a CSV header (for csv), then one chunk per page of points."""
+    if fmt == "csv":
+        yield (",".join(COLUMNS) + "\n").encode()
+    for ref in refs:
+        after = -1
+        while True:
+            with session_scope() as session:
+                rows = [
+                    (step, value)
+                    for step, value in session.execute(
+                        select(Point.step, Point.value)
+                        .where(Point.series_id == ref.id, Point.step > after)
+                        .order_by(Point.step)
+                        .limit(page_rows)
+                    )
+                ]
+            if not rows:
+                break
+            yield _format_page(ref, rows, fmt)
+            if len(rows) < page_rows:
+                break
+            after = rows[-1][0]
+
+
+def filename(run: Run, fmt: ExportFormat) -> str:
+    """The download's name; run ids are URL-safe, so it needs no escaping."""
+    return f"runcast-{run.id}.{fmt}"

@@ -1,0 +1,219 @@
+"""The metrics read: any zoom level of a series from at most a few rows per bucket.
+
+For a view ``[start, end]`` and ``max_points`` the query picks the smallest
+exponent ``e`` whose aligned buckets ``[b * 2**e, (b + 1) * 2**e)`` number at most
+``max_points`` over the view, reads the stored rollup level ``L`` with the largest
+exponent ``<= e`` (raw points when ``e < 3``), and merges groups of ``2**(e - L)``
+source rows in SQL. Levels are 3 apart, so a returned bucket is made of at most 4
+source rows (more only past the top level, for views wider than ``2**24 * max_points``
+steps): the cost follows ``max_points``, never the run length. min/max are merged as
+min/max, so a one-step spike survives at every zoom; ``last`` is the ``last`` of
+the source row with the highest ``last_step``; mean is ``sum(sum) / sum(count)``.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import Select, case, func, select
+from sqlalchemy.orm import Session
+
+from runcast_server.errors import ApiError, NotFound
+from runcast_server.models import Point, Rollup, Run, Segment, Series
+from runcast_server.reads.schemas import MetricSeries, MetricsResponse
+from runcast_server.reads.values import aggregate_value, stored_value
+from runcast_server.rollups import LEVELS
+
+_FMAX = sys.float_info.max
+
+
+def plan_level(start: int, end: int, max_points: int) -> int:
+    """The smallest exponent whose aligned buckets over ``[start, end]`` number at most ``max_points``.
+
+    This satisfies ``2**e >= (end - start) / max_points`` and adds one step where
+    the alignment of the edges would otherwise return a bucket too many.
+    """
+    e = 0
+    while (end >> e) - (start >> e) + 1 > max_points:
+        e += 1
+    return e
+
+
+def source_level(e: int) -> int:
+    """The stored level to read for exponent ``e``: 0 (raw points) below the first rollup level."""
+    return max((level for level in LEVELS if level <= e), default=0)
+
+
+@dataclass
+class Buckets:
+    """Columns of one series' buckets, in step order."""
+
+    step: list[int] = field(default_factory=list)
+    last_step: list[int] = field(default_factory=list)
+    min: list[float | str | None] = field(default_factory=list)
+    max: list[float | str | None] = field(default_factory=list)
+    mean: list[float | str | None] = field(default_factory=list)
+    last: list[float | str | None] = field(default_factory=list)
+    count: list[int] = field(default_factory=list)
+
+
+def _raw_points(session: Session, series_id: int, start: int, end: int) -> Buckets:
+    out = Buckets()
+    rows = session.execute(
+        select(Point.step, Point.value)
+        .where(Point.series_id == series_id, Point.step >= start, Point.step <= end)
+        .order_by(Point.step)
+    )
+    for step, value in rows:
+        v = stored_value(value)
+        out.step.append(step)
+        out.last_step.append(step)
+        out.min.append(v)
+        out.max.append(v)
+        out.mean.append(v)
+        out.last.append(v)
+        out.count.append(1)
+    return out
+
+
+def _source(series_id: int, level: int, lo: int, hi: int) -> Select[*tuple[Any, ...]]:
+    """Rows of the stored level as (bucket, mn, mx, sm, cnt, lst, ls); raw points are level 0."""
+    if level == 0:
+        finite = Point.value.between(-_FMAX, _FMAX)
+        return select(
+            Point.step.label("bucket"),
+            Point.value.label("mn"),
+            Point.value.label("mx"),
+            case((finite, Point.value), else_=0.0).label("sm"),
+            case((finite, 1), else_=0).label("cnt"),
+            Point.value.label("lst"),
+            Point.step.label("ls"),
+        ).where(Point.series_id == series_id, Point.step >= lo, Point.step <= hi)
+    return select(
+        Rollup.bucket.label("bucket"),
+        Rollup.min.label("mn"),
+        Rollup.max.label("mx"),
+        Rollup.sum.label("sm"),
+        Rollup.count.label("cnt"),
+        Rollup.last.label("lst"),
+        Rollup.last_step.label("ls"),
+    ).where(
+        Rollup.series_id == series_id,
+        Rollup.level == level,
+        Rollup.bucket >= lo,
+        Rollup.bucket <= hi,
+    )
+
+
+def merged_buckets(
+    session: Session, series_id: int, start: int, end: int, e: int
+) -> Buckets:
+    """The aligned buckets of width ``2**e`` that meet ``[start, end]``, merged in SQL."""
+    if e == 0:
+        return _raw_points(session, series_id, start, end)
+    level = source_level(e)
+    shift = e - level
+    # Whole output buckets, in source-bucket units: edges never depend on the view.
+    lo = (start >> e) << shift
+    hi = (((end >> e) + 1) << shift) - 1
+    src = _source(series_id, level, lo, hi).subquery("src")
+    group = (src.c.bucket // (1 << shift)).label("grp")
+    ranked = select(
+        group,
+        src.c.mn,
+        src.c.mx,
+        src.c.sm,
+        src.c.cnt,
+        src.c.lst,
+        src.c.ls,
+        func.row_number()
+        .over(partition_by=group, order_by=src.c.ls.desc())
+        .label("rn"),
+    ).subquery("ranked")
+    query = (
+        select(
+            ranked.c.grp,
+            func.min(ranked.c.mn),
+            func.max(ranked.c.mx),
+            func.sum(ranked.c.sm),
+            func.sum(ranked.c.cnt),
+            func.max(ranked.c.ls),
+            func.max(case((ranked.c.rn == 1, ranked.c.lst))),
+        )
+        .group_by(ranked.c.grp)
+        .order_by(ranked.c.grp)
+    )
+    out = Buckets()
+    for grp, mn, mx, sm, cnt, last_step, last in session.execute(query):
+        count = int(cnt or 0)
+        out.step.append(int(grp) << e)
+        out.last_step.append(int(last_step))
+        out.min.append(aggregate_value(None if mn is None else float(mn)))
+        out.max.append(aggregate_value(None if mx is None else float(mx)))
+        out.mean.append(aggregate_value(float(sm) / count) if count else None)
+        out.last.append(stored_value(None if last is None else float(last)))
+        out.count.append(count)
+    return out
+
+
+def query_metrics(
+    session: Session,
+    run: Run,
+    *,
+    key: str,
+    segment: int | None,
+    start: int | None,
+    end: int | None,
+    max_points: int,
+) -> MetricsResponse:
+    """The ``GET /runs/{id}/metrics`` answer: every (or one) segment's series of ``key``, one level for all."""
+    if start is not None and end is not None and end < start:
+        raise ApiError(422, "end must not be less than start", field="end")
+    query = (
+        select(
+            Series.id,
+            Series.min_step,
+            Series.max_step,
+            Segment.index.label("segment"),
+            Segment.start_step,
+        )
+        .join(Segment, Segment.id == Series.segment_id)
+        .where(Series.run_id == run.id, Series.key == key)
+        .order_by(Segment.index)
+    )
+    if segment is not None:
+        exists = select(Segment.id).where(
+            Segment.run_id == run.id, Segment.index == segment
+        )
+        if session.scalar(exists) is None:
+            raise NotFound(f"segment {segment}", field="segment")
+        query = query.where(Segment.index == segment)
+    series = session.execute(query).all()
+    if not series:
+        raise NotFound(f"metric {key!r}", field="key")
+    lows = [s.min_step for s in series if s.min_step is not None]
+    highs = [s.max_step for s in series if s.max_step is not None]
+    lo = start if start is not None else min(lows, default=0)
+    hi = end if end is not None else max(highs, default=lo)
+    e = plan_level(lo, hi, max_points) if hi >= lo else 0
+    out = []
+    for s in series:
+        b = merged_buckets(session, s.id, lo, hi, e) if hi >= lo else Buckets()
+        out.append(
+            MetricSeries(
+                segment=s.segment,
+                start_step=s.start_step,
+                step=b.step,
+                last_step=b.last_step,
+                min=b.min,
+                max=b.max,
+                mean=b.mean,
+                last=b.last,
+                count=b.count,
+            )
+        )
+    return MetricsResponse(
+        run=run.id, key=key, level=e, bucket_width=1 << e, series=out
+    )
