@@ -9,6 +9,83 @@ bucket it returns.
 
 from __future__ import annotations
 
-from typing import Final
+import math
+from collections.abc import Iterable
+from typing import Any, Final
+
+from sqlalchemy import case
 
 LEVELS: Final = (3, 6, 9, 12, 15, 18, 21, 24)
+
+RollupKey = tuple[int, int, int]
+"""``(series_id, level, bucket)``: the primary key of a rollup row."""
+
+
+def bucket_of(step: int, level: int) -> int:
+    """The bucket holding ``step`` at ``level``."""
+    return step >> level
+
+
+def rollup_deltas(
+    points: Iterable[tuple[int, int, float | None]],
+) -> dict[RollupKey, list[Any]]:
+    """Aggregate newly stored points into one delta row per rollup key.
+
+    ``points`` are ``(series_id, step, value)`` with NaN as None, each stored for
+    the first time (deltas from repeats would count them twice). A delta is
+    ``[min, max, sum, count, nan_count, last, last_step]`` with the meaning of
+    the rollup columns; merge it into a stored row with ``merge_sql``.
+    """
+    deltas: dict[RollupKey, list[Any]] = {}
+    inf = math.inf
+    for series_id, step, value in points:
+        finite = value is not None and -inf < value < inf
+        for level in LEVELS:
+            key = (series_id, level, step >> level)
+            row = deltas.get(key)
+            if row is None:
+                deltas[key] = [
+                    value,
+                    value,
+                    value if finite else 0.0,
+                    1 if finite else 0,
+                    1 if value is None else 0,
+                    value,
+                    step,
+                ]
+                continue
+            if value is None:
+                row[4] += 1
+            else:
+                if row[0] is None or value < row[0]:
+                    row[0] = value
+                if row[1] is None or value > row[1]:
+                    row[1] = value
+                if finite:
+                    row[2] += value
+                    row[3] += 1
+            if step > row[6]:
+                row[5] = value
+                row[6] = step
+    return deltas
+
+
+def merge_set(target: Any, excluded: Any) -> dict[str, Any]:
+    """Column -> SQL expression that merges a delta row into a stored rollup row.
+
+    ``target`` and ``excluded`` are the column collections of the stored row and of
+    the proposed one (``Rollup.__table__.c`` and ``stmt.excluded``) in an
+    ``INSERT ... ON CONFLICT DO UPDATE``. min/max use CASE, not LEAST/GREATEST, which
+    treat NULL differently on SQLite and PostgreSQL.
+    """
+    t, x = target, excluded
+    newer = x.last_step > t.last_step
+    return {
+        "min": case((x.min.is_(None), t.min), (t.min.is_(None) | (x.min < t.min), x.min), else_=t.min),
+        "max": case((x.max.is_(None), t.max), (t.max.is_(None) | (x.max > t.max), x.max), else_=t.max),
+        "sum": t.sum + x.sum,
+        "count": t.count + x.count,
+        "nan_count": t.nan_count + x.nan_count,
+        "last": case((newer, x.last), else_=t.last),
+        "last_step": case((newer, x.last_step), else_=t.last_step),
+    }
