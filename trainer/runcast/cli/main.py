@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import typer
 
+from runcast.cli import export as export_cmd
+
 app = typer.Typer(
     name="runcast",
     help="Broadcast model-training runs live: serve the dashboard and API, ingest, sync, export.",
@@ -14,6 +16,7 @@ db_app = typer.Typer(help="Manage the database schema.", no_args_is_help=True)
 token_app = typer.Typer(help="Manage project ingest tokens.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
 app.add_typer(token_app, name="token")
+app.command("export")(export_cmd.export)
 
 
 @db_app.command("upgrade")
