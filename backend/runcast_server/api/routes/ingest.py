@@ -1,5 +1,93 @@
-"""Placeholder until this route module lands."""
+"""``POST /api/v1/ingest``: accept a batch of events for the token's project.
 
-from fastapi import APIRouter
+The request is checked in full (size, JSON, schema, runs and project) before
+anything is written; then the batch's run_started events are registered at once
+(so the next batch can be checked against them) and the batch is handed to the
+ingest task. 202 means "queued"; storage is idempotent, so the SDK may resend.
+"""
 
-router = APIRouter()
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.concurrency import run_in_threadpool
+from kombu.exceptions import OperationalError as BrokerError
+from pydantic import BaseModel
+from sqlalchemy.orm import Session
+
+from runcast.events import EventError, encode_event, validate_batch
+from runcast_server.api.deps import SessionDep, WriterDep
+from runcast_server.errors import ApiError
+from runcast_server.ingest import IngestRejected, check_batch, register_runs
+from runcast_server.settings import get_settings
+from runcast_server.tasks import enqueue_ingest
+
+router = APIRouter(tags=["ingest"])
+log = logging.getLogger(__name__)
+
+
+class Accepted(BaseModel):
+    accepted: int
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON; send non-finite numbers as strings")
+
+
+async def _read_body(request: Request, limit: int) -> bytes:
+    """The body, refusing (413) anything over ``limit`` bytes without reading it all."""
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > limit:
+        raise ApiError(413, f"request body over {limit} bytes", field="body")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise ApiError(413, f"request body over {limit} bytes", field="body")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _parse(body: bytes) -> Any:
+    try:
+        return json.loads(body, parse_constant=_reject_constant)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ApiError(400, f"body is not valid JSON: {exc}", field="body") from exc
+
+
+def _accept(session: Session, project_id: int, body: bytes, received_at: float) -> int:
+    """Parse and check the batch, register new runs, commit, then enqueue; returns the event count."""
+    try:
+        events = validate_batch(_parse(body))
+    except EventError as exc:
+        raise ApiError(422, exc.message, field=exc.field, index=exc.index) from exc
+    try:
+        check_batch(session, project_id, events)
+    except IngestRejected as exc:
+        raise ApiError(exc.status, exc.message, field=exc.field, index=exc.index) from exc
+    register_runs(session, project_id, events, received_at=received_at)
+    session.commit()  # visible to the ingest task (and to the next batch's checks)
+    try:
+        enqueue_ingest([encode_event(e) for e in events], project_id, received_at=received_at)
+    except BrokerError as exc:
+        log.warning("ingest: broker unreachable: %s", exc)
+        raise ApiError(503, "ingest queue unavailable; retry later") from exc
+    return len(events)
+
+
+@router.post("/ingest", status_code=202, response_model=Accepted)
+async def ingest(request: Request, project: WriterDep, session: SessionDep) -> Accepted:
+    """Queue a batch ``{"v": 1, "events": [...]}`` for the token's project.
+
+    Errors are ``{"error": {"message", "field", "index"?}}``: 400 not JSON, 401 token,
+    403 another project's run, 404 unknown run or segment, 413 too large, 422 schema,
+    503 queue down. A rejected batch writes nothing.
+    """
+    received_at = time.time()
+    body = await _read_body(request, get_settings().max_body_bytes)
+    count = await run_in_threadpool(_accept, session, project.id, body, received_at)
+    return Accepted(accepted=count)

@@ -1,0 +1,55 @@
+"""The Celery app "runcast", configured from settings.
+
+Production (``RUNCAST_REDIS_URL`` set): Redis is the broker and tasks run in
+``runcast worker`` processes. Embedded: tasks run eagerly in the calling process
+and their errors propagate to the caller.
+"""
+
+from __future__ import annotations
+
+from celery import Celery
+
+from runcast_server.settings import Settings, get_settings
+
+app = Celery("runcast", include=["runcast_server.tasks"])
+_configured_for: Settings | None = None
+
+
+def configure(settings: Settings) -> Celery:
+    """Apply ``settings`` to the app (idempotent); returns the app."""
+    global _configured_for
+    app.conf.update(
+        broker_url=settings.redis_url or "memory://",
+        result_backend=None,
+        task_ignore_result=True,
+        task_always_eager=settings.embedded,
+        task_eager_propagates=True,
+        task_serializer="json",
+        accept_content=["json"],
+        result_serializer="json",
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        worker_prefetch_multiplier=1,
+        broker_connection_retry_on_startup=True,
+        broker_transport_options={
+            "visibility_timeout": settings.broker_visibility_timeout_s,
+            "socket_connect_timeout": 5,
+            "socket_timeout": 30,
+        },
+        # Fail fast when the broker is down: the API answers 503 and the SDK spools.
+        task_publish_retry_policy={"max_retries": 2, "interval_start": 0, "interval_step": 0.5, "interval_max": 1},
+        worker_hijack_root_logger=False,
+    )
+    _configured_for = settings
+    return app
+
+
+def get_app() -> Celery:
+    """The app, configured from the current ``get_settings()``."""
+    settings = get_settings()
+    if _configured_for is not settings:
+        configure(settings)
+    return app
+
+
+configure(get_settings())
