@@ -1,0 +1,48 @@
+"""Fixtures for the read-path tests: the embedded app and data written through ``store_batch``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from runcast_server.db import session_scope
+
+from api.writer import TrainerSim, project_token
+
+
+class Seeder:
+    """Makes projects (with tokens) and runs in the embedded database."""
+
+    def __init__(self) -> None:
+        self.tokens: dict[str, tuple[str, int]] = {}
+
+    def token(self, project: str = "demo") -> str:
+        return self._project(project)[0]
+
+    def _project(self, project: str) -> tuple[str, int]:
+        if project not in self.tokens:
+            with session_scope() as session:
+                self.tokens[project] = project_token(session, project)
+        return self.tokens[project]
+
+    def run(self, project: str = "demo", **kwargs: Any) -> TrainerSim:
+        """A ``TrainerSim`` of ``project``; call ``.start()`` on it to create the run."""
+        _, project_id = self._project(project)
+        return TrainerSim(session_scope, project_id, project, **kwargs)
+
+
+@pytest.fixture
+def client(embedded: Any) -> Any:
+    """The TestClient of the embedded app (migrated SQLite in a temp data dir)."""
+    return embedded
+
+
+@pytest.fixture
+def seed(client: Any) -> Seeder:
+    return Seeder()
+
+
+@pytest.fixture
+def auth() -> Callable[[str], dict[str, str]]:
+    return lambda token: {"Authorization": f"Bearer {token}"}
