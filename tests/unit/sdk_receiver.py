@@ -1,0 +1,106 @@
+"""A real, tiny ingest endpoint for the SDK tests: records batches, can fail on demand."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Receiver:
+    """``POST /api/v1/ingest`` on 127.0.0.1.
+
+    ``mode``: "ok" (202), "fail" (503), "reject" (422 with an error body), "slow"
+    (sleeps ``delay`` seconds, then 202). ``stop()`` closes the port, so connections
+    are refused until ``start()`` binds it again.
+    """
+
+    def __init__(self, port: int | None = None) -> None:
+        self.port = port or free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.mode = "ok"
+        self.delay = 0.0
+        self.bodies: list[dict[str, Any]] = []  # accepted batches, in arrival order
+        self.requests = 0
+        self.auth: list[str | None] = []
+        self._lock = threading.Lock()
+        self._server: ThreadingHTTPServer | None = None
+
+    def start(self) -> Receiver:
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                with receiver._lock:
+                    receiver.requests += 1
+                    receiver.auth.append(self.headers.get("Authorization"))
+                mode = receiver.mode
+                if self.path != "/api/v1/ingest":
+                    return self._reply(404, {"error": {"message": "not found"}})
+                if mode == "fail":
+                    return self._reply(503, {"error": {"message": "down for maintenance"}})
+                if mode == "reject":
+                    return self._reply(422, {"error": {"message": "bad event", "index": 0, "field": "values"}})
+                if mode == "slow":
+                    time.sleep(receiver.delay)
+                batch = json.loads(body)  # strict: NaN must arrive as a string
+                with receiver._lock:
+                    receiver.bodies.append(batch)
+                self._reply(202, {"accepted": len(batch["events"])})
+
+            def _reply(self, status: int, doc: dict[str, Any]) -> None:
+                data = json.dumps(doc).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        self._server.daemon_threads = True
+        threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    def events(self) -> list[dict[str, Any]]:
+        """Every event received once, deduplicated by (segment, seq) as the service does, in arrival order."""
+        seen: set[tuple[str, int]] = set()
+        out = []
+        with self._lock:
+            bodies = list(self.bodies)
+        for body in bodies:
+            for event in body["events"]:
+                key = (event["segment"], event["seq"])
+                if key not in seen:
+                    seen.add(key)
+                    out.append(event)
+        return out
+
+    def of_type(self, kind: str) -> list[dict[str, Any]]:
+        return [e for e in self.events() if e["type"] == kind]
+
+    def wait_for(self, predicate: Callable[[], bool], timeout: float = 10.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not predicate():
+            if time.monotonic() > deadline:
+                raise AssertionError("timed out waiting for the receiver")
+            time.sleep(0.01)

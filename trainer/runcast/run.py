@@ -1,0 +1,462 @@
+"""``Run``: what a training job holds to broadcast itself, and ``init`` which makes one.
+
+Every verb validates its arguments on the caller's thread (a mistake raises there)
+and then only appends to a bounded in-memory queue: no I/O, no JSON, no lock
+beyond the queue's own, no device sync. The sender thread does the rest. Service
+problems never reach the caller: they end in the spool, or as counted drops.
+"""
+
+from __future__ import annotations
+
+import logging
+import operator
+import os
+import threading
+import time
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from . import events, lifecycle, runtime
+from .events import MAX_METRICS_PER_EVENT, MAX_STEP, EventError, check_key, new_id
+from .sender import Counters, Item, Sender, SenderConfig
+from .spool import default_dir
+from .transport import Transport, make_transport, public_url
+from .values import Deferred, coerce, int_to_float, json_object
+
+log = logging.getLogger("runcast")
+
+__all__ = ["Run", "RunStats", "init"]
+
+
+@dataclass(frozen=True)
+class RunStats:
+    """Event counts of a run (every event type, including run_started, heartbeats, finished).
+
+    ``logged``: accepted into the queue. ``sent``: acknowledged by the service
+    (``replayed`` of them from the spool). ``spooled``: written to the spool.
+    ``dropped``: lost, because the queue was full or the service rejected them
+    (each cause is logged once). ``queued``: waiting in memory right now.
+    """
+
+    logged: int
+    sent: int
+    spooled: int
+    dropped: int
+    replayed: int
+    queued: int
+
+
+class Run:
+    """A run segment being broadcast. Make one with ``runcast.init``."""
+
+    def __init__(
+        self,
+        *,
+        run_id: str,
+        started: dict[str, Any],
+        url: str | None,
+        rank: int,
+        enabled: bool,
+        transport: Transport | None,
+        spool_dir: Path,
+        flush_interval: float,
+        batch_size: int,
+        max_queue: int,
+        finish_timeout: float,
+        heartbeat_interval: float,
+        retry_initial: float,
+        retry_max: float,
+    ) -> None:
+        self.id = run_id
+        self.segment = new_id()
+        self.url = url
+        self.rank = rank
+        self.enabled = enabled
+        self.project: str = started["project"]
+        self.name: str = started["name"]
+        self._finish_timeout = finish_timeout
+        self._batch_size = batch_size
+        self._max_queue = max_queue
+        self._queue: deque[Item] = deque()
+        self._wake = threading.Event()
+        self._counters = Counters()
+        self._drop_lock = threading.Lock()
+        self._full_warned = False
+        self._closed_warned = False
+        resume_step = started.get("resume_step")
+        self._step = -1 if resume_step is None else resume_step - 1
+        self._key_steps: dict[str, int] = {}
+        self._keys: set[str] = set()
+        self._live = enabled
+        self._closed = False
+        self._sender: Sender | None = None
+        if not enabled:
+            return
+        self._put(("run_started", time.time(), None, started))
+        config = SenderConfig(
+            run=run_id,
+            segment=self.segment,
+            batch_size=batch_size,
+            flush_interval=flush_interval,
+            heartbeat_interval=heartbeat_interval,
+            retry_initial=retry_initial,
+            retry_max=retry_max,
+            spool_dir=spool_dir,
+            spool_meta={
+                "format": 1,
+                "run": run_id,
+                "segment": self.segment,
+                "project": self.project,
+                "name": self.name,
+                "url": transport.url if transport is not None else None,
+                "created": time.time(),
+            },
+        )
+        self._sender = Sender(
+            config, self._queue, self._wake, transport, self._counters, self._count_drop, self._heartbeat
+        )
+        self._sender.start()
+        lifecycle.register(self)
+
+    # --- verbs ---------------------------------------------------------------------------
+
+    def log(self, metrics: Mapping[str, Any], step: int | None = None) -> None:
+        """Record ``metrics`` (name -> number or one-element tensor) at ``step``.
+
+        ``step`` defaults to the highest step logged so far plus one (the first is 0,
+        or ``resume_step`` for a resumed run). Each (name, step) is written once per
+        segment: a name logged again at the same or an earlier step raises ValueError.
+        NaN and +-Inf are recorded as such. Never blocks and never raises for a
+        service problem.
+        """
+        if step is None:
+            step = self._step + 1
+        elif type(step) is not int or step < 0 or step > MAX_STEP:
+            step = _check_step(step)
+        if type(metrics) is not dict and not isinstance(metrics, Mapping):
+            raise TypeError(f"metrics must be a dict of name -> number, got {type(metrics).__name__}")
+        key_steps = self._key_steps
+        keys = self._keys
+        values: dict[str, float | Deferred] = {}
+        for key, value in metrics.items():
+            if key not in keys:
+                self._new_key(key)
+            last = key_steps.get(key)
+            if last is not None and step <= last:
+                raise ValueError(
+                    f"metric {key!r} was already logged at step {last}; step {step} must be greater "
+                    "(each metric is written once per step)"
+                )
+            kind = type(value)
+            if kind is float:
+                values[key] = value
+            elif kind is int:
+                values[key] = int_to_float(key, value)
+            else:
+                values[key] = coerce(key, value)
+        if not values or len(values) > MAX_METRICS_PER_EVENT:
+            raise ValueError(f"log() takes 1 to {MAX_METRICS_PER_EVENT} metrics, got {len(values)}")
+        key_steps.update(dict.fromkeys(values, step))
+        if step > self._step:
+            self._step = step
+        self._put(("metrics", time.time(), step, values))
+
+    def checkpoint(
+        self,
+        path: str | os.PathLike[str],
+        step: int,
+        metrics: Mapping[str, Any] | None = None,
+        public: bool = True,
+        status: str = "available",
+    ) -> None:
+        """Record a checkpoint saved at ``path`` (a file, or a directory of files) at ``step``.
+
+        The size is read now; a file's sha256 is computed by the sender thread before
+        the event is sent (so do not overwrite the file right away). FileNotFoundError
+        if ``path`` does not exist. ``status="pruned"`` records that a checkpoint logged
+        earlier was deleted (its file may be gone: size 0, no sha256).
+        """
+        path = os.path.abspath(os.fspath(path))
+        if status == "pruned" and not os.path.exists(path):
+            is_dir, size = False, 0
+        else:
+            info = os.stat(path)
+            is_dir = os.path.isdir(path)
+            size = _tree_size(path) if is_dir else info.st_size
+        body = {
+            "step": _check_step(step),
+            "path": path,
+            "size": size,
+            "sha256": None,
+            "metrics": self._numbers(metrics or {}, "metrics"),
+            "public": public,
+            "status": status,
+        }
+        self._check("checkpoint", body)
+        if self._live and not is_dir and status == "available":
+            body["_hash"] = True
+        self._put(("checkpoint", time.time(), None, body))
+
+    def data_mix(self, weights: Mapping[str, Any], step: int) -> None:
+        """Record that from ``step`` on, data is drawn with ``weights`` (source -> weight >= 0)."""
+        body = {"step": _check_step(step), "weights": self._numbers(weights, "weights")}
+        self._check("data_mix", body)
+        self._put(("data_mix", time.time(), None, body))
+
+    def manifest(self, manifest: Mapping[str, Any], version: str, step: int | None = None) -> None:
+        """Record a dataset manifest (a JSON object, <= 1 MiB) under ``version``."""
+        body = {
+            "step": _check_step(step, optional=True),
+            "version": version,
+            "manifest": json_object(manifest, "manifest"),
+        }
+        self._check("manifest", body)
+        self._put(("manifest", time.time(), None, body))
+
+    def note(self, text: str, step: int | None = None) -> None:
+        """Add an operator note to the run's timeline."""
+        body = {"step": _check_step(step, optional=True), "text": text}
+        self._check("note", body)
+        self._put(("note", time.time(), None, body))
+
+    def flush(self, timeout: float | None = 10.0) -> bool:
+        """Wait until everything logged so far was sent or spooled; True if nothing is left unsent."""
+        if self._sender is None or self._closed:
+            return not self._queue
+        return self._sender.flush(timeout)
+
+    def finish(self, status: str = "finished", timeout: float | None = None) -> None:
+        """Close the run with ``status`` (finished, failed, killed). Idempotent.
+
+        Sends what is queued within ``timeout`` (default ``finish_timeout``) seconds;
+        what cannot be sent in time stays in the spool for ``runcast sync``.
+        """
+        if status not in events.FINAL_STATUSES:
+            raise ValueError(f"status must be one of {', '.join(events.FINAL_STATUSES)}, got {status!r}")
+        if self._closed:
+            return
+        self._closed = True
+        self._live = False
+        lifecycle.unregister(self)
+        if self._sender is None:
+            return
+        step = self._step if self._step >= 0 else None
+        self._queue.append(("finished", time.time(), None, {"step": step, "status": status}))
+        self._counters.logged += 1
+        if self._sender.close(self._finish_timeout if timeout is None else timeout):
+            return
+        where = self._sender.unsent_dir
+        if where is not None:
+            log.warning(
+                "runcast: run %s could not send everything in time; the rest is spooled in %s. "
+                "Send it with: runcast sync %s",
+                self.id,
+                where,
+                where,
+            )
+
+    @property
+    def stats(self) -> RunStats:
+        """A snapshot of the event counts."""
+        c = self._counters
+        return RunStats(c.logged, c.sent, c.spooled, c.dropped, c.replayed, len(self._queue))
+
+    @property
+    def step(self) -> int:
+        """The highest step logged so far (-1 before the first)."""
+        return self._step
+
+    def __enter__(self) -> Run:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, value: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if kind is None:
+            self.finish("finished")
+        else:
+            self.finish("killed" if issubclass(kind, KeyboardInterrupt) else "failed")
+
+    def __repr__(self) -> str:
+        return f"Run(id={self.id!r}, project={self.project!r}, name={self.name!r}, rank={self.rank})"
+
+    # --- internals ---------------------------------------------------------------------
+
+    def _put(self, item: Item) -> None:
+        if not self._live:
+            if self._closed and not self._closed_warned:
+                self._closed_warned = True
+                log.warning("runcast: run %s is finished; further events are ignored", self.id)
+            return
+        queue = self._queue
+        if len(queue) >= self._max_queue:
+            self._count_drop(1)
+            return
+        queue.append(item)
+        self._counters.logged += 1
+        if len(queue) >= self._batch_size and not self._wake.is_set():
+            self._wake.set()
+
+    def _count_drop(self, count: int) -> None:
+        with self._drop_lock:
+            self._counters.dropped += count
+            warn = not self._full_warned
+            self._full_warned = True
+        if warn:
+            log.warning(
+                "runcast: dropping events of run %s (queue full at max_queue=%d, or rejected by the "
+                "service); run.stats.dropped counts them",
+                self.id,
+                self._max_queue,
+            )
+
+    def _new_key(self, key: Any) -> None:
+        try:
+            check_key(key, "metrics")
+        except EventError as exc:
+            raise ValueError(f"bad metric name {key!r}: {exc.message}") from None
+        self._keys.add(key)
+
+    def _numbers(self, raw: Mapping[str, Any], what: str) -> dict[str, float | str]:
+        if not isinstance(raw, Mapping):
+            raise TypeError(f"{what} must be a dict of name -> number, got {type(raw).__name__}")
+        out: dict[str, float | str] = {}
+        for key, value in raw.items():
+            check_key(key, what)
+            number = coerce(key, value)
+            if isinstance(number, Deferred):
+                number = number.resolve()  # rare events: reading the device here is fine
+            out[key] = events.encode_value(number)
+        return out
+
+    def _check(self, kind: str, body: Mapping[str, Any]) -> None:
+        events.validate_event(
+            {"type": kind, "run": self.id, "segment": self.segment, "seq": 0, "ts": time.time(), **body}
+        )
+
+    def _heartbeat(self) -> Item:
+        return ("heartbeat", time.time(), None, {"step": self._step if self._step >= 0 else None})
+
+
+def init(
+    project: str,
+    name: str,
+    config: Any = None,
+    *,
+    server: str | None = None,
+    transport: str | Transport | None = None,
+    token: str | None = None,
+    resume: str | None = None,
+    resume_step: int | None = None,
+    visibility: str = "public",
+    seed: int | None = None,
+    spool_dir: str | os.PathLike[str] | None = None,
+    flush_interval: float = 1.0,
+    batch_size: int = 500,
+    max_queue: int = 100_000,
+    finish_timeout: float = 30.0,
+    all_ranks: bool = False,
+    capture_code: bool = True,
+    rank: int | None = None,
+    heartbeat_interval: float = 30.0,
+    retry_initial: float = 0.5,
+    retry_max: float = 30.0,
+) -> Run:
+    """Start broadcasting a run (or, with ``resume=RUN_ID``, a new segment of one). See docs/sdk.md."""
+    server = server or os.environ.get("RUNCAST_SERVER") or None
+    token = token or os.environ.get("RUNCAST_TOKEN") or None
+    if rank is None:
+        rank = _env_rank()
+    enabled = rank == 0 or all_ranks
+    _check_positive(flush_interval=flush_interval, heartbeat_interval=heartbeat_interval,
+                    retry_initial=retry_initial, retry_max=retry_max)
+    if finish_timeout < 0:
+        raise ValueError("finish_timeout must not be negative")
+    for label, number in (("batch_size", batch_size), ("max_queue", max_queue)):
+        if isinstance(number, bool) or not isinstance(number, int) or number < 1:
+            raise ValueError(f"{label} must be a positive integer")
+    if resume is not None and (not isinstance(resume, str) or not events.ID_RE.match(resume)):
+        raise ValueError("resume must be a run id (8-64 characters of A-Z, a-z, 0-9, '_' or '-')")
+    run_id = resume or new_id()
+    if seed is not None and not isinstance(seed, bool) and hasattr(seed, "__index__"):
+        seed = operator.index(seed)  # numpy integers
+    started: dict[str, Any] = {
+        "project": project,
+        "name": name,
+        "config": json_object(config, "config"),
+        "code": {},
+        "env": {},
+        "seed": seed,
+        "resume_step": _check_step(resume_step, optional=True, field="resume_step"),
+        "visibility": visibility,
+    }
+    events.validate_event({"type": "run_started", "run": run_id, "segment": run_id, "seq": 0, "ts": 0, **started})
+    sink: Transport | None = None
+    if enabled:
+        if isinstance(transport, str):
+            sink = make_transport(transport, token)
+        elif transport is not None:
+            sink = transport
+        elif server:
+            sink = make_transport(server, token)
+        if sink is not None and not token:
+            log.warning("runcast: no token given (token= or RUNCAST_TOKEN); the service will likely refuse")
+        started["env"] = runtime.environment(rank)
+        started["code"] = runtime.code_revision() if capture_code else {}
+    base = server or (transport if isinstance(transport, str) and transport.startswith("http") else None)
+    return Run(
+        run_id=run_id,
+        started=started,
+        url=f"{public_url(base.rstrip('/'))}/runs/{run_id}" if base else None,
+        rank=rank,
+        enabled=enabled,
+        transport=sink,
+        spool_dir=Path(spool_dir).expanduser() if spool_dir is not None else default_dir(),
+        flush_interval=flush_interval,
+        batch_size=batch_size,
+        max_queue=max_queue,
+        finish_timeout=finish_timeout,
+        heartbeat_interval=heartbeat_interval,
+        retry_initial=retry_initial,
+        retry_max=retry_max,
+    )
+
+
+def _check_step(raw: Any, *, optional: bool = False, field: str = "step") -> Any:
+    if raw is None and optional:
+        return None
+    if not isinstance(raw, (int, bool)) and hasattr(raw, "__index__"):
+        raw = operator.index(raw)  # numpy integers
+    try:
+        return events.check_step(raw, field, optional=optional)
+    except EventError as exc:
+        raise ValueError(f"{field}: {exc.message}") from None
+
+
+def _check_positive(**numbers: float) -> None:
+    for label, number in numbers.items():
+        if not isinstance(number, (int, float)) or isinstance(number, bool) or not number > 0:
+            raise ValueError(f"{label} must be a positive number of seconds")
+
+
+def _env_rank() -> int:
+    raw = os.environ.get("RANK", "0")
+    try:
+        return int(raw)
+    except ValueError:
+        return 0
+
+
+def _tree_size(path: str) -> int:
+    total = 0
+    for folder, _dirs, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.stat(os.path.join(folder, name)).st_size
+            except OSError:
+                pass
+    return total

@@ -1,0 +1,377 @@
+"""The background flusher: the only consumer of a run's queue.
+
+The training thread appends queue items and returns; this daemon thread turns them
+into wire events (numbering ``seq``, reading device tensors, hashing checkpoints),
+cuts batches (``batch_size`` events, or whatever is waiting once ``flush_interval``
+has passed; never more than ``MAX_BATCH_EVENTS`` or ``MAX_BATCH_BYTES``) and hands
+them to the transport.
+
+When the service is unavailable the batch goes to the spool and so does every
+later batch, so order is kept; the spool is replayed (with exponential back-off)
+and live sending resumes once it is empty. A batch the service rejects for good
+is counted as dropped and its error logged once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from . import events
+from .spool import Spool, replay
+from .transport import Rejected, Retryable, Transport
+from .values import Deferred
+
+log = logging.getLogger("runcast")
+
+Item = tuple[str, float, "int | None", Any]  # (type, ts, step, values or body)
+
+DEFAULT_SEND_TIMEOUT: Final = 10.0
+REPLAY_BATCHES_PER_PASS: Final = 32
+_HASH_CHUNK: Final = 1 << 20
+
+
+@dataclass
+class Counters:
+    """Event counts shared by a run and its sender (see ``RunStats``)."""
+
+    logged: int = 0
+    sent: int = 0
+    spooled: int = 0
+    dropped: int = 0
+    replayed: int = 0
+
+
+@dataclass(frozen=True)
+class SenderConfig:
+    """How a sender batches, retries and identifies its run."""
+
+    run: str
+    segment: str
+    batch_size: int
+    flush_interval: float
+    heartbeat_interval: float
+    retry_initial: float
+    retry_max: float
+    spool_dir: Path
+    spool_meta: dict[str, Any]
+
+
+class Sender:
+    """Consume ``queue`` on a daemon thread until ``close``."""
+
+    def __init__(
+        self,
+        config: SenderConfig,
+        queue: deque[Item],
+        wake: threading.Event,
+        transport: Transport | None,
+        counters: Counters,
+        count_drop: Callable[[int], None],
+        heartbeat: Callable[[], Item],
+    ) -> None:
+        self.config = config
+        self._queue = queue
+        self._wake = wake
+        self._transport = transport
+        self._counters = counters
+        self._count_drop = count_drop
+        self._heartbeat = heartbeat
+        self._seq = 0
+        self._spool: Spool | None = None
+        self._spooling = transport is None
+        self._backoff = config.retry_initial
+        self._retry_at = 0.0
+        self._rejected_logged = False
+        self._failure_logged = False
+        self._deadline: float | None = None
+        self._cond = threading.Condition()
+        self._requested = 0
+        self._served = 0
+        self._thread = threading.Thread(target=self._main, name=f"runcast-sender-{config.run}", daemon=True)
+
+    # --- the training thread's side ------------------------------------------------
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def flush(self, timeout: float | None) -> bool:
+        """Ship everything queued so far (sent or spooled); True if nothing is left unsent."""
+        with self._cond:
+            self._requested += 1
+            ticket = self._requested
+        self._wake.set()
+        with self._cond:
+            self._cond.wait_for(lambda: self._served >= ticket or not self._thread.is_alive(), timeout)
+        return not self._queue and not self._spooling
+
+    def close(self, timeout: float) -> bool:
+        """Send what is queued within ``timeout`` seconds, spool the rest, stop the thread.
+
+        Returns True if everything was delivered.
+        """
+        self._deadline = time.monotonic() + timeout
+        self._wake.set()
+        self._thread.join(timeout + 2.0)
+        if self._thread.is_alive():
+            log.warning(
+                "runcast: the sender did not stop within %.1f s; %d queued events may be lost",
+                timeout,
+                len(self._queue),
+            )
+            return False
+        return self.unsent_dir is None
+
+    @property
+    def unsent_dir(self) -> Path | None:
+        """The spool still holding unsent batches after ``close``, if any."""
+        return self._spool.path if self._spool is not None and self._spooling else None
+
+    # --- the sender thread ------------------------------------------------------------
+
+    def _main(self) -> None:
+        cfg = self.config
+        last_flush = time.monotonic()
+        next_heartbeat = last_flush + cfg.heartbeat_interval
+        while True:
+            self._wake.wait(self._wait_time(last_flush, next_heartbeat))
+            self._wake.clear()
+            with self._cond:
+                serving = self._requested
+            now = time.monotonic()
+            closing = self._deadline is not None
+            try:
+                if self._spooling and self._transport is not None and now >= self._retry_at:
+                    self._replay()
+                due = closing or serving > self._served or now - last_flush >= cfg.flush_interval
+                pending: list[Item] = []
+                if now >= next_heartbeat and not closing:
+                    next_heartbeat = now + cfg.heartbeat_interval
+                    if not self._spooling:
+                        pending.append(self._heartbeat())
+                        self._counters.logged += 1
+                available = len(self._queue)
+                take = available if due else available - available % cfg.batch_size
+                for _ in range(take):
+                    pending.append(self._queue.popleft())
+                    if len(pending) >= min(cfg.batch_size, events.MAX_BATCH_EVENTS):
+                        self._ship(pending)
+                        pending = []
+                if pending:
+                    self._ship(pending)
+            except Exception:  # noqa: BLE001 - the sender must outlive any bug
+                log.exception("runcast: internal error in the sender thread")
+            if due:
+                last_flush = now
+                with self._cond:
+                    self._served = serving
+                    self._cond.notify_all()
+            if closing and not self._queue and self._finished_closing():
+                break
+        self._shutdown()
+
+    def _wait_time(self, last_flush: float, next_heartbeat: float) -> float:
+        now = time.monotonic()
+        if self._deadline is not None:
+            if self._queue or not self._spooling or self._transport is None or now >= self._deadline:
+                return 0.0
+            return max(0.0, min(self._retry_at, self._deadline) - now)
+        until = min(last_flush + self.config.flush_interval, next_heartbeat)
+        if self._spooling and self._transport is not None:
+            until = min(until, self._retry_at)
+        return max(0.0, until - now)
+
+    def _finished_closing(self) -> bool:
+        assert self._deadline is not None
+        return not self._spooling or self._transport is None or time.monotonic() >= self._deadline
+
+    def _shutdown(self) -> None:
+        with self._cond:
+            self._served = self._requested
+            self._cond.notify_all()
+        if self._spool is not None:
+            if self._spooling:
+                self._spool.close()
+            else:
+                self._spool.remove()
+        if self._transport is not None:
+            self._transport.close()
+
+    # --- batches ----------------------------------------------------------------------
+
+    def _ship(self, items: list[Item]) -> None:
+        wire: list[dict[str, Any]] = []
+        for item in items:
+            event = self._to_wire(item)
+            if event is None:
+                self._count_drop(1)
+            else:
+                wire.append(event)
+        for body, batch in _bodies(wire):
+            self._deliver(body, batch)
+
+    def _deliver(self, body: bytes, batch: list[dict[str, Any]]) -> None:
+        if self._spooling or self._past_deadline():
+            self._to_spool(body, len(batch))
+            return
+        assert self._transport is not None
+        try:
+            self._transport.send(body, batch, self._send_timeout())
+        except Retryable as exc:
+            self._start_outage(exc)
+            self._to_spool(body, len(batch))
+        except Rejected as exc:
+            self._rejected(str(exc), len(batch))
+        else:
+            self._counters.sent += len(batch)
+
+    def _to_spool(self, body: bytes, count: int) -> None:
+        if self._spool is None:
+            self._spool = Spool.create(self.config.spool_dir, self.config.spool_meta)
+            if self._transport is None:
+                log.warning("runcast: no server configured; spooling events to %s", self._spool.path)
+        self._spooling = True
+        self._spool.append(body)
+        self._counters.spooled += count
+
+    def _start_outage(self, exc: Retryable) -> None:
+        self._spooling = True
+        self._schedule_retry(exc.retry_after)
+        if not self._failure_logged:
+            self._failure_logged = True
+            log.warning(
+                "runcast: cannot reach %s (%s); spooling to %s/%s.%s and retrying",
+                self._transport.url if self._transport else "?",
+                exc,
+                self.config.spool_dir,
+                self.config.run,
+                self.config.segment,
+            )
+
+    def _schedule_retry(self, hint: float | None) -> None:
+        wait = self._backoff if hint is None else min(max(hint, self._backoff), self.config.retry_max)
+        self._retry_at = time.monotonic() + wait
+        self._backoff = min(self._backoff * 2, self.config.retry_max)
+
+    def _replay(self) -> None:
+        assert self._spool is not None and self._transport is not None
+        result = replay(
+            self._spool,
+            self._transport,
+            timeout=self._send_timeout(),
+            max_batches=REPLAY_BATCHES_PER_PASS,
+        )
+        self._counters.sent += result.sent_events
+        self._counters.replayed += result.sent_events
+        for message in result.rejections:
+            self._rejected(message, 0)
+        if result.rejected_events:
+            self._count_drop(result.rejected_events)
+        if result.stopped is not None:
+            self._schedule_retry(result.retry_after)
+        elif result.done:
+            log.info("runcast: %s is reachable again; the spool was replayed", self._transport.url)
+            self._spool.remove()
+            self._spool = None
+            self._spooling = False
+            self._backoff = self.config.retry_initial
+            self._failure_logged = False
+        else:
+            self._retry_at = 0.0  # more to replay: continue on the next pass
+
+    def _rejected(self, message: str, count: int) -> None:
+        if count:
+            self._count_drop(count)
+        if not self._rejected_logged:
+            self._rejected_logged = True
+            log.error("runcast: the service rejected a batch; its events are dropped: %s", message)
+        else:
+            log.debug("runcast: batch rejected: %s", message)
+
+    def _past_deadline(self) -> bool:
+        return self._deadline is not None and time.monotonic() >= self._deadline
+
+    def _send_timeout(self) -> float:
+        if self._deadline is None:
+            return DEFAULT_SEND_TIMEOUT
+        return max(0.05, min(DEFAULT_SEND_TIMEOUT, self._deadline - time.monotonic()))
+
+    # --- events -----------------------------------------------------------------------
+
+    def _to_wire(self, item: Item) -> dict[str, Any] | None:
+        kind, ts, step, body = item
+        if kind == "metrics":
+            values = self._values(body)
+            if not values:
+                return None
+            body = {"step": step, "values": values}
+        elif kind == "checkpoint":
+            body = self._checkpoint(body)
+        event = {
+            "v": events.SCHEMA_VERSION,
+            "type": kind,
+            "run": self.config.run,
+            "segment": self.config.segment,
+            "seq": self._seq,
+            "ts": ts,
+        }
+        event.update(body)
+        self._seq += 1
+        return event
+
+    def _values(self, raw: dict[str, Any]) -> dict[str, float | str]:
+        out: dict[str, float | str] = {}
+        encode = events.encode_value
+        for key, value in raw.items():
+            if type(value) is Deferred:
+                try:
+                    value = value.resolve()
+                except Exception as exc:  # noqa: BLE001 - a device error must not stop the run
+                    log.warning("runcast: could not read tensor %r (%s); value dropped", key, exc)
+                    continue
+            out[key] = encode(value)
+        return out
+
+    def _checkpoint(self, body: dict[str, Any]) -> dict[str, Any]:
+        body = dict(body)
+        if body.pop("_hash", False):
+            body["sha256"] = _sha256(Path(body["path"]), body["size"], self._past_deadline)
+        return body
+
+
+def _bodies(wire: list[dict[str, Any]]) -> list[tuple[bytes, list[dict[str, Any]]]]:
+    """Encode ``wire`` as one batch, halving it until each part is under MAX_BATCH_BYTES."""
+    if not wire:
+        return []
+    body = events.dumps_batch(wire)
+    if len(body) <= events.MAX_BATCH_BYTES or len(wire) == 1:
+        return [(body, wire)]
+    half = len(wire) // 2
+    return _bodies(wire[:half]) + _bodies(wire[half:])
+
+
+def _sha256(path: Path, size: int, stop: Callable[[], bool]) -> str | None:
+    """The file's sha256, or None if it changed size, vanished, or ``stop()`` turned true."""
+    digest = hashlib.sha256()
+    read = 0
+    try:
+        with open(path, "rb") as handle:
+            while chunk := handle.read(_HASH_CHUNK):
+                digest.update(chunk)
+                read += len(chunk)
+                if stop():
+                    return None
+    except OSError as exc:
+        log.warning("runcast: could not hash checkpoint %s (%s)", path, exc)
+        return None
+    if read != size:
+        log.warning("runcast: checkpoint %s changed size since it was logged; sha256 not recorded", path)
+        return None
+    return digest.hexdigest()

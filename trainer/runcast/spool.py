@@ -1,0 +1,242 @@
+"""The local spool: batches that could not be sent yet, kept on disk until they are.
+
+One directory per run segment (``<spool_dir>/<run>.<segment>/``) holds:
+
+* ``meta.json`` - run, segment, project, name, the transport URL (never a token), creation time;
+* ``batches.jsonl`` - append-only, one wire batch (``events.dumps_batch``) per line, each
+  append flushed and fsync'd before it counts as spooled;
+* ``offset`` - the byte offset of the first batch not yet acknowledged, replaced
+  atomically (write, fsync, rename) after each acknowledged batch, so a crash during
+  replay resends at most one batch (the service is idempotent);
+* ``lock`` - held (``flock``) by whoever writes or replays the spool.
+
+A fully replayed spool is deleted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from .transport import Rejected, Retryable, Transport
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: no cross-process lock
+    fcntl = None  # type: ignore[assignment]
+
+log = logging.getLogger("runcast")
+
+BATCHES: Final = "batches.jsonl"
+OFFSET: Final = "offset"
+META: Final = "meta.json"
+LOCK: Final = "lock"
+
+
+def default_dir() -> Path:
+    """``$RUNCAST_SPOOL_DIR``, else ``~/.cache/runcast/spool``."""
+    env = os.environ.get("RUNCAST_SPOOL_DIR")
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "runcast" / "spool"
+
+
+class SpoolBusy(RuntimeError):
+    """Another process holds the spool (a run still writing it, or another sync)."""
+
+
+class Spool:
+    """One segment's unsent batches. Not thread-safe: one owner at a time."""
+
+    def __init__(self, path: Path, lock_fd: int) -> None:
+        self.path = path
+        self._lock_fd = lock_fd
+        self._batches = path / BATCHES
+        self._offset = _read_offset(path / OFFSET)
+        self._fd: int | None = None
+
+    @classmethod
+    def create(cls, root: Path, meta: dict[str, Any]) -> Spool:
+        """Open (creating if needed) the spool of ``meta['run']``/``meta['segment']`` under ``root``."""
+        path = Path(root) / f"{meta['run']}.{meta['segment']}"
+        path.mkdir(parents=True, exist_ok=True)
+        spool = cls(path, _lock(path))
+        if not (path / META).exists():
+            _write_atomic(path / META, json.dumps(meta, indent=1).encode())
+        return spool
+
+    @classmethod
+    def open(cls, path: Path) -> Spool:
+        """Open an existing spool directory; SpoolBusy if someone else holds it."""
+        path = Path(path)
+        if not (path / META).is_file():
+            raise FileNotFoundError(f"{path} is not a runcast spool (no {META})")
+        return cls(path, _lock(path))
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        return json.loads((self.path / META).read_bytes())
+
+    def append(self, body: bytes) -> None:
+        """Add one batch at the end, durably."""
+        if self._fd is None:
+            self._fd = os.open(self._batches, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        os.write(self._fd, body + b"\n")
+        os.fsync(self._fd)
+
+    def pending(self) -> Iterator[tuple[bytes, list[dict[str, Any]], int]]:
+        """Unacknowledged batches in order: (body, events, offset after it); skips unreadable lines."""
+        try:
+            handle = open(self._batches, "rb")
+        except FileNotFoundError:
+            return
+        with handle:
+            handle.seek(self._offset)
+            position = self._offset
+            for line in handle:
+                if not line.endswith(b"\n"):
+                    return  # a torn final write: never acknowledged as spooled
+                position += len(line)
+                body = line[:-1]
+                try:
+                    events = json.loads(body)["events"]
+                except (ValueError, KeyError, TypeError):
+                    log.warning("runcast: skipping an unreadable line in %s", self._batches)
+                    self.ack(position)
+                    continue
+                yield body, events, position
+
+    def ack(self, offset: int) -> None:
+        """Everything before ``offset`` was delivered (or can never be)."""
+        _write_atomic(self.path / OFFSET, f"{offset}\n".encode())
+        self._offset = offset
+
+    def is_done(self) -> bool:
+        """No complete batch is left to send."""
+        return next(self.pending(), None) is None
+
+    def remove(self) -> None:
+        """Delete the spool directory (after everything was delivered) and release it."""
+        self.close()
+        for name in (BATCHES, OFFSET, META, OFFSET + ".tmp", META + ".tmp", LOCK):
+            with contextlib.suppress(FileNotFoundError):
+                (self.path / name).unlink()
+        with contextlib.suppress(OSError):
+            self.path.rmdir()
+
+    def close(self) -> None:
+        """Release the file handles and the lock; the files stay."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        if self._lock_fd >= 0:
+            os.close(self._lock_fd)
+            self._lock_fd = -1
+
+
+@dataclass
+class ReplayResult:
+    """What one replay pass did."""
+
+    sent_events: int = 0
+    sent_batches: int = 0
+    rejected_events: int = 0
+    rejections: list[str] = field(default_factory=list)
+    stopped: str | None = None  # why the pass stopped early (service unavailable, or a stop_on status)
+    retry_after: float | None = None  # the service's hint, when it gave one
+    done: bool = False  # nothing is left in the spool
+
+
+def replay(
+    spool: Spool,
+    transport: Transport,
+    *,
+    timeout: float = 10.0,
+    max_batches: int | None = None,
+    stop_on: tuple[int, ...] = (),
+) -> ReplayResult:
+    """Send the spool's batches in order until it is empty, the service fails, or ``max_batches``.
+
+    A rejected batch is skipped (and reported) unless its status is in ``stop_on``,
+    which stops the pass without skipping it (e.g. 401: a wrong token, not bad data).
+    """
+    result = ReplayResult()
+    for body, events, end in spool.pending():
+        if max_batches is not None and result.sent_batches + len(result.rejections) >= max_batches:
+            return result
+        try:
+            transport.send(body, events, timeout)
+        except Retryable as exc:
+            result.stopped, result.retry_after = str(exc), exc.retry_after
+            return result
+        except Rejected as exc:
+            if exc.status in stop_on:
+                result.stopped = str(exc)
+                return result
+            result.rejected_events += len(events)
+            result.rejections.append(str(exc))
+        else:
+            result.sent_events += len(events)
+            result.sent_batches += 1
+        spool.ack(end)
+    result.done = True
+    return result
+
+
+def find_spools(root: Path) -> list[Path]:
+    """Every spool directory at or under ``root``, oldest first (segments of a run stay in order)."""
+    root = Path(root)
+    found = [p.parent for p in root.rglob(META)] if root.is_dir() else []
+    if (root / META).is_file() and root not in found:
+        found.append(root)
+
+    def created(path: Path) -> tuple[float, str]:
+        try:
+            return float(json.loads((path / META).read_bytes()).get("created", 0.0)), str(path)
+        except (OSError, ValueError, TypeError, AttributeError):
+            return 0.0, str(path)
+
+    return sorted(set(found), key=created)
+
+
+def _lock(path: Path) -> int:
+    fd = os.open(path / LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+    if fcntl is not None:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise SpoolBusy(f"{path} is in use by another process") from None
+    return fd
+
+
+def _read_offset(path: Path) -> int:
+    try:
+        return max(0, int(path.read_text().strip() or 0))
+    except (FileNotFoundError, ValueError):
+        return 0
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)

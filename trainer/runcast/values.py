@@ -1,0 +1,127 @@
+"""Turning a logged value into a float, at the call site, without forcing a GPU sync.
+
+Accepted: ``int`` and ``float`` (and their subclasses), any other ``numbers.Real``
+(numpy scalars register there, so numpy is never imported), and one-element torch
+tensors. ``bool`` is rejected (as it is on the wire): ``True`` is a flag, not a
+measurement; log ``float(flag)`` if you mean it. NaN and +-Inf are legal.
+
+A one-element tensor on the CPU is read with ``.item()`` at once. A tensor on any
+other device is kept as a detached reference (a ``Deferred``) and read by the
+flusher thread, so ``log()`` never waits for the device.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import numbers
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+from .events import encode_value
+
+
+class Deferred:
+    """A one-element device tensor whose value is read later, off the training thread."""
+
+    __slots__ = ("tensor",)
+
+    def __init__(self, tensor: Any) -> None:
+        self.tensor = tensor
+
+    def resolve(self) -> float:
+        """Read the value (this waits for the device: call it only from the flusher)."""
+        return float(self.tensor.item())
+
+
+def coerce(key: str, value: Any) -> float | Deferred:
+    """The float (or deferred tensor) ``value`` stands for; TypeError/ValueError naming ``key``.
+
+    The caller handles exact ``float`` and ``int`` itself; this is the slower path.
+    """
+    if isinstance(value, bool) or type(value).__name__ == "bool_":
+        raise TypeError(f"metric {key!r}: booleans are not logged; pass float({key}) if you mean 0/1")
+    if isinstance(value, float):
+        return float(value)
+    if isinstance(value, int):
+        return int_to_float(key, value)
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(value, torch.Tensor):
+        return _tensor(key, value, torch.bool)
+    if isinstance(value, numbers.Real):
+        try:
+            return float(value)
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise ValueError(f"metric {key!r}: {value!r} cannot be read as a float ({exc})") from None
+    size = getattr(value, "size", None)
+    if type(value).__module__ == "numpy" and size == 1 and hasattr(value, "item"):
+        return coerce(key, value.item())  # a one-element numpy array
+    raise TypeError(
+        f"metric {key!r}: expected a number or a one-element tensor, got {type(value).__name__}"
+    )
+
+
+def int_to_float(key: str, value: int) -> float:
+    """An int as a float; ValueError if it is too large to be one."""
+    try:
+        return float(value)
+    except OverflowError:
+        raise ValueError(f"metric {key!r}: integer {value} is too large for a float") from None
+
+
+def _tensor(key: str, value: Any, bool_dtype: Any) -> float | Deferred:
+    if value.numel() != 1:
+        raise ValueError(
+            f"metric {key!r}: a tensor must hold exactly one element, this one has shape {tuple(value.shape)}"
+        )
+    if value.dtype.is_complex or value.dtype == bool_dtype:
+        raise TypeError(f"metric {key!r}: tensor of dtype {value.dtype} is not a real number")
+    if value.device.type == "cpu":
+        return float(value.item())
+    return Deferred(value.detach())
+
+
+_MAX_DEPTH = 64
+
+
+def json_object(obj: Any, what: str) -> dict[str, Any]:
+    """A config-like object (mapping, dataclass, namespace) as a strict-JSON-safe dict.
+
+    Keys become strings; tuples and sets become lists; non-finite floats become
+    "NaN"/"Infinity"/"-Infinity"; numpy scalars become numbers; anything else that
+    JSON cannot hold (paths, dtypes, ...) becomes its ``str()``.
+    """
+    if obj is None:
+        return {}
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        obj = dataclasses.asdict(obj)
+    elif not isinstance(obj, Mapping) and hasattr(obj, "__dict__") and type(obj).__name__ == "Namespace":
+        obj = vars(obj)
+    if not isinstance(obj, Mapping):
+        raise TypeError(f"{what} must be a dict (or a dataclass or argparse.Namespace), got {type(obj).__name__}")
+    return _jsonable(obj, what, 0)
+
+
+def _jsonable(obj: Any, what: str, depth: int) -> Any:
+    if depth > _MAX_DEPTH:
+        raise ValueError(f"{what} is nested more than {_MAX_DEPTH} levels deep (a cycle?)")
+    if obj is None or isinstance(obj, (str, bool)):
+        return obj
+    if isinstance(obj, int):
+        return int(obj)
+    if isinstance(obj, float):
+        return float(obj) if math.isfinite(obj) else encode_value(obj)
+    if isinstance(obj, Mapping):
+        return {str(k): _jsonable(v, what, depth + 1) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple, set, frozenset)):
+        return [_jsonable(v, what, depth + 1) for v in obj]
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return _jsonable(dataclasses.asdict(obj), what, depth + 1)
+    if isinstance(obj, numbers.Integral) and type(obj).__name__ != "bool_":
+        return int(obj)
+    if isinstance(obj, numbers.Real):
+        return _jsonable(float(obj), what, depth)
+    if type(obj).__name__ == "bool_":
+        return bool(obj)
+    return str(obj)
