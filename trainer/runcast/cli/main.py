@@ -54,6 +54,12 @@ def serve(
     )
 
 
+# --- SDK: replay spooled batches ----------------------------------------------------------
+from runcast.cli.sync import sync_command  # noqa: E402  (light: standard library and httpx)
+
+app.command("sync")(sync_command)
+
+
 def main() -> None:
     app()
 
