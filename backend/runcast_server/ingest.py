@@ -14,12 +14,13 @@ two workers never deadlock and never race on a segment index or a run version.
 
 from __future__ import annotations
 
+import re
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import Connection, Insert, Table, bindparam, case, select, update
+from sqlalchemy import Connection, Insert, Table, bindparam, case, func, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
@@ -36,6 +37,7 @@ EVENTS: Table = Event.__table__  # type: ignore[assignment]
 
 # Event types kept on the timeline (the ``events`` table); the rest only feed state.
 TIMELINE_TYPES = frozenset({"run_started", "checkpoint", "data_mix", "manifest", "note", "finished"})
+_BINARY_PARAM = re.compile(r"%\((a_\w+)\)s")
 _ENVELOPE = ("v", "type", "run", "segment", "seq", "ts", "step")
 
 
@@ -113,6 +115,35 @@ def _insert(conn: Connection, table: Table) -> Insert:
     """``INSERT`` with ``ON CONFLICT`` support for the connection's dialect."""
     dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
     return dialect.insert(table)
+
+
+def _bulk_insert(
+    conn: Connection,
+    table: Table,
+    names: Sequence[str],
+    columns: Sequence[Sequence[Any]],
+    finish: Callable[[Insert], Insert],
+) -> Sequence[Sequence[Any]]:
+    """Insert rows, given column by column (``columns[i]`` holds ``names[i]``), in few round trips.
+
+    PostgreSQL: one ``INSERT ... SELECT * FROM unnest(<one array per column>)``
+    whatever the row count. SQLite: a multi-row ``INSERT ... VALUES`` per page
+    (SQLAlchemy's insertmanyvalues). ``finish`` adds the ``ON CONFLICT`` clause
+    and any ``RETURNING``; it gets the statement so it can use ``stmt.excluded``.
+    """
+    if conn.dialect.name == "postgresql":
+        arrays = [bindparam(f"a_{c}", type_=postgresql.ARRAY(table.c[c].type)) for c in names]
+        source = select(func.unnest(*arrays).table_valued(*names).render_derived())
+        stmt = finish(postgresql.insert(table).from_select(list(names), source))
+        # Arrays travel in binary (%b): parsing them as text costs more than the insert.
+        sql = _BINARY_PARAM.sub(r"%(\1)b", str(stmt.compile(dialect=conn.dialect)))
+        params = {f"a_{c}": list(col) for c, col in zip(names, columns)}
+        with conn.connection.dbapi_connection.cursor() as cursor:  # type: ignore[union-attr]
+            cursor.execute(sql, params)
+            return cursor.fetchall() if cursor.description else []
+    stmt = finish(sqlite.insert(table))
+    rows = [dict(zip(names, r)) for r in zip(*columns)]
+    return conn.execute(stmt, rows).all() if stmt._returning else (conn.execute(stmt, rows), [])[1]
 
 
 def _is_sqlite(conn: Connection) -> bool:
@@ -320,98 +351,97 @@ def _write_metrics(
     segments: dict[tuple[str, str], int],
     result: IngestResult,
 ) -> dict[str, dict[str, tuple[int, float | None]]]:
-    """Insert series, points and rollups; returns run -> key -> newest inserted (step, value)."""
-    # (segment_id, key) -> run, and the batch's points, first occurrence wins.
-    series_keys: dict[tuple[int, str], str] = {}
-    batch: dict[tuple[int, str, int], float | None] = {}
+    """Insert series, points and rollups; returns run -> key -> newest inserted (step, value).
+
+    The hot path of ingest: plain dicts and lists, one statement per table.
+    """
+    # (segment_id, key) -> {step: value (NaN as None)}; the first occurrence in the batch wins.
+    batch: dict[tuple[int, str], dict[int, float | None]] = {}
+    run_of_segment: dict[int, str] = {}
     received = 0
     for e in events:
         if e["type"] != "metrics":
             continue
         seg = segments[(e["run"], e["segment"])]
+        run_of_segment[seg] = e["run"]
         step = e["step"]
-        for key, value in e["values"].items():
-            received += 1
-            series_keys.setdefault((seg, key), e["run"])
-            batch.setdefault((seg, key, step), None if value != value else value)
+        values = e["values"]
+        received += len(values)
+        for key, value in values.items():
+            points = batch.get((seg, key))
+            if points is None:
+                points = batch[(seg, key)] = {}
+            if step not in points:
+                points[step] = None if value != value else value
     result.points_received = received
     if not batch:
         return {}
 
-    ordered_keys = sorted(series_keys)
-    conn.execute(
-        _insert(conn, SERIES).on_conflict_do_nothing(index_elements=["segment_id", "key"]),
-        [
-            {"run_id": series_keys[k], "segment_id": k[0], "key": k[1], "count": 0, "min_step": None, "max_step": None}
-            for k in ordered_keys
-        ],
-    )
-    series_ids: dict[tuple[int, str], int] = {}
-    seg_ids = sorted({k[0] for k in ordered_keys})
-    for sid, seg, key in conn.execute(
-        select(SERIES.c.id, SERIES.c.segment_id, SERIES.c.key).where(SERIES.c.segment_id.in_(seg_ids))
-    ):
-        if (seg, key) in series_keys:
-            series_ids[(seg, key)] = sid
-    run_of_series = {series_ids[k]: run for k, run in series_keys.items()}
-    key_of_series = {series_ids[k]: k[1] for k in series_keys}
-
-    version_of = {sid: result.runs[run].version for sid, run in run_of_series.items()}
-    rows = sorted(
-        (sid, step, value, version_of[sid])
-        for (seg, key, step), value in batch.items()
-        for sid in (series_ids[(seg, key)],)
-    )
-    values = {(sid, step): value for sid, step, value, _ in rows}
-    inserted = _insert_points(conn, rows)
+    series_ids = _series_ids(conn, batch, run_of_segment)
+    by_id = sorted((series_ids[k], k) for k in batch)
+    col_sid: list[int] = []
+    col_step: list[int] = []
+    col_value: list[float | None] = []
+    col_version: list[int] = []
+    for sid, k in by_id:
+        points = batch[k]
+        steps = sorted(points)
+        col_sid.extend([sid] * len(steps))
+        col_step.extend(steps)
+        col_value.extend([points[st] for st in steps])
+        col_version.extend([result.runs[run_of_segment[k[0]]].version] * len(steps))
+    inserted = _insert_points(conn, [col_sid, col_step, col_value, col_version])
     result.points_inserted = len(inserted)
     if not inserted:
         return {}
-    inserted.sort()
-    new_points = [(sid, step, values[(sid, step)]) for sid, step in inserted]
+    if len(inserted) == len(col_sid):  # the usual case: every point is new
+        new_points = list(zip(col_sid, col_step, col_value))
+    else:
+        key_of = dict(by_id)
+        inserted.sort()
+        new_points = [(sid, step, batch[key_of[sid]][step]) for sid, step in inserted]
 
     deltas = rollup_deltas(new_points)
-    stmt = _insert(conn, ROLLUPS)
-    stmt = stmt.on_conflict_do_update(
-        index_elements=["series_id", "level", "bucket"], set_=merge_set(ROLLUPS.c, stmt.excluded)
-    )
-    conn.execute(
-        stmt,
+    ordered = sorted(deltas)
+    _bulk_insert(
+        conn,
+        ROLLUPS,
+        ("series_id", "level", "bucket", "min", "max", "sum", "count", "nan_count", "last", "last_step"),
         [
-            {
-                "series_id": k[0],
-                "level": k[1],
-                "bucket": k[2],
-                "min": d[0],
-                "max": d[1],
-                "sum": d[2],
-                "count": d[3],
-                "nan_count": d[4],
-                "last": d[5],
-                "last_step": d[6],
-            }
-            for k, d in sorted(deltas.items())
+            [k[0] for k in ordered],
+            [k[1] for k in ordered],
+            [k[2] for k in ordered],
+            *([deltas[k][i] for k in ordered] for i in range(7)),
         ],
+        lambda stmt: stmt.on_conflict_do_update(
+            index_elements=["series_id", "level", "bucket"], set_=merge_set(ROLLUPS.c, stmt.excluded)
+        ),
     )
 
-    stats: dict[int, list[int]] = {}
-    newest: dict[str, dict[str, tuple[int, float | None]]] = {}
+    # Per series: how many points, their step range and the newest one.
+    stats: dict[int, list[Any]] = {}
     for sid, step, value in new_points:
-        s = stats.get(sid)
-        if s is None:
-            stats[sid] = [1, step, step]
+        st = stats.get(sid)
+        if st is None:
+            stats[sid] = [1, step, step, value]
         else:
-            s[0] += 1
-            s[1] = min(s[1], step)
-            s[2] = max(s[2], step)
-        run, key = run_of_series[sid], key_of_series[sid]
+            st[0] += 1
+            if step < st[1]:
+                st[1] = step
+            if step > st[2]:
+                st[2], st[3] = step, value
+    key_of = dict(by_id)
+    newest: dict[str, dict[str, tuple[int, float | None]]] = {}
+    for sid, (n, _, hi, value) in stats.items():
+        seg, key = key_of[sid]
+        run = run_of_segment[seg]
         change = result.runs[run]
-        change.points += 1
+        change.points += n
         change.keys.add(key)
         change.changed = True
         per_run = newest.setdefault(run, {})
-        if key not in per_run or step > per_run[key][0]:
-            per_run[key] = (step, value)
+        if key not in per_run or hi > per_run[key][0]:
+            per_run[key] = (hi, value)
     c = SERIES.c
     conn.execute(
         update(SERIES)
@@ -421,9 +451,30 @@ def _write_metrics(
             min_step=_min_expr(c.min_step, bindparam("lo")),
             max_step=_max_expr(c.max_step, bindparam("hi")),
         ),
-        [{"sid": sid, "n": n, "lo": lo, "hi": hi} for sid, (n, lo, hi) in sorted(stats.items())],
+        [{"sid": sid, "n": st[0], "lo": st[1], "hi": st[2]} for sid, st in sorted(stats.items())],
     )
     return newest
+
+
+def _series_ids(
+    conn: Connection, batch: dict[tuple[int, str], Any], run_of_segment: dict[int, str]
+) -> dict[tuple[int, str], int]:
+    """Create missing series rows (sorted, ON CONFLICT DO NOTHING); returns (segment_id, key) -> id."""
+    keys = sorted(batch)
+    conn.execute(
+        _insert(conn, SERIES).on_conflict_do_nothing(index_elements=["segment_id", "key"]),
+        [
+            {"run_id": run_of_segment[seg], "segment_id": seg, "key": key, "count": 0, "min_step": None, "max_step": None}
+            for seg, key in keys
+        ],
+    )
+    ids: dict[tuple[int, str], int] = {}
+    for sid, seg, key in conn.execute(
+        select(SERIES.c.id, SERIES.c.segment_id, SERIES.c.key).where(SERIES.c.segment_id.in_(sorted(run_of_segment)))
+    ):
+        if (seg, key) in batch:
+            ids[(seg, key)] = sid
+    return ids
 
 
 def _min_expr(column: Any, value: Any) -> Any:
@@ -434,20 +485,21 @@ def _max_expr(column: Any, value: Any) -> Any:
     return case((column.is_(None) | (value > column), value), else_=column)
 
 
-def _insert_points(
-    conn: Connection, rows: list[tuple[int, int, float | None, int]]
-) -> list[tuple[int, int]]:
-    """Insert ``(series_id, step, value, version)`` rows sorted by key, skipping stored ones.
+def _insert_points(conn: Connection, columns: list[list[Any]]) -> list[tuple[int, int]]:
+    """Insert points (columns series_id, step, value, version; sorted by key), skipping stored ones.
 
     Returns the ``(series_id, step)`` really inserted: the only points rollups may count.
     """
-    stmt = (
-        _insert(conn, POINTS)
-        .on_conflict_do_nothing(index_elements=["series_id", "step"])
-        .returning(POINTS.c.series_id, POINTS.c.step)
+    rows = _bulk_insert(
+        conn,
+        POINTS,
+        ("series_id", "step", "value", "version"),
+        columns,
+        lambda stmt: stmt.on_conflict_do_nothing(index_elements=["series_id", "step"]).returning(
+            POINTS.c.series_id, POINTS.c.step
+        ),
     )
-    params = [{"series_id": sid, "step": step, "value": value, "version": ver} for sid, step, value, ver in rows]
-    return [(sid, step) for sid, step in conn.execute(stmt, params)]
+    return [(sid, step) for sid, step in rows]
 
 
 def _write_events(

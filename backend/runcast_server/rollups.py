@@ -29,45 +29,67 @@ def bucket_of(step: int, level: int) -> int:
 def rollup_deltas(
     points: Iterable[tuple[int, int, float | None]],
 ) -> dict[RollupKey, list[Any]]:
-    """Aggregate newly stored points into one delta row per rollup key.
+    """Aggregate newly stored points into one delta row per rollup key, at every level.
 
     ``points`` are ``(series_id, step, value)`` with NaN as None, each stored for
     the first time (deltas from repeats would count them twice). A delta is
     ``[min, max, sum, count, nan_count, last, last_step]`` with the meaning of
-    the rollup columns; merge it into a stored row with ``merge_sql``.
+    the rollup columns; ``merge_set`` merges it into a stored row. The first level
+    is built from the points, each further level from the one below it.
     """
-    deltas: dict[RollupKey, list[Any]] = {}
     inf = math.inf
+    first = LEVELS[0]
+    level_rows: dict[RollupKey, list[Any]] = {}
     for series_id, step, value in points:
+        key = (series_id, first, step >> first)
+        row = level_rows.get(key)
         finite = value is not None and -inf < value < inf
-        for level in LEVELS:
-            key = (series_id, level, step >> level)
-            row = deltas.get(key)
+        if row is None:
+            level_rows[key] = [value, value, value if finite else 0.0, 1 if finite else 0,
+                               0 if value is not None else 1, value, step]
+            continue
+        if value is None:
+            row[4] += 1
+        else:
+            if row[0] is None or value < row[0]:
+                row[0] = value
+            if row[1] is None or value > row[1]:
+                row[1] = value
+            if finite:
+                row[2] += value
+                row[3] += 1
+        if step > row[6]:
+            row[5] = value
+            row[6] = step
+    deltas = dict(level_rows)
+    below = first
+    for level in LEVELS[1:]:
+        shift = level - below
+        upper: dict[RollupKey, list[Any]] = {}
+        for (series_id, _, bucket), d in level_rows.items():
+            key = (series_id, level, bucket >> shift)
+            row = upper.get(key)
             if row is None:
-                deltas[key] = [
-                    value,
-                    value,
-                    value if finite else 0.0,
-                    1 if finite else 0,
-                    1 if value is None else 0,
-                    value,
-                    step,
-                ]
+                upper[key] = list(d)
                 continue
-            if value is None:
-                row[4] += 1
-            else:
-                if row[0] is None or value < row[0]:
-                    row[0] = value
-                if row[1] is None or value > row[1]:
-                    row[1] = value
-                if finite:
-                    row[2] += value
-                    row[3] += 1
-            if step > row[6]:
-                row[5] = value
-                row[6] = step
+            merge_delta(row, d)
+        deltas.update(upper)
+        level_rows, below = upper, level
     return deltas
+
+
+def merge_delta(row: list[Any], other: list[Any]) -> None:
+    """Merge delta ``other`` into delta ``row`` in place (the Python twin of ``merge_set``)."""
+    if other[0] is not None and (row[0] is None or other[0] < row[0]):
+        row[0] = other[0]
+    if other[1] is not None and (row[1] is None or other[1] > row[1]):
+        row[1] = other[1]
+    row[2] += other[2]
+    row[3] += other[3]
+    row[4] += other[4]
+    if other[6] > row[6]:
+        row[5] = other[5]
+        row[6] = other[6]
 
 
 def merge_set(target: Any, excluded: Any) -> dict[str, Any]:
