@@ -54,6 +54,12 @@ def serve(
     )
 
 
+# --- trainer side: reference trainer, replay of recorded runs, memory estimate ----------
+from runcast.cli.train import train_command  # noqa: E402  (light: torch is imported on use)
+
+app.command("train")(train_command)
+
+
 # --- SDK: replay spooled batches ----------------------------------------------------------
 from runcast.cli.sync import sync_command  # noqa: E402  (light: standard library and httpx)
 

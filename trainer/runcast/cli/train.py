@@ -1,0 +1,70 @@
+"""``runcast train``: the reference trainer from the command line (flags map onto TrainConfig)."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+
+MODEL, DATA, OPTIM, EVAL, FAULTS, BROADCAST = "Model", "Data", "Optimisation", "Evaluation and checkpoints", "Fault injection", "Broadcast"
+
+
+def train_command(
+    n_layer: int = typer.Option(2, min=1, help="Transformer blocks.", rich_help_panel=MODEL),
+    n_head: int = typer.Option(4, min=1, help="Attention heads (must divide --n-embd).", rich_help_panel=MODEL),
+    n_embd: int = typer.Option(128, min=8, help="Model width.", rich_help_panel=MODEL),
+    block_size: int = typer.Option(64, min=8, help="Context length in tokens (bytes).", rich_help_panel=MODEL),
+    dropout: float = typer.Option(0.0, min=0.0, max=1.0, rich_help_panel=MODEL),
+    mix: str = typer.Option(
+        "0:code=0.7,prose=0.3",
+        help='Data-mix schedule: "STEP:code=W,prose=W;STEP:...", e.g. "0:code=0.7,prose=0.3;200:code=0.5,prose=0.5". '
+        "Each change is broadcast as a data-mix event.",
+        rich_help_panel=DATA,
+    ),
+    val_fraction: float = typer.Option(0.05, min=0.0, max=0.5, help="Share of documents held out for validation.", rich_help_panel=DATA),
+    data_limit: Optional[int] = typer.Option(None, min=1, help="Read at most this many files per source (quick runs).", rich_help_panel=DATA),
+    batch_size: int = typer.Option(8, min=1, help="Sequences per micro-batch.", rich_help_panel=DATA),
+    gradient_accumulation_steps: int = typer.Option(1, min=1, help="Micro-batches per optimizer step.", rich_help_panel=OPTIM),
+    max_steps: int = typer.Option(300, min=1, help="Optimizer steps to train for.", rich_help_panel=OPTIM),
+    learning_rate: float = typer.Option(2e-3, help="Peak learning rate (after warmup).", rich_help_panel=OPTIM),
+    min_lr: float = typer.Option(2e-4, help="Learning rate at the end of the cosine decay.", rich_help_panel=OPTIM),
+    warmup_steps: int = typer.Option(20, min=0, rich_help_panel=OPTIM),
+    weight_decay: float = typer.Option(0.1, rich_help_panel=OPTIM),
+    grad_clip: float = typer.Option(1.0, min=0.0, help="Clip the gradient norm to this (0: no clipping).", rich_help_panel=OPTIM),
+    seed: int = typer.Option(1337, help="Seed for python, numpy, torch and the data sampler.", rich_help_panel=OPTIM),
+    eval_interval: int = typer.Option(50, min=1, help="Validation loss every this many steps.", rich_help_panel=EVAL),
+    eval_iters: int = typer.Option(4, min=1, help="Validation batches per source.", rich_help_panel=EVAL),
+    ckpt_interval: int = typer.Option(100, min=1, help="Checkpoint every this many steps (and at the end).", rich_help_panel=EVAL),
+    keep_last: int = typer.Option(2, min=0, help="Retention: keep the newest N checkpoints ...", rich_help_panel=EVAL),
+    keep_best: int = typer.Option(1, min=0, help="... and the best M by validation loss; the rest are pruned.", rich_help_panel=EVAL),
+    out_dir: str = typer.Option("out-runcast", help="Where checkpoints go.", rich_help_panel=EVAL),
+    resume: Optional[str] = typer.Option(
+        None, help="Resume from this checkpoint exactly (model, optimizer, schedule, RNG, data position); "
+        "the broadcast continues the same run in a new segment.", rich_help_panel=EVAL,
+    ),
+    deepspeed: Optional[str] = typer.Option(
+        None, help="Train through DeepSpeed with this ds_config.json (ZeRO stage, accumulation, bf16, offload).",
+        rich_help_panel=OPTIM,
+    ),
+    inject_spike_at: Optional[int] = typer.Option(None, min=0, help="Multiply the learning rate at this step ...", rich_help_panel=FAULTS),
+    spike_factor: float = typer.Option(100.0, help="... by this factor ...", rich_help_panel=FAULTS),
+    spike_steps: int = typer.Option(3, min=1, help="... for this many steps: the loss really spikes.", rich_help_panel=FAULTS),
+    crash_at: Optional[int] = typer.Option(None, min=1, help="Exit uncleanly (status 1, run not finished) after this step.", rich_help_panel=FAULTS),
+    server: Optional[str] = typer.Option(None, envvar="RUNCAST_SERVER", help="Runcast server URL. Without one, training runs offline.", rich_help_panel=BROADCAST),
+    token: Optional[str] = typer.Option(None, envvar="RUNCAST_TOKEN", help="Project ingest token.", rich_help_panel=BROADCAST, show_default=False),
+    project: str = typer.Option("runcast-train", help="Project the run belongs to.", rich_help_panel=BROADCAST),
+    name: Optional[str] = typer.Option(None, help="Run name (default tinygpt-<layers>x<width>).", rich_help_panel=BROADCAST),
+    visibility: str = typer.Option("public", help="public, unlisted or private.", rich_help_panel=BROADCAST),
+) -> None:
+    """Train the reference tiny GPT on local data (stdlib code + prose) and broadcast it live.
+
+    Runs on the CPU in minutes and sends what a pretraining run publishes: per-step loss, lr, grad norm, throughput and memory; validation loss; a data-mix schedule; a dataset manifest; checkpoints with retention. --crash-at and --inject-spike-at make a crash or a spike to show; --resume continues bit for bit in a new segment of the same run. Without --server (or RUNCAST_SERVER) it trains offline and says so.
+    """
+    flags = dict(locals())
+    from runcast.train import TrainConfig, train
+
+    cfg = TrainConfig(**flags)
+    try:
+        train(cfg, log=typer.echo)
+    except ValueError as exc:  # bad flags found late (mix schedule, data too small, head count)
+        raise typer.BadParameter(str(exc)) from exc
