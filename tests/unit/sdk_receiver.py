@@ -10,6 +10,8 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import pytest
+
 
 def free_port() -> int:
     with socket.socket() as sock:
@@ -104,3 +106,46 @@ class Receiver:
             if time.monotonic() > deadline:
                 raise AssertionError("timed out waiting for the receiver")
             time.sleep(0.01)
+
+
+# --- pytest fixtures (import them into a test module to use them) ----------------------
+
+
+@pytest.fixture
+def receiver() -> Any:
+    r = Receiver().start()
+    yield r
+    r.stop()
+
+
+@pytest.fixture
+def make_run(receiver: Receiver, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """``make_run(**init_kwargs)``: a run sending to ``receiver`` with fast timers; finished at teardown."""
+    import runcast
+
+    for name in ("RUNCAST_SERVER", "RUNCAST_TOKEN", "RANK", "WORLD_SIZE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("RUNCAST_SPOOL_DIR", str(tmp_path / "spool"))
+    runs = []
+
+    def make(**kwargs: Any) -> Any:
+        options = {
+            "project": "sdk-tests",
+            "name": "unit",
+            "server": receiver.url,
+            "token": "tok-123",
+            "flush_interval": 0.05,
+            "heartbeat_interval": 60.0,
+            "retry_initial": 0.02,
+            "retry_max": 0.1,
+            "finish_timeout": 5.0,
+            "capture_code": False,
+        }
+        options.update(kwargs)
+        run = runcast.init(**options)
+        runs.append(run)
+        return run
+
+    yield make
+    for run in runs:
+        run.finish(timeout=1.0)

@@ -120,7 +120,12 @@ class CeleryTransport:
             broker_connection_retry_on_startup=False,
             broker_connection_max_retries=0,
             broker_connection_timeout=timeout,
-            broker_transport_options={"socket_timeout": timeout, "socket_connect_timeout": timeout},
+            broker_transport_options={
+                "socket_timeout": timeout,
+                "socket_connect_timeout": timeout,
+                "max_retries": 0,  # fail fast: the sender spools and retries on its own schedule
+                "connect_retries_timeout": timeout,
+            },
             task_serializer="json",
             accept_content=["json"],
         )
