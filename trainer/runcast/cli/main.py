@@ -66,6 +66,13 @@ from runcast.cli.sync import sync_command  # noqa: E402  (light: standard librar
 app.command("sync")(sync_command)
 
 
+# --- write path: Celery worker, ingest tokens ---------------------------------------------
+from runcast.cli.ingest_cmds import token_create_command, worker_command  # noqa: E402  (server imported on use)
+
+app.command("worker")(worker_command)
+token_app.command("create")(token_create_command)
+
+
 def main() -> None:
     app()
 

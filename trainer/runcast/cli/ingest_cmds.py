@@ -1,0 +1,66 @@
+"""``runcast worker`` and ``runcast token create``: the write path's commands.
+
+The server package is imported inside each command, so ``runcast`` stays cheap
+to start in a training job that only needs the SDK.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+import typer
+
+
+class Pool(str, Enum):
+    prefork = "prefork"
+    solo = "solo"
+    threads = "threads"
+
+
+def worker_command(
+    concurrency: int = typer.Option(None, "--concurrency", "-c", min=1, help="Worker processes/threads (default: CPU count)."),
+    pool: Pool = typer.Option(Pool.prefork, help="Celery execution pool."),
+    loglevel: str = typer.Option("INFO", help="DEBUG, INFO, WARNING, ERROR."),
+) -> None:
+    """Run a Celery worker for ingest tasks (production mode: needs RUNCAST_REDIS_URL)."""
+    from runcast_server.celery_app import get_app
+    from runcast_server.settings import get_settings
+
+    if get_settings().embedded:
+        typer.echo(
+            "runcast worker needs a broker: set RUNCAST_REDIS_URL (e.g. redis://localhost:6379/0). "
+            "Without it, `runcast serve` runs ingest tasks itself.",
+            err=True,
+        )
+        raise typer.Exit(2)
+    argv = ["worker", f"--pool={pool.value}", f"--loglevel={loglevel}"]
+    if concurrency:
+        argv.append(f"--concurrency={concurrency}")
+    get_app().worker_main(argv)
+
+
+def token_create_command(
+    project: str = typer.Option(..., "--project", "-p", help="Project name (created if missing)."),
+    label: str = typer.Option(None, "--label", help="A note to tell tokens apart."),
+) -> None:
+    """Create an ingest token for PROJECT and print it (shown once; only its hash is stored)."""
+    from runcast.events import PROJECT_RE
+    from runcast_server import migrate
+    from runcast_server.auth import create_token
+    from runcast_server.db import get_engine, session_scope
+    from runcast_server.settings import get_settings
+
+    if not PROJECT_RE.match(project):
+        raise typer.BadParameter("1-100 characters of A-Z, a-z, 0-9, '.', '_' or '-'", param_hint="--project")
+    settings = get_settings()
+    if settings.sqlalchemy_url.startswith("sqlite"):
+        migrate.upgrade(settings.sqlalchemy_url)  # the embedded database manages itself
+    else:
+        try:
+            migrate.check_schema(get_engine())
+        except migrate.SchemaOutOfDate as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(1) from exc
+    with session_scope() as session:
+        token = create_token(session, project, label)
+    typer.echo(token)
