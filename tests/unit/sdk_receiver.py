@@ -13,6 +13,13 @@ from typing import Any
 import pytest
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # a client that timed out and hung up is part of the tests
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -22,7 +29,8 @@ def free_port() -> int:
 class Receiver:
     """``POST /api/v1/ingest`` on 127.0.0.1.
 
-    ``mode``: "ok" (202), "fail" (503), "reject" (422 with an error body), "slow"
+    ``mode``: "ok" (202), "fail" (503), "reject" (422 with an error body),
+    "unauthorized" (401), "slow"
     (sleeps ``delay`` seconds, then 202). ``stop()`` closes the port, so connections
     are refused until ``start()`` binds it again.
     """
@@ -52,6 +60,8 @@ class Receiver:
                     return self._reply(404, {"error": {"message": "not found"}})
                 if mode == "fail":
                     return self._reply(503, {"error": {"message": "down for maintenance"}})
+                if mode == "unauthorized":
+                    return self._reply(401, {"error": {"message": "unknown token"}})
                 if mode == "reject":
                     return self._reply(422, {"error": {"message": "bad event", "index": 0, "field": "values"}})
                 if mode == "slow":
@@ -72,8 +82,7 @@ class Receiver:
             def log_message(self, *args: Any) -> None:
                 pass
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
-        self._server.daemon_threads = True
+        self._server = _Server(("127.0.0.1", self.port), Handler)
         threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
         return self
 

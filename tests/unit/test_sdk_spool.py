@@ -1,0 +1,194 @@
+"""Outages: spool to disk, replay in order when the service is back, ``runcast sync``."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+from typer.testing import CliRunner
+
+import runcast
+from runcast import events
+from runcast.cli.main import app
+from runcast.spool import Spool, find_spools, replay
+from runcast.transport import HttpTransport
+from sdk_receiver import Receiver, free_port, make_run, receiver  # noqa: F401 - fixtures
+
+
+def _metrics_steps(r: Receiver, segment: str) -> list[int]:
+    return [e["step"] for e in r.events() if e["type"] == "metrics" and e["segment"] == segment]
+
+
+@pytest.mark.parametrize("outage", ["refused", "503"])
+def test_outage_spools_then_replays_in_order_exactly_once(make_run, tmp_path, outage, caplog):
+    server = Receiver(free_port())
+    if outage == "503":
+        server.start()
+        server.mode = "fail"
+    try:
+        run = make_run(server=server.url, batch_size=10)
+        with caplog.at_level(logging.WARNING, logger="runcast"):
+            for step in range(50):
+                run.log({"loss": 1 / (step + 1), "step": float(step)}, step=step)
+            assert run.flush() is False  # everything went to the spool
+        assert run.stats.spooled == 51 and run.stats.sent == 0
+        [spool_dir] = find_spools(tmp_path / "spool")
+        assert spool_dir.name == f"{run.id}.{run.segment}"
+        on_disk = b"".join(p.read_bytes() for p in spool_dir.iterdir() if p.is_file())
+        assert b"tok-123" not in on_disk  # the token never touches the disk
+        assert sum("spooling" in r.getMessage() for r in caplog.records) == 1
+
+        if outage == "503":
+            server.mode = "ok"
+        else:
+            server.start()
+        server.wait_for(lambda: len(server.events()) >= 51)
+        for step in range(50, 80):  # live again: new events follow the replayed ones
+            run.log({"loss": 0.0, "step": float(step)}, step=step)
+        run.finish()
+        received = server.events()
+        assert [e["seq"] for e in received] == list(range(82))
+        assert _metrics_steps(server, run.segment) == list(range(80))
+        assert run.stats.replayed == 51 and run.stats.sent == 82 and run.stats.dropped == 0
+        assert not spool_dir.exists()  # fully replayed: deleted
+    finally:
+        server.stop()
+
+
+def test_replay_resumes_from_the_durable_offset(tmp_path, receiver):
+    meta = {"run": "run-aaaaaaaa", "segment": "seg-bbbbbbbb", "url": receiver.url, "created": 1.0}
+    spool = Spool.create(tmp_path, meta)
+    bodies = []
+    for seq in range(3):
+        event = {"v": 1, "type": "heartbeat", "run": meta["run"], "segment": meta["segment"],
+                 "seq": seq, "ts": 1.0, "step": None}
+        bodies.append(events.dumps_batch([event]))
+        spool.append(bodies[-1])
+    transport = HttpTransport(receiver.url, "t")
+    first = replay(spool, transport, max_batches=1)
+    assert first.sent_batches == 1 and not first.done
+    spool.close()  # as if the process died here
+
+    spool = Spool.open(tmp_path / "run-aaaaaaaa.seg-bbbbbbbb")
+    rest = replay(spool, transport)
+    assert rest.done and rest.sent_batches == 2
+    assert [b["events"][0]["seq"] for b in receiver.bodies] == [0, 1, 2]  # nothing resent
+    spool.remove()
+    assert not (tmp_path / "run-aaaaaaaa.seg-bbbbbbbb").exists()
+    transport.close()
+
+
+def test_a_torn_last_line_is_ignored(tmp_path, receiver):
+    spool = Spool.create(tmp_path, {"run": "run-aaaaaaaa", "segment": "seg-cccccccc", "created": 1.0})
+    event = {"v": 1, "type": "heartbeat", "run": "run-aaaaaaaa", "segment": "seg-cccccccc", "seq": 0, "ts": 1.0}
+    spool.append(events.dumps_batch([event]))
+    with open(spool.path / "batches.jsonl", "ab") as handle:
+        handle.write(b'{"v":1,"events":[{"ty')  # a crash in the middle of an append
+    transport = HttpTransport(receiver.url, "t")
+    result = replay(spool, transport)
+    assert result.done and result.sent_events == 1
+    spool.close()
+    transport.close()
+
+
+def test_offline_run_then_runcast_sync(make_run, tmp_path, caplog):
+    run = make_run(server=None, transport=None)
+    assert run.url is None
+    for step in range(25):
+        run.log({"a": float(step)})
+    with caplog.at_level(logging.WARNING, logger="runcast"):
+        run.finish()
+    assert run.stats.spooled == 27 and run.stats.sent == 0
+    assert any("runcast sync" in r.getMessage() for r in caplog.records)
+    spool_root = tmp_path / "spool"
+    second = make_run(server=None, transport=None, resume=run.id, resume_step=25)
+    second.log({"a": 99.0})
+    second.finish()
+
+    server = Receiver().start()
+    try:
+        cli = CliRunner()
+        result = cli.invoke(app, ["sync", str(spool_root), "--server", server.url, "--token", "sync-tok"])
+        assert result.exit_code == 0, result.output
+        assert "sent 30 events from 2 spool(s)" in result.output
+        assert set(server.auth) == {"Bearer sync-tok"}
+        assert [e["segment"] for e in server.of_type("run_started")] == [run.segment, second.segment]
+        assert _metrics_steps(server, run.segment) == list(range(25))
+        assert _metrics_steps(server, second.segment) == [25]
+        assert find_spools(spool_root) == []
+        again = cli.invoke(app, ["sync", str(spool_root), "--server", server.url])
+        assert again.exit_code == 0 and "no spools" in again.output
+    finally:
+        server.stop()
+
+
+def test_sync_fails_and_keeps_the_spool_when_the_service_is_down(make_run, tmp_path, monkeypatch):
+    run = make_run(server=None, transport=None)
+    run.log({"a": 1.0})
+    run.finish()
+    monkeypatch.setenv("RUNCAST_TOKEN", "t")
+    down = f"http://127.0.0.1:{free_port()}"
+    result = CliRunner().invoke(app, ["sync", str(tmp_path / "spool"), "--server", down, "--timeout", "1"])
+    assert result.exit_code == 1
+    assert "stays spooled" in result.output
+    assert len(find_spools(tmp_path / "spool")) == 1
+
+
+def test_sync_stops_on_a_wrong_token_without_discarding(make_run, tmp_path):
+    run = make_run(server=None, transport=None)
+    run.log({"a": 1.0})
+    run.finish()
+    server = Receiver().start()
+    server.mode = "unauthorized"
+    try:
+        result = CliRunner().invoke(app, ["sync", str(tmp_path / "spool"), "--server", server.url, "--token", "x"])
+        assert result.exit_code == 1 and "unknown token" in result.output
+        assert len(find_spools(tmp_path / "spool")) == 1  # kept for a retry with the right token
+        server.mode = "ok"
+        result = CliRunner().invoke(app, ["sync", str(tmp_path / "spool"), "--server", server.url, "--token", "y"])
+        assert result.exit_code == 0 and len(server.events()) == 3
+    finally:
+        server.stop()
+
+
+def test_sync_skips_and_reports_batches_the_service_rejects(make_run, tmp_path):
+    run = make_run(server=None, transport=None)
+    run.log({"a": 1.0})
+    run.finish()
+    server = Receiver().start()
+    server.mode = "reject"
+    try:
+        result = CliRunner().invoke(app, ["sync", str(tmp_path / "spool"), "--server", server.url, "--token", "x"])
+        assert result.exit_code == 1 and "3 events rejected: HTTP 422: bad event" in result.output
+        assert find_spools(tmp_path / "spool") == []  # bad data cannot improve: not kept
+    finally:
+        server.stop()
+
+
+def test_sync_uses_the_recorded_url(make_run, receiver, tmp_path):
+    # A run that spooled while its server was down records the URL (never the token).
+    down = Receiver(free_port())
+    run = make_run(server=down.url, finish_timeout=0.2)
+    run.log({"a": 1.0})
+    run.finish()
+    [path] = find_spools(tmp_path / "spool")
+    assert json.loads((path / "meta.json").read_text())["url"] == down.url
+    down.start()
+    try:
+        result = CliRunner().invoke(app, ["sync", str(path), "--token", "t"])
+        assert result.exit_code == 0, result.output
+        assert [e["type"] for e in down.events()] == ["run_started", "metrics", "finished"]
+    finally:
+        down.stop()
+
+
+def test_spool_urls_never_carry_credentials(make_run, tmp_path):
+    run = runcast.init(
+        "sdk-tests", "creds", server="http://user:secret@127.0.0.1:9", token="t", spool_dir=tmp_path,
+        capture_code=False, finish_timeout=0.1, flush_interval=0.05,
+    )
+    assert run.url == f"http://127.0.0.1:9/runs/{run.id}"
+    run.finish()
+    [path] = find_spools(tmp_path)
+    assert b"secret" not in (path / "meta.json").read_bytes()
