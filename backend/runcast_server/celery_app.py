@@ -18,6 +18,10 @@ _configured_for: Settings | None = None
 def configure(settings: Settings) -> Celery:
     """Apply ``settings`` to the app (idempotent); returns the app."""
     global _configured_for
+    if _configured_for is not None:
+        # Forget broker connections made for the previous settings (tests swap settings).
+        app._pool = None
+        app.amqp._producer_pool = None
     app.conf.update(
         broker_url=settings.redis_url or "memory://",
         result_backend=None,
