@@ -1,0 +1,213 @@
+"""store_batch on SQLite and PostgreSQL: idempotent, order-independent, exact rollups."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from runcast.events import validate_event
+from runcast_server.auth import create_token, hash_token
+from runcast_server.ingest import ForeignRun, UnknownRun, store_batch
+from runcast_server.rollups import LEVELS
+from runcast_server.models import Run
+from sqlalchemy import Engine, select, text
+from sqlalchemy.orm import Session
+
+from backend.helpers import TABLES, metrics, snapshot, started, wire
+
+
+def store(engine: Engine, project_id: int, events: list[dict[str, Any]], received_at: float = 1000.0) -> Any:
+    with Session(engine) as session:
+        result = store_batch(session, project_id, [validate_event(e) for e in events], received_at=received_at)
+        session.commit()
+    return result
+
+
+def run_row(engine: Engine, run: str = "run_aaaaaaaa") -> dict[str, Any]:
+    with engine.connect() as conn:
+        return dict(conn.execute(select(Run.__table__).where(Run.id == run)).mappings().one())
+
+
+def test_first_batch_creates_run_segment_series(engine: Engine, project_id: int) -> None:
+    result = store(engine, project_id, [started(seq=0, config={"lr": 3e-4}), metrics(10, {"loss": 2.5, "acc": "NaN"}, seq=1)])
+    assert result.points_inserted == 2 and result.events_inserted == 1
+    [(run, message)] = result.messages()
+    assert run == "run_aaaaaaaa"
+    assert message["version"] == 1 and message["last_step"] == 10 and message["keys"] == ["acc", "loss"]
+    row = run_row(engine)
+    assert row["version"] == 1 and row["status"] == "running" and row["last_step"] == 10
+    assert row["config"] == {"lr": 3e-4}
+    assert row["last_values"] == {"loss": [10, 2.5], "acc": [10, "NaN"]}
+    assert row["heartbeat_at"] == 1000.0
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT step, value, version FROM points ORDER BY value NULLS FIRST")).all() == [(10, None, 1), (10, 2.5, 1)]
+        assert conn.execute(text("SELECT count, min_step, max_step FROM series")).all() == [(1, 10, 10), (1, 10, 10)]
+
+
+def test_duplicate_delivery_changes_nothing(engine: Engine, project_id: int) -> None:
+    batch = [started(seq=0), *(metrics(s, {"loss": 1 / (s + 1), "x": "Infinity"}, seq=s + 1) for s in range(50)),
+             wire("note", seq=60, text="hello", step=3), wire("heartbeat", seq=61, step=49)]
+    first = store(engine, project_id, batch)
+    before = snapshot(engine)
+    again = store(engine, project_id, batch)
+    assert (again.points_inserted, again.events_inserted, again.messages()) == (0, 0, [])
+    assert snapshot(engine) == before
+    # A later redelivery (the heartbeat stamp is the time the batch arrived) also changes nothing.
+    shuffled = list(reversed(batch))
+    assert store(engine, project_id, shuffled).messages() == []
+    assert snapshot(engine) == before
+    assert first.points_inserted == 100
+
+
+def test_version_bumps_once_per_changing_batch(engine: Engine, project_id: int) -> None:
+    store(engine, project_id, [started(seq=0)])
+    store(engine, project_id, [metrics(1, {"a": 1}, seq=1)])
+    store(engine, project_id, [metrics(1, {"a": 1}, seq=1)])  # nothing new
+    store(engine, project_id, [metrics(2, {"a": 1}, seq=2), metrics(3, {"b": 1}, seq=3)])
+    assert run_row(engine)["version"] == 3
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT step, version FROM points ORDER BY step")).all() == [(1, 2), (2, 3), (3, 3)]
+
+
+def test_last_values_only_move_forward(engine: Engine, project_id: int) -> None:
+    store(engine, project_id, [started(seq=0), metrics(20, {"loss": 1.0}, seq=2)])
+    store(engine, project_id, [metrics(10, {"loss": 5.0, "lr": 0.1}, seq=1)])
+    row = run_row(engine)
+    assert row["last_values"] == {"loss": [20, 1.0], "lr": [10, 0.1]}
+    assert row["last_step"] == 20
+
+
+def test_status_follows_latest_event_in_any_order(engine: Engine, project_id: int) -> None:
+    seg0 = started(seq=0, segment="seg_first_1", ts=100.0)
+    fin0 = wire("finished", segment="seg_first_1", seq=5, ts=200.0, status="failed", step=50)
+    seg1 = started(seq=0, segment="seg_second1", ts=300.0, resume_step=40)
+    store(engine, project_id, [seg0])
+    store(engine, project_id, [seg1])  # the resume arrives before the failure
+    store(engine, project_id, [fin0])
+    row = run_row(engine)
+    assert row["status"] == "running" and row["finished_at"] is None and row["started_at"] == 100.0
+    with engine.connect() as conn:
+        segs = conn.execute(text('SELECT uid, "index", start_step, resumed FROM segments ORDER BY "index"')).all()
+    assert [tuple(s) for s in segs] == [("seg_first_1", 0, 0, False), ("seg_second1", 1, 40, True)]
+    store(engine, project_id, [wire("finished", segment="seg_second1", seq=9, ts=400.0, status="finished")])
+    row = run_row(engine)
+    assert row["status"] == "finished" and row["finished_at"] == 400.0
+
+
+def test_rejections_write_nothing(engine: Engine, project_id: int) -> None:
+    store(engine, project_id, [started(seq=0)])
+    before = snapshot(engine)
+    with pytest.raises(UnknownRun) as unknown:
+        store(engine, project_id, [metrics(1, {"a": 1}, seq=1), metrics(1, {"a": 1}, run="run_nobody01", seq=1)])
+    assert (unknown.value.index, unknown.value.field) == (1, "run")
+    with pytest.raises(UnknownRun) as segment:
+        store(engine, project_id, [metrics(1, {"a": 1}, segment="seg_nobody01", seq=1)])
+    assert segment.value.field == "segment"
+    with pytest.raises(ForeignRun) as foreign:
+        store(engine, project_id, [started(run="run_other001", project="elsewhere", seq=0)])
+    assert foreign.value.field == "project"
+    assert snapshot(engine) == before
+
+
+def test_tokens_are_stored_hashed(engine: Engine) -> None:
+    with Session(engine) as session:
+        token = create_token(session, "demo", label="ci")
+        session.commit()
+    with engine.connect() as conn:
+        for table in TABLES:
+            for row in conn.execute(text(f"SELECT * FROM {table}")):
+                assert all(token not in str(v) for v in row), table
+        assert conn.execute(text("SELECT count(*) FROM ingest_tokens WHERE token_hash = :h"), {"h": hash_token(token)}).scalar() == 1
+
+
+# --- property: stored points and rollups equal a brute-force computation ----------------------
+
+RUN_NUMBERS = itertools.count()
+SPECIAL = st.sampled_from([math.nan, math.inf, -math.inf, 0.0, -0.0])
+VALUE = st.one_of(st.floats(min_value=-1e6, max_value=1e6, allow_nan=False), SPECIAL)
+POINTS = st.dictionaries(
+    st.tuples(st.sampled_from(["loss", "lr", "g/norm"]), st.integers(min_value=0, max_value=5000)),
+    VALUE,
+    min_size=1,
+    max_size=120,
+)
+
+
+def expected_rollups(points: dict[tuple[str, int], float]) -> dict[tuple[str, int, int], tuple[Any, ...]]:
+    """(key, level, bucket) -> (min, max, sum, count, nan_count, last, last_step), the slow obvious way."""
+    buckets: dict[tuple[str, int, int], list[tuple[int, float]]] = {}
+    for (key, step), value in points.items():
+        for level in LEVELS:
+            buckets.setdefault((key, level, step >> level), []).append((step, value))
+    out = {}
+    for k, members in buckets.items():
+        vals = [v for _, v in members if not math.isnan(v)]
+        finite = [v for v in vals if math.isfinite(v)]
+        last_step, last = max(members)
+        out[k] = (min(vals, default=None), max(vals, default=None), math.fsum(finite), len(finite),
+                  len(members) - len(vals), None if math.isnan(last) else last, last_step)
+    return out
+
+
+def same(a: Any, b: Any) -> bool:
+    if a is None or b is None:
+        return a is None and b is None
+    return a == b
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(points=POINTS, data=st.data())
+def test_rollups_match_brute_force(engine: Engine, project_id: int, points: dict[tuple[str, int], float], data: Any) -> None:
+    run = f"run_{next(RUN_NUMBERS):08d}"
+    rng = random.Random(data.draw(st.integers(0, 2**32)))
+    # One metrics event per (step, key); some events are sent twice, batches in random order.
+    events = [metrics(step, {key: value}, run=run, seq=i + 1) for i, ((key, step), value) in enumerate(points.items())]
+    events += rng.sample(events, k=len(events) // 3)
+    rng.shuffle(events)
+    cuts = sorted(rng.sample(range(1, len(events)), k=min(len(events) - 1, rng.randint(0, 6))))
+    batches = [events[a:b] for a, b in zip([0, *cuts], [*cuts, len(events)])]
+    batches.append(rng.choice(batches))  # a whole batch redelivered
+    store(engine, project_id, [started(run=run, seq=0)])
+    for batch in batches:
+        store(engine, project_id, batch)
+
+    with engine.connect() as conn:
+        stored = {
+            (key, step): value
+            for key, step, value in conn.execute(
+                text("SELECT s.key, p.step, p.value FROM points p JOIN series s ON s.id = p.series_id WHERE s.run_id = :r"), {"r": run}
+            )
+        }
+        rollups = {
+            (r.key, r.level, r.bucket): (r.min, r.max, r.sum, r.count, r.nan_count, r.last, r.last_step)
+            for r in conn.execute(
+                text("SELECT s.key, r.* FROM rollups r JOIN series s ON s.id = r.series_id WHERE s.run_id = :r"), {"r": run}
+            )
+        }
+        series = {k: (c, lo, hi) for k, c, lo, hi in conn.execute(
+            text("SELECT key, count, min_step, max_step FROM series WHERE run_id = :r"), {"r": run})}
+    assert stored.keys() == points.keys()
+    for k, value in points.items():
+        assert same(stored[k], None if math.isnan(value) else value), k
+    expected = expected_rollups(points)
+    assert rollups.keys() == expected.keys()
+    for k, want in expected.items():
+        got = rollups[k]
+        mn, mx, sm, cnt, nans, last, last_step = got
+        assert (same(mn, want[0]), same(mx, want[1]), cnt, nans, same(last, want[5]), last_step) == (True, True, want[3], want[4], True, want[6]), k
+        assert math.isclose(sm, want[2], rel_tol=1e-9, abs_tol=1e-6 * max(1.0, sum(abs(v) for v in [want[2]]))), k
+    for key in {k for k, _ in points}:
+        steps = [s for k, s in points if k == key]
+        assert series[key] == (len(steps), min(steps), max(steps))
+    row = run_row(engine, run)
+    assert row["last_step"] == max(s for _, s in points)
+    for key in {k for k, _ in points}:
+        step = max(s for k, s in points if k == key)
+        v = points[(key, step)]
+        assert row["last_values"][key][0] == step
+        assert (row["last_values"][key][1] == "NaN") if math.isnan(v) else (row["last_values"][key][1] in (v, "Infinity", "-Infinity"))
