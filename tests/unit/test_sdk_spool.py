@@ -192,3 +192,16 @@ def test_spool_urls_never_carry_credentials(make_run, tmp_path):
     run.finish()
     [path] = find_spools(tmp_path)
     assert b"secret" not in (path / "meta.json").read_bytes()
+
+
+def test_an_unwritable_spool_drops_counted_and_logged(make_run, tmp_path, caplog):
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("")
+    with caplog.at_level(logging.ERROR, logger="runcast"):
+        run = make_run(server=f"http://127.0.0.1:{free_port()}", spool_dir=blocker / "spool", finish_timeout=0.5)
+        run.log({"a": 1.0})
+        run.flush()
+        run.log({"a": 2.0})
+        run.finish()
+    assert run.stats.dropped == 4 and run.stats.spooled == 0
+    assert sum("cannot write the spool" in r.getMessage() for r in caplog.records) == 1

@@ -250,7 +250,14 @@ class Run:
         if self._sender.close(self._finish_timeout if timeout is None else timeout):
             return
         where = self._sender.unsent_dir
-        if where is not None:
+        if where is not None and self._sender.offline:
+            log.warning(
+                "runcast: run %s was recorded offline in %s. Send it with: runcast sync %s --server URL",
+                self.id,
+                where,
+                where,
+            )
+        elif where is not None:
             log.warning(
                 "runcast: run %s could not send everything in time; the rest is spooled in %s. "
                 "Send it with: runcast sync %s",

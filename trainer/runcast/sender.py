@@ -91,6 +91,7 @@ class Sender:
         self._retry_at = 0.0
         self._rejected_logged = False
         self._failure_logged = False
+        self._spool_error_logged = False
         self._deadline: float | None = None
         self._cond = threading.Condition()
         self._requested = 0
@@ -130,6 +131,11 @@ class Sender:
         return self.unsent_dir is None
 
     @property
+    def offline(self) -> bool:
+        """No transport: every batch goes to the spool, for ``runcast sync``."""
+        return self._transport is None
+
+    @property
     def unsent_dir(self) -> Path | None:
         """The spool still holding unsent batches after ``close``, if any."""
         return self._spool.path if self._spool is not None and self._spooling else None
@@ -148,6 +154,8 @@ class Sender:
             now = time.monotonic()
             closing = self._deadline is not None
             try:
+                if self._spooling and self._spool is None:
+                    self._spooling = self._transport is None  # the spool could not be written: go live
                 if self._spooling and self._transport is not None and now >= self._retry_at:
                     self._replay()
                 due = closing or serving > self._served or now - last_flush >= cfg.flush_interval
@@ -233,12 +241,19 @@ class Sender:
             self._counters.sent += len(batch)
 
     def _to_spool(self, body: bytes, count: int) -> None:
-        if self._spool is None:
-            self._spool = Spool.create(self.config.spool_dir, self.config.spool_meta)
-            if self._transport is None:
-                log.warning("runcast: no server configured; spooling events to %s", self._spool.path)
+        try:
+            if self._spool is None:
+                self._spool = Spool.create(self.config.spool_dir, self.config.spool_meta)
+                if self._transport is None:
+                    log.warning("runcast: no server configured; spooling events to %s", self._spool.path)
+            self._spool.append(body)
+        except OSError as exc:
+            if not self._spool_error_logged:
+                self._spool_error_logged = True
+                log.error("runcast: cannot write the spool under %s (%s); events are dropped", self.config.spool_dir, exc)
+            self._count_drop(count)
+            return
         self._spooling = True
-        self._spool.append(body)
         self._counters.spooled += count
 
     def _start_outage(self, exc: Retryable) -> None:

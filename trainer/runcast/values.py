@@ -75,9 +75,10 @@ def _tensor(key: str, value: Any, bool_dtype: Any) -> float | Deferred:
         raise ValueError(
             f"metric {key!r}: a tensor must hold exactly one element, this one has shape {tuple(value.shape)}"
         )
-    if value.dtype.is_complex or value.dtype == bool_dtype:
-        raise TypeError(f"metric {key!r}: tensor of dtype {value.dtype} is not a real number")
-    if value.device.type == "cpu":
+    dtype = value.dtype
+    if dtype is bool_dtype or dtype.is_complex:
+        raise TypeError(f"metric {key!r}: tensor of dtype {dtype} is not a real number")
+    if value.is_cpu:
         return float(value.item())
     return Deferred(value.detach())
 
