@@ -17,7 +17,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import Select, case, func, select
+from sqlalchemy import Connection, Select, case, func, select
 from sqlalchemy.orm import Session
 
 from runcast_server.errors import ApiError, NotFound
@@ -59,23 +59,17 @@ class Buckets:
     count: list[int] = field(default_factory=list)
 
 
-def _raw_points(session: Session, series_id: int, start: int, end: int) -> Buckets:
-    out = Buckets()
-    rows = session.execute(
+def _raw_points(conn: Connection, series_id: int, start: int, end: int) -> Buckets:
+    rows = conn.execute(
         select(Point.step, Point.value)
         .where(Point.series_id == series_id, Point.step >= start, Point.step <= end)
         .order_by(Point.step)
-    )
-    for step, value in rows:
-        v = stored_value(value)
-        out.step.append(step)
-        out.last_step.append(step)
-        out.min.append(v)
-        out.max.append(v)
-        out.mean.append(v)
-        out.last.append(v)
-        out.count.append(1)
-    return out
+    ).all()
+    if not rows:
+        return Buckets()
+    steps, values = (list(col) for col in zip(*rows, strict=True))
+    wire: list[float | str | None] = [stored_value(v) for v in values]
+    return Buckets(steps, steps, wire, wire, wire, wire, [1] * len(steps))
 
 
 def _source(series_id: int, level: int, lo: int, hi: int) -> Select[*tuple[Any, ...]]:
@@ -107,55 +101,69 @@ def _source(series_id: int, level: int, lo: int, hi: int) -> Select[*tuple[Any, 
     )
 
 
-def merged_buckets(
-    session: Session, series_id: int, start: int, end: int, e: int
-) -> Buckets:
-    """The aligned buckets of width ``2**e`` that meet ``[start, end]``, merged in SQL."""
-    if e == 0:
-        return _raw_points(session, series_id, start, end)
-    level = source_level(e)
-    shift = e - level
-    # Whole output buckets, in source-bucket units: edges never depend on the view.
-    lo = (start >> e) << shift
-    hi = (((end >> e) + 1) << shift) - 1
-    src = _source(series_id, level, lo, hi).subquery("src")
-    group = (src.c.bucket // (1 << shift)).label("grp")
+def _merge_query(
+    series_id: int, level: int, lo: int, hi: int, shift: int
+) -> Select[*tuple[Any, ...]]:
+    """Source rows grouped ``2**shift`` at a time: (group, min, max, sum, count, last_step, last)."""
+    src = _source(series_id, level, lo, hi)
+    if shift == 0:
+        return src.order_by(src.selected_columns.bucket)
+    sub = src.subquery("src")
+    group = (sub.c.bucket // (1 << shift)).label("grp")
+    newest_first = func.row_number().over(partition_by=group, order_by=sub.c.ls.desc())
     ranked = select(
         group,
-        src.c.mn,
-        src.c.mx,
-        src.c.sm,
-        src.c.cnt,
-        src.c.lst,
-        src.c.ls,
-        func.row_number()
-        .over(partition_by=group, order_by=src.c.ls.desc())
-        .label("rn"),
+        sub.c.mn,
+        sub.c.mx,
+        sub.c.sm,
+        sub.c.cnt,
+        sub.c.lst,
+        sub.c.ls,
+        newest_first.label("rn"),
     ).subquery("ranked")
-    query = (
+    return (
         select(
             ranked.c.grp,
             func.min(ranked.c.mn),
             func.max(ranked.c.mx),
             func.sum(ranked.c.sm),
             func.sum(ranked.c.cnt),
-            func.max(ranked.c.ls),
             func.max(case((ranked.c.rn == 1, ranked.c.lst))),
+            func.max(ranked.c.ls),
         )
         .group_by(ranked.c.grp)
         .order_by(ranked.c.grp)
     )
-    out = Buckets()
-    for grp, mn, mx, sm, cnt, last_step, last in session.execute(query):
-        count = int(cnt or 0)
-        out.step.append(int(grp) << e)
-        out.last_step.append(int(last_step))
-        out.min.append(aggregate_value(None if mn is None else float(mn)))
-        out.max.append(aggregate_value(None if mx is None else float(mx)))
-        out.mean.append(aggregate_value(float(sm) / count) if count else None)
-        out.last.append(stored_value(None if last is None else float(last)))
-        out.count.append(count)
-    return out
+
+
+def merged_buckets(
+    conn: Connection, series_id: int, start: int, end: int, e: int
+) -> Buckets:
+    """The aligned buckets of width ``2**e`` that meet ``[start, end]``, merged in SQL."""
+    if e == 0:
+        return _raw_points(conn, series_id, start, end)
+    level = source_level(e)
+    shift = e - level
+    # Whole output buckets, in source-bucket units: edges never depend on the view.
+    lo = (start >> e) << shift
+    hi = (((end >> e) + 1) << shift) - 1
+    rows = conn.execute(_merge_query(series_id, level, lo, hi, shift)).all()
+    if not rows:
+        return Buckets()
+    grp, mn, mx, sm, cnt, last, last_step = zip(*rows, strict=True)
+    count = [int(c) for c in cnt]  # PostgreSQL sums BIGINT as NUMERIC
+    return Buckets(
+        step=[int(g) << e for g in grp],
+        last_step=[int(s) for s in last_step],
+        min=[aggregate_value(v) for v in mn],
+        max=[aggregate_value(v) for v in mx],
+        mean=[
+            aggregate_value(float(s) / c) if c else None
+            for s, c in zip(sm, count, strict=True)
+        ],
+        last=[stored_value(v) for v in last],
+        count=count,
+    )
 
 
 def query_metrics(
@@ -198,11 +206,12 @@ def query_metrics(
     lo = start if start is not None else min(lows, default=0)
     hi = end if end is not None else max(highs, default=lo)
     e = plan_level(lo, hi, max_points) if hi >= lo else 0
+    conn = session.connection()
     out = []
     for s in series:
-        b = merged_buckets(session, s.id, lo, hi, e) if hi >= lo else Buckets()
+        b = merged_buckets(conn, s.id, lo, hi, e) if hi >= lo else Buckets()
         out.append(
-            MetricSeries(
+            MetricSeries.model_construct(
                 segment=s.segment,
                 start_step=s.start_step,
                 step=b.step,

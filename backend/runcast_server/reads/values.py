@@ -15,7 +15,7 @@ def stored_value(value: float | None) -> float | str:
 
 def aggregate_value(value: float | None) -> float | str | None:
     """An aggregate (min/max/mean) in wire form; NULL stays null (no value to aggregate)."""
-    return None if value is None else encode_value(value)
+    return value if value is None or math.isfinite(value) else encode_value(value)
 
 
 def strict_json(obj: Any) -> Any:
