@@ -9,10 +9,8 @@ import math
 
 import numpy as np
 import pytest
-import torch
-
 import runcast
-from sdk_receiver import make_run, receiver  # noqa: F401 - fixtures
+import torch
 
 
 def test_values_arrive_as_floats_with_nan_and_inf_as_strings(make_run, receiver):

@@ -9,8 +9,7 @@ import sys
 import textwrap
 
 import pytest
-
-from sdk_receiver import Receiver, receiver  # noqa: F401 - fixtures
+from sdk_receiver import Receiver
 
 PRELUDE = """
 import os, signal, sys, time

@@ -10,7 +10,6 @@ import sys
 import time
 
 import pytest
-
 import runcast
 from runcast import runtime
 from runcast.transport import public_url
@@ -126,9 +125,8 @@ def test_redis_outage_spools_and_replays(redis_url, tmp_path, monkeypatch):
     run.log({"a": 1.0}, step=0)
     run.finish()
     assert run.stats.spooled == 3 and run.stats.sent == 0
-    from typer.testing import CliRunner
-
     from runcast.cli.main import app
+    from typer.testing import CliRunner
 
     result = CliRunner().invoke(app, ["sync", str(tmp_path), "--server", url, "--token", "t"])
     assert result.exit_code == 0, result.output

@@ -6,10 +6,8 @@ import logging
 import time
 
 import pytest
-
 import runcast
 from runcast import events
-from sdk_receiver import make_run, receiver  # noqa: F401 - fixtures
 
 
 def test_batches_by_count(make_run, receiver):

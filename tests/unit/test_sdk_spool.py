@@ -6,14 +6,13 @@ import json
 import logging
 
 import pytest
-from typer.testing import CliRunner
-
 import runcast
 from runcast import events
 from runcast.cli.main import app
 from runcast.spool import Spool, find_spools, replay
 from runcast.transport import HttpTransport
-from sdk_receiver import Receiver, free_port, make_run, receiver  # noqa: F401 - fixtures
+from sdk_receiver import Receiver, free_port
+from typer.testing import CliRunner
 
 
 def _metrics_steps(r: Receiver, segment: str) -> list[int]:

@@ -47,7 +47,7 @@ def _finish_all(status: str) -> None:
     for run in list(_open.values()):
         try:
             run.finish(status)
-        except Exception:  # noqa: BLE001 - one run's failure must not stop the others
+        except Exception:  # one run's failure must not stop the others
             pass
 
 

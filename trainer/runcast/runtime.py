@@ -108,5 +108,5 @@ def _cuda() -> dict[str, Any]:
         if cuda.is_initialized():  # naming devices would initialise CUDA in a process that may fork
             out["cuda_names"] = [cuda.get_device_name(i) for i in range(cuda.device_count())]
         return out
-    except Exception:  # noqa: BLE001 - the environment is informational only
+    except Exception:  # the environment is informational only
         return {}

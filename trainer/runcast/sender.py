@@ -19,10 +19,10 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from . import events
 from .spool import Spool, replay
@@ -174,7 +174,7 @@ class Sender:
                         pending = []
                 if pending:
                     self._ship(pending)
-            except Exception:  # noqa: BLE001 - the sender must outlive any bug
+            except Exception:  # the sender must outlive any bug
                 log.exception("runcast: internal error in the sender thread")
             if due:
                 last_flush = now
@@ -348,7 +348,7 @@ class Sender:
             if type(value) is Deferred:
                 try:
                     value = value.resolve()
-                except Exception as exc:  # noqa: BLE001 - a device error must not stop the run
+                except Exception as exc:  # a device error must not stop the run
                     log.warning("runcast: could not read tensor %r (%s); value dropped", key, exc)
                     continue
             out[key] = encode(value)
@@ -365,7 +365,7 @@ def _bodies(wire: list[dict[str, Any]]) -> list[tuple[bytes, list[dict[str, Any]
     """Encode ``wire`` as one batch, halving it until each part is under MAX_BATCH_BYTES."""
     if not wire:
         return []
-    body = events.dumps_batch(wire)
+    body = events.dumps_batch(cast("list[Mapping[str, Any]]", wire))
     if len(body) <= events.MAX_BATCH_BYTES or len(wire) == 1:
         return [(body, wire)]
     half = len(wire) // 2

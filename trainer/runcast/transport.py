@@ -145,7 +145,7 @@ class CeleryTransport:
     def close(self) -> None:
         try:
             self._app.close()
-        except Exception:  # noqa: BLE001 - closing must never raise into the caller
+        except Exception:  # closing must never raise into the caller
             pass
 
 

@@ -10,6 +10,7 @@ something was not delivered.
 from __future__ import annotations
 
 from pathlib import Path
+
 import typer
 
 from runcast.spool import Spool, SpoolBusy, default_dir, find_spools, replay
