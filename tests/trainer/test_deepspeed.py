@@ -1,0 +1,92 @@
+"""The DeepSpeed path of the reference trainer, for real on the CPU (gloo, torch_adam).
+
+The first DeepSpeed process on a machine compiles a small comm op (1-2 minutes); it is
+kept in ~/.cache/runcast-torch-extensions (or $TORCH_EXTENSIONS_DIR) for later runs.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("deepspeed")
+
+from runcast.integrations.deepspeed import engine_metrics, load_config  # noqa: E402
+from runcast.train import train  # noqa: E402
+
+pytestmark = pytest.mark.slow
+CONFIGS = Path(__file__).resolve().parents[2] / "examples" / "ds_configs"
+
+
+@pytest.fixture(autouse=True)
+def one_process_world(monkeypatch):
+    """Outside a launcher the trainer sets these itself; keep them from leaking into other tests."""
+    for key in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", os.environ.get("TORCH_EXTENSIONS_DIR", str(Path.home() / ".cache" / "runcast-torch-extensions")))
+    yield
+    for key in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+        os.environ.pop(key, None)
+
+
+def quiet(*_):
+    pass
+
+
+@pytest.mark.parametrize("config", ["zero2_offload.json", "zero1_fp32.json", "zero3_bf16.json"])
+def test_trains_and_checkpoints_through_deepspeed(config, tiny_cfg, recording_run):
+    result = train(tiny_cfg(deepspeed=str(CONFIGS / config), max_steps=8), recording_run, log=quiet)
+    losses = [result["losses"][s] for s in range(1, 9)]
+    assert all(math.isfinite(x) for x in losses) and losses[-1] < losses[0]
+    first = recording_run.of("log")[0][0][0]
+    assert {"train/loss", "lr", "grad_norm", "skipped_steps", "tokens_seen"} <= set(first)
+    assert "loss_scale" not in first  # bf16 and fp32 have no loss scaling
+    assert first["skipped_steps"] == 0 and math.isfinite(first["grad_norm"]) and first["grad_norm"] > 0
+    ckpts = [(k["step"], k.get("status", "available")) for a, k in recording_run.of("checkpoint")]
+    assert ckpts[:2] == [(4, "available"), (8, "available")]
+    assert Path(result["checkpoints"][-1]["path"], "runcast_state.pt").exists()  # a directory checkpoint
+
+
+def test_accumulation_from_config_and_exact_resume(tiny_cfg, tmp_path, recording_run):
+    cfg = tiny_cfg(deepspeed=str(CONFIGS / "zero2_bf16_accum.json"), max_steps=8, keep_last=2)
+    full = train(cfg, recording_run, log=quiet)
+    first = recording_run.of("log")[0][0][0]
+    assert first["tokens_seen"] == 4 * 32 * 2  # micro-batch 4 x context 32 x accumulation 2
+    resumed = train(
+        tiny_cfg(deepspeed=cfg.deepspeed, max_steps=8, out_dir=str(tmp_path / "b"), resume=str(tmp_path / "out" / "ckpt_0000004")),
+        None,
+        log=quiet,
+    )
+    assert [resumed["losses"][s] for s in range(5, 9)] == pytest.approx([full["losses"][s] for s in range(5, 9)], abs=1e-6)
+    assert resumed["val"] == pytest.approx(full["val"], abs=1e-6)
+
+
+def test_config_auto_values_are_filled(tmp_path):
+    cfg = load_config(CONFIGS / "zero2_offload.json", batch_size=6, accumulation=3, grad_clip=0.5)
+    assert cfg["train_micro_batch_size_per_gpu"] == 6 and cfg["gradient_accumulation_steps"] == 3
+    assert cfg["gradient_clipping"] == 1.0  # set in the file: the file wins
+    assert cfg["zero_optimization"]["offload_optimizer"]["device"] == "cpu"
+    assert cfg["optimizer"]["params"]["torch_adam"] is True
+
+
+def test_engine_metrics_reads_fp16_loss_scale():
+    class Fp16Optimizer:
+        cur_scale = 65536.0
+
+    class Engine:  # the attributes DeepSpeed's engine exposes, as after an fp16 overflow
+        skipped_steps = 2
+        optimizer = Fp16Optimizer()
+
+        def get_lr(self):
+            return [3e-4]
+
+        def get_global_grad_norm(self):
+            return float("inf")
+
+        def fp16_enabled(self):
+            return True
+
+    assert engine_metrics(Engine()) == {"lr": 3e-4, "grad_norm": float("inf"), "skipped_steps": 2.0, "loss_scale": 65536.0}
