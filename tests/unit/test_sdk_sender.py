@@ -70,7 +70,7 @@ def test_queue_full_drops_are_counted_and_logged_once(make_run, receiver, caplog
         for step in range(20):
             run.log({"a": float(step)})  # never blocks, never raises
     assert run.stats.dropped == 11 and run.stats.logged == 10
-    assert len([r for r in caplog.records if "dropping" in r.getMessage()]) == 1
+    assert len([r for r in caplog.records if "queue of run" in r.getMessage()]) == 1
     run.finish()
     assert run.stats.sent == 11  # run_started, the 9 that fit, finished
     assert [m["step"] for m in receiver.of_type("metrics")] == list(range(9))

@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import operator
 import os
-import threading
 import time
 from collections import deque
 from collections.abc import Mapping
@@ -22,7 +21,7 @@ from typing import Any
 
 from . import events, lifecycle, runtime
 from .events import MAX_METRICS_PER_EVENT, MAX_STEP, EventError, check_key, new_id
-from .sender import Counters, Item, Sender, SenderConfig
+from .sender import Counters, Item, Sender, SenderConfig, Wakeup
 from .spool import default_dir
 from .transport import Transport, make_transport, public_url
 from .values import Deferred, coerce, int_to_float, json_object
@@ -82,9 +81,8 @@ class Run:
         self._batch_size = batch_size
         self._max_queue = max_queue
         self._queue: deque[Item] = deque()
-        self._wake = threading.Event()
+        self._wake = Wakeup()
         self._counters = Counters()
-        self._drop_lock = threading.Lock()
         self._full_warned = False
         self._closed_warned = False
         resume_step = started.get("resume_step")
@@ -117,7 +115,7 @@ class Run:
             },
         )
         self._sender = Sender(
-            config, self._queue, self._wake, transport, self._counters, self._count_drop, self._heartbeat
+            config, self._queue, self._wake, transport, self._counters, self._heartbeat
         )
         self._sender.start()
         lifecycle.register(self)
@@ -270,7 +268,7 @@ class Run:
     def stats(self) -> RunStats:
         """A snapshot of the event counts."""
         c = self._counters
-        return RunStats(c.logged, c.sent, c.spooled, c.dropped, c.replayed, len(self._queue))
+        return RunStats(c.logged, c.sent, c.spooled, c.dropped + c.dropped_full, c.replayed, len(self._queue))
 
     @property
     def step(self) -> int:
@@ -301,25 +299,20 @@ class Run:
             return
         queue = self._queue
         if len(queue) >= self._max_queue:
-            self._count_drop(1)
+            self._counters.dropped_full += 1
+            if not self._full_warned:
+                self._full_warned = True
+                log.warning(
+                    "runcast: the event queue of run %s is full (max_queue=%d): events are being dropped "
+                    "(the sender cannot keep up); run.stats.dropped counts them",
+                    self.id,
+                    self._max_queue,
+                )
             return
         queue.append(item)
         self._counters.logged += 1
-        if len(queue) >= self._batch_size and not self._wake.is_set():
+        if len(queue) >= self._batch_size and not self._wake.pending:
             self._wake.set()
-
-    def _count_drop(self, count: int) -> None:
-        with self._drop_lock:
-            self._counters.dropped += count
-            warn = not self._full_warned
-            self._full_warned = True
-        if warn:
-            log.warning(
-                "runcast: dropping events of run %s (queue full at max_queue=%d, or rejected by the "
-                "service); run.stats.dropped counts them",
-                self.id,
-                self._max_queue,
-            )
 
     def _new_key(self, key: Any) -> None:
         try:

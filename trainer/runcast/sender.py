@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import queue
 import threading
 import time
 from collections import deque
@@ -40,13 +41,45 @@ _HASH_CHUNK: Final = 1 << 20
 
 @dataclass
 class Counters:
-    """Event counts shared by a run and its sender (see ``RunStats``)."""
+    """Event counts shared by a run and its sender (see ``RunStats``).
+
+    Each field has one writer, so no lock is needed: ``logged`` and ``dropped_full``
+    are written by the training thread, the others by the sender.
+    """
 
     logged: int = 0
     sent: int = 0
     spooled: int = 0
     dropped: int = 0
+    dropped_full: int = 0
     replayed: int = 0
+
+
+class Wakeup:
+    """Wakes the sender early. Uses no Python-level lock, so a signal handler that
+    interrupts the training thread in the middle of ``set`` can call it again safely."""
+
+    __slots__ = ("_tokens", "pending")
+
+    def __init__(self) -> None:
+        self._tokens: queue.SimpleQueue[None] = queue.SimpleQueue()
+        self.pending = False
+
+    def set(self) -> None:
+        self.pending = True
+        self._tokens.put(None)
+
+    def wait(self, timeout: float) -> None:
+        try:
+            self._tokens.get(timeout=timeout)
+        except queue.Empty:
+            pass
+        self.pending = False
+        while True:
+            try:
+                self._tokens.get_nowait()
+            except queue.Empty:
+                return
 
 
 @dataclass(frozen=True)
@@ -71,10 +104,9 @@ class Sender:
         self,
         config: SenderConfig,
         queue: deque[Item],
-        wake: threading.Event,
+        wake: Wakeup,
         transport: Transport | None,
         counters: Counters,
-        count_drop: Callable[[int], None],
         heartbeat: Callable[[], Item],
     ) -> None:
         self.config = config
@@ -82,7 +114,6 @@ class Sender:
         self._wake = wake
         self._transport = transport
         self._counters = counters
-        self._count_drop = count_drop
         self._heartbeat = heartbeat
         self._seq = 0
         self._spool: Spool | None = None
@@ -148,7 +179,6 @@ class Sender:
         next_heartbeat = last_flush + cfg.heartbeat_interval
         while True:
             self._wake.wait(self._wait_time(last_flush, next_heartbeat))
-            self._wake.clear()
             with self._cond:
                 serving = self._requested
             now = time.monotonic()
@@ -219,7 +249,7 @@ class Sender:
         for item in items:
             event = self._to_wire(item)
             if event is None:
-                self._count_drop(1)
+                self._drop(1)
             else:
                 wire.append(event)
         for body, batch in _bodies(wire):
@@ -251,7 +281,7 @@ class Sender:
             if not self._spool_error_logged:
                 self._spool_error_logged = True
                 log.error("runcast: cannot write the spool under %s (%s); events are dropped", self.config.spool_dir, exc)
-            self._count_drop(count)
+            self._drop(count)
             return
         self._spooling = True
         self._counters.spooled += count
@@ -288,7 +318,7 @@ class Sender:
         for message in result.rejections:
             self._rejected(message, 0)
         if result.rejected_events:
-            self._count_drop(result.rejected_events)
+            self._drop(result.rejected_events)
         if result.stopped is not None:
             self._schedule_retry(result.retry_after)
         elif result.done:
@@ -301,9 +331,12 @@ class Sender:
         else:
             self._retry_at = 0.0  # more to replay: continue on the next pass
 
+    def _drop(self, count: int) -> None:
+        self._counters.dropped += count
+
     def _rejected(self, message: str, count: int) -> None:
         if count:
-            self._count_drop(count)
+            self._drop(count)
         if not self._rejected_logged:
             self._rejected_logged = True
             log.error("runcast: the service rejected a batch; its events are dropped: %s", message)
