@@ -37,6 +37,7 @@ EVENTS: Table = Event.__table__  # type: ignore[assignment]
 
 # Event types kept on the timeline (the ``events`` table); the rest only feed state.
 TIMELINE_TYPES = frozenset({"run_started", "checkpoint", "data_mix", "manifest", "note", "finished"})
+_PG_SQL: dict[tuple[str, tuple[str, ...], str], str] = {}  # compiled bulk statements
 _BINARY_PARAM = re.compile(r"%\((a_\w+)\)s")
 _ENVELOPE = ("v", "type", "run", "segment", "seq", "ts", "step")
 
@@ -126,17 +127,23 @@ def _bulk_insert(
 ) -> Sequence[Sequence[Any]]:
     """Insert rows, given column by column (``columns[i]`` holds ``names[i]``), in few round trips.
 
+    ``finish`` must build the same clause every time it is called from one place
+    (its statement is compiled once per table, columns and ``finish``).
+
     PostgreSQL: one ``INSERT ... SELECT * FROM unnest(<one array per column>)``
     whatever the row count. SQLite: a multi-row ``INSERT ... VALUES`` per page
     (SQLAlchemy's insertmanyvalues). ``finish`` adds the ``ON CONFLICT`` clause
     and any ``RETURNING``; it gets the statement so it can use ``stmt.excluded``.
     """
     if conn.dialect.name == "postgresql":
-        arrays = [bindparam(f"a_{c}", type_=postgresql.ARRAY(table.c[c].type)) for c in names]
-        source = select(func.unnest(*arrays).table_valued(*names).render_derived())
-        stmt = finish(postgresql.insert(table).from_select(list(names), source))
-        # Arrays travel in binary (%b): parsing them as text costs more than the insert.
-        sql = _BINARY_PARAM.sub(r"%(\1)b", str(stmt.compile(dialect=conn.dialect)))
+        key = (table.name, tuple(names), finish.__qualname__)
+        sql = _PG_SQL.get(key)
+        if sql is None:
+            arrays = [bindparam(f"a_{c}", type_=postgresql.ARRAY(table.c[c].type)) for c in names]
+            source = select(func.unnest(*arrays).table_valued(*names).render_derived())
+            stmt = finish(postgresql.insert(table).from_select(list(names), source))
+            # Arrays travel in binary (%b): parsing them as text costs more than the insert.
+            sql = _PG_SQL[key] = _BINARY_PARAM.sub(r"%(\1)b", str(stmt.compile(dialect=conn.dialect)))
         params = {f"a_{c}": list(col) for c, col in zip(names, columns)}
         with conn.connection.dbapi_connection.cursor() as cursor:  # type: ignore[union-attr]
             cursor.execute(sql, params)
