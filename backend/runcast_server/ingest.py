@@ -25,7 +25,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from runcast.events import encode_event, encode_value
-from runcast_server.models import Event, Point, Project, Rollup, Run, Segment, Series
+from runcast_server.models import Event, Point, Project, Rollup, Run, RunVersion, Segment, Series
 from runcast_server.rollups import merge_set, rollup_deltas
 
 RUNS: Table = Run.__table__  # type: ignore[assignment]
@@ -34,6 +34,7 @@ SERIES: Table = Series.__table__  # type: ignore[assignment]
 POINTS: Table = Point.__table__  # type: ignore[assignment]
 ROLLUPS: Table = Rollup.__table__  # type: ignore[assignment]
 EVENTS: Table = Event.__table__  # type: ignore[assignment]
+RUN_VERSIONS: Table = RunVersion.__table__  # type: ignore[assignment]
 
 # Event types kept on the timeline (the ``events`` table); the rest only feed state.
 TIMELINE_TYPES = frozenset({"run_started", "checkpoint", "data_mix", "manifest", "note", "finished"})
@@ -57,6 +58,10 @@ class RunChange:
     keys: set[str] = field(default_factory=set)
     points: int = 0
     events: list[str] = field(default_factory=list)
+    # For the run_versions log (live-stream replay): [series_id, first_step, last_step, count]
+    # of the points this batch inserted, and the ids of the timeline events it inserted.
+    ranges: list[list[int]] = field(default_factory=list)
+    event_ids: list[int] = field(default_factory=list)
 
     def message(self) -> dict[str, Any]:
         """The live message for this change (channel ``run:<id>``)."""
@@ -349,6 +354,7 @@ def store_batch(
     new_points = _write_metrics(conn, events, segments, result)
     inserted_types = _write_events(conn, events, segments, result, now)
     _update_runs(conn, events, runs, result, new_points, inserted_types, now)
+    _write_version_log(conn, result, now)
     return result
 
 
@@ -439,10 +445,11 @@ def _write_metrics(
                 st[2], st[3] = step, value
     key_of = dict(by_id)
     newest: dict[str, dict[str, tuple[int, float | None]]] = {}
-    for sid, (n, _, hi, value) in stats.items():
+    for sid, (n, lo, hi, value) in sorted(stats.items()):
         seg, key = key_of[sid]
         run = run_of_segment[seg]
         change = result.runs[run]
+        change.ranges.append([sid, lo, hi, n])
         change.points += n
         change.keys.add(key)
         change.changed = True
@@ -496,34 +503,17 @@ def _insert_points(conn: Connection, columns: list[list[Any]]) -> list[tuple[int
     """Insert points (columns series_id, step, value, version; sorted by key), skipping stored ones.
 
     Returns the ``(series_id, step)`` really inserted: the only points rollups may count.
-    On PostgreSQL a plain INSERT is tried first, in a savepoint: when every point is
-    new (the usual case) it skips ON CONFLICT's speculative insertion, a third WAL
-    record per row; a batch that repeats a stored point falls back to ON CONFLICT.
     """
-    names = ("series_id", "step", "value", "version")
-    if conn.dialect.name == "postgresql":
-        from psycopg.errors import UniqueViolation
-
-        savepoint = conn.begin_nested()
-        try:
-            rows = _bulk_insert(conn, POINTS, names, columns, _returning_keys)
-        except UniqueViolation:
-            savepoint.rollback()
-        else:
-            savepoint.commit()
-            return [(sid, step) for sid, step in rows]
-    rows = _bulk_insert(conn, POINTS, names, columns, _skip_stored_returning_keys)
-    return [(sid, step) for sid, step in rows]
-
-
-def _returning_keys(stmt: Insert) -> Insert:
-    return stmt.returning(POINTS.c.series_id, POINTS.c.step)
-
-
-def _skip_stored_returning_keys(stmt: Insert) -> Insert:
-    return stmt.on_conflict_do_nothing(index_elements=["series_id", "step"]).returning(
-        POINTS.c.series_id, POINTS.c.step
+    rows = _bulk_insert(
+        conn,
+        POINTS,
+        ("series_id", "step", "value", "version"),
+        columns,
+        lambda stmt: stmt.on_conflict_do_nothing(index_elements=["series_id", "step"]).returning(
+            POINTS.c.series_id, POINTS.c.step
+        ),
     )
+    return [(sid, step) for sid, step in rows]
 
 
 def _write_events(
@@ -558,13 +548,14 @@ def _write_events(
     stmt = (
         _insert(conn, EVENTS)
         .on_conflict_do_nothing(index_elements=["segment_id", "seq"])
-        .returning(EVENTS.c.run_id, EVENTS.c.type)
+        .returning(EVENTS.c.run_id, EVENTS.c.type, EVENTS.c.id)
     )
     out: dict[str, set[str]] = {}
-    for run, kind in conn.execute(stmt, [rows[k] for k in sorted(rows)]):
+    for run, kind, event_id in conn.execute(stmt, [rows[k] for k in sorted(rows)]):
         out.setdefault(run, set()).add(kind)
         change = result.runs[run]
         change.events.append(kind)
+        change.event_ids.append(event_id)
         change.changed = True
         result.events_inserted += 1
     return out
@@ -655,3 +646,23 @@ def _update_runs(
             .values(**base, started_at=bindparam("sa"), finished_at=bindparam("fa")),
             timed,
         )
+
+
+def _write_version_log(conn: Connection, result: IngestResult, now: float) -> None:
+    """One ``run_versions`` row per run whose version this batch bumped (the stream's replay log)."""
+    rows = [
+        {
+            "run_id": rid,
+            "version": ch.version,
+            "status": ch.status,
+            "last_step": ch.last_step,
+            "committed_at": now,
+            "points": ch.points,
+            "ranges": ch.ranges,
+            "event_ids": sorted(ch.event_ids),
+        }
+        for rid, ch in sorted(result.runs.items())
+        if ch.changed
+    ]
+    if rows:
+        conn.execute(_insert(conn, RUN_VERSIONS).on_conflict_do_nothing(index_elements=["run_id", "version"]), rows)

@@ -184,3 +184,24 @@ class Event(Base):
     ts: Mapped[float] = mapped_column(Float)
     received_at: Mapped[float] = mapped_column(Float)
     payload: Mapped[dict[str, Any]] = mapped_column(default=dict)
+
+
+class RunVersion(Base):
+    """What one committed ingest batch (run ``version``) wrote: the live stream's replay log.
+
+    ``ranges`` lists ``[series_id, first_step, last_step, count]`` of the points the
+    batch inserted (points of that version lie in those primary-key ranges);
+    ``event_ids`` the timeline events it inserted. ``status`` and ``last_step`` are the
+    run's as of this version.
+    """
+
+    __tablename__ = "run_versions"
+
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True)
+    version: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    status: Mapped[str] = mapped_column(String(16))
+    last_step: Mapped[int | None] = mapped_column(BigInteger)
+    committed_at: Mapped[float] = mapped_column(Float)
+    points: Mapped[int] = mapped_column(BigInteger)
+    ranges: Mapped[list[Any]] = mapped_column(JSON)
+    event_ids: Mapped[list[Any]] = mapped_column(JSON)
