@@ -503,17 +503,34 @@ def _insert_points(conn: Connection, columns: list[list[Any]]) -> list[tuple[int
     """Insert points (columns series_id, step, value, version; sorted by key), skipping stored ones.
 
     Returns the ``(series_id, step)`` really inserted: the only points rollups may count.
+    On PostgreSQL a plain INSERT is tried first, in a savepoint: when every point is
+    new (the usual case) it skips ON CONFLICT's speculative insertion, a third WAL
+    record per row; a batch that repeats a stored point falls back to ON CONFLICT.
     """
-    rows = _bulk_insert(
-        conn,
-        POINTS,
-        ("series_id", "step", "value", "version"),
-        columns,
-        lambda stmt: stmt.on_conflict_do_nothing(index_elements=["series_id", "step"]).returning(
-            POINTS.c.series_id, POINTS.c.step
-        ),
-    )
+    names = ("series_id", "step", "value", "version")
+    if conn.dialect.name == "postgresql":
+        from psycopg.errors import UniqueViolation
+
+        savepoint = conn.begin_nested()
+        try:
+            rows = _bulk_insert(conn, POINTS, names, columns, _returning_keys)
+        except UniqueViolation:
+            savepoint.rollback()
+        else:
+            savepoint.commit()
+            return [(sid, step) for sid, step in rows]
+    rows = _bulk_insert(conn, POINTS, names, columns, _skip_stored_returning_keys)
     return [(sid, step) for sid, step in rows]
+
+
+def _returning_keys(stmt: Insert) -> Insert:
+    return stmt.returning(POINTS.c.series_id, POINTS.c.step)
+
+
+def _skip_stored_returning_keys(stmt: Insert) -> Insert:
+    return stmt.on_conflict_do_nothing(index_elements=["series_id", "step"]).returning(
+        POINTS.c.series_id, POINTS.c.step
+    )
 
 
 def _write_events(
