@@ -186,3 +186,11 @@ def test_log_cost_sanity(make_run, receiver):
     run.finish()
     assert len(receiver.of_type("metrics")) == 5000
     print(f"log(): {per_call_us:.1f} us per call of 8 scalars")
+
+
+def test_transport_may_be_an_http_url(make_run, receiver):
+    run = make_run(server=None, transport=receiver.url)
+    run.log({"a": 1.0})
+    run.finish()
+    assert run.url == f"{receiver.url}/runs/{run.id}"
+    assert [e["type"] for e in receiver.events()] == ["run_started", "metrics", "finished"]
