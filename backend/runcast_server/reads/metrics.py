@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import Connection, Select, case, func, select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, aliased
 
 from runcast_server.errors import ApiError, NotFound
 from runcast_server.models import Point, Rollup, Run, Segment, Series
@@ -104,35 +104,48 @@ def _source(series_id: int, level: int, lo: int, hi: int) -> Select[*tuple[Any, 
 def _merge_query(
     series_id: int, level: int, lo: int, hi: int, shift: int
 ) -> Select[*tuple[Any, ...]]:
-    """Source rows grouped ``2**shift`` at a time: (group, min, max, sum, count, last_step, last)."""
+    """Source rows merged ``2**shift`` at a time: (group, min, max, sum, count, last, last_step).
+
+    ``last`` is picked from the source row that holds the group's highest step: one
+    primary-key lookup per returned bucket (cheaper than ranking every source row
+    with a window function, and the same SQL on SQLite and PostgreSQL).
+    """
     src = _source(series_id, level, lo, hi)
     if shift == 0:
         return src.order_by(src.selected_columns.bucket)
     sub = src.subquery("src")
-    group = (sub.c.bucket // (1 << shift)).label("grp")
-    newest_first = func.row_number().over(partition_by=group, order_by=sub.c.ls.desc())
-    ranked = select(
-        group,
-        sub.c.mn,
-        sub.c.mx,
-        sub.c.sm,
-        sub.c.cnt,
-        sub.c.lst,
-        sub.c.ls,
-        newest_first.label("rn"),
-    ).subquery("ranked")
-    return (
+    grouped = select((sub.c.bucket // (1 << shift)).label("grp"), *sub.c).subquery(
+        "grouped"
+    )
+    g = (
         select(
-            ranked.c.grp,
-            func.min(ranked.c.mn),
-            func.max(ranked.c.mx),
-            func.sum(ranked.c.sm),
-            func.sum(ranked.c.cnt),
-            func.max(case((ranked.c.rn == 1, ranked.c.lst))),
-            func.max(ranked.c.ls),
+            grouped.c.grp,
+            func.min(grouped.c.mn).label("mn"),
+            func.max(grouped.c.mx).label("mx"),
+            func.sum(grouped.c.sm).label("sm"),
+            func.sum(grouped.c.cnt).label("cnt"),
+            func.max(grouped.c.ls).label("ls"),
         )
-        .group_by(ranked.c.grp)
-        .order_by(ranked.c.grp)
+        .group_by(grouped.c.grp)
+        .subquery("g")
+    )
+    if level == 0:
+        point = aliased(Point, name="pick")
+        last: Any = point.value
+        target: Any = point
+        on = (point.series_id == series_id) & (point.step == g.c.ls)
+    else:
+        rollup = aliased(Rollup, name="pick")
+        last, target = rollup.last, rollup
+        on = (
+            (rollup.series_id == series_id)
+            & (rollup.level == level)
+            & (rollup.bucket == g.c.ls // (1 << level))
+        )
+    return (
+        select(g.c.grp, g.c.mn, g.c.mx, g.c.sm, g.c.cnt, last, g.c.ls)
+        .join_from(g, target, on)
+        .order_by(g.c.grp)
     )
 
 
