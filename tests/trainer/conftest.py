@@ -42,3 +42,20 @@ def tiny_cfg(tmp_path):
         return TrainConfig(**base)
 
     return make
+
+
+# The SDK tests' real HTTP receiver (tests/unit/sdk_receiver.py), shared rather than copied.
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
+from sdk_receiver import Receiver  # noqa: E402
+
+
+@pytest.fixture
+def receiver():
+    r = Receiver().start()
+    try:
+        yield r
+    finally:
+        r.stop()
