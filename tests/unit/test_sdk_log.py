@@ -17,7 +17,8 @@ def test_values_arrive_as_floats_with_nan_and_inf_as_strings(make_run, receiver)
     run = make_run()
     run.log({"loss": 2.5, "int": 3, "nan": math.nan, "inf": math.inf, "ninf": -math.inf})
     run.log({"np32": np.float32(1.5), "np64": np.float64(0.25), "npint": np.int64(7), "arr": np.array([4.0])})
-    run.log({"cpu": torch.tensor(0.5), "grad": torch.tensor([1.25], requires_grad=True) * 2, "bf16": torch.tensor(3.0, dtype=torch.bfloat16)})
+    grad = torch.tensor([1.25], requires_grad=True) * 2
+    run.log({"cpu": torch.tensor(0.5), "grad": grad, "bf16": torch.tensor(3.0, dtype=torch.bfloat16)})
     run.finish()
     metrics = receiver.of_type("metrics")
     assert [m["step"] for m in metrics] == [0, 1, 2]

@@ -280,7 +280,9 @@ class Sender:
         except OSError as exc:
             if not self._spool_error_logged:
                 self._spool_error_logged = True
-                log.error("runcast: cannot write the spool under %s (%s); events are dropped", self.config.spool_dir, exc)
+                log.error(
+                    "runcast: cannot write the spool under %s (%s); events are dropped", self.config.spool_dir, exc
+                )
             self._drop(count)
             return
         self._spooling = True

@@ -74,7 +74,10 @@ def _sync_one(
         result = replay(spool, transports[url], timeout=timeout, stop_on=(401,))
         line = f"{label}: sent {result.sent_events} events in {result.sent_batches} batches to {transports[url].url}"
         if result.rejections:
-            line += f"; {len(result.rejections)} batch(es), {result.rejected_events} events rejected: {result.rejections[0]}"
+            line += (
+                f"; {len(result.rejections)} batch(es), {result.rejected_events} events rejected: "
+                f"{result.rejections[0]}"
+            )
         typer.echo(line)
         if result.stopped is not None:
             typer.echo(f"{label}: stopped, the rest stays spooled: {result.stopped}")
