@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from runcast_server.api.routes import events, export, ingest, metrics, runs
+from runcast_server.api.routes import events, export, ingest, metrics, runs, stream
 
 api_router = APIRouter(prefix="/api/v1")
-for module in (ingest, runs, metrics, events, export):
+for module in (ingest, runs, metrics, events, export, stream):
     api_router.include_router(module.router)

@@ -1,0 +1,135 @@
+"""``GET /runs/{run_id}/stream``: the run's live updates as Server-Sent Events.
+
+A plain ASGI response rather than sse-starlette's EventSourceResponse: each message is
+encoded once per process (``live.Frame``) and written as the same bytes to every viewer,
+every write has a timeout (a client that stops reading cannot hold a stream open), and
+the client's disconnect ends the stream at once, releasing its place in the run's
+channel. See ``runcast_server.live`` for replay and fan-out, docs/live.md for the protocol.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Annotated
+
+from fastapi import APIRouter, Header, Path, Query
+from runcast.events import ID_RE
+from starlette.concurrency import run_in_threadpool
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
+
+from runcast_server import live
+from runcast_server.api.deps import TokenDep
+from runcast_server.auth import project_for_token
+from runcast_server.errors import ApiError, NotFound
+from runcast_server.reads.access import readable_run
+
+router = APIRouter(tags=["stream"])
+
+_MAX_VERSION = 2**63 - 1
+
+
+class EventStream(Response):
+    """``text/event-stream`` from an async iterator of bytes, ended by the client's disconnect."""
+
+    media_type = "text/event-stream"
+
+    def __init__(self, chunks: AsyncIterator[bytes], viewer: live.Viewer | None = None) -> None:
+        self.status_code = 200
+        self.background = None
+        self.raw_headers = [
+            (b"content-type", b"text/event-stream; charset=utf-8"),
+            (b"cache-control", b"no-cache"),
+            (b"x-accel-buffering", b"no"),  # nginx: do not buffer the stream
+        ]
+        self.chunks = chunks
+        self.viewer = viewer
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        pump = asyncio.ensure_future(self._pump(send))
+        watcher = asyncio.ensure_future(self._wait_disconnect(receive))
+        if self.viewer is not None:
+            self.viewer.on_abort = pump.cancel  # dropped (too slow) or shutdown: stop mid-write
+        try:
+            await asyncio.wait((pump, watcher), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (pump, watcher):
+                task.cancel()
+            for task in (pump, watcher):
+                with contextlib.suppress(asyncio.CancelledError, TimeoutError, OSError):
+                    await task
+
+    async def _pump(self, send: Send) -> None:
+        timeout = live.stream_settings().send_timeout_s
+        try:
+            await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
+            async for chunk in self.chunks:
+                # A client that stops reading fills the socket buffer; give up on it after a while.
+                async with asyncio.timeout(timeout):
+                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        finally:
+            await self.chunks.aclose()  # type: ignore[attr-defined]
+
+    @staticmethod
+    async def _wait_disconnect(receive: Receive) -> None:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+
+
+def _parse_version(raw: str | None, field: str) -> int | None:
+    if raw is None or raw == "":
+        return None
+    raw = raw.strip()
+    if not raw.isdigit() or len(raw) > 19 or int(raw) > _MAX_VERSION:
+        raise ApiError(422, f"{field} must be a version number sent by this stream", field=field)
+    return int(raw)
+
+
+def _check_access(run_id: str, token: str | None) -> None:
+    """404 for a missing or hidden run, 401 for a bad token (a short session; no connection is
+    held for the stream's lifetime)."""
+    from runcast_server.db import session_scope
+
+    with session_scope() as session:
+        viewer = None
+        if token is not None:
+            viewer = project_for_token(session, token)
+            if viewer is None:
+                raise ApiError(401, "invalid or revoked token", field="Authorization")
+        readable_run(session, run_id, viewer)
+
+
+@router.get(
+    "/runs/{run_id}/stream",
+    response_class=EventStream,
+    responses={200: {"content": {"text/event-stream": {}}, "description": "Server-Sent Events; see docs/live.md."}},
+)
+async def stream(
+    token: TokenDep,
+    run_id: Annotated[str, Path(description="The run id.", max_length=64)],
+    last_event_id_header: Annotated[
+        str | None, Header(alias="Last-Event-ID", description="The last id received; replay after it.")
+    ] = None,
+    last_event_id: Annotated[
+        str | None, Query(max_length=20, description="As the Last-Event-ID header (the header wins).")
+    ] = None,
+) -> EventStream:
+    """One ``batch`` message per committed ingest batch (``id`` = run version), live.
+
+    With Last-Event-ID (header or query) every version after it is replayed first, then
+    the stream continues live with no gap and no duplicate; without one, or when the
+    client is too far behind, the stream begins with ``event: reset`` carrying the current
+    version (reload through REST, then apply the batches that follow). A comment line
+    every 15 s keeps proxies from closing an idle stream.
+    """
+    if not ID_RE.match(run_id):
+        raise NotFound("run", field="run")
+    after = _parse_version(last_event_id_header, "Last-Event-ID")
+    if after is None:
+        after = _parse_version(last_event_id, "last_event_id")
+    await run_in_threadpool(_check_access, run_id, token)
+    viewer = live.Viewer()
+    return EventStream(live.viewer_frames(run_id, after, viewer), viewer)
