@@ -10,7 +10,7 @@ from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
 from runcast import __version__
-from runcast_server import migrate
+from runcast_server import migrate, pages
 from runcast_server.api import api_router
 from runcast_server.db import get_engine
 from runcast_server.errors import install_error_handlers
@@ -44,5 +44,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     def healthz() -> dict[str, str]:
         return {"status": "ok", "version": __version__, "mode": "embedded" if settings.embedded else "production"}
 
+    app.include_router(pages.router)  # /runs/{id}, /compare, /vendor/plotly.min.js
     app.mount("/", StaticFiles(directory=FRONTEND_DIR, html=True), name="frontend")
     return app

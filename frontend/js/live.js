@@ -1,0 +1,97 @@
+// The live stream of one run (docs/CONTRACTS.md, "Live stream"): Server-Sent Events,
+// one `batch` message per committed ingest batch, resumable by Last-Event-ID.
+//
+// EventSource reconnects by itself after a dropped connection and sends Last-Event-ID,
+// so the server replays what was missed. When the browser gives up (an HTTP error, a
+// server that was down for long), this opens a new EventSource with ?last_event_id=,
+// backing off up to 30 s. Messages are held until release() so that the page can open
+// the stream before its first fetch and lose nothing in between.
+
+const MAX_BACKOFF_MS = 30000;
+
+export class LiveStream {
+  constructor(runId, { onBatch, onReset, onState = () => {}, onOpen = () => {} }) {
+    this.url = "/api/v1/runs/" + encodeURIComponent(runId) + "/stream";
+    this.onBatch = onBatch;
+    this.onReset = onReset;
+    this.onState = onState;
+    this.onOpen = onOpen;
+    this.lastId = null;
+    this.held = [];
+    this.holding = true;
+    this.es = null;
+    this.backoff = 1000;
+    this.timer = null;
+    this.closed = false;
+  }
+
+  start() {
+    if (typeof EventSource === "undefined") {
+      this.onState("unsupported");
+      return this;
+    }
+    const url = this.lastId === null ? this.url : this.url + "?last_event_id=" + encodeURIComponent(this.lastId);
+    const es = new EventSource(url);
+    this.es = es;
+    es.addEventListener("open", () => {
+      this.backoff = 1000;
+      this.onState("live");
+      this.onOpen();
+    });
+    es.addEventListener("batch", (e) => {
+      if (e.lastEventId) this.lastId = e.lastEventId;
+      let message;
+      try {
+        message = JSON.parse(e.data);
+      } catch {
+        return;
+      }
+      if (this.holding) this.held.push(message);
+      else this.onBatch(message);
+    });
+    es.addEventListener("reset", (e) => {
+      if (e.lastEventId) this.lastId = e.lastEventId;
+      else {
+        try {
+          const v = JSON.parse(e.data).version;
+          if (v !== undefined && v !== null) this.lastId = String(v);
+        } catch {
+          /* keep the last id */
+        }
+      }
+      this.held = [];
+      this.onReset();
+    });
+    es.addEventListener("error", () => {
+      if (this.closed) return;
+      if (es.readyState === EventSource.CLOSED) {
+        // The browser will not retry this one (an HTTP error status): we do, with backoff.
+        this.onState("offline");
+        clearTimeout(this.timer);
+        this.timer = setTimeout(() => this.start(), this.backoff);
+        this.backoff = Math.min(MAX_BACKOFF_MS, this.backoff * 2);
+      } else {
+        this.onState("reconnecting");
+      }
+    });
+    return this;
+  }
+
+  /** Deliver held messages and every later one as it comes. */
+  release() {
+    this.holding = false;
+    const held = this.held;
+    this.held = [];
+    for (const m of held) this.onBatch(m);
+  }
+
+  close() {
+    this.closed = true;
+    clearTimeout(this.timer);
+    if (this.es) this.es.close();
+  }
+
+  get open() {
+    return this.es !== null && this.es.readyState === EventSource.OPEN;
+  }
+}

@@ -1,0 +1,101 @@
+// Small helpers shared by the pages: escaping, number and time formats, the palette.
+// Every user string reaches the DOM through textContent; strings handed to Plotly
+// (which renders a subset of HTML in labels and hover text) go through escapeHtml.
+
+/** Okabe–Ito: distinguishable with the common colour-vision deficiencies. */
+export const PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000"];
+export const GREY = "#9a9a9a";
+
+export function color(i) {
+  return PALETTE[((i % PALETTE.length) + PALETTE.length) % PALETTE.length];
+}
+
+/** A colour with alpha, from "#rrggbb". */
+export function alpha(hex, a) {
+  const n = parseInt(hex.slice(1), 16);
+  return `rgba(${(n >> 16) & 255},${(n >> 8) & 255},${n & 255},${a})`;
+}
+
+const ESC = { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" };
+
+/** For text passed to Plotly (legend names, hover text, annotations). */
+export function escapeHtml(value) {
+  return String(value).replace(/[&<>"']/g, (c) => ESC[c]);
+}
+
+/** Create an element with text content (never parsed as HTML) and attributes. */
+export function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [name, value] of Object.entries(attrs)) {
+    if (value === undefined || value === null || value === false) continue;
+    if (name === "text") node.textContent = value;
+    else if (name === "className") node.className = value;
+    else if (name.startsWith("on")) node.addEventListener(name.slice(2), value);
+    else node.setAttribute(name, value === true ? "" : String(value));
+  }
+  for (const child of children) {
+    if (child === null || child === undefined) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+export function formatValue(value) {
+  if (value === null || value === undefined) return "";
+  if (typeof value !== "number") return String(value);
+  if (!Number.isFinite(value)) return String(value);
+  if (value !== 0 && (Math.abs(value) >= 1e6 || Math.abs(value) < 1e-3)) return value.toExponential(3);
+  return String(Number(value.toPrecision(5)));
+}
+
+export function formatTime(seconds) {
+  if (seconds === null || seconds === undefined) return "";
+  return new Date(seconds * 1000).toISOString().replace("T", " ").slice(0, 19) + " UTC";
+}
+
+export function formatAge(seconds) {
+  if (seconds === null || seconds === undefined || !Number.isFinite(seconds)) return "";
+  const s = Math.max(0, Math.round(seconds));
+  if (s < 60) return s + " s ago";
+  if (s < 3600) return Math.floor(s / 60) + " min ago";
+  if (s < 86400) return Math.floor(s / 3600) + " h ago";
+  return Math.floor(s / 86400) + " d ago";
+}
+
+export function formatBytes(n) {
+  if (typeof n !== "number") return "";
+  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let i = 0;
+  while (n >= 1024 && i < units.length - 1) { n /= 1024; i += 1; }
+  return (i === 0 ? String(n) : n.toFixed(1)) + " " + units[i];
+}
+
+/** The value a loss-like column shows for a run summary's last_values. */
+export const LOSS_KEYS = ["loss", "train/loss", "train_loss", "lm_loss"];
+export function lastLossKey(lastValues) {
+  const keys = Object.keys(lastValues || {});
+  return LOSS_KEYS.find((k) => k in lastValues) || keys.find((k) => /loss$/i.test(k) && !/scale/i.test(k)) || null;
+}
+
+export function debounce(fn, ms) {
+  let timer = null;
+  const wrapped = (...args) => {
+    clearTimeout(timer);
+    timer = setTimeout(() => { timer = null; fn(...args); }, ms);
+  };
+  wrapped.cancel = () => clearTimeout(timer);
+  return wrapped;
+}
+
+/** The status a badge shows: running reads as "live". */
+export function statusBadge(status) {
+  return el("span", { className: "badge badge-" + status, text: status });
+}
+
+/** Dark mode follows the system; Plotly gets matching colours. */
+export function theme() {
+  const dark = window.matchMedia && window.matchMedia("(prefers-color-scheme: dark)").matches;
+  return dark
+    ? { dark, fg: "#e6e6e6", grid: "rgba(255,255,255,0.12)", bg: "rgba(0,0,0,0)", hoverbg: "#222" }
+    : { dark, fg: "#1f2328", grid: "rgba(0,0,0,0.1)", bg: "rgba(0,0,0,0)", hoverbg: "#fff" };
+}
