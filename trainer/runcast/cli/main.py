@@ -58,6 +58,9 @@ def serve(
 from runcast.cli.train import train_command  # noqa: E402  (light: torch is imported on use)
 
 app.command("train")(train_command)
+from runcast.cli.replay import replay_command  # noqa: E402  (standard library and the SDK)
+
+app.command("replay")(replay_command)
 
 
 # --- SDK: replay spooled batches ----------------------------------------------------------

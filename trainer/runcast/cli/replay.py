@@ -1,0 +1,259 @@
+"""``runcast replay FILE``: stream a recorded training log into Runcast as if it were live.
+
+Formats:
+
+* JSONL, one object per line: ``step``, ``loss``, ``learning_rate``, ``grad_norm``,
+  ``tokens_seen``, ``timestamp`` (epoch seconds or ISO 8601); other numeric fields are
+  sent under their own names; an optional ``segment`` (and ``run``) as in CSV.
+* CSV with a header: ``step`` plus numeric columns; an optional ``segment`` column (a
+  new value is a resume: a new ``init(resume=RUN_ID, resume_step=...)``, the previous
+  segment ends as "killed") and an optional ``run`` column (a new value is a new run).
+  Non-numeric columns and empty cells are skipped.
+
+Column names are mapped to Runcast's conventions (``COLUMN_NAMES``): ``loss`` ->
+``train/loss``, ``val_loss`` -> ``val/loss``, ``learning_rate`` -> ``lr``, ``tokens`` /
+``consumed_tokens`` -> ``tokens_seen``. A segment's resume step is its first step minus
+one (the checkpoint the job restarted from). Rows whose step does not increase within a
+segment are skipped and counted (a metric is written once per step).
+
+Events: a ``FILE.events.json`` beside the log (or ``--events``) with ``events[]`` of
+``run``, ``segment``, ``step``, ``type``, ``quote``, ``source``, ``note`` becomes notes on
+the timeline, sent when the replay reaches their step.
+
+Timing: ``--speed X`` plays X times faster than recorded; recorded time comes from the
+``timestamp`` field, else ``--seconds-per-step`` per step. ``--speed 0`` sends as fast as
+possible. Gaps are capped at ``--max-gap`` seconds of wall time.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import time
+from collections.abc import Callable, Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+COLUMN_NAMES = {
+    "loss": "train/loss",
+    "lm_loss": "train/loss",
+    "val_loss": "val/loss",
+    "learning_rate": "lr",
+    "lr": "lr",
+    "grad_norm": "grad_norm",
+    "tokens": "tokens_seen",
+    "consumed_tokens": "tokens_seen",
+    "tokens_seen": "tokens_seen",
+}
+NOT_METRICS = {"step", "segment", "run", "timestamp", "time", "ts"}
+
+
+def read_rows(path: Path) -> Iterator[dict[str, Any]]:
+    """Rows as dicts, in file order, from JSONL or CSV (by extension; .csv is CSV)."""
+    if path.suffix.lower() == ".csv":
+        with open(path, newline="", encoding="utf-8") as f:
+            yield from csv.DictReader(f)
+        return
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            if line.strip():
+                try:
+                    yield json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise ValueError(f"{path}:{number}: not a JSON object ({exc.msg})") from None
+
+
+def _number(raw: Any) -> float | None:
+    if raw is None or isinstance(raw, bool):
+        return None
+    if isinstance(raw, (int, float)):
+        return float(raw)
+    if isinstance(raw, str) and raw.strip():
+        try:
+            return float(raw)  # also "nan", "inf", "1.5E+00"
+        except ValueError:
+            return None
+    return None
+
+
+def _timestamp(raw: Any) -> float | None:
+    value = _number(raw)
+    if value is not None:
+        return value
+    if isinstance(raw, str) and raw.strip():
+        try:
+            return datetime.fromisoformat(raw.strip().replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            return None
+    return None
+
+
+def metrics_of(row: dict[str, Any]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for key, raw in row.items():
+        if key is None or key in NOT_METRICS:
+            continue
+        value = _number(raw)
+        if value is not None:
+            out[COLUMN_NAMES.get(key, key)] = value
+    return out
+
+
+def load_events(path: Path | None) -> list[dict[str, Any]]:
+    if path is None or not path.exists():
+        return []
+    return list(json.loads(path.read_text()).get("events", []))
+
+
+def _note_text(event: dict[str, Any]) -> str:
+    text = f"[{event.get('type', 'event')}] {event.get('quote', '')}".strip()
+    if event.get("segment"):
+        text += f" (segment {event['segment']})"
+    if event.get("source"):
+        text += f" (source: {event['source']})"
+    if event.get("note"):
+        text += f" Note: {event['note']}"
+    return text[:10_000]
+
+
+def replay(
+    path: Path,
+    init: Callable[..., Any],
+    *,
+    project: str = "replay",
+    name: str | None = None,
+    speed: float = 0.0,
+    seconds_per_step: float = 1.0,
+    max_gap: float = 10.0,
+    events_path: Path | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+    log: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    """Replay ``path`` through runs made by ``init(project=, name=, config=, resume=, resume_step=)``.
+
+    Returns counts: rows sent, rows skipped, runs, segments, notes.
+    """
+    if events_path is None:
+        events_path = path.with_name(path.name.rsplit(".", 1)[0] + ".events.json")
+    events = load_events(events_path)
+    base_name = name or path.name.rsplit(".", 1)[0]
+    run_ids: dict[str, str] = {}  # run column value -> Runcast run id
+    current: Any = None
+    key: tuple[str, str] | None = None
+    pending: list[dict[str, Any]] = []
+    last_step = -1
+    last_time: float | None = None
+    counts = {"rows": 0, "skipped": 0, "runs": 0, "segments": 0, "notes": 0}
+
+    def events_for(run_value: str, segment: str) -> list[dict[str, Any]]:
+        mine = [e for e in events if e.get("segment") == segment and (not has_run_column or e.get("run") == run_value)]
+        return sorted(mine, key=lambda e: (e.get("step") is not None, e.get("step") or 0))
+
+    rows = list(read_rows(path))
+    has_run_column = any("run" in row for row in rows[:1])
+    present = {(str(r.get("run") or ""), str(r.get("segment") or "")) for r in rows}
+
+    def orphans(run_value: str) -> list[dict[str, Any]]:
+        """Events of this run whose segment has no rows in the log: sent when the run's rows end."""
+        mine = [
+            e for e in events
+            if (str(e.get("run") or "") if has_run_column else "", str(e.get("segment") or "")) not in present
+            and (not has_run_column or e.get("run") == run_value)
+        ]
+        return sorted(mine, key=lambda e: (e.get("step") is not None, e.get("step") or 0))
+
+    def send_notes(upto: float) -> None:
+        while pending and (pending[0].get("step") is None or pending[0]["step"] <= upto):
+            event = pending.pop(0)
+            current.note(_note_text(event), step=event.get("step"))
+            counts["notes"] += 1
+
+    for row in rows:
+        step_value = _number(row.get("step"))
+        if step_value is None:
+            counts["skipped"] += 1
+            continue
+        step = int(step_value)
+        run_value = str(row.get("run") or "")
+        segment = str(row.get("segment") or "")
+        if (run_value, segment) != key:
+            if current is not None:
+                same_run = key is not None and key[0] == run_value
+                if not same_run:
+                    pending.extend(orphans(key[0]))
+                send_notes(math.inf)
+                current.finish("killed" if same_run else "finished")
+            resume = run_ids.get(run_value)
+            label = base_name if not run_value else f"{base_name}:{run_value}"
+            config = {"replayed_from": path.name, "run": run_value or None, "segment": segment or None}
+            if resume is None:
+                current = init(project=project, name=label[:200], config=config)
+                run_ids[run_value] = current.id
+                counts["runs"] += 1
+                log(f"replaying {label} as run {current.id}")
+            else:
+                current = init(project=project, name=label[:200], config=config, resume=resume,
+                               resume_step=max(0, step - 1))
+                log(f"segment {segment!r}: resume at step {max(0, step - 1)}")
+            counts["segments"] += 1
+            key, last_step, pending = (run_value, segment), -1, events_for(run_value, segment)
+        if step <= last_step:
+            counts["skipped"] += 1
+            continue
+        # pacing: recorded time between rows, divided by the speed-up
+        now = _timestamp(row.get("timestamp"))
+        if speed > 0:
+            if now is None:
+                now = (last_time or 0.0) + (seconds_per_step * (step - last_step) if last_step >= 0 else 0.0)
+            if last_time is not None:
+                sleep(min(max_gap, max(0.0, now - last_time) / speed))
+        last_time = now
+        send_notes(step)
+        values = metrics_of(row)
+        if values:
+            current.log(values, step=step)
+            counts["rows"] += 1
+        else:
+            counts["skipped"] += 1
+        last_step = step
+        if values and counts["rows"] % 10_000 == 0:
+            current.flush(60)  # keep the SDK queue short at --speed 0
+    if current is not None:
+        pending.extend(orphans(key[0]))
+        send_notes(math.inf)
+        current.finish("finished")
+    return counts
+
+
+def replay_command(
+    file: Path = typer.Argument(..., exists=True, dir_okay=False, help="A .jsonl or .csv training log."),
+    speed: float = typer.Option(1.0, min=0.0, help="Times faster than recorded; 0 = as fast as possible."),
+    seconds_per_step: float = typer.Option(1.0, min=0.0, help="Recorded time per step when the log has no timestamps."),
+    max_gap: float = typer.Option(10.0, min=0.0, help="Longest wait between two rows, in seconds."),
+    events: Optional[Path] = typer.Option(None, help="Events JSON to show as notes (default: FILE's .events.json)."),
+    project: str = typer.Option("replay", help="Project the replayed runs belong to."),
+    name: Optional[str] = typer.Option(None, help="Run name (default: the file name; ':<run>' per run column value)."),
+    server: Optional[str] = typer.Option(None, envvar="RUNCAST_SERVER", help="Runcast server URL."),
+    token: Optional[str] = typer.Option(None, envvar="RUNCAST_TOKEN", help="Project ingest token.", show_default=False),
+) -> None:
+    """Stream a recorded training log (JSONL or CSV) into Runcast as if it were live, segments and events included."""
+    if not server:
+        raise typer.BadParameter("replay needs a server: --server or RUNCAST_SERVER", param_hint="--server")
+    import runcast
+
+    def init(**kwargs: Any) -> Any:
+        return runcast.init(server=server, token=token, capture_code=False, **kwargs)
+
+    try:
+        counts = replay(file, init, project=project, name=name, speed=speed, seconds_per_step=seconds_per_step,
+                        max_gap=max_gap, events_path=events, log=typer.echo)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from exc
+    typer.echo(
+        f"replayed {counts['rows']} rows ({counts['skipped']} skipped) as {counts['runs']} run(s), "
+        f"{counts['segments']} segment(s), {counts['notes']} note(s)"
+    )
