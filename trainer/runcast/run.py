@@ -407,7 +407,7 @@ def init(
             log.warning("runcast: no token given (token= or RUNCAST_TOKEN); the service will likely refuse")
         started["env"] = runtime.environment(rank)
         started["code"] = runtime.code_revision() if capture_code else {}
-    base = server or (transport if isinstance(transport, str) and transport.startswith("http") else None)
+    base = next((u for u in (server, transport) if isinstance(u, str) and u.startswith("http")), None)
     return Run(
         run_id=run_id,
         started=started,
