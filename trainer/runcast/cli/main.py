@@ -61,6 +61,9 @@ app.command("train")(train_command)
 from runcast.cli.replay import replay_command  # noqa: E402  (standard library and the SDK)
 
 app.command("replay")(replay_command)
+from runcast.cli.estimate import estimate_command  # noqa: E402  (standard library only)
+
+app.command("estimate")(estimate_command)
 
 
 # --- SDK: replay spooled batches ----------------------------------------------------------
