@@ -13,6 +13,8 @@ Per test:
                    ``start_worker()`` / ``start_api()`` / ``token()`` / ``cli()`` helpers;
                    every process it started is stopped after the test, and their logs are
                    attached to the report of a failing test
+``processes``      a bare ``Processes``: the same start_api()/start_worker()/cli() helpers with
+                   no RUNCAST_* preset (e.g. ``runcast serve`` in the embedded default)
 ``embedded``       ``TestClient(create_app())`` on a temp RUNCAST_DATA_DIR, no Redis, no
                    database URL (SQLite, eager tasks), settings and engine caches reset
 ``embedded_env``   the temp data dir behind ``embedded`` (a Path)
@@ -115,41 +117,23 @@ def pg_url(pg_server: PostgresServer, pg_template: str) -> Iterator[str]:
 # --- the production stack ----------------------------------------------------------------------
 
 
-class ProductionStack:
-    """PostgreSQL + Redis + Celery workers + API processes for one test.
+class Processes:
+    """Runcast processes for one test (API servers, workers, SDK drivers), all stopped after it.
 
-    ``env`` holds the RUNCAST_* settings every process gets. Start processes with
-    ``start_worker()`` and ``start_api()``; they are stopped when the test ends.
+    ``env`` holds the RUNCAST_* settings every process gets (empty here: set what the test
+    needs per call, e.g. ``start_api(RUNCAST_DATA_DIR=...)``). Logs go to ``log_dir`` and are
+    attached to the report of a failing test.
     """
 
-    def __init__(
-        self,
-        request: pytest.FixtureRequest,
-        pg: PostgresServer,
-        redis: RedisServer,
-        database_url: str,
-        tmp: Path,
-    ) -> None:
+    def __init__(self, request: pytest.FixtureRequest, tmp: Path) -> None:
         self._request = request
-        self.pg = pg
-        self.redis = redis
-        self.database_url = database_url
-        self.redis_url = redis.url(0)
-        self.data_dir = tmp / "data"
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.tmp = tmp
         self.log_dir = tmp / "logs"
-        self.log_dir.mkdir(exist_ok=True)
-        self.env: dict[str, str] = {
-            "RUNCAST_DATABASE_URL": database_url,
-            "RUNCAST_REDIS_URL": self.redis_url,
-            "RUNCAST_DATA_DIR": str(self.data_dir),
-        }
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.env: dict[str, str] = {}
         self.processes: list[Process] = []
         self.api_url: str | None = None
-        self._engine = None
         self._counts: dict[str, int] = {}
-
-    # processes
 
     def _log_path(self, name: str) -> Path:
         n = self._counts[name] = self._counts.get(name, 0) + 1
@@ -160,7 +144,7 @@ class ProductionStack:
     def start_worker(
         self, *, concurrency: int = 1, pool: str = "solo", name: str = "worker", **env: str
     ) -> Process:
-        """A Celery worker consuming this stack's Redis; returns once it is ready."""
+        """A Celery worker (``runcast worker``); returns once it is ready to consume."""
         proc = services.start_worker(
             {**self.env, **env},
             self._log_path(name),
@@ -180,11 +164,11 @@ class ProductionStack:
         self.api_url = url
         return proc
 
-    def cli(self, *args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-        """Run ``runcast ARGS`` with this stack's settings."""
+    def cli(self, *args: str, check: bool = True, timeout: float = 120, **env: str) -> subprocess.CompletedProcess[str]:
+        """Run ``runcast ARGS`` with these settings."""
         res = subprocess.run(
             [str(BIN / "runcast"), *args],
-            env=child_env(self.env),
+            env=child_env({**self.env, **env}),
             capture_output=True,
             text=True,
             timeout=timeout,
@@ -195,7 +179,40 @@ class ProductionStack:
             )
         return res
 
-    # data access for assertions
+    def stop(self) -> None:
+        for proc in reversed(self.processes):
+            proc.stop()
+        self.processes.clear()
+
+
+class ProductionStack(Processes):
+    """PostgreSQL + Redis + Celery workers + API processes for one test.
+
+    ``env`` sets RUNCAST_DATABASE_URL (a fresh database at head), RUNCAST_REDIS_URL (a
+    flushed Redis) and RUNCAST_DATA_DIR (a temp dir) for every process it starts.
+    """
+
+    def __init__(
+        self,
+        request: pytest.FixtureRequest,
+        pg: PostgresServer,
+        redis: RedisServer,
+        database_url: str,
+        tmp: Path,
+    ) -> None:
+        super().__init__(request, tmp)
+        self.pg = pg
+        self.redis = redis
+        self.database_url = database_url
+        self.redis_url = redis.url(0)
+        self.data_dir = tmp / "data"
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.env = {
+            "RUNCAST_DATABASE_URL": database_url,
+            "RUNCAST_REDIS_URL": self.redis_url,
+            "RUNCAST_DATA_DIR": str(self.data_dir),
+        }
+        self._engine = None
 
     @property
     def engine(self):  # type: ignore[no-untyped-def]
@@ -218,12 +235,20 @@ class ProductionStack:
         return token
 
     def stop(self) -> None:
-        for proc in reversed(self.processes):
-            proc.stop()
-        self.processes.clear()
+        super().stop()
         if self._engine is not None:
             self._engine.dispose()
             self._engine = None
+
+
+@pytest.fixture
+def processes(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Processes]:
+    """A bare ``Processes`` (no database, no Redis): for the embedded default as a server."""
+    p = Processes(request, tmp_path)
+    try:
+        yield p
+    finally:
+        p.stop()
 
 
 @pytest.fixture

@@ -422,12 +422,10 @@ _COMMANDS: dict[str, bool] = {}
 
 
 def worker_argv(concurrency: int = 1, pool: str = "solo", hostname: str | None = None) -> list[str]:
-    """The command line of a Celery worker: ``runcast worker`` once it exists, else celery itself."""
+    """The command line of a Celery worker: ``runcast worker`` (``hostname`` is only used by the
+    plain ``celery`` fallback for checkouts without that command)."""
     if runcast_has_command("worker"):
-        argv = [str(BIN / "runcast"), "worker", "--pool", pool, "--concurrency", str(concurrency)]
-        if hostname:
-            argv += ["--hostname", hostname]
-        return argv
+        return [str(BIN / "runcast"), "worker", "--pool", pool, "--concurrency", str(concurrency)]
     argv = [
         str(BIN / "celery"), "-A", "runcast_server.celery_app", "worker",
         "--pool", pool, "--concurrency", str(concurrency), "--loglevel", "INFO", "--without-gossip",

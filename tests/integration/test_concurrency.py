@@ -1,0 +1,112 @@
+"""Two workers ingesting batches of one run at once, out of order, write exactly what one
+worker writes in order: the same points and the same rollup rows."""
+
+from __future__ import annotations
+
+import math
+import random
+
+from sqlalchemy import text
+
+from integration.helpers import (
+    WireRun,
+    assert_rollups_equal,
+    celery_client,
+    expected_rollups,
+    same,
+    send_batch_task,
+    snapshot,
+    value_at,
+    wait_points,
+)
+from runcast_server.db import make_engine
+from runcast_server.rollups import LEVELS
+from services import wait_until
+
+BATCHES, PER_BATCH, METRICS = 24, 250, 4
+STEPS = BATCHES * PER_BATCH
+
+
+def make_batches(run: WireRun) -> tuple[list, list[list], list]:
+    """run_started, the metric batches, and the finish; batch i holds the steps ≡ i (mod BATCHES),
+    so every batch touches every rollup bucket (the most contention there can be)."""
+    started = [run.started()]
+    batches = []
+    for i in range(BATCHES):
+        events = []
+        for step in range(i, STEPS, BATCHES):
+            values = {f"m{k}": value_at(step, k) for k in range(METRICS)}
+            if step % 97 == 5:
+                values["m1"] = math.nan
+            if step % 389 == 3:
+                values["m2"] = math.inf if step % 2 else -math.inf
+            events.append(run.metrics(step, values))
+        batches.append(events)
+    finished = [run.finished(STEPS - 1)]
+    return started, batches, finished
+
+
+def ingest(stack, engine, token: str, run: WireRun, order: list[list], started: list, finished: list,
+           procs) -> dict:
+    client = celery_client(stack.redis_url)
+
+    def row(sql: str):
+        with engine.connect() as conn:
+            return conn.execute(text(sql), {"r": run.run}).first()
+
+    send_batch_task(client, started, token)
+    wait_until(lambda: row("SELECT 1 FROM runs WHERE id = :r"), 60, "the run to exist")
+    for batch in order:
+        send_batch_task(client, batch, token)
+    wait_points(engine, run.run, STEPS * METRICS, timeout=300, procs=procs)
+    send_batch_task(client, finished, token)
+    wait_until(lambda: row("SELECT 1 FROM runs WHERE id = :r AND status = 'finished'"), 60, "the finish")
+    return snapshot(engine, run.run)
+
+
+def test_two_workers_out_of_order_equal_one_worker_in_order(stack, pg_server, pg_template):
+    # The same run (same ids, same seq numbers) goes to two databases.
+    run = WireRun("concurrency", "c")
+    started, batches, finished = make_batches(run)
+
+    # Reference: one worker, batches in order.
+    one = stack.start_worker(name="worker-one")
+    reference = ingest(stack, stack.engine, stack.token("concurrency"), run, batches, started, finished, [one])
+    one.stop()
+
+    # Two worker processes, shuffled batches, some delivered twice (a redelivery).
+    db_b = pg_server.create_database(template=pg_template)
+    url_b = pg_server.url(db_b)
+    engine_b = make_engine(url_b)
+    try:
+        env_b = {"RUNCAST_DATABASE_URL": url_b}
+        workers = [stack.start_worker(name=f"worker-{i}", **env_b) for i in range(2)]
+        from sqlalchemy.orm import Session
+
+        from runcast_server.auth import create_token
+
+        with Session(engine_b) as session:
+            token_b = create_token(session, "concurrency")
+            session.commit()
+        rng = random.Random(1234)
+        shuffled = batches + [batches[3], batches[17], batches[0]]
+        rng.shuffle(shuffled)
+        concurrent = ingest(stack, engine_b, token_b, run, shuffled, started, finished, workers)
+        logs = [w.output() for w in workers]
+    finally:
+        engine_b.dispose()
+        for p in list(stack.processes):
+            if p.name.startswith("worker-") and p.name != "worker-one":
+                p.stop()
+        pg_server.drop_database(db_b)
+
+    assert all("succeeded" in log for log in logs), "both workers must have ingested batches"
+    assert len(reference["points"]) == STEPS * METRICS
+    assert concurrent["points"].keys() == reference["points"].keys()
+    differ = [k for k, v in reference["points"].items() if not same(v, concurrent["points"][k])]
+    assert not differ, f"{len(differ)} points differ, e.g. {differ[:5]}"
+    assert concurrent["series"] == reference["series"]
+    assert concurrent["run"] == reference["run"]
+    # Rollups: equal to each other and to rollups computed from scratch.
+    assert_rollups_equal(concurrent["rollups"], reference["rollups"], rel=1e-12)
+    assert_rollups_equal(reference["rollups"], expected_rollups(reference["points"], LEVELS))
