@@ -313,11 +313,13 @@ def train(cfg: TrainConfig, run: Any = None, log=print) -> dict[str, Any]:
                     "val": last_val,
                     # the learning-rate schedule is get_lr(cfg, step): restoring step and config restores it
                 }
-                if engine is not None:
+                if engine is not None:  # every rank writes its shard; rank 0 adds the trainer state
                     path = out_dir / f"ckpt_{step:07d}"
                     engine.save_checkpoint(str(out_dir), tag=path.name)
-                    ckpt.save(path / "runcast_state.pt", state)
-                    size, sha = ckpt.dir_size(path), None
+                    size, sha = 0, None
+                    if master_process:
+                        ckpt.save(path / "runcast_state.pt", state)
+                        size = ckpt.dir_size(path)
                 else:
                     path = out_dir / f"ckpt_{step:07d}.pt"
                     size, sha = ckpt.save(path, {**state, "model": model.state_dict(), "optimizer": optimizer.state_dict()})
