@@ -1,0 +1,222 @@
+"""The run page in headless Chromium against a real server, fed by the real SDK over HTTP."""
+
+from __future__ import annotations
+
+import math
+
+from .conftest import main_xs, open_run
+
+HOSTILE = "<img src=x onerror=alert(1)>"
+
+
+def loss(step: int) -> float:
+    return 3.0 * math.exp(-step / 300) + 0.5 + 0.01 * math.sin(step)
+
+
+def log_steps(run, steps) -> None:  # type: ignore[no-untyped-def]
+    for s in steps:
+        run.log({"train/loss": loss(s)}, step=s)
+    assert run.flush(timeout=20)
+
+
+def test_live_points_are_appended_without_reload(live_server, page):
+    run = live_server.sdk_run(name="live")
+    log_steps(run, range(1, 41))
+    open_run(page, live_server, run.id)
+    assert main_xs(page) == list(range(1, 41))
+    page.wait_for_function("window.__runcast.stream && window.__runcast.stream.open", timeout=10000)
+    metrics_calls: list[str] = []
+    page.on("request", lambda r: "/metrics?" in r.url and metrics_calls.append(r.url))
+
+    log_steps(run, range(41, 101))
+    page.wait_for_function("window.__runcast.pointCount() >= 100", timeout=5000)
+    assert main_xs(page) == list(range(1, 101))  # appended in order, once each
+    assert metrics_calls == []  # by the stream (extendTraces), not by refetching
+    assert page.text_content("#fact-step") == "100"
+    assert page.errors == [] and page.dialogs == []
+
+
+def test_zoom_fetches_finer_points_for_the_visible_range(live_server, page):
+    run = live_server.sdk_run(name="long")
+    for lo in range(1, 6001, 500):
+        for s in range(lo, lo + 500):
+            run.log({"train/loss": loss(s) + (5.0 if s == 3333 else 0.0)}, step=s)
+    assert run.flush(timeout=60)
+    open_run(page, live_server, run.id)
+    before = [x for x in main_xs(page) if 3000 <= x <= 3400]
+    assert 0 < len(before) < 100  # the whole run is bucketed
+    spike_visible = page.evaluate(
+        """() => document.getElementById('chart-main').data
+             .some(t => t.name && t.name.endsWith(' max') && t.y.some(v => v > 5))"""
+    )
+    assert spike_visible  # the min–max band keeps the one-step spike
+
+    with page.expect_request(lambda r: "/metrics?" in r.url and "start=" in r.url and "end=" in r.url) as req:
+        page.evaluate("Plotly.relayout(document.getElementById('chart-main'), {'xaxis.range': [3000, 3400]})")
+    url = req.value.url
+    assert "key=train%2Floss" in url
+    page.wait_for_function(
+        """() => document.getElementById('chart-main').data
+             .filter(t => t.meta && t.meta.role === 'raw')
+             .some(t => t.x.filter(x => x >= 3000 && x <= 3400).length === 401)""",
+        timeout=10000,
+    )
+    after = [x for x in main_xs(page) if 3000 <= x <= 3400]
+    assert after == list(range(3000, 3401))  # every raw step of the range
+    assert "start=3000" in page.url and "end=3400" in page.url  # the view is in the URL
+    assert page.errors == []
+
+
+def test_markers_for_checkpoint_and_note(live_server, page, tmp_path):
+    run = live_server.sdk_run(name="events")
+    ckpt = tmp_path / "ckpt_20.pt"
+    ckpt.write_bytes(b"weights" * 100)
+    log_steps(run, range(1, 31))
+    run.checkpoint(ckpt, step=20, metrics={"val/loss": 1.25})
+    run.note("lr lowered", step=25)
+    assert run.flush(timeout=20)
+    open_run(page, live_server, run.id)
+    page.wait_for_selector("#timeline li.tl-checkpoint")
+    texts = page.evaluate(
+        """() => document.getElementById('chart-main').data
+             .filter(t => t.meta && t.meta.role === 'markers').flatMap(t => t.text)"""
+    )
+    assert any(t.startswith("checkpoint @ step 20") for t in texts)
+    assert "note @ step 25: lr lowered" in texts
+    assert "val/loss 1.25" in page.text_content("#timeline li.tl-checkpoint")
+
+    # A note logged while the page is open appears without a reload.
+    page.wait_for_function("window.__runcast.stream && window.__runcast.stream.open", timeout=10000)
+    run.note("live note", step=30)
+    assert run.flush(timeout=20)
+    page.wait_for_function(
+        """() => document.getElementById('chart-main').data
+             .some(t => t.meta && t.meta.role === 'markers' && t.text.includes('note @ step 30: live note'))""",
+        timeout=5000,
+    )
+    assert page.errors == []
+
+
+def test_hostile_strings_render_as_text(live_server, page):
+    run = live_server.sdk_run(name=HOSTILE, config={"optimizer": HOSTILE})
+    log_steps(run, range(1, 11))
+    run.note(HOSTILE, step=5)
+    assert run.flush(timeout=20)
+    open_run(page, live_server, run.id)
+    page.wait_for_selector("#timeline li.tl-note")
+    assert page.text_content("#run-name") == HOSTILE
+    assert HOSTILE in page.text_content("#timeline li.tl-note")
+    assert HOSTILE in page.text_content("#config")
+    assert page.eval_on_selector_all("#run img", "n => n.length") == 0
+    marker_text = page.evaluate(
+        """() => document.getElementById('chart-main').data
+             .filter(t => t.meta && t.meta.role === 'markers').flatMap(t => t.text)"""
+    )
+    assert "note @ step 5: &lt;img src=x onerror=alert(1)&gt;" in marker_text
+    # Plotly's own DOM (hover labels, legend) holds no element made from the string either.
+    page.hover("#chart-main .nsewdrag")
+    page.wait_for_timeout(300)
+    assert page.eval_on_selector_all("img", "n => n.length") == 0
+    assert page.dialogs == [] and page.errors == []
+
+
+def test_reconnect_after_server_restart_continues_without_gap(live_server, page):
+    run = live_server.sdk_run(name="restart")
+    log_steps(run, range(1, 31))
+    open_run(page, live_server, run.id)
+    page.wait_for_function("window.__runcast.stream && window.__runcast.stream.open", timeout=10000)
+    metrics_calls: list[str] = []
+    page.on("request", lambda r: "/metrics?" in r.url and metrics_calls.append(r.url))
+
+    live_server.stop()
+    page.wait_for_function("!window.__runcast.stream.open", timeout=10000)
+    for s in range(31, 61):  # logged while the server is down: the SDK spools them
+        run.log({"train/loss": loss(s)}, step=s)
+    live_server.start()  # same port, same data dir
+    for s in range(61, 91):
+        run.log({"train/loss": loss(s)}, step=s)
+    run.flush(timeout=30)  # the spooled steps are replayed by the SDK's retry loop
+
+    page.wait_for_function("window.__runcast.pointCount() >= 90", timeout=30000)
+    assert main_xs(page) == list(range(1, 91))  # contiguous: no gap, no duplicate
+    assert metrics_calls == []  # resumed by Last-Event-ID, not by reloading the data
+    assert page.errors == []
+
+
+def test_restart_segments_and_abandoned_branch(live_server, page):
+    run = live_server.sdk_run(name="resumed")
+    log_steps(run, range(1, 51))
+    run.finish("failed")
+    resumed = live_server.sdk_run(name="resumed", resume=run.id, resume_step=40)
+    log_steps(resumed, range(41, 71))
+    open_run(page, live_server, run.id)
+    traces = page.evaluate(
+        """() => document.getElementById('chart-main').data.filter(t => t.meta && t.meta.role === 'raw')
+             .map(t => ({segment: t.meta.segment, abandoned: t.meta.abandoned, x: Array.from(t.x), color: t.line.color}))"""
+    )
+    kept0 = next(t for t in traces if t["segment"] == 0 and not t["abandoned"])
+    gone0 = next(t for t in traces if t["segment"] == 0 and t["abandoned"])
+    kept1 = next(t for t in traces if t["segment"] == 1)
+    assert kept0["x"] == list(range(1, 40))
+    assert gone0["x"] == list(range(39, 51))  # forks from the last kept point
+    assert kept1["x"] == list(range(41, 71))
+    assert kept0["color"] != kept1["color"] and "154,154,154" in gone0["color"]
+    texts = page.evaluate(
+        """() => document.getElementById('chart-main').data
+             .filter(t => t.meta && t.meta.role === 'markers').flatMap(t => t.text)"""
+    )
+    assert any(t.startswith("restart @ step 40") for t in texts)
+    assert page.errors == []
+
+
+def test_view_state_round_trips_through_the_url(live_server, page):
+    run = live_server.sdk_run(name="url")
+    for s in range(1, 201):
+        run.log({"train/loss": loss(s), "val/loss": loss(s) + 0.1, "lr": 1e-3, "tokens_seen": float(s * 256)}, step=s)
+    assert run.flush(timeout=20)
+    open_run(page, live_server, run.id, "?keys=val/loss&smooth=0.9&log=1&x=tokens&start=2560&end=25600")
+    assert page.input_value("#smoothing") == "0.9"
+    assert page.is_checked("#logscale")
+    assert page.input_value("#xmode") == "tokens"
+    layout = page.evaluate(
+        "() => { const l = document.getElementById('chart-main').layout;"
+        " return {y: l.yaxis.type, r: l.xaxis.range, title: l.title.text}; }"
+    )
+    assert layout == {"y": "log", "r": [2560, 25600], "title": "val/loss"}
+    page.fill("#smoothing", "0.3")
+    page.dispatch_event("#smoothing", "input")
+    page.wait_for_function("location.search.includes('smooth=0.3')")
+    assert page.errors == []
+
+
+def test_unknown_run_shows_a_clear_page(live_server, page):
+    response = page.goto(f"{live_server.url}/runs/no-such-run-123")
+    assert response.status == 200
+    page.wait_for_selector("#not-found:not([hidden])")
+    assert page.text_content("#not-found h1") == "Run not found"
+    assert page.text_content("#missing-id") == "no-such-run-123"
+    assert page.is_hidden("#run")
+    assert "Traceback" not in page.content()
+    assert page.errors == []
+
+
+def test_phone_width_has_no_horizontal_scroll(live_server, browser):
+    run = live_server.sdk_run(name="a rather long run name that has to wrap on a phone screen")
+    log_steps(run, range(1, 21))
+    context = browser.new_context(viewport={"width": 375, "height": 800}, color_scheme="dark")
+    try:
+        page = context.new_page()
+        for path in ("/", f"/runs/{run.id}"):
+            page.goto(live_server.url + path)
+            if path != "/":
+                page.wait_for_function("window.__runcastDrawn !== undefined", timeout=20000)
+            else:
+                page.wait_for_selector("#runs tbody tr")
+            width = page.evaluate("document.documentElement.scrollWidth")
+            assert width <= 375, (path, width)
+        # Keyboard: Tab moves focus, and the focused element shows an outline.
+        page.keyboard.press("Tab")
+        outline = page.evaluate("getComputedStyle(document.activeElement).outlineStyle")
+        assert outline != "none"
+    finally:
+        context.close()
