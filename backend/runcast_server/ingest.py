@@ -25,6 +25,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from runcast.events import encode_event, encode_value
+from runcast_server.detectors.hook import run_detectors
 from runcast_server.models import Event, Point, Project, Rollup, Run, RunVersion, Segment, Series
 from runcast_server.rollups import merge_set, rollup_deltas
 
@@ -84,6 +85,8 @@ class IngestResult:
     points_received: int = 0
     points_inserted: int = 0
     events_inserted: int = 0
+    # Alerts this batch opened or closed: {"id", "run", "phase", "kind"} (detectors.hook).
+    alerts: list[dict[str, Any]] = field(default_factory=list)
 
     def messages(self) -> list[tuple[str, dict[str, Any]]]:
         """``(run_id, message)`` for every run the batch changed, to publish after commit."""
@@ -354,6 +357,7 @@ def store_batch(
     new_points = _write_metrics(conn, events, segments, result)
     inserted_types = _write_events(conn, events, segments, result, now)
     _update_runs(conn, events, runs, result, new_points, inserted_types, now)
+    run_detectors(conn, events, segments, result, now)
     _write_version_log(conn, result, now)
     return result
 

@@ -205,3 +205,4 @@ class RunVersion(Base):
     points: Mapped[int] = mapped_column(BigInteger)
     ranges: Mapped[list[Any]] = mapped_column(JSON)
     event_ids: Mapped[list[Any]] = mapped_column(JSON)
+from runcast_server.alerts import models as _alert_models  # noqa: E402,F401  (alerts tables, migration 0003)

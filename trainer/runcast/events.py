@@ -24,7 +24,10 @@ as first written):
   ``code`` (JSON object: sha, branch, remote, dirty, diff; <= 1 MiB encoded),
   ``env`` (JSON object: python, torch, deepspeed, host, world_size, ...),
   ``seed`` (int or null), ``resume_step`` (int >= 0 or null: a resume opens this
-  segment at that step), ``visibility`` (public | unlisted | private).
+  segment at that step), ``visibility`` (public | unlisted | private),
+  ``alerts`` (optional JSON object, <= 16 KiB encoded: per-run detector overrides,
+  e.g. ``{"spike": {"k": 10}, "stall": {"after_s": 1800}}``; see docs/alerts.md; the
+  server checks the names and ignores an invalid object as a whole).
 * ``metrics`` (append-only, write-once per (segment, key, step)): ``step``,
   ``values`` (1..``MAX_METRICS_PER_EVENT`` entries of key -> number). Keys are
   1..200 bytes of UTF-8 with no control characters. Values are floats; NaN and
@@ -88,6 +91,7 @@ MAX_CONFIG_BYTES: Final = 256 * 1024
 MAX_CODE_BYTES: Final = 1024 * 1024
 MAX_ENV_BYTES: Final = 64 * 1024
 MAX_MANIFEST_BYTES: Final = 1024 * 1024
+MAX_ALERTS_BYTES: Final = 16 * 1024
 
 ID_RE: Final = re.compile(r"^[A-Za-z0-9_-]{8,64}$")
 PROJECT_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
@@ -298,7 +302,7 @@ def _run_started(e: Mapping[str, Any]) -> dict[str, Any]:
     seed = e.get("seed")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
         raise EventError("seed", "must be an integer or null")
-    return {
+    out = {
         "project": project,
         "name": name,
         "config": _json_obj(e, "config", MAX_CONFIG_BYTES),
@@ -308,6 +312,9 @@ def _run_started(e: Mapping[str, Any]) -> dict[str, Any]:
         "resume_step": check_step(e.get("resume_step"), "resume_step", optional=True),
         "visibility": _choice(e, "visibility", VISIBILITIES, "public"),
     }
+    if e.get("alerts") is not None:
+        out["alerts"] = _json_obj(e, "alerts", MAX_ALERTS_BYTES)
+    return out
 
 
 def _metrics(e: Mapping[str, Any]) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from pydantic import BaseModel, Field
 Value = float | str | None
 RunStatus = Literal["running", "finished", "failed", "killed", "stalled"]
 TimelineType = Literal[
-    "run_started", "checkpoint", "data_mix", "manifest", "note", "finished"
+    "run_started", "checkpoint", "data_mix", "manifest", "note", "finished", "anomaly"
 ]
 
 

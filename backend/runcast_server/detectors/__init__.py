@@ -1,0 +1,12 @@
+"""Anomaly detectors run on ingest: loss spike, non-finite values, grad-norm explosion,
+plateau, divergence, throughput drop, restart loop and stall. See docs/alerts.md.
+
+``core`` holds the pure, incremental detectors (no database); ``hook.run_detectors``
+feeds them from ``ingest.store_batch`` inside the ingest transaction and stores their
+state and alerts; ``config`` holds the documented parameters and per-run overrides.
+"""
+
+from runcast_server.detectors.config import DEFAULTS, ConfigError, effective, validate_overrides
+from runcast_server.detectors.core import SegmentRunner, Signal
+
+__all__ = ["DEFAULTS", "ConfigError", "SegmentRunner", "Signal", "effective", "validate_overrides"]

@@ -1,0 +1,176 @@
+"""Detector parameters: documented defaults, per-run overrides, validation.
+
+A run's effective configuration is ``DEFAULTS`` deep-merged with its overrides
+(the ``alerts`` object of its run_started event, or ``PUT /runs/{id}/alerts/config``).
+Every parameter is described in ``PARAMS`` and in docs/alerts.md.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, Final
+
+# Which metric names feed which role: the first names a run logs are used.
+DEFAULT_KEYS: Final[dict[str, list[str]]] = {
+    "loss": ["loss", "train/loss", "train_loss", "lm_loss", "train/lm_loss"],
+    "val_loss": ["val/loss", "eval/loss", "val_loss", "eval_loss", "valid/loss"],
+    "grad_norm": ["grad_norm", "train/grad_norm", "gradient_norm"],
+    "throughput": ["tokens_per_s", "throughput", "train/tokens_per_s", "samples_per_s"],
+}
+
+DEFAULTS: Final[dict[str, Any]] = {
+    "enabled": True,
+    "keys": DEFAULT_KEYS,
+    # A loss point far above the recent median: open on the jump, close on recovery.
+    "spike": {
+        "enabled": True,
+        "window": 50,  # points in the moving median / MAD
+        "warmup": 2,  # points needed before the first test
+        "k": 8.0,  # robust sigmas (1.4826 * MAD) above the median
+        "min_rel": 0.2,  # ... and at least this fraction of the median above it
+        "recover_points": 3,  # consecutive points back under the recovery level close it
+        "max_open_points": 500,  # a "spike" longer than this is closed as a new level
+    },
+    # NaN or +-Inf in the loss or gradient norm.
+    "nonfinite": {"enabled": True},
+    # Gradient norm far above its recent median.
+    "grad_norm": {
+        "enabled": True,
+        "window": 50,
+        "warmup": 5,
+        "k": 10.0,
+        "min_rel": 4.0,  # at least (1 + min_rel) x the median
+        "recover_points": 3,
+        "max_open_points": 500,
+    },
+    # No improvement of the smoothed loss by min_rel (relative) for window_steps steps.
+    "plateau": {
+        "enabled": True,
+        "smooth": 50,  # points in the moving median that smooths the loss
+        "window_steps": 20000,
+        "min_rel": 0.01,
+        "warmup_steps": 1000,
+    },
+    # Smoothed train loss trending up, or validation loss rising while train loss falls.
+    "divergence": {
+        "enabled": True,
+        "smooth": 200,  # points in the moving median of the train loss
+        "rise": 0.05,  # the smoothed loss this fraction above its best opens
+        "confirm": 20,  # ... for this many consecutive points
+        "val_rising_evals": 3,  # consecutive rising validation evaluations
+        "val_min_rel": 0.02,  # validation loss this fraction above its best
+    },
+    # Throughput below (1 - drop) x its recent median.
+    "throughput": {
+        "enabled": True,
+        "window": 20,
+        "warmup": 10,
+        "drop": 0.2,
+        "confirm": 3,
+        "recover_points": 3,
+        "max_open_points": 1000,
+    },
+    # No step or heartbeat for after_s seconds (periodic check).
+    "stall": {"enabled": True, "after_s": 600.0},
+    # count resumes within span_s seconds.
+    "restart_loop": {"enabled": True, "count": 3, "span_s": 3600.0},
+}
+
+DETECTORS: Final = ("spike", "nonfinite", "grad_norm", "plateau", "divergence", "throughput", "stall", "restart_loop")
+ROLES: Final = tuple(DEFAULT_KEYS)
+MAX_OVERRIDE_BYTES: Final = 16 * 1024
+
+
+class ConfigError(ValueError):
+    """An override names an unknown detector or parameter, or gives a bad value."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+def validate_overrides(overrides: Any) -> dict[str, Any]:
+    """Check an ``alerts`` override object against ``DEFAULTS``; returns it (a copy)."""
+    if overrides is None:
+        return {}
+    if not isinstance(overrides, dict):
+        raise ConfigError("alerts", "must be a JSON object")
+    out: dict[str, Any] = {}
+    for name, value in overrides.items():
+        if name == "enabled":
+            if not isinstance(value, bool):
+                raise ConfigError("alerts.enabled", "must be true or false")
+            out[name] = value
+        elif name == "keys":
+            if not isinstance(value, dict):
+                raise ConfigError("alerts.keys", "must map a role to a list of metric names")
+            keys: dict[str, list[str]] = {}
+            for role, names in value.items():
+                if role not in ROLES:
+                    raise ConfigError(f"alerts.keys.{role}", f"unknown role; one of {', '.join(ROLES)}")
+                if isinstance(names, str):
+                    names = [names]
+                if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names) or len(names) > 20:
+                    raise ConfigError(f"alerts.keys.{role}", "must be a metric name or a list of up to 20")
+                keys[role] = list(names)
+            out[name] = keys
+        elif name in DETECTORS:
+            if isinstance(value, bool):  # "spike": false
+                out[name] = {"enabled": value}
+                continue
+            if not isinstance(value, dict):
+                raise ConfigError(f"alerts.{name}", "must be an object of parameters (or true/false)")
+            params: dict[str, Any] = {}
+            for param, raw in value.items():
+                default = DEFAULTS[name].get(param)
+                field = f"alerts.{name}.{param}"
+                if param not in DEFAULTS[name]:
+                    raise ConfigError(field, f"unknown parameter; one of {', '.join(DEFAULTS[name])}")
+                if isinstance(default, bool):
+                    if not isinstance(raw, bool):
+                        raise ConfigError(field, "must be true or false")
+                elif isinstance(default, int):
+                    if isinstance(raw, bool) or not isinstance(raw, int) or raw < 1:
+                        raise ConfigError(field, "must be a positive integer")
+                    if param in ("window", "smooth") and raw > 1000:
+                        raise ConfigError(field, "must be at most 1000")
+                else:
+                    if isinstance(raw, bool) or not isinstance(raw, (int, float)) or not raw >= 0 or raw > 1e12:
+                        raise ConfigError(field, "must be a non-negative number")
+                    raw = float(raw)
+                params[param] = raw
+            out[name] = params
+        else:
+            raise ConfigError(f"alerts.{name}", f"unknown detector; one of {', '.join(DETECTORS)}")
+    return out
+
+
+def effective(overrides: dict[str, Any] | None) -> dict[str, Any]:
+    """DEFAULTS with ``overrides`` merged in (invalid overrides are ignored as a whole)."""
+    cfg = copy.deepcopy(DEFAULTS)
+    if not overrides:
+        return cfg
+    try:
+        checked = validate_overrides(overrides)
+    except ConfigError:
+        return cfg
+    for name, value in checked.items():
+        if name == "enabled":
+            cfg["enabled"] = value
+        elif name == "keys":
+            cfg["keys"].update(value)
+        else:
+            cfg[name].update(value)
+    return cfg
+
+
+def merge_overrides(old: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, Any]:
+    """``new`` overrides laid over ``old`` (both already validated)."""
+    out = copy.deepcopy(old or {})
+    for name, value in new.items():
+        if isinstance(value, dict) and isinstance(out.get(name), dict):
+            out[name].update(value)
+        else:
+            out[name] = value
+    return out

@@ -1,0 +1,391 @@
+"""The detectors: incremental, O(1) work and memory per point, state as plain JSON.
+
+Each point detector is a function ``update(state, params, step, value, ctx) -> [Signal]``
+over a JSON-able ``state`` dict that it mutates. Memory per series is bounded by the
+window parameters (at most 1000 floats), never by the run's length, so the state can be
+stored in one database row and a restarted worker continues where the last one stopped.
+
+Points must come in step order per series: a point whose step is <= the last step the
+detector has seen is ignored (a batch that arrives after a later one, or a redelivered
+one, changes nothing).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+MAD_SIGMA = 1.4826  # MAD of a normal distribution x this = its standard deviation
+
+
+@dataclass
+class Signal:
+    """An alert opening or closing, with its evidence."""
+
+    kind: str
+    phase: str  # "open" | "close"
+    step: int | None
+    evidence: dict[str, Any] = field(default_factory=dict)
+    key: str = ""
+
+
+def _fin(x: float) -> Any:
+    """A float as JSON can hold it."""
+    if math.isfinite(x):
+        return x
+    return "NaN" if math.isnan(x) else ("Infinity" if x > 0 else "-Infinity")
+
+
+def median(values: list[float]) -> float:
+    s = sorted(values)
+    n = len(s)
+    mid = n // 2
+    return s[mid] if n % 2 else 0.5 * (s[mid - 1] + s[mid])
+
+
+def median_mad(values: list[float]) -> tuple[float, float]:
+    m = median(values)
+    return m, median([abs(v - m) for v in values])
+
+
+def _push(ring: list[float], value: float, size: int) -> None:
+    ring.append(value)
+    if len(ring) > size:
+        del ring[: len(ring) - size]
+
+
+# --- excursions above (spike, grad norm) ---------------------------------------------------------
+
+
+def excursion_up(kind: str) -> Callable[..., list[Signal]]:
+    """A value far above the moving median: ``median + max(k * sigma, min_rel * |median|)``.
+
+    Opens on the first such point; while open the baseline is frozen; closes after
+    ``recover_points`` consecutive points below the recovery level (half-way between the
+    baseline and the threshold), or, after ``max_open_points``, as a new level (the window
+    is refilled from then on).
+    """
+
+    def update(state: dict[str, Any], p: dict[str, Any], step: int, value: float, ctx: dict[str, Any]) -> list[Signal]:
+        if not math.isfinite(value):
+            return []  # the nonfinite detector reports these
+        ring: list[float] = state.setdefault("ring", [])
+        if state.get("open"):
+            o = state["open"]
+            o["n"] += 1
+            if value > o["peak"]:
+                o["peak"], o["peak_step"] = value, step
+            if value <= o["recover"]:
+                o["ok"] += 1
+            else:
+                o["ok"] = 0
+            reason = None
+            if o["ok"] >= p["recover_points"]:
+                reason = "recovered"
+            elif o["n"] >= p["max_open_points"]:
+                reason = "new_level"
+                ring.clear()
+            if reason:
+                state["open"] = None
+                ev = {"reason": reason, "peak": o["peak"], "peak_step": o["peak_step"], "points": o["n"],
+                      "value": value, "baseline": o["baseline"]}
+                return [Signal(kind, "close", step, ev)]
+            return []
+        out: list[Signal] = []
+        if len(ring) >= p["warmup"]:
+            med, mad = median_mad(ring)
+            sigma = MAD_SIGMA * mad
+            margin = max(p["k"] * sigma, p["min_rel"] * abs(med))
+            threshold = med + margin
+            if value > threshold:
+                state["open"] = {"baseline": med, "threshold": threshold, "recover": med + margin / 2,
+                                 "peak": value, "peak_step": step, "n": 0, "ok": 0}
+                ev = {"value": value, "baseline": med, "sigma": sigma, "threshold": threshold,
+                      "deviation_sigmas": (value - med) / sigma if sigma > 0 else None,
+                      "window": len(ring)}
+                return [Signal(kind, "open", step, ev)]
+        _push(ring, value, p["window"])
+        return out
+
+    return update
+
+
+# --- non-finite ----------------------------------------------------------------------------------
+
+
+def nonfinite(state: dict[str, Any], p: dict[str, Any], step: int, value: float, ctx: dict[str, Any]) -> list[Signal]:
+    """Open on the first NaN/Inf, close on the next finite value."""
+    if not math.isfinite(value):
+        if state.get("open"):
+            state["open"]["n"] += 1
+            return []
+        state["open"] = {"n": 1, "first": _fin(value)}
+        return [Signal("nonfinite", "open", step, {"value": _fin(value), "last_finite": state.get("last")})]
+    state["last"] = value
+    if state.get("open"):
+        n = state["open"]["n"]
+        state["open"] = None
+        return [Signal("nonfinite", "close", step, {"reason": "finite_again", "points": n, "value": value})]
+    return []
+
+
+# --- plateau -------------------------------------------------------------------------------------
+
+
+def plateau(state: dict[str, Any], p: dict[str, Any], step: int, value: float, ctx: dict[str, Any]) -> list[Signal]:
+    """The moving median has not improved by ``min_rel`` of itself for ``window_steps`` steps."""
+    if not math.isfinite(value):
+        return []
+    ring: list[float] = state.setdefault("ring", [])
+    _push(ring, value, p["smooth"])
+    state.setdefault("first", step)
+    if len(ring) < p["smooth"] or step - state["first"] < p["warmup_steps"]:
+        return []
+    med = median(ring)
+    ref = state.get("ref")
+    if ref is None or med < ref * (1 - p["min_rel"]) or (ref <= 0 and med < ref):
+        state["ref"], state["ref_step"] = med, step
+        if state.get("open"):
+            state["open"] = None
+            return [Signal("plateau", "close", step, {"reason": "improved", "smoothed": med})]
+        return []
+    if not state.get("open") and step - state["ref_step"] >= p["window_steps"]:
+        state["open"] = True
+        return [Signal("plateau", "open", step, {"smoothed": med, "best": ref, "best_step": state["ref_step"],
+                                                  "steps_without_improvement": step - state["ref_step"],
+                                                  "min_rel": p["min_rel"]})]
+    return []
+
+
+# --- divergence ----------------------------------------------------------------------------------
+
+
+def divergence_train(state: dict[str, Any], p: dict[str, Any], step: int, value: float, ctx: dict[str, Any]) -> list[Signal]:
+    """The moving median of the train loss ``rise`` above its best for ``confirm`` points.
+
+    Also leaves the current smoothed train loss in ``ctx`` for the validation check.
+    """
+    if not math.isfinite(value):
+        return []
+    ring: list[float] = state.setdefault("ring", [])
+    _push(ring, value, p["smooth"])
+    if len(ring) < max(3, p["smooth"] // 4):
+        return []
+    med = median(ring)
+    ctx["train_smoothed"] = med
+    best = state.get("best")
+    if best is None or med < best:
+        if not state.get("open"):
+            state["best"], state["best_step"] = med, step
+            best = med
+    level = best * (1 + p["rise"]) if best >= 0 else best * (1 - p["rise"])
+    if state.get("open"):
+        if med <= best * (1 + p["rise"] / 2):
+            state["open"] = None
+            state["best"], state["above"] = med, 0
+            return [Signal("divergence", "close", step, {"reason": "recovered", "smoothed": med, "best": best})]
+        return []
+    if med > level and len(ring) >= p["smooth"] // 2:
+        state["above"] = state.get("above", 0) + 1
+        if state["above"] >= p["confirm"]:
+            state["open"] = True
+            return [Signal("divergence", "open", step, {"mode": "train_trend", "smoothed": med, "best": best,
+                                                         "best_step": state["best_step"], "rise": p["rise"]})]
+    else:
+        state["above"] = 0
+    return []
+
+
+def divergence_val(state: dict[str, Any], p: dict[str, Any], step: int, value: float, ctx: dict[str, Any]) -> list[Signal]:
+    """Validation loss rising for ``val_rising_evals`` evaluations while the smoothed train loss falls."""
+    if not math.isfinite(value):
+        return []
+    train = ctx.get("train_smoothed")
+    prev = state.get("prev")
+    best = state.get("best")
+    out: list[Signal] = []
+    if state.get("open"):
+        if value <= best * (1 + p["val_min_rel"] / 2):
+            state["open"] = None
+            state["best"] = value
+            out.append(Signal("divergence", "close", step, {"reason": "recovered", "val": value, "val_best": best}))
+    else:
+        if prev is not None and value > prev:
+            if state.get("rises", 0) == 0:
+                state["train_start"] = state.get("train_prev")
+            state["rises"] = state.get("rises", 0) + 1
+        else:
+            state["rises"] = 0
+        start = state.get("train_start")
+        if (
+            state.get("rises", 0) >= p["val_rising_evals"]
+            and best is not None
+            and value > best * (1 + p["val_min_rel"])
+            and train is not None
+            and start is not None
+            and train < start
+        ):
+            state["open"] = True
+            out.append(Signal("divergence", "open", step, {"mode": "overfit", "val": value, "val_best": best,
+                                                            "train_smoothed": train, "train_at_rise_start": start,
+                                                            "rising_evals": state["rises"]}))
+        if best is None or value < best:
+            state["best"] = value
+    state["prev"], state["train_prev"] = value, train
+    return out
+
+
+# --- throughput ----------------------------------------------------------------------------------
+
+
+def throughput(state: dict[str, Any], p: dict[str, Any], step: int, value: float, ctx: dict[str, Any]) -> list[Signal]:
+    """Throughput below ``(1 - drop)`` x its moving median for ``confirm`` consecutive points."""
+    if not math.isfinite(value):
+        return []
+    ring: list[float] = state.setdefault("ring", [])
+    if state.get("open"):
+        o = state["open"]
+        o["n"] += 1
+        o["low"] = min(o["low"], value)
+        o["ok"] = o["ok"] + 1 if value >= o["recover"] else 0
+        reason = "recovered" if o["ok"] >= p["recover_points"] else ("new_level" if o["n"] >= p["max_open_points"] else None)
+        if reason:
+            if reason == "new_level":
+                ring.clear()
+            state["open"] = None
+            return [Signal("throughput", "close", step, {"reason": reason, "lowest": o["low"], "points": o["n"],
+                                                          "value": value, "baseline": o["baseline"]})]
+        return []
+    if len(ring) >= p["warmup"]:
+        med = median(ring)
+        threshold = med * (1 - p["drop"])
+        if value < threshold:
+            state["below"] = state.get("below", 0) + 1
+            if state["below"] >= p["confirm"]:
+                state["below"] = 0
+                state["open"] = {"baseline": med, "recover": med * (1 - p["drop"] / 2), "low": value, "n": 0, "ok": 0}
+                return [Signal("throughput", "open", step, {"value": value, "baseline": med, "threshold": threshold,
+                                                             "drop": 1 - value / med if med else None})]
+            return []  # a low point being confirmed stays out of the baseline
+        state["below"] = 0
+    _push(ring, value, p["window"])
+    return []
+
+
+# --- run level: restarts and stalls -------------------------------------------------------------
+
+
+def restart(state: dict[str, Any], p: dict[str, Any], ts: float, step: int | None) -> list[Signal]:
+    """A resume at time ``ts``: ``count`` resumes within ``span_s`` open a restart-loop alert."""
+    times: list[float] = state.setdefault("times", [])
+    out: list[Signal] = []
+    if state.get("open") and times and ts - times[-1] > p["span_s"]:
+        state["open"] = False
+        out.append(Signal("restart_loop", "close", step, {"reason": "quiet", "resumes": state.get("n", 0)}))
+    times.append(ts)
+    del times[: max(0, len(times) - int(p["count"]))]
+    if state.get("open"):
+        state["n"] = state.get("n", 0) + 1
+        return out
+    if len(times) >= p["count"] and times[-1] - times[0] <= p["span_s"]:
+        state["open"], state["n"] = True, len(times)
+        out.append(Signal("restart_loop", "open", step, {"resumes": len(times), "span_s": times[-1] - times[0],
+                                                          "limit_span_s": p["span_s"]}))
+    return out
+
+
+def restart_quiet(state: dict[str, Any], p: dict[str, Any], now: float) -> list[Signal]:
+    """Close an open restart-loop alert once ``span_s`` passed without a resume (periodic check)."""
+    times = state.get("times") or []
+    if state.get("open") and times and now - times[-1] > p["span_s"]:
+        state["open"] = False
+        return [Signal("restart_loop", "close", None, {"reason": "quiet", "resumes": state.get("n", 0)})]
+    return []
+
+
+def stalled(heartbeat_at: float | None, now: float, p: dict[str, Any]) -> bool:
+    """Whether a running run with this last heartbeat (any event) counts as stalled."""
+    return heartbeat_at is not None and now - heartbeat_at >= p["after_s"]
+
+
+# --- wiring: which detectors read which role ---------------------------------------------------
+
+# role -> [(config section, detector name used in the state key, update function)]
+POINT_DETECTORS: dict[str, list[tuple[str, str, Callable[..., list[Signal]]]]] = {
+    "loss": [
+        ("nonfinite", "nonfinite", nonfinite),
+        ("spike", "spike", excursion_up("spike")),
+        ("plateau", "plateau", plateau),
+        ("divergence", "divergence", divergence_train),
+    ],
+    "val_loss": [("divergence", "divergence_val", divergence_val)],
+    "grad_norm": [("nonfinite", "nonfinite", nonfinite), ("grad_norm", "grad_norm", excursion_up("grad_norm"))],
+    "throughput": [("throughput", "throughput", throughput)],
+}
+ROLE_ORDER = {"loss": 0, "grad_norm": 1, "throughput": 2, "val_loss": 3}
+
+
+def role_of(key: str, cfg: dict[str, Any]) -> str | None:
+    """The role a metric key plays under ``cfg["keys"]`` (None: no detector reads it)."""
+    for role, names in cfg["keys"].items():
+        if key in names:
+            return role
+    return None
+
+
+class SegmentRunner:
+    """Feeds one segment's points to its detectors; ``states[(key, detector)]`` is the JSON state.
+
+    ``feed`` takes points in any order within a call: they are sorted by step (loss before
+    validation loss at one step) and each series skips steps it has already seen.
+    """
+
+    def __init__(self, cfg: dict[str, Any], states: dict[tuple[str, str], dict[str, Any]]) -> None:
+        self.cfg = cfg
+        self.states = states
+        self.ctx: dict[str, Any] = {}
+        self.touched: set[tuple[str, str]] = set()
+
+    def feed(self, points: list[tuple[int, str, float]]) -> list[Signal]:
+        """``points``: (step, key, value). Returns the signals, in step order."""
+        cfg = self.cfg
+        if not cfg.get("enabled", True):
+            return []
+        tagged = []
+        for step, key, value in points:
+            role = role_of(key, cfg)
+            if role is not None:
+                tagged.append((step, ROLE_ORDER[role], key, role, value))
+        tagged.sort(key=lambda t: (t[0], t[1], t[2]))
+        out: list[Signal] = []
+        for step, _, key, role, value in tagged:
+            for section, name, update in POINT_DETECTORS[role]:
+                params = cfg[section]
+                if not params.get("enabled", True):
+                    continue
+                sk = (key, name)
+                state = self.states.get(sk)
+                if state is None:
+                    state = self.states[sk] = {}
+                last = state.get("last_step")
+                if last is not None and step <= last:
+                    continue
+                state["last_step"] = step
+                self.touched.add(sk)
+                for sig in update(state, params, step, value, self.ctx):
+                    sig.key = key
+                    out.append(sig)
+        return out
+
+
+def inherit(state: dict[str, Any]) -> dict[str, Any]:
+    """The state a resumed segment starts from: the previous segment's history, no open alert.
+
+    A resume continues the same training, so its baseline is the one before the restart
+    (this is how a blow-up right after a resume is seen).
+    """
+    out = {k: v for k, v in state.items() if k in ("ring", "best", "best_step", "ref", "ref_step", "first", "last")}
+    if "ring" in out:
+        out["ring"] = list(out["ring"])
+    return out

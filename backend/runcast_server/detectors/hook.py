@@ -1,0 +1,247 @@
+"""The detectors in the write path: called by ``ingest.store_batch`` inside its transaction.
+
+Per batch: read the runs' overrides and the detector state rows of the segments the
+batch touches (one query each), feed the new points in step order, write alerts, their
+``anomaly`` timeline events and the changed state rows. The runs are already locked by
+``store_batch``, so two workers never run one run's detectors at once, and a redelivered
+batch changes nothing (its steps are <= each detector's last step).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import Connection, Table, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+
+from runcast.events import encode_value
+from runcast_server.alerts.models import Alert, AlertConfig, DetectorState
+from runcast_server.detectors import config as dconfig
+from runcast_server.detectors.core import SegmentRunner, Signal, inherit, restart
+from runcast_server.models import Event, Segment
+
+ALERTS: Table = Alert.__table__  # type: ignore[assignment]
+STATES: Table = DetectorState.__table__  # type: ignore[assignment]
+CONFIGS: Table = AlertConfig.__table__  # type: ignore[assignment]
+EVENTS: Table = Event.__table__  # type: ignore[assignment]
+SEGMENTS: Table = Segment.__table__  # type: ignore[assignment]
+RUN_LEVEL = 0  # segment_id of run-level detector state
+
+log = logging.getLogger(__name__)
+
+
+def _insert(conn: Connection, table: Table) -> Any:
+    return (postgresql if conn.dialect.name == "postgresql" else sqlite).insert(table)
+
+
+def json_safe(value: Any) -> Any:
+    """Evidence as strict JSON (non-finite floats as the wire strings)."""
+    if isinstance(value, float):
+        return encode_value(value)
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [json_safe(v) for v in value]
+    return value
+
+
+def load_configs(conn: Connection, run_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """run -> effective detector configuration."""
+    rows = dict(conn.execute(select(CONFIGS.c.run_id, CONFIGS.c.overrides).where(CONFIGS.c.run_id.in_(sorted(run_ids)))).all())
+    return {rid: dconfig.effective(rows.get(rid)) for rid in run_ids}
+
+
+def save_overrides(conn: Connection, run_id: str, overrides: dict[str, Any], now: float) -> None:
+    stmt = _insert(conn, CONFIGS).values(run_id=run_id, overrides=overrides, updated_at=now)
+    conn.execute(stmt.on_conflict_do_update(index_elements=["run_id"], set_={"overrides": overrides, "updated_at": now}))
+
+
+def run_detectors(
+    conn: Connection,
+    events: Sequence[dict[str, Any]],
+    segments: dict[tuple[str, str], int],
+    result: Any,
+    now: float,
+) -> None:
+    """Feed the batch to the detectors; adds ``result.alerts`` entries for what opened or closed."""
+    run_ids = sorted(result.runs)
+    for e in events:
+        if e["type"] == "run_started" and e.get("alerts"):
+            save_overrides(conn, e["run"], e["alerts"], now)
+    configs = load_configs(conn, run_ids)
+
+    points: dict[tuple[str, int], list[tuple[int, str, float]]] = {}
+    resumes: dict[str, list[tuple[float, int | None, int]]] = {}
+    for e in events:
+        kind = e["type"]
+        if kind == "metrics":
+            cfg = configs[e["run"]]
+            seg = segments[(e["run"], e["segment"])]
+            for key, value in e["values"].items():
+                for names in cfg["keys"].values():
+                    if key in names:
+                        points.setdefault((e["run"], seg), []).append((e["step"], key, value))
+                        break
+        elif kind == "run_started" and e.get("resume_step") is not None:
+            resumes.setdefault(e["run"], []).append((e["ts"], e["resume_step"], segments[(e["run"], e["segment"])]))
+    touched_runs = set(r for r, _ in points) | set(resumes)
+    signals: list[tuple[str, int | None, Signal]] = []
+    if touched_runs:
+        states = _load_states(conn, sorted(touched_runs))
+        changed: dict[tuple[str, int, str, str], dict[str, Any]] = {}
+        for (run, seg), pts in sorted(points.items()):
+            seg_states = {(k, d): s for (r, sg, k, d), s in states.items() if r == run and sg == seg}
+            if not seg_states:
+                seg_states = _inherited(conn, states, run, seg)
+            runner = SegmentRunner(configs[run], seg_states)
+            for sig in runner.feed(pts):
+                signals.append((run, seg, sig))
+            for k, d in runner.touched:
+                changed[(run, seg, k, d)] = seg_states[(k, d)]
+        for run, items in sorted(resumes.items()):
+            p = configs[run]["restart_loop"]
+            if not p.get("enabled", True) or not configs[run].get("enabled", True):
+                continue
+            sk = (run, RUN_LEVEL, "", "restart_loop")
+            state = states.get(sk) or {}
+            seen = state.setdefault("segments", [])
+            for ts, step, seg in sorted(items):
+                if seg in seen:
+                    continue
+                seen.append(seg)
+                del seen[: max(0, len(seen) - 50)]
+                for sig in restart(state, p, ts, step):
+                    signals.append((run, None, sig))
+            changed[sk] = state
+        _save_states(conn, changed, now)
+    for run, seg, sig in signals:
+        entry = apply_signal(conn, run, seg, sig, now, result=result)
+        if entry is not None:
+            result.alerts.append(entry)
+    close_stall_alerts(conn, run_ids, now, result)
+
+
+def _load_states(conn: Connection, run_ids: list[str]) -> dict[tuple[str, int, str, str], dict[str, Any]]:
+    c = STATES.c
+    rows = conn.execute(select(c.run_id, c.segment_id, c.key, c.detector, c.state).where(c.run_id.in_(run_ids)))
+    return {(r, s, k, d): dict(st) for r, s, k, d, st in rows}
+
+
+def _inherited(conn: Connection, states: dict[tuple[str, int, str, str], dict[str, Any]], run: str, seg: int) -> dict[tuple[str, str], dict[str, Any]]:
+    """A new segment's states: those of the run's previous segment (by index), history only."""
+    rows = conn.execute(
+        select(SEGMENTS.c.id, SEGMENTS.c.index).where(SEGMENTS.c.run_id == run).order_by(SEGMENTS.c.index)
+    ).all()
+    index = {sid: i for sid, i in rows}
+    mine = index.get(seg)
+    if mine is None:
+        return {}
+    previous = [sid for sid, i in rows if i < mine and any(r == run and s == sid for r, s, _, _ in states)]
+    if not previous:
+        return {}
+    prev = previous[-1]
+    return {(k, d): inherit(s) for (r, s_id, k, d), s in states.items() if r == run and s_id == prev}
+
+
+def _save_states(conn: Connection, changed: dict[tuple[str, int, str, str], dict[str, Any]], now: float) -> None:
+    if not changed:
+        return
+    rows = [
+        {"run_id": r, "segment_id": s, "key": k, "detector": d, "state": json_safe(st), "updated_at": now}
+        for (r, s, k, d), st in sorted(changed.items())
+    ]
+    stmt = _insert(conn, STATES)
+    conn.execute(
+        stmt.on_conflict_do_update(
+            index_elements=["run_id", "segment_id", "key", "detector"],
+            set_={"state": stmt.excluded.state, "updated_at": stmt.excluded.updated_at},
+        ),
+        rows,
+    )
+
+
+def _latest_segment(conn: Connection, run: str) -> int | None:
+    return conn.execute(
+        select(SEGMENTS.c.id).where(SEGMENTS.c.run_id == run).order_by(SEGMENTS.c.index.desc()).limit(1)
+    ).scalar()
+
+
+def apply_signal(
+    conn: Connection, run: str, seg: int | None, sig: Signal, now: float, *, result: Any = None
+) -> dict[str, Any] | None:
+    """Open an alert (with its ``anomaly`` timeline event) or close the open one it ends.
+
+    Returns the entry for notifications: ``{"id", "run", "phase", "kind"}``; None when a
+    close finds nothing open.
+    """
+    evidence = json_safe(sig.evidence)
+    a = ALERTS.c
+    if sig.phase == "open":
+        alert_id = conn.execute(
+            _insert(conn, ALERTS)
+            .values(run_id=run, segment_id=seg, key=sig.key, kind=sig.kind, state="open", step=sig.step,
+                    end_step=None, opened_at=now, closed_at=None, evidence={"open": evidence}, event_id=None)
+            .returning(a.id)
+        ).scalar_one()
+        event_seg = seg if seg is not None else _latest_segment(conn, run)
+        if event_seg is not None:
+            payload = timeline_payload(alert_id, sig.kind, sig.key, "open", sig.step, None, {"open": evidence})
+            event_id = conn.execute(
+                _insert(conn, EVENTS)
+                .values(run_id=run, segment_id=event_seg, seq=-alert_id, type="anomaly", step=sig.step, ts=now,
+                        received_at=now, payload=payload)
+                .on_conflict_do_nothing(index_elements=["segment_id", "seq"])
+                .returning(EVENTS.c.id)
+            ).scalar()
+            if event_id is not None:
+                conn.execute(update(ALERTS).where(a.id == alert_id).values(event_id=event_id))
+                change = result.runs.get(run) if result is not None else None
+                if change is not None and change.changed:
+                    change.event_ids.append(event_id)
+                    change.events.append("anomaly")
+        return {"id": alert_id, "run": run, "phase": "open", "kind": sig.kind}
+    cond = (a.run_id == run) & (a.kind == sig.kind) & (a.state == "open") & (a.key == sig.key)
+    cond = cond & (a.segment_id.is_(None) if seg is None else a.segment_id == seg)
+    row = conn.execute(select(a.id, a.evidence, a.event_id, a.step).where(cond).order_by(a.id.desc()).limit(1)).first()
+    if row is None:
+        return None
+    full = dict(row.evidence or {})
+    full["close"] = evidence
+    conn.execute(update(ALERTS).where(a.id == row.id).values(state="closed", end_step=sig.step, closed_at=now, evidence=full))
+    if row.event_id is not None:
+        conn.execute(
+            update(EVENTS).where(EVENTS.c.id == row.event_id)
+            .values(payload=timeline_payload(row.id, sig.kind, sig.key, "closed", row.step, sig.step, full))
+        )
+    return {"id": row.id, "run": run, "phase": "close", "kind": sig.kind}
+
+
+def timeline_payload(alert_id: int, kind: str, key: str, state: str, step: int | None, end_step: int | None,
+                     evidence: dict[str, Any]) -> dict[str, Any]:
+    return {"alert": alert_id, "kind": kind, "key": key, "state": state, "step": step, "end_step": end_step,
+            "evidence": evidence}
+
+
+def close_stall_alerts(conn: Connection, run_ids: Sequence[str], now: float, result: Any = None) -> None:
+    """Any event of a run ends its open stall alert."""
+    a = ALERTS.c
+    rows = conn.execute(
+        select(a.id, a.run_id).where(a.run_id.in_(list(run_ids)), a.kind == "stall", a.state == "open")
+    ).all()
+    for alert_id, run in rows:
+        sig = Signal("stall", "close", None, {"reason": "activity", "quiet_s": None})
+        entry = apply_signal(conn, run, None, sig, now, result=result)
+        if entry is not None and result is not None:
+            result.alerts.append(entry)
+
+
+def finite_or_none(x: float | None) -> float | None:
+    return x if x is not None and math.isfinite(x) else None
+
+
+def now() -> float:
+    return time.time()
