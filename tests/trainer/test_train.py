@@ -92,6 +92,7 @@ def test_injected_spike_raises_the_loss(tiny_cfg, recording_run):
     assert lrs[24] == pytest.approx(get_lr(spiked_cfg, 23))
 
 
+@pytest.mark.slow
 def test_crash_at_exits_uncleanly_and_resume_continues(tmp_path):
     env = {**os.environ, "RUNCAST_SERVER": "", "RUNCAST_TOKEN": ""}
     args = [sys.executable, "-m", "runcast.cli.main", "train", "--out-dir", str(tmp_path), "--n-layer", "1",
