@@ -35,7 +35,9 @@ let panelCharts = [];
 let stream = null;
 let heartbeatAt = null;
 let loaded = false;
-let firstFetchAt = Infinity;
+let streamOpened = false;
+let fetchStarted = false;
+let refetchWhenLoaded = false;
 const xmaps = new Map(); // mode -> XMap
 const charts = () => (mainChart ? [mainChart, ...panelCharts] : panelCharts);
 
@@ -135,20 +137,26 @@ async function start() {
     onReset: () => reloadAll(),
     onState: showLiveState,
     onOpen: () => {
-      // Points committed between our first read and the subscription: read them again.
-      if (loaded && performance.now() > firstFetchAt) refetchCharts();
+      // The first subscription only: if it came after our first read, points committed in
+      // between would be missing, so read again. Reconnects resume by Last-Event-ID instead.
+      if (streamOpened) return;
+      streamOpened = true;
+      if (!fetchStarted) return;
+      if (loaded) refetchCharts();
+      else refetchWhenLoaded = true;
     },
   });
+  stream.start();
   let eventsPromise;
   try {
     eventsPromise = loadEvents().catch(() => []);
     detail = await fromPrefetch("detail", () => getRun(runId));
   } catch (err) {
+    stream.close();
     $("loading").hidden = true;
     if (err instanceof ApiError && err.status === 404) return showNotFound();
     return showFailed(err);
   }
-  stream.start();
   $("loading").hidden = true;
   $("run").hidden = false;
   renderHeader();
@@ -156,7 +164,7 @@ async function start() {
   setupControls();
   await setupXmaps();
   buildMainChart();
-  firstFetchAt = performance.now();
+  fetchStarted = true;
   const mainLoad = mainChart ? mainChart.fetch() : Promise.resolve();
   buildPanels();
   events = await eventsPromise;
@@ -164,6 +172,7 @@ async function start() {
   await mainLoad;
   loaded = true;
   stream.release();
+  if (refetchWhenLoaded) refetchCharts();
   loadAlerts().then((a) => {
     alerts = a;
     if (a.length) renderEvents();
