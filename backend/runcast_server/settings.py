@@ -53,6 +53,52 @@ class Settings(BaseSettings):
         description="A running run whose heartbeat is older than this reads as 'stalled'.",
     )
 
+    # --- artifacts (checkpoints, code revisions, manifests): docs/artifacts.md ---
+    storage_root: Path | None = Field(
+        default=None,
+        description="Checkpoints are served only from files under this directory; default: data_dir/storage.",
+    )
+    storage_trainer_root: str | None = Field(
+        default=None,
+        description="The storage root as trainers see it, when the shared filesystem is mounted "
+        "elsewhere on them: absolute checkpoint paths under it are mapped onto storage_root.",
+    )
+    code_link_template: str = Field(
+        default="{remote}/commit/{sha}",
+        description="Link to a code revision on its host; fields {remote} (https form), {sha}, "
+        "{short_sha}, {branch}, {host}, {path}. Empty: no links.",
+    )
+    download_chunk_bytes: int = Field(
+        default=1024 * 1024, ge=4096, description="Read size of checkpoint downloads."
+    )
+
+    @property
+    def checkpoint_root(self) -> Path:
+        """The directory checkpoint downloads are confined to."""
+        return self.storage_root if self.storage_root is not None else self.data_dir / "storage"
+    # --- alerts (docs/alerts.md) ---
+    webhook_allow_cidrs: str = Field(
+        default="",
+        description="Comma-separated CIDRs webhooks may reach although private/loopback (e.g. 10.0.0.0/8).",
+    )
+    webhook_timeout_s: float = Field(default=10.0, description="Timeout of one webhook request.")
+    webhook_max_attempts: int = Field(default=6, description="Attempts per delivery (exponential backoff).")
+    webhook_retry_base_s: float = Field(default=2.0, description="First retry delay; doubles per attempt.")
+    webhook_disable_after: int = Field(
+        default=10, description="Consecutive failed attempts after which a subscription is disabled."
+    )
+    smtp_host: str | None = Field(default=None, description="SMTP server for email alerts; unset = no email.")
+    smtp_port: int = 25
+    smtp_user: str | None = None
+    smtp_password: str | None = None
+    smtp_starttls: bool = False
+    smtp_from: str = "runcast@localhost"
+    subscribe_rate_limit: int = Field(default=10, description="Subscriptions one client IP may create per window.")
+    subscribe_rate_window_s: int = Field(default=3600, description="The rate limit's fixed window.")
+    alert_check_interval_s: float = Field(
+        default=30.0, description="How often the stall / restart-loop check runs (beat or embedded timer)."
+    )
+
     @property
     def embedded(self) -> bool:
         """True when no Redis is configured: eager tasks and the in-process hub."""

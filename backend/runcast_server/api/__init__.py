@@ -5,7 +5,8 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from runcast_server.api.routes import events, export, ingest, metrics, runs, stream
+from runcast_server.api.routes import checkpoints, manifests, revisions
 
 api_router = APIRouter(prefix="/api/v1")
-for module in (ingest, runs, metrics, events, export, stream):
+for module in (ingest, runs, metrics, events, export, stream, checkpoints, revisions, manifests):
     api_router.include_router(module.router)

@@ -1,0 +1,80 @@
+"""Dataset manifests of a run (one version, the diff of two) and the data-mix timeline."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+from fastapi import Path as PathParam
+
+from runcast_server.api.deps import SessionDep
+from runcast_server.api.read_deps import ReadableRunDep
+from runcast_server.artifacts.lineage import run_segments
+from runcast_server.artifacts.manifests import (
+    diff,
+    in_force,
+    latest_of_version,
+    load_manifests,
+    load_mix,
+    mix_timeline,
+    published,
+    versions,
+)
+from runcast_server.errors import NotFound
+
+router = APIRouter(tags=["artifacts"])
+
+Version = Annotated[str, Query(min_length=1, max_length=100)]
+
+
+@router.get("/runs/{run_id}/manifests")
+def list_manifests(found: ReadableRunDep, session: SessionDep) -> dict[str, Any]:
+    """Every manifest version the run recorded, in order: sources, file and token counts."""
+    run, _ = found
+    manifests = load_manifests(session, run.id, run_segments(session, run.id))
+    return {"manifests": published(versions(manifests))[0]}  # version strings are published text too
+
+
+@router.get("/runs/{run_id}/manifests/diff")
+def manifest_diff(found: ReadableRunDep, session: SessionDep, from_: Annotated[str, Query(alias="from", min_length=1, max_length=100)], to: Version) -> dict[str, Any]:
+    """Files added / removed / changed, token counts and weights between two versions."""
+    run, _ = found
+    segments = run_segments(session, run.id)
+    manifests = load_manifests(session, run.id, segments)
+    old, new = latest_of_version(manifests, from_), latest_of_version(manifests, to)
+    if old is None:
+        raise NotFound("manifest version", field="from")
+    if new is None:
+        raise NotFound("manifest version", field="to")
+    mix = load_mix(session, run.id)
+    old_mix = in_force(mix, segments, old.segment, old.step)
+    new_mix = in_force(mix, segments, new.segment, new.step)
+    return diff(old, new, old_mix.weights if old_mix else None, new_mix.weights if new_mix else None)
+
+
+@router.get("/runs/{run_id}/manifests/{version:path}")
+def get_manifest(
+    found: ReadableRunDep, session: SessionDep, version: Annotated[str, PathParam(min_length=1, max_length=100)]
+) -> dict[str, Any]:
+    """One manifest version as recorded (the newest event of that version), every string scrubbed."""
+    run, _ = found
+    manifest = latest_of_version(load_manifests(session, run.id, run_segments(session, run.id)), version)
+    if manifest is None:
+        raise NotFound("manifest version", field="version")
+    body, counts = published(manifest.manifest)
+    return {
+        "version": published(manifest.version)[0],
+        "id": manifest.id,
+        "segment": manifest.segment,
+        "step": manifest.step,
+        "recorded_at": manifest.ts,
+        "scrubbed": counts,
+        "manifest": body,
+    }
+
+
+@router.get("/runs/{run_id}/data-mix")
+def data_mix(found: ReadableRunDep, session: SessionDep) -> dict[str, Any]:
+    """The data-mix timeline: every change of weights, by segment and step."""
+    run, _ = found
+    return mix_timeline(load_mix(session, run.id), run_segments(session, run.id))

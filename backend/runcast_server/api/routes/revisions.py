@@ -1,0 +1,51 @@
+"""Code revisions of a run and their diffs (as text)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Path
+from fastapi.responses import PlainTextResponse
+
+from runcast_server.api.deps import SessionDep
+from runcast_server.api.read_deps import ReadableRunDep, SettingsDep
+from runcast_server.artifacts.http import content_disposition
+from runcast_server.artifacts.revisions import changes, load_revisions, published_diff, revision_json
+from runcast_server.errors import NotFound
+
+router = APIRouter(tags=["artifacts"])
+
+RevisionId = Annotated[int, Path(ge=1, le=2**63 - 1, description="The revision id (from the list).")]
+
+
+@router.get("/runs/{run_id}/revisions")
+def list_revisions(found: ReadableRunDep, session: SessionDep, settings: SettingsDep) -> dict[str, Any]:
+    """Each code state the run trained with, the segments that used it, and the code changes between segments."""
+    run, _ = found
+    revisions = load_revisions(session, run.id)
+    return {
+        "revisions": [revision_json(r, run.id, settings.code_link_template) for r in revisions],
+        "changes": changes(revisions),
+    }
+
+
+@router.get(
+    "/runs/{run_id}/revisions/{rid}/diff",
+    response_class=PlainTextResponse,
+    responses={200: {"content": {"text/plain": {}}}},
+)
+def revision_diff(found: ReadableRunDep, session: SessionDep, rid: RevisionId) -> PlainTextResponse:
+    """The uncommitted diff of a dirty revision, as text/plain (credentials scrubbed)."""
+    run, _ = found
+    revision = next((r for r in load_revisions(session, run.id) if r.id == rid), None)
+    if revision is None:
+        raise NotFound("revision", field="revision")
+    text, counts = published_diff(revision)
+    headers = {
+        "content-disposition": content_disposition(f"{run.id}-{(revision.sha or 'nosha')[:12]}.diff", "inline"),
+        "x-content-type-options": "nosniff",
+        "content-security-policy": "default-src 'none'; sandbox",
+        "x-runcast-diff-truncated": "true" if revision.diff_truncated else "false",
+        "x-runcast-scrubbed": str(sum(counts.values())),
+    }
+    return PlainTextResponse(text, headers=headers)

@@ -1,0 +1,197 @@
+"""The checkpoint download response: streamed, HEAD, one ``Range`` per request, If-Range, ETag.
+
+* ``ETag`` is the quoted sha256 of the file when the trainer recorded one (a strong
+  validator: the bytes are fixed by it), else ``"m-<size>-<mtime_ns>"``.
+* ``Range: bytes=a-b`` / ``a-`` / ``-n`` (one range) gives 206 with ``Content-Range``; a
+  range that starts past the end gives 416 with ``Content-Range: bytes */size``; a
+  header that does not parse, or asks for several ranges, is ignored (200, the whole
+  file), as RFC 9110 allows.
+* ``If-Range`` with an ETag (or the Last-Modified date) that does not match the
+  current file: the Range is ignored and the whole file comes back (200), so a
+  resuming client never glues two different files together.
+* The body is read with ``os.pread`` in a worker thread, ``chunk_size`` bytes at a
+  time; when the server offers the ASGI ``http.response.pathsend`` extension and the
+  whole file is asked for, the server sends the file itself (sendfile: zero-copy).
+  Uvicorn does not offer it, so there the body goes through the event loop.
+* A client that disconnects stops the reads at once (the receive channel is watched),
+  so a broken download costs no reads beyond what was sent.
+"""
+
+from __future__ import annotations
+
+import re
+from email.utils import formatdate, parsedate_to_datetime
+from urllib.parse import quote
+
+import anyio
+from starlette.datastructures import Headers
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
+
+from runcast_server.artifacts.storage import Storage, StoredObject
+
+_RANGE = re.compile(r"^\s*bytes\s*=\s*(\d*)\s*-\s*(\d*)\s*$", re.IGNORECASE)
+
+
+class RangeNotSatisfiable(Exception):
+    pass
+
+
+def parse_range(header: str, size: int) -> tuple[int, int] | None:
+    """``(start, end_exclusive)`` of a single byte range; None to ignore the header.
+
+    Raises RangeNotSatisfiable when the range is well formed but starts at or past
+    ``size`` (or is a zero-length suffix).
+    """
+    match = _RANGE.match(header)
+    if match is None:
+        return None  # malformed, another unit, or several ranges: serve the whole file
+    first, last = match.groups()
+    if not first and not last:
+        return None
+    if not first:  # suffix: the last N bytes
+        n = int(last)
+        if n == 0 or size == 0:
+            raise RangeNotSatisfiable
+        return max(0, size - n), size
+    start = int(first)
+    end = int(last) + 1 if last else size
+    if last and end <= start:
+        return None  # 'bytes=10-5' is invalid syntax: ignore it
+    if start >= size:
+        raise RangeNotSatisfiable
+    return start, min(end, size)
+
+
+def content_disposition(filename: str, kind: str = "attachment") -> str:
+    """RFC 6266: an ASCII fallback in ``filename=`` and the exact name in ``filename*``."""
+    fallback = "".join(c if 32 <= ord(c) < 127 and c not in '"\\%' else "_" for c in filename) or "download"
+    value = f'{kind}; filename="{fallback}"'
+    if fallback != filename:
+        value += f"; filename*=UTF-8''{quote(filename, safe='')}"
+    return value
+
+
+def etag_for(obj: StoredObject, sha256: str | None) -> str:
+    if sha256:
+        return f'"{sha256}"'
+    return f'"m-{obj.size}-{int(obj.mtime * 1e9)}"'
+
+
+def _if_range_matches(value: str, etag: str, last_modified: str, mtime: float) -> bool:
+    value = value.strip()
+    if value.startswith("W/"):
+        return False  # weak validators never match If-Range
+    if value.startswith('"'):
+        return value == etag
+    try:
+        when = parsedate_to_datetime(value).timestamp()
+    except (TypeError, ValueError):
+        return False
+    return value == last_modified or int(when) == int(mtime)
+
+
+class CheckpointFileResponse(Response):
+    """Stream ``obj`` from ``storage`` honouring Range, If-Range and HEAD."""
+
+    def __init__(
+        self,
+        storage: Storage,
+        obj: StoredObject,
+        *,
+        sha256: str | None,
+        filename: str,
+        chunk_size: int = 1024 * 1024,
+        cache_control: str = "no-cache",
+    ) -> None:
+        self.storage = storage
+        self.obj = obj
+        self.chunk_size = chunk_size
+        self.status_code = 200
+        self.background = None
+        self.etag = etag_for(obj, sha256)
+        self.last_modified = formatdate(obj.mtime, usegmt=True)
+        self.init_headers(
+            {
+                "content-type": "application/octet-stream",
+                "accept-ranges": "bytes",
+                "etag": self.etag,
+                "last-modified": self.last_modified,
+                "content-disposition": content_disposition(filename),
+                "cache-control": cache_control,
+                "x-content-type-options": "nosniff",
+            }
+        )
+
+    def _plan(self, scope: Scope) -> tuple[int, int, int]:
+        """(status, start, end) for this request; status 416 means not satisfiable."""
+        size = self.obj.size
+        headers = Headers(scope=scope)
+        header = headers.get("range")
+        if header is None:
+            return 200, 0, size
+        if_range = headers.get("if-range")
+        if if_range is not None and not _if_range_matches(if_range, self.etag, self.last_modified, self.obj.mtime):
+            return 200, 0, size
+        try:
+            span = parse_range(header, size)
+        except RangeNotSatisfiable:
+            return 416, 0, 0
+        if span is None:
+            return 200, 0, size
+        return 206, span[0], span[1]
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        status, start, end = self._plan(scope)
+        headers = dict(self.headers)
+        size = self.obj.size
+        if status == 416:
+            body = b'{"error":{"message":"range not satisfiable","field":"Range"}}'
+            headers.update(
+                {"content-range": f"bytes */{size}", "content-type": "application/json", "content-length": str(len(body))}
+            )
+            await send({"type": "http.response.start", "status": 416, "headers": _raw(headers)})
+            await send({"type": "http.response.body", "body": body})
+            return
+        headers["content-length"] = str(end - start)
+        if status == 206:
+            headers["content-range"] = f"bytes {start}-{end - 1}/{size}"
+        await send({"type": "http.response.start", "status": status, "headers": _raw(headers)})
+        if scope["method"] == "HEAD" or end == start:
+            await send({"type": "http.response.body", "body": b""})
+            return
+        pathsend = "http.response.pathsend" in scope.get("extensions", {})
+        if pathsend and status == 200 and self.obj.path is not None:
+            await send({"type": "http.response.pathsend", "path": str(self.obj.path)})
+            return
+        reader = await anyio.to_thread.run_sync(self.storage.open, self.obj)
+        try:
+            async with anyio.create_task_group() as group:
+
+                async def watch_disconnect() -> None:
+                    while True:
+                        message = await receive()
+                        if message["type"] == "http.disconnect":
+                            group.cancel_scope.cancel()
+                            return
+
+                group.start_soon(watch_disconnect)
+                await self._stream(reader, start, end, send)
+                group.cancel_scope.cancel()
+        finally:
+            reader.close()
+
+    async def _stream(self, reader: object, start: int, end: int, send: Send) -> None:
+        position = start
+        while position < end:
+            want = min(self.chunk_size, end - position)
+            chunk = await anyio.to_thread.run_sync(reader.read_at, position, want)  # type: ignore[attr-defined]
+            if not chunk:
+                # The file shrank under us: end the body short; the client sees a broken transfer.
+                raise RuntimeError(f"checkpoint {self.obj.key} is shorter than its recorded size")
+            position += len(chunk)
+            await send({"type": "http.response.body", "body": chunk, "more_body": position < end})
+
+
+def _raw(headers: dict[str, str]) -> list[tuple[bytes, bytes]]:
+    return [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()]

@@ -1,0 +1,159 @@
+"""Checkpoint list, statuses and downloads (Range, If-Range, HEAD, ETag) through the embedded app."""
+
+from __future__ import annotations
+
+import hashlib
+
+from artifacts.conftest import checkpoint_event, write_file
+
+
+def _ids(client, run):
+    return {c["step"]: c for c in client.get(f"/api/v1/runs/{run}/checkpoints").json()["checkpoints"]}
+
+
+def test_list_statuses_available_pruned_private_missing(client, seed, storage_root):
+    sim = seed.run().start()
+    sha1 = write_file(storage_root / "ckpt" / "step100.pt", 5000, 1)
+    sha2 = write_file(storage_root / "ckpt" / "step200.pt", 6000, 2)
+    sha3 = write_file(storage_root / "ckpt" / "step300.pt", 7000, 3)
+    sim.send(
+        [
+            checkpoint_event(sim, str(storage_root / "ckpt" / "step100.pt"), 100, 5000, sha1, metrics={"val/loss": 2.5}),
+            checkpoint_event(sim, "ckpt/step200.pt", 200, 6000, sha2),
+            checkpoint_event(sim, "ckpt/step300.pt", 300, 7000, sha3, public=False),
+            checkpoint_event(sim, "ckpt/step400.pt", 400, 10, None),  # never written
+            checkpoint_event(sim, str(storage_root / "ckpt" / "step100.pt"), 100, 0, None, status="pruned"),
+        ]
+    )
+    listed = _ids(client, sim.run)
+    assert {s: c["status"] for s, c in listed.items()} == {
+        100: "pruned",
+        200: "available",
+        300: "private",
+        400: "missing",
+    }
+    assert listed[100]["metrics"] == {"val/loss": 2.5} and listed[100]["sha256"] == sha1
+    assert listed[100]["download_url"] is None and listed[300]["download_url"] is None
+    assert listed[200]["download_url"] == f"/api/v1/runs/{sim.run}/checkpoints/{listed[200]['id']}/download"
+    assert (listed[200]["size"], listed[200]["filename"]) == (6000, "step200.pt")
+    assert listed[400]["reason"] == "no such file under the storage root"
+
+    token = seed.token()
+    with_token = {
+        c["step"]: c["status"]
+        for c in client.get(
+            f"/api/v1/runs/{sim.run}/checkpoints", headers={"Authorization": f"Bearer {token}"}
+        ).json()["checkpoints"]
+    }
+    assert with_token[300] == "available"
+
+    base = f"/api/v1/runs/{sim.run}/checkpoints"
+    assert client.get(f"{base}/{listed[100]['id']}/download").status_code == 410
+    assert client.get(f"{base}/{listed[300]['id']}/download").status_code == 401
+    other = seed.token("other-project")
+    assert client.get(f"{base}/{listed[300]['id']}/download", headers={"Authorization": f"Bearer {other}"}).status_code == 403
+    ok = client.get(f"{base}/{listed[300]['id']}/download", headers={"Authorization": f"Bearer {token}"})
+    assert ok.status_code == 200 and hashlib.sha256(ok.content).hexdigest() == sha3
+    assert client.get(f"{base}/{listed[400]['id']}/download").status_code == 404
+    assert client.get(f"{base}/999999/download").status_code == 404
+
+
+def test_download_headers_range_if_range_head(client, seed, storage_root):
+    sim = seed.run().start()
+    size = 3 * 1024 * 1024 + 17
+    sha = write_file(storage_root / "run a" / "model é.pt", size, 7)
+    sim.send([checkpoint_event(sim, "run a/model é.pt", 10, size, sha)])
+    cid = _ids(client, sim.run)[10]["id"]
+    url = f"/api/v1/runs/{sim.run}/checkpoints/{cid}/download"
+    data = (storage_root / "run a" / "model é.pt").read_bytes()
+
+    full = client.get(url)
+    assert full.status_code == 200 and full.content == data
+    h = full.headers
+    assert (h["etag"], h["content-length"], h["accept-ranges"]) == (f'"{sha}"', str(size), "bytes")
+    assert h["content-disposition"] == "attachment; filename=\"model _.pt\"; filename*=UTF-8''model%20%C3%A9.pt"
+
+    head = client.head(url)
+    assert head.status_code == 200 and head.content == b"" and head.headers["content-length"] == str(size)
+    assert head.headers["etag"] == f'"{sha}"'
+
+    part = client.get(url, headers={"Range": "bytes=100-199"})
+    assert part.status_code == 206 and part.content == data[100:200]
+    assert part.headers["content-range"] == f"bytes 100-199/{size}" and part.headers["content-length"] == "100"
+    tail = client.get(url, headers={"Range": f"bytes={size - 5}-"})
+    assert tail.status_code == 206 and tail.content == data[-5:]
+    suffix = client.get(url, headers={"Range": "bytes=-10"})
+    assert suffix.status_code == 206 and suffix.content == data[-10:]
+    clipped = client.get(url, headers={"Range": f"bytes={size - 3}-{size + 1000}"})
+    assert clipped.status_code == 206 and clipped.content == data[-3:]
+
+    bad = client.get(url, headers={"Range": f"bytes={size}-"})
+    assert bad.status_code == 416 and bad.headers["content-range"] == f"bytes */{size}"
+    # Unparseable or multi-range headers are ignored: the whole file (RFC 9110).
+    for header in ("bytes=5-1", "items=0-5", "bytes=0-1,5-6", "bytes=abc"):
+        res = client.get(url, headers={"Range": header})
+        assert (res.status_code, len(res.content)) == (200, size), header
+
+    same = client.get(url, headers={"Range": "bytes=1000-", "If-Range": f'"{sha}"'})
+    assert same.status_code == 206 and same.content == data[1000:]
+    changed = client.get(url, headers={"Range": "bytes=1000-", "If-Range": '"' + "0" * 64 + '"'})
+    assert changed.status_code == 200 and changed.content == data
+    weak = client.get(url, headers={"Range": "bytes=1000-", "If-Range": f'W/"{sha}"'})
+    assert weak.status_code == 200
+
+    head_range = client.head(url, headers={"Range": "bytes=0-9"})
+    assert head_range.status_code == 206 and head_range.headers["content-length"] == "10"
+
+
+def test_file_changed_size_or_overwritten_is_missing(client, seed, storage_root):
+    sim = seed.run().start()
+    sha = write_file(storage_root / "a.pt", 1000)
+    sim.send([checkpoint_event(sim, "a.pt", 1, 1000, sha)])
+    with open(storage_root / "a.pt", "ab") as f:
+        f.write(b"x")
+    (c,) = client.get(f"/api/v1/runs/{sim.run}/checkpoints").json()["checkpoints"]
+    assert (c["status"], c["reason"]) == ("missing", "the file is 1001 bytes, not the recorded 1000")
+
+    sha2 = write_file(storage_root / "b.pt", 500, 1)
+    sim.send([checkpoint_event(sim, "b.pt", 2, 500, sha2)])
+    sha3 = write_file(storage_root / "b.pt", 500, 2)
+    sim.send([checkpoint_event(sim, "b.pt", 3, 500, sha3)])
+    listed = _ids(client, sim.run)
+    assert listed[2]["status"] == "missing" and listed[2]["reason"].startswith("overwritten by checkpoint")
+    assert listed[3]["status"] == "available"
+
+
+def test_directory_checkpoint_is_listed_not_downloadable(client, seed, storage_root):
+    sim = seed.run().start()
+    (storage_root / "ds" / "global_step5").mkdir(parents=True)
+    sim.send([checkpoint_event(sim, "ds/global_step5", 5, 0, None)])
+    (c,) = client.get(f"/api/v1/runs/{sim.run}/checkpoints").json()["checkpoints"]
+    assert (c["status"], c["kind"], c["download_url"]) == ("available", "directory", None)
+    assert client.get(f"/api/v1/runs/{sim.run}/checkpoints/{c['id']}/download").status_code == 409
+
+
+def test_private_run_checkpoints_hidden(client, seed, storage_root):
+    sim = seed.run().start(visibility="private")
+    sha = write_file(storage_root / "p.pt", 10)
+    sim.send([checkpoint_event(sim, "p.pt", 1, 10, sha)])
+    assert client.get(f"/api/v1/runs/{sim.run}/checkpoints").status_code == 404
+    token = seed.token()
+    res = client.get(f"/api/v1/runs/{sim.run}/checkpoints", headers={"Authorization": f"Bearer {token}"})
+    assert [c["status"] for c in res.json()["checkpoints"]] == ["available"]
+
+
+def test_trainer_root_mapping(storage_root, embedded_env, monkeypatch, seed):
+    """An absolute path under RUNCAST_STORAGE_TRAINER_ROOT is mapped onto the storage root."""
+    from fastapi.testclient import TestClient
+    from runcast_server.app import create_app
+    from runcast_server.settings import get_settings
+
+    monkeypatch.setenv("RUNCAST_STORAGE_TRAINER_ROOT", "/mnt/shared/ckpts")
+    get_settings.cache_clear()
+    sha = write_file(storage_root / "r1" / "s.pt", 64)
+    sim = seed.run().start()
+    sim.send([checkpoint_event(sim, "/mnt/shared/ckpts/r1/s.pt", 1, 64, sha)])
+    with TestClient(create_app()) as c:
+        (ck,) = c.get(f"/api/v1/runs/{sim.run}/checkpoints").json()["checkpoints"]
+        assert ck["status"] == "available"
+        assert hashlib.sha256(c.get(ck["download_url"]).content).hexdigest() == sha
