@@ -214,8 +214,9 @@ def train(cfg: TrainConfig, run: Any = None, log=print) -> dict[str, Any]:
         net.eval()
         out = {}
         for source in corpus.sources:
+            device = next(net.parameters()).device
             losses = [
-                net(x, y)[1].item()
+                net(x.to(device), y.to(device))[1].item()
                 for x, y in val_batches(corpus, source, cfg.eval_iters, cfg.batch_size, cfg.block_size, cfg.seed)
             ]
             out[f"val/loss_{source}"] = sum(losses) / len(losses)
@@ -248,7 +249,7 @@ def train(cfg: TrainConfig, run: Any = None, log=print) -> dict[str, Any]:
             loss_sum = 0.0
             if engine is not None:
                 for _ in range(accum):  # the engine steps the optimizer at the accumulation boundary
-                    x, y = sampler.batch(weights)
+                    x, y = (t.to(engine.device) for t in sampler.batch(weights))
                     loss = engine(x, y)[1]
                     engine.backward(loss)
                     engine.step()
