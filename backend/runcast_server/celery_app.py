@@ -11,7 +11,7 @@ from celery import Celery
 
 from runcast_server.settings import Settings, get_settings
 
-app = Celery("runcast", include=["runcast_server.tasks"])
+app = Celery("runcast", include=["runcast_server.tasks", "runcast_server.alerts.notify"])
 _configured_for: Settings | None = None
 
 
@@ -43,6 +43,14 @@ def configure(settings: Settings) -> Celery:
         # Fail fast when the broker is down: the API answers 503 and the SDK spools.
         task_publish_retry_policy={"max_retries": 2, "interval_start": 0, "interval_step": 0.5, "interval_max": 1},
         worker_hijack_root_logger=False,
+        # The alerts' periodic check (stalls, quiet restart loops): `celery -A runcast_server.celery_app beat`.
+        beat_schedule={
+            "runcast-alerts-sweep": {
+                "task": "runcast.alerts.sweep",
+                "schedule": settings.alert_check_interval_s,
+                "options": {"expires": settings.alert_check_interval_s},
+            }
+        },
     )
     _configured_for = settings
     return app

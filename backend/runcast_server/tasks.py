@@ -75,6 +75,7 @@ def ingest_batch(
             return {"dropped": len(events)}
         raise self.retry(exc=exc, countdown=UNKNOWN_RUN_COUNTDOWN_S, max_retries=UNKNOWN_RUN_RETRIES)
     publish_result(result)
+    after_commit_alerts(result)
     return {"points": result.points_inserted, "events": result.events_inserted}
 
 
@@ -85,6 +86,18 @@ def publish_result(result: IngestResult) -> None:
             hub.publish(run_id, message)
         except Exception:  # noqa: BLE001 - live messages are best effort; the data is stored
             log.warning("ingest: could not publish to run:%s", run_id, exc_info=True)
+
+
+def after_commit_alerts(result: IngestResult) -> None:
+    """Hand the batch's alerts to notifications (alerts.notify); embedded: start the stall timer."""
+    try:
+        from runcast_server.alerts import notify, stall
+
+        if get_settings().embedded:
+            stall.ensure_timer()
+        notify.dispatch(result.alerts)
+    except Exception:  # noqa: BLE001 - notifications never fail a stored batch
+        log.warning("ingest: could not dispatch alerts", exc_info=True)
 
 
 def enqueue_ingest(events: list[dict[str, Any]], project_id: int, *, received_at: float | None = None) -> None:

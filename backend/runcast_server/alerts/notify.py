@@ -1,0 +1,266 @@
+"""Notifications: after an ingest commit, each opened (or closed) alert is fanned out to
+its subscriptions; each (subscription, alert, phase) is one ``alert_deliveries`` row,
+sent at most once, retried with exponential backoff, and a subscription whose attempts
+keep failing is disabled.
+
+Production: Celery tasks ``runcast.alerts.fanout`` and ``runcast.alerts.deliver`` on the
+workers (``acks_late``; a redelivered task finds its delivery already sent). Embedded: the
+same functions on a small thread pool (with timers for the retries), so an ingest request
+never waits for a webhook.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Final
+
+from sqlalchemy import or_, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+
+from runcast import __version__
+from runcast_server import hub
+from runcast_server.alerts import email, ssrf
+from runcast_server.alerts.models import Alert, AlertDelivery, Subscription
+from runcast_server.alerts.service import alert_view, summary
+from runcast_server.celery_app import app, get_app
+from runcast_server.db import session_scope
+from runcast_server.models import Run
+from runcast_server.settings import get_settings
+
+FANOUT_TASK: Final = "runcast.alerts.fanout"
+DELIVER_TASK: Final = "runcast.alerts.deliver"
+SWEEP_TASK: Final = "runcast.alerts.sweep"
+SIGNATURE_HEADER: Final = "X-Runcast-Signature"
+
+log = logging.getLogger(__name__)
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def sign(secret: str, body: bytes) -> str:
+    """The signature header value: ``sha256=<hex HMAC-SHA256 of the body>``."""
+    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+def verify(secret: str, body: bytes, header: str | None) -> bool:
+    """Check a signature header (for receivers; constant time)."""
+    return bool(header) and hmac.compare_digest(sign(secret, body), header or "")
+
+
+def unsubscribe_url(sub: Subscription) -> str:
+    return f"{sub.base_url.rstrip('/')}/api/v1/subscriptions/unsubscribe?token={sub.unsub_token}"
+
+
+# --- after an ingest commit --------------------------------------------------------------------
+
+
+def dispatch(entries: list[dict[str, Any]]) -> None:
+    """Publish alert entries on the runs' live channels and start their fan-out (after commit)."""
+    if not entries:
+        return
+    by_run: dict[str, list[dict[str, Any]]] = {}
+    for e in entries:
+        by_run.setdefault(e["run"], []).append(e)
+    for run_id, items in by_run.items():
+        try:
+            with session_scope() as session:
+                version = session.scalar(select(Run.version).where(Run.id == run_id)) or 0
+            hub.publish(run_id, {"run": run_id, "version": version, "alerts": items})
+        except Exception:  # noqa: BLE001 - live messages are best effort
+            log.warning("alerts: could not publish to run:%s", run_id, exc_info=True)
+    for e in entries:
+        start_fanout(e["id"], e["phase"])
+
+
+def _embedded_pool() -> ThreadPoolExecutor:
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="runcast-alerts")
+        return _pool
+
+
+def start_fanout(alert_id: int, phase: str) -> None:
+    settings = get_settings()
+    if settings.embedded:
+        _embedded_pool().submit(_guard, fanout, alert_id, phase)
+    else:
+        get_app()
+        fanout_task.apply_async(args=[alert_id, phase], expires=3600)
+
+
+def schedule_delivery(delivery_id: int, countdown: float = 0.0) -> None:
+    settings = get_settings()
+    if settings.embedded:
+        if countdown <= 0:
+            _embedded_pool().submit(_guard, deliver, delivery_id)
+        else:
+            timer = threading.Timer(countdown, lambda: _embedded_pool().submit(_guard, deliver, delivery_id))
+            timer.daemon = True
+            timer.start()
+    else:
+        get_app()
+        deliver_task.apply_async(args=[delivery_id], countdown=countdown, expires=24 * 3600)
+
+
+def _guard(fn: Any, *args: Any) -> None:
+    try:
+        fn(*args)
+    except Exception:  # noqa: BLE001 - a thread of the embedded pool must not die silently
+        log.exception("alerts: %s%r failed", getattr(fn, "__name__", fn), args)
+
+
+# --- fan-out and delivery ---------------------------------------------------------------------
+
+
+def fanout(alert_id: int, phase: str) -> list[int]:
+    """Create the deliveries of one alert phase (once each) and schedule them; returns their ids."""
+    now = time.time()
+    with session_scope() as session:
+        alert = session.get(Alert, alert_id)
+        if alert is None:
+            return []
+        run = session.get(Run, alert.run_id)
+        if run is None:
+            return []
+        conds = [Subscription.run_id == run.id]
+        if run.visibility == "public":
+            conds.append(Subscription.project_id == run.project_id)
+        subs = session.scalars(
+            select(Subscription).where(or_(*conds), Subscription.status == "active").order_by(Subscription.id)
+        ).all()
+        wanted = [s for s in subs if (not s.kinds or alert.kind in s.kinds) and (phase == "open" or s.notify_close)]
+        if not wanted:
+            return []
+        table = AlertDelivery.__table__
+        dialect = postgresql if session.get_bind().dialect.name == "postgresql" else sqlite
+        rows = [
+            {"subscription_id": s.id, "alert_id": alert_id, "phase": phase, "status": "pending", "attempts": 0,
+             "last_error": None, "created_at": now, "sent_at": None}
+            for s in wanted
+        ]
+        stmt = dialect.insert(table).on_conflict_do_nothing(index_elements=["subscription_id", "alert_id", "phase"])
+        session.execute(stmt, rows)
+        ids = list(session.scalars(
+            select(AlertDelivery.id).where(
+                AlertDelivery.alert_id == alert_id, AlertDelivery.phase == phase, AlertDelivery.status == "pending",
+                AlertDelivery.attempts == 0,
+            )
+        ))
+    for delivery_id in ids:
+        schedule_delivery(delivery_id)
+    return ids
+
+
+def render(sub: Subscription, view: dict[str, Any], phase: str) -> bytes:
+    """The request body for a webhook subscription in its format."""
+    unsub = unsubscribe_url(sub)
+    text = summary(view, phase)
+    link = view.get("url")
+    if sub.format == "slack":
+        body: dict[str, Any] = {"text": f"{text}\n<{link}|Open the run> · <{unsub}|Unsubscribe>"}
+    elif sub.format == "discord":
+        body = {"content": f"{text}\n{link}\nUnsubscribe: {unsub}"[:2000]}
+    else:
+        body = {"event": f"alert.{'opened' if phase == 'open' else 'closed'}", "subscription": sub.id,
+                "alert": view, "text": text, "unsubscribe_url": unsub}
+    return json.dumps(body, allow_nan=False, separators=(",", ":"), default=str).encode()
+
+
+def deliver(delivery_id: int) -> str:
+    """Send one delivery (one attempt); schedules the next attempt on failure. Returns its status."""
+    settings = get_settings()
+    with session_scope() as session:
+        d = session.get(AlertDelivery, delivery_id)
+        if d is None or d.status != "pending":
+            return d.status if d else "missing"
+        sub = session.get(Subscription, d.subscription_id)
+        alert = session.get(Alert, d.alert_id)
+        if sub is None or alert is None or sub.status != "active":
+            d.status = "dropped"
+            return "dropped"
+        view = alert_view(session, alert, base_url=sub.base_url)
+        channel, target, secret, fmt_sub = sub.channel, sub.target, sub.secret, sub
+        phase = d.phase
+        session.expunge(sub)
+    error: str | None = None
+    try:
+        if channel == "webhook":
+            body = render(fmt_sub, view, phase)
+            vetted = ssrf.vet(target, settings.webhook_allow_cidrs)
+            headers = {
+                "Content-Type": "application/json",
+                "User-Agent": f"Runcast/{__version__}",
+                SIGNATURE_HEADER: sign(secret or "", body),
+                "X-Runcast-Delivery": str(delivery_id),
+                "X-Runcast-Event": f"alert.{phase}",
+            }
+            response = ssrf.post(vetted, body, headers, settings.webhook_timeout_s)
+            if not 200 <= response.status_code < 300:
+                error = f"HTTP {response.status_code}"
+        else:
+            email.send(settings, target, f"[runcast] {summary(view, phase)}"[:200],
+                       f"{summary(view, phase)}\n\n{view.get('url', '')}\n\nEvidence: {json.dumps(view['evidence'])}",
+                       unsubscribe_url=unsubscribe_url(fmt_sub))
+    except ssrf.Refused as exc:
+        error = f"refused: {exc}"
+    except Exception as exc:  # noqa: BLE001 - any transport failure is a failed attempt
+        error = f"{type(exc).__name__}: {exc}"
+    return _record(delivery_id, error)
+
+
+def _record(delivery_id: int, error: str | None) -> str:
+    settings = get_settings()
+    now = time.time()
+    retry_in: float | None = None
+    with session_scope() as session:
+        d = session.get(AlertDelivery, delivery_id)
+        sub = session.get(Subscription, d.subscription_id) if d else None
+        if d is None or sub is None:
+            return "missing"
+        d.attempts += 1
+        if error is None:
+            d.status, d.sent_at, d.last_error = "sent", now, None
+            sub.failures = 0
+            return "sent"
+        d.last_error = error[:500]
+        session.execute(update(Subscription).where(Subscription.id == sub.id).values(failures=Subscription.failures + 1))
+        session.refresh(sub)
+        if sub.failures >= settings.webhook_disable_after:
+            sub.status = "disabled"
+            d.status = "failed"
+            log.warning("alerts: subscription %d disabled after %d failed attempts (%s)", sub.id, sub.failures, error)
+        elif d.attempts >= settings.webhook_max_attempts:
+            d.status = "failed"
+        else:
+            retry_in = settings.webhook_retry_base_s * 2 ** (d.attempts - 1)
+        status = d.status
+    if retry_in is not None:
+        schedule_delivery(delivery_id, retry_in)
+    return status
+
+
+# --- Celery tasks ----------------------------------------------------------------------------
+
+
+@app.task(name=FANOUT_TASK, acks_late=True)
+def fanout_task(alert_id: int, phase: str) -> int:
+    return len(fanout(alert_id, phase))
+
+
+@app.task(name=DELIVER_TASK, acks_late=True)
+def deliver_task(delivery_id: int) -> str:
+    return deliver(delivery_id)
+
+
+@app.task(name=SWEEP_TASK, acks_late=True, expires=60)
+def sweep_task() -> int:
+    from runcast_server.alerts.stall import sweep
+
+    return sweep()

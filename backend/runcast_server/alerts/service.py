@@ -1,0 +1,117 @@
+"""Alert reads: lists with filters, the checkpoints around an alert, and the views
+that the API, the feeds and every notification share."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from runcast_server.alerts.models import Alert
+from runcast_server.models import Event, Project, Run, Segment
+
+KINDS = ("spike", "nonfinite", "grad_norm", "plateau", "divergence", "throughput", "stall", "restart_loop")
+STATES = ("open", "closed")
+TITLES = {
+    "spike": "Loss spike",
+    "nonfinite": "Non-finite value",
+    "grad_norm": "Gradient-norm explosion",
+    "plateau": "Loss plateau",
+    "divergence": "Divergence",
+    "throughput": "Throughput drop",
+    "stall": "Run stalled",
+    "restart_loop": "Restart loop",
+}
+
+
+def _checkpoint(e: Event | None) -> dict[str, Any] | None:
+    if e is None:
+        return None
+    p = e.payload or {}
+    return {"event": e.id, "step": e.step, "path": p.get("path"), "sha256": p.get("sha256"),
+            "public": p.get("public", True), "ts": e.ts}
+
+
+def checkpoints_around(session: Session, run_id: str, step: int | None, opened_at: float) -> dict[str, Any]:
+    """The last checkpoint at or before the alert's step and the first after it (by step;
+    by time for alerts without a step)."""
+    q = select(Event).where(Event.run_id == run_id, Event.type == "checkpoint")
+    if step is not None:
+        before = session.scalars(q.where(Event.step <= step).order_by(Event.step.desc(), Event.id.desc()).limit(1)).first()
+        after = session.scalars(q.where(Event.step > step).order_by(Event.step, Event.id).limit(1)).first()
+    else:
+        before = session.scalars(q.where(Event.ts <= opened_at).order_by(Event.ts.desc()).limit(1)).first()
+        after = session.scalars(q.where(Event.ts > opened_at).order_by(Event.ts).limit(1)).first()
+    return {"before": _checkpoint(before), "after": _checkpoint(after)}
+
+
+def alert_view(session: Session, alert: Alert, *, base_url: str | None = None,
+               run: Run | None = None, project: str | None = None) -> dict[str, Any]:
+    """One alert as the API, feeds and notifications show it."""
+    if run is None:
+        run = session.get(Run, alert.run_id)
+    if project is None and run is not None:
+        project = session.scalar(select(Project.name).where(Project.id == run.project_id))
+    segment = session.scalar(select(Segment.index).where(Segment.id == alert.segment_id)) if alert.segment_id else None
+    out = {
+        "id": alert.id,
+        "run": alert.run_id,
+        "run_name": run.name if run else None,
+        "project": project,
+        "kind": alert.kind,
+        "title": TITLES.get(alert.kind, alert.kind),
+        "key": alert.key or None,
+        "state": alert.state,
+        "segment": segment,
+        "step": alert.step,
+        "end_step": alert.end_step,
+        "opened_at": alert.opened_at,
+        "closed_at": alert.closed_at,
+        "evidence": alert.evidence or {},
+        "event": alert.event_id,
+        "checkpoints": checkpoints_around(session, alert.run_id, alert.step, alert.opened_at),
+    }
+    if base_url:
+        out["url"] = f"{base_url.rstrip('/')}/runs/{alert.run_id}#alert-{alert.id}"
+    return out
+
+
+def list_alerts(session: Session, run: Run, project: str, *, kinds: list[str] | None, states: list[str] | None,
+                after: int | None, limit: int, base_url: str | None = None) -> dict[str, Any]:
+    q = select(Alert).where(Alert.run_id == run.id)
+    if kinds:
+        q = q.where(Alert.kind.in_(kinds))
+    if states:
+        q = q.where(Alert.state.in_(states))
+    if after is not None:
+        q = q.where(Alert.id > after)
+    rows = list(session.scalars(q.order_by(Alert.id).limit(limit + 1)))
+    page = rows[:limit]
+    return {
+        "alerts": [alert_view(session, a, base_url=base_url, run=run, project=project) for a in page],
+        "next_cursor": str(page[-1].id) if len(rows) > limit else None,
+    }
+
+
+def _num(x: Any) -> str:
+    if isinstance(x, float) and math.isfinite(x):
+        return f"{x:.4g}"
+    return str(x)
+
+
+def summary(view: dict[str, Any], phase: str) -> str:
+    """One line for a notification: what, where, and the evidence."""
+    where = f"{view.get('project')}/{view.get('run_name') or view['run']}"
+    key = f" {view['key']}" if view.get("key") else ""
+    at = f" at step {view['step']}" if view.get("step") is not None else ""
+    if phase == "close":
+        close = (view.get("evidence") or {}).get("close") or {}
+        reason = close.get("reason", "closed")
+        end = f" at step {view['end_step']}" if view.get("end_step") is not None else ""
+        return f"{view['title']} on {where}{key} ended{end} ({reason}); it opened{at}."
+    ev = (view.get("evidence") or {}).get("open") or {}
+    detail = ", ".join(f"{k} {_num(ev[k])}" for k in ("value", "baseline", "threshold", "smoothed", "best", "val")
+                       if k in ev)
+    return f"{view['title']} on {where}{key}{at}" + (f": {detail}" if detail else "") + "."

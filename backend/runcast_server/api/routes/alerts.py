@@ -1,0 +1,78 @@
+"""``GET /runs/{run_id}/alerts`` (public-read like the other run reads) and the run's
+detector configuration (``GET``, and ``PUT`` with the project's token)."""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Body, Query, Request
+
+from runcast_server.alerts import service
+from runcast_server.alerts.models import AlertConfig
+from runcast_server.api.deps import SessionDep, WriterDep
+from runcast_server.api.read_deps import ReadableRunDep, SettingsDep
+from runcast_server.detectors import config as dconfig
+from runcast_server.errors import ApiError, NotFound
+from runcast_server.reads.events import parse_after
+
+router = APIRouter(tags=["alerts"])
+
+AlertKind = Literal["spike", "nonfinite", "grad_norm", "plateau", "divergence", "throughput", "stall", "restart_loop"]
+AlertState = Literal["open", "closed"]
+
+
+def base_url(request: Request, settings: Any) -> str:
+    return settings.public_url or str(request.base_url).rstrip("/")
+
+
+@router.get("/runs/{run_id}/alerts")
+def get_alerts(
+    request: Request,
+    session: SessionDep,
+    settings: SettingsDep,
+    found: ReadableRunDep,
+    kind: Annotated[list[AlertKind] | None, Query(description="Only these kinds (repeatable).")] = None,
+    state: Annotated[list[AlertState] | None, Query(description="Only open or closed alerts.")] = None,
+    after: Annotated[str | None, Query(max_length=20, description="next_cursor of the previous page.")] = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> dict[str, Any]:
+    """The run's alerts, oldest first, each with its evidence and the checkpoints around it."""
+    run, project = found
+    return service.list_alerts(session, run, project, kinds=list(kind) if kind else None,
+                               states=list(state) if state else None, after=parse_after(after), limit=limit,
+                               base_url=base_url(request, settings))
+
+
+@router.get("/runs/{run_id}/alerts/config")
+def get_alert_config(session: SessionDep, found: ReadableRunDep) -> dict[str, Any]:
+    """The run's overrides and the effective detector parameters."""
+    run, _ = found
+    row = session.get(AlertConfig, run.id)
+    overrides = row.overrides if row else {}
+    return {"overrides": overrides, "effective": dconfig.effective(overrides)}
+
+
+@router.put("/runs/{run_id}/alerts/config")
+def put_alert_config(
+    session: SessionDep,
+    writer: WriterDep,
+    found: ReadableRunDep,
+    overrides: Annotated[dict[str, Any], Body(description="Overrides merged over the current ones.")],
+    replace: Annotated[bool, Query(description="Replace the overrides instead of merging.")] = False,
+) -> dict[str, Any]:
+    """Change a run's detector parameters (the project's ingest token is required)."""
+    run, _ = found
+    if run.project_id != writer.id:
+        raise NotFound("run", field="run")
+    try:
+        checked = dconfig.validate_overrides(overrides)
+    except dconfig.ConfigError as exc:
+        raise ApiError(422, exc.message, field=exc.field) from None
+    row = session.get(AlertConfig, run.id)
+    merged = checked if replace or row is None else dconfig.merge_overrides(row.overrides, checked)
+    if row is None:
+        session.add(AlertConfig(run_id=run.id, overrides=merged, updated_at=time.time()))
+    else:
+        row.overrides, row.updated_at = merged, time.time()
+    return {"overrides": merged, "effective": dconfig.effective(merged)}

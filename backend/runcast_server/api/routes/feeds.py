@@ -1,0 +1,99 @@
+"""Atom feeds of alerts: one per run (``/runs/{id}/alerts.atom``, read rules of the run)
+and one per project (``/projects/{name}/alerts.atom``, its public runs)."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from typing import Annotated, Any
+from xml.etree import ElementTree as ET
+
+from fastapi import APIRouter, Path, Request
+from fastapi.responses import Response
+from sqlalchemy import select
+
+from runcast import __version__
+from runcast.events import PROJECT_RE
+from runcast_server.alerts.models import Alert
+from runcast_server.alerts.service import alert_view, summary
+from runcast_server.api.deps import SessionDep
+from runcast_server.api.read_deps import ReadableRunDep, SettingsDep
+from runcast_server.api.routes.alerts import base_url
+from runcast_server.errors import NotFound
+from runcast_server.models import Project, Run
+
+router = APIRouter(tags=["alerts"])
+ATOM = "http://www.w3.org/2005/Atom"
+FEED_ENTRIES = 100
+
+
+def _time(ts: float) -> str:
+    return datetime.fromtimestamp(ts, tz=timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def _sub(parent: ET.Element, tag: str, text: str | None = None, **attrs: str) -> ET.Element:
+    el = ET.SubElement(parent, f"{{{ATOM}}}{tag}", attrs)
+    if text is not None:
+        el.text = text
+    return el
+
+
+def render_feed(feed_id: str, title: str, self_url: str, alt_url: str, views: list[dict[str, Any]]) -> bytes:
+    ET.register_namespace("", ATOM)
+    feed = ET.Element(f"{{{ATOM}}}feed")
+    _sub(feed, "id", feed_id)
+    _sub(feed, "title", title)
+    updated = max((v["closed_at"] or v["opened_at"] for v in views), default=0.0)
+    _sub(feed, "updated", _time(updated))
+    _sub(feed, "link", rel="self", href=self_url, type="application/atom+xml")
+    _sub(feed, "link", rel="alternate", href=alt_url)
+    _sub(feed, "generator", "Runcast", version=__version__)
+    author = _sub(feed, "author")
+    _sub(author, "name", "Runcast")
+    for v in views:
+        phase = "close" if v["state"] == "closed" else "open"
+        entry = _sub(feed, "entry")
+        _sub(entry, "id", f"{feed_id.split('#')[0]}#alert-{v['id']}")
+        _sub(entry, "title", summary(v, phase))
+        _sub(entry, "published", _time(v["opened_at"]))
+        _sub(entry, "updated", _time(v["closed_at"] or v["opened_at"]))
+        _sub(entry, "link", rel="alternate", href=v.get("url") or alt_url)
+        _sub(entry, "category", term=v["kind"], label=v["title"])
+        _sub(entry, "content", json.dumps({k: v[k] for k in ("run", "kind", "key", "state", "step", "end_step",
+                                                              "evidence", "checkpoints")}, default=str), type="text")
+    return b'<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(feed, encoding="utf-8")
+
+
+def _atom(body: bytes) -> Response:
+    return Response(body, media_type="application/atom+xml; charset=utf-8")
+
+
+@router.get("/runs/{run_id}/alerts.atom", response_class=Response)
+def run_feed(request: Request, session: SessionDep, settings: SettingsDep, found: ReadableRunDep) -> Response:
+    """The run's newest alerts as an Atom feed."""
+    run, project = found
+    base = base_url(request, settings)
+    alerts = session.scalars(select(Alert).where(Alert.run_id == run.id).order_by(Alert.id.desc()).limit(FEED_ENTRIES))
+    views = [alert_view(session, a, base_url=base, run=run, project=project) for a in alerts]
+    self_url = f"{base}/api/v1/runs/{run.id}/alerts.atom"
+    return _atom(render_feed(self_url, f"Runcast alerts: {project}/{run.name}", self_url, f"{base}/runs/{run.id}", views))
+
+
+@router.get("/projects/{project}/alerts.atom", response_class=Response)
+def project_feed(request: Request, session: SessionDep, settings: SettingsDep,
+                 project: Annotated[str, Path(max_length=100)]) -> Response:
+    """The newest alerts of the project's public runs as an Atom feed."""
+    if not PROJECT_RE.match(project):
+        raise NotFound("project", field="project")
+    proj = session.scalar(select(Project).where(Project.name == project))
+    if proj is None:
+        raise NotFound("project", field="project")
+    base = base_url(request, settings)
+    rows = session.execute(
+        select(Alert, Run).join(Run, Run.id == Alert.run_id)
+        .where(Run.project_id == proj.id, Run.visibility == "public")
+        .order_by(Alert.id.desc()).limit(FEED_ENTRIES)
+    ).all()
+    views = [alert_view(session, a, base_url=base, run=r, project=proj.name) for a, r in rows]
+    self_url = f"{base}/api/v1/projects/{proj.name}/alerts.atom"
+    return _atom(render_feed(self_url, f"Runcast alerts: {proj.name}", self_url, f"{base}/?project={proj.name}", views))

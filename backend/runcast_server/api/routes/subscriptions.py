@@ -1,0 +1,167 @@
+"""``/subscriptions``: anyone may subscribe to a public run or project (webhook or email).
+
+No account: creation returns the webhook secret and the unsubscribe link once; the
+unsubscribe token (in every delivery) is also the only way to read one's own
+subscription. There is no listing: a subscriber never sees other subscribers.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import time
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
+from sqlalchemy import select
+
+from runcast.events import ID_RE, PROJECT_RE
+from runcast_server.alerts import email, ratelimit, ssrf
+from runcast_server.alerts.models import Subscription
+from runcast_server.alerts.notify import unsubscribe_url
+from runcast_server.api.deps import SessionDep, ViewerDep
+from runcast_server.api.read_deps import SettingsDep
+from runcast_server.api.routes.alerts import AlertKind, base_url
+from runcast_server.errors import ApiError, NotFound
+from runcast_server.models import Project
+from runcast_server.reads.access import readable_run
+
+router = APIRouter(tags=["subscriptions"])
+EMAIL_RE = re.compile(r"^[^@\s<>,;\"]{1,64}@[A-Za-z0-9.-]{1,253}\.[A-Za-z]{2,63}$")
+
+
+class NewSubscription(BaseModel):
+    run: str | None = Field(None, description="A run id (public or unlisted; private with its project's token).")
+    project: str | None = Field(None, description="A project: alerts of all its public runs.")
+    channel: Literal["webhook", "email"]
+    url: str | None = Field(None, max_length=2048, description="Webhook URL (http or https).")
+    email: str | None = Field(None, max_length=320)
+    format: Literal["json", "slack", "discord"] = "json"
+    kinds: list[AlertKind] = Field(default_factory=list, description="Only these kinds (empty: all).")
+    notify_close: bool = Field(False, description="Also notify when an alert closes.")
+
+
+def _view(sub: Subscription, run: str | None, project: str | None) -> dict[str, Any]:
+    return {
+        "id": sub.id,
+        "run": run,
+        "project": project,
+        "channel": sub.channel,
+        "target": sub.target,
+        "format": sub.format,
+        "kinds": sub.kinds,
+        "notify_close": sub.notify_close,
+        "status": sub.status,
+        "failures": sub.failures,
+        "unsubscribe_url": unsubscribe_url(sub),
+    }
+
+
+@router.post("/subscriptions", status_code=201)
+def create_subscription(
+    request: Request, session: SessionDep, settings: SettingsDep, viewer: ViewerDep, body: NewSubscription
+) -> Any:
+    """Subscribe. Webhooks are active at once (the response holds their signing secret,
+    shown once); email subscriptions wait for the link in the confirmation mail."""
+    ip = request.client.host if request.client else "unknown"
+    wait = ratelimit.hit(session, f"subscribe:{ip}", settings.subscribe_rate_limit, settings.subscribe_rate_window_s)
+    if wait is not None:
+        session.commit()
+        return JSONResponse(
+            {"error": {"message": "too many subscriptions from this address; try again later"}},
+            status_code=429, headers={"Retry-After": str(int(wait) + 1)},
+        )
+    if (body.run is None) == (body.project is None):
+        raise ApiError(422, "give exactly one of run or project", field="run")
+    run_id = project_id = None
+    project_name: str | None = None
+    if body.run is not None:
+        if not ID_RE.match(body.run):
+            raise NotFound("run", field="run")
+        run, project_name = readable_run(session, body.run, viewer)
+        run_id = run.id
+    else:
+        if not PROJECT_RE.match(body.project or ""):
+            raise NotFound("project", field="project")
+        project = session.scalar(select(Project).where(Project.name == body.project))
+        if project is None:
+            raise NotFound("project", field="project")
+        project_id, project_name = project.id, project.name
+    base = base_url(request, settings)
+    sub = Subscription(
+        run_id=run_id, project_id=project_id, channel=body.channel, format=body.format, kinds=list(body.kinds),
+        notify_close=body.notify_close, unsub_token=secrets.token_urlsafe(32), base_url=base, failures=0,
+        created_at=time.time(), created_ip=ip[:64],
+    )
+    secret = None
+    if body.channel == "webhook":
+        if not body.url:
+            raise ApiError(422, "a webhook subscription needs url", field="url")
+        try:
+            ssrf.vet(body.url, settings.webhook_allow_cidrs)
+        except ssrf.Refused as exc:
+            raise ApiError(422, str(exc), field="url") from None
+        secret = secrets.token_hex(32)
+        sub.target, sub.secret, sub.status = body.url, secret, "active"
+    else:
+        if not body.email or not EMAIL_RE.match(body.email):
+            raise ApiError(422, "a valid email address is required", field="email")
+        if not settings.smtp_host:
+            raise ApiError(422, "this server does not send email (RUNCAST_SMTP_HOST is not set)", field="channel")
+        sub.target, sub.status, sub.confirm_token = body.email, "pending", secrets.token_urlsafe(32)
+    session.add(sub)
+    session.flush()
+    if body.channel == "email":
+        what = f"run {run_id}" if run_id else f"project {project_name}"
+        link = f"{base}/api/v1/subscriptions/confirm?token={sub.confirm_token}"
+        try:
+            email.send(settings, sub.target, f"[runcast] Confirm alerts for {what}",
+                       f"Someone (hopefully you) asked for Runcast alerts for {what}.\n"
+                       f"Confirm with this link:\n\n{link}\n\nIgnore this mail and nothing will be sent.",
+                       unsubscribe_url=unsubscribe_url(sub))
+        except Exception as exc:  # noqa: BLE001
+            raise ApiError(502, f"could not send the confirmation mail: {type(exc).__name__}") from None
+    out = _view(sub, run_id, project_name)
+    if secret is not None:
+        out["secret"] = secret
+    return out
+
+
+def _by_token(session: SessionDep, column: Any, token: str) -> Subscription:
+    if not token or len(token) > 64:
+        raise NotFound("subscription", field="token")
+    sub = session.scalar(select(Subscription).where(column == token))
+    if sub is None:
+        raise NotFound("subscription", field="token")
+    return sub
+
+
+@router.get("/subscriptions/confirm")
+def confirm(session: SessionDep, token: Annotated[str, Query(max_length=64)]) -> dict[str, Any]:
+    """The link in the confirmation mail: activates the email subscription."""
+    sub = _by_token(session, Subscription.confirm_token, token)
+    if sub.status == "pending":
+        sub.status = "active"
+    return {"id": sub.id, "status": sub.status}
+
+
+@router.api_route("/subscriptions/unsubscribe", methods=["GET", "POST"])
+def unsubscribe(session: SessionDep, token: Annotated[str, Query(max_length=64)]) -> dict[str, Any]:
+    """The link in every delivery: deletes the subscription (no account needed)."""
+    sub = _by_token(session, Subscription.unsub_token, token)
+    sid = sub.id
+    session.delete(sub)
+    return {"id": sid, "status": "unsubscribed"}
+
+
+@router.get("/subscriptions/{subscription_id}")
+def get_subscription(session: SessionDep, subscription_id: int,
+                     token: Annotated[str, Query(max_length=64, description="The unsubscribe token.")]) -> dict[str, Any]:
+    """One's own subscription (its status, e.g. disabled after failures), by its unsubscribe token."""
+    sub = _by_token(session, Subscription.unsub_token, token)
+    if sub.id != subscription_id:
+        raise NotFound("subscription", field="token")
+    project = session.scalar(select(Project.name).where(Project.id == sub.project_id)) if sub.project_id else None
+    return _view(sub, sub.run_id, project)
