@@ -66,6 +66,12 @@ from runcast.cli.estimate import estimate_command  # noqa: E402  (standard libra
 app.command("estimate")(estimate_command)
 
 
+# --- artifacts: checkpoint downloads -------------------------------------------------------
+from runcast.cli.download import download_command  # noqa: E402  (standard library, httpx; rich on use)
+
+app.command("download")(download_command)
+
+
 # --- SDK: replay spooled batches ----------------------------------------------------------
 from runcast.cli.sync import sync_command  # noqa: E402  (light: standard library and httpx)
 
