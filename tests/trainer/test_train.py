@@ -6,6 +6,7 @@ import math
 import os
 import subprocess
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -112,3 +113,14 @@ def test_crash_at_exits_uncleanly_and_resume_continues(tmp_path):
 def test_bad_mix_is_a_clear_error(tiny_cfg):
     with pytest.raises(ValueError, match="start at step 0"):
         train(tiny_cfg(mix="5:code=1"), None, log=quiet)
+
+
+def test_resume_takes_the_saved_config_but_not_fault_flags(tiny_cfg, tmp_path):
+    from runcast.train.trainer import merge_resumed_config
+
+    saved = tiny_cfg(data_limit=40, crash_at=6, inject_spike_at=3, mix="0:code=1", max_steps=12)
+    given = TrainConfig(resume="x.pt", out_dir=str(tmp_path / "b"), max_steps=20)
+    merged = merge_resumed_config(given, asdict(saved))
+    assert (merged.data_limit, merged.mix, merged.n_embd) == (40, "0:code=1", 32)  # the data and model come back
+    assert merged.max_steps == 20 and merged.out_dir == str(tmp_path / "b")  # a flag set on the command line wins
+    assert merged.crash_at is None and merged.inject_spike_at is None  # faults are per invocation

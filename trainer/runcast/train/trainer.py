@@ -80,10 +80,7 @@ class TrainConfig:
 
 
 # Per-invocation settings: never taken from a checkpoint's saved config on --resume.
-RUNTIME_FIELDS = {
-    "resume", "inject_spike_at", "crash_at", "out_dir", "server", "token", "project", "name", "visibility",
-    "deepspeed", "data_limit",
-}
+RUNTIME_FIELDS = {"resume", "inject_spike_at", "crash_at", "out_dir", "server", "token", "project", "name", "visibility"}
 
 
 def get_lr(cfg: TrainConfig, step: int) -> float:
