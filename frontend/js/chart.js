@@ -28,7 +28,7 @@ const MARKER_STYLE = {
   data_mix: { symbol: "square", color: "#E69F00", name: "data mix" },
   manifest: { symbol: "star", color: "#56B4E9", name: "manifest" },
   code: { symbol: "hexagon", color: "#0072B2", name: "code revision" },
-  alert: { symbol: "x", color: "#D55E00", name: "alert" },
+  alert: { symbol: "x", color: "#D55E00", name: "anomaly" },
   finished: { symbol: "square-open", color: GREY, name: "finished" },
 };
 export function markerStyle(type) {

@@ -30,51 +30,79 @@ export class LiveStream {
       this.onState("unsupported");
       return this;
     }
+    const pre = this.adoptable();
+    if (pre) {
+      // The page's inline script opened this stream before Plotly loaded: take it over.
+      pre.adopted = true;
+      this.attach(pre.es);
+      for (const e of pre.queue) (e.type === "reset" ? this.handleReset : this.handleBatch).call(this, e);
+      pre.queue = [];
+      if (pre.opened || pre.es.readyState === EventSource.OPEN) this.handleOpen();
+      if (pre.es.readyState === EventSource.CLOSED) this.handleError(pre.es);
+      return this;
+    }
     const url = this.lastId === null ? this.url : this.url + "?last_event_id=" + encodeURIComponent(this.lastId);
-    const es = new EventSource(url);
-    this.es = es;
-    es.addEventListener("open", () => {
-      this.backoff = 1000;
-      this.onState("live");
-      this.onOpen();
-    });
-    es.addEventListener("batch", (e) => {
-      if (e.lastEventId) this.lastId = e.lastEventId;
-      let message;
-      try {
-        message = JSON.parse(e.data);
-      } catch {
-        return;
-      }
-      if (this.holding) this.held.push(message);
-      else this.onBatch(message);
-    });
-    es.addEventListener("reset", (e) => {
-      if (e.lastEventId) this.lastId = e.lastEventId;
-      else {
-        try {
-          const v = JSON.parse(e.data).version;
-          if (v !== undefined && v !== null) this.lastId = String(v);
-        } catch {
-          /* keep the last id */
-        }
-      }
-      this.held = [];
-      this.onReset();
-    });
-    es.addEventListener("error", () => {
-      if (this.closed) return;
-      if (es.readyState === EventSource.CLOSED) {
-        // The browser will not retry this one (an HTTP error status): we do, with backoff.
-        this.onState("offline");
-        clearTimeout(this.timer);
-        this.timer = setTimeout(() => this.start(), this.backoff);
-        this.backoff = Math.min(MAX_BACKOFF_MS, this.backoff * 2);
-      } else {
-        this.onState("reconnecting");
-      }
-    });
+    this.attach(new EventSource(url));
     return this;
+  }
+
+  adoptable() {
+    const pre = window.__runcastPrefetch;
+    if (!pre || !pre.es || pre.adopted || pre.streamUrl !== this.url) return null;
+    return pre;
+  }
+
+  attach(es) {
+    this.es = es;
+    es.addEventListener("open", () => this.handleOpen());
+    es.addEventListener("batch", (e) => this.handleBatch(e));
+    es.addEventListener("reset", (e) => this.handleReset(e));
+    es.addEventListener("error", () => this.handleError(es));
+  }
+
+  handleOpen() {
+    this.backoff = 1000;
+    this.onState("live");
+    this.onOpen();
+  }
+
+  handleBatch(e) {
+    if (e.lastEventId) this.lastId = e.lastEventId;
+    let message;
+    try {
+      message = JSON.parse(e.data);
+    } catch {
+      return;
+    }
+    if (this.holding) this.held.push(message);
+    else this.onBatch(message);
+  }
+
+  handleReset(e) {
+    if (e.lastEventId) this.lastId = e.lastEventId;
+    else {
+      try {
+        const v = JSON.parse(e.data).version;
+        if (v !== undefined && v !== null) this.lastId = String(v);
+      } catch {
+        /* keep the last id */
+      }
+    }
+    this.held = [];
+    this.onReset();
+  }
+
+  handleError(es) {
+    if (this.closed || es !== this.es) return;
+    if (es.readyState === EventSource.CLOSED) {
+      // The browser will not retry this one (an HTTP error status): we do, with backoff.
+      this.onState("offline");
+      clearTimeout(this.timer);
+      this.timer = setTimeout(() => this.start(), this.backoff);
+      this.backoff = Math.min(MAX_BACKOFF_MS, this.backoff * 2);
+    } else {
+      this.onState("reconnecting");
+    }
   }
 
   /** Deliver held messages and every later one as it comes. */
@@ -89,6 +117,8 @@ export class LiveStream {
     this.closed = true;
     clearTimeout(this.timer);
     if (this.es) this.es.close();
+    const pre = window.__runcastPrefetch;
+    if (pre && pre.es && !pre.adopted && pre.streamUrl === this.url) pre.es.close();
   }
 
   get open() {

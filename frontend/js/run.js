@@ -29,7 +29,6 @@ const $ = (id) => document.getElementById(id);
 const state = readUrl();
 let detail = null;
 let events = [];
-let alerts = [];
 let mainChart = null;
 let panelCharts = [];
 let stream = null;
@@ -121,16 +120,6 @@ async function loadEvents() {
   return rest;
 }
 
-async function loadAlerts() {
-  // Optional route (detectors); absent or empty means no alert markers.
-  try {
-    const body = await getJSON(runUrl(runId) + "/alerts?limit=1000");
-    return Array.isArray(body) ? body : body.alerts || [];
-  } catch {
-    return [];
-  }
-}
-
 async function start() {
   stream = new LiveStream(runId, {
     onBatch,
@@ -165,18 +154,14 @@ async function start() {
   await setupXmaps();
   buildMainChart();
   fetchStarted = true;
-  const mainLoad = mainChart ? mainChart.fetch() : Promise.resolve();
-  buildPanels();
+  // The loss curve first; the timeline, data mix and panels once it is drawn.
+  if (mainChart) await mainChart.fetch();
   events = await eventsPromise;
   renderEvents();
-  await mainLoad;
+  buildPanels();
   loaded = true;
   stream.release();
   if (refetchWhenLoaded) refetchCharts();
-  loadAlerts().then((a) => {
-    alerts = a;
-    if (a.length) renderEvents();
-  });
   setInterval(pollDetail, 30000);
   setInterval(tickHeartbeat, 1000);
 }
@@ -424,8 +409,11 @@ function describe(e) {
       return String(p.text ?? "");
     case "finished":
       return "run " + (p.status || "finished");
-    case "alert":
-      return String(p.message ?? p.text ?? p.kind ?? "alert");
+    case "anomaly": {
+      const where = p.key ? ` on ${p.key}` : "";
+      const span = p.end_step !== null && p.end_step !== undefined ? ` until step ${p.end_step}` : "";
+      return `anomaly: ${p.kind || "alert"}${where} (${p.state || "open"}${span})`;
+    }
     default:
       return e.type;
   }
@@ -433,6 +421,7 @@ function describe(e) {
 
 function markerType(e) {
   if (e.type === "run_started") return e.payload && e.payload.resume_step !== null && e.payload.resume_step !== undefined ? "restart" : "code";
+  if (e.type === "anomaly") return "alert";
   return e.type;
 }
 
@@ -446,11 +435,7 @@ function eventStep(e) {
 }
 
 function timelineItems() {
-  const items = events.map((e) => ({ type: markerType(e), step: eventStep(e), label: describe(e), ts: e.ts, event: e }));
-  for (const a of alerts) {
-    items.push({ type: "alert", step: a.step ?? null, label: String(a.message ?? a.text ?? a.kind ?? a.type ?? "alert"), ts: a.ts ?? a.created_at ?? null });
-  }
-  return items;
+  return events.map((e) => ({ type: markerType(e), step: eventStep(e), label: describe(e), ts: e.ts, event: e }));
 }
 
 function markers() {
@@ -664,8 +649,11 @@ function onBatch(message) {
   }
   for (const c of charts()) c.append(runId, points);
   if (message.events && message.events.length) {
-    const seen = new Set(events.map((e) => e.id));
-    for (const e of message.events) if (!seen.has(e.id)) events.push(e);
+    const byId = new Map(events.map((e, i) => [e.id, i]));
+    for (const e of message.events) {
+      if (byId.has(e.id)) events[byId.get(e.id)] = e; // an anomaly closing updates its event
+      else events.push(e);
+    }
     if (message.events.some((e) => e.type === "run_started" || e.type === "finished")) unknown = true;
     renderEventsSoon();
   }
