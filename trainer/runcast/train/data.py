@@ -322,7 +322,3 @@ def val_batches(corpus: Corpus, source: str, n: int, batch_size: int, block_size
 def _xy(rows: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
     t = torch.from_numpy(rows.astype(np.int64))
     return t[:, :-1], t[:, 1:]
-
-
-def stdlib_root() -> str:
-    return os.fspath(sysconfig.get_paths()["stdlib"])
