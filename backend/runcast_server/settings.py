@@ -69,7 +69,7 @@ class Settings(BaseSettings):
         "{short_sha}, {branch}, {host}, {path}. Empty: no links.",
     )
     download_chunk_bytes: int = Field(
-        default=1024 * 1024, ge=4096, description="Read size of checkpoint downloads."
+        default=4 * 1024 * 1024, ge=4096, description="Read (and send) size of checkpoint downloads; two per transfer are in memory."
     )
 
     @property

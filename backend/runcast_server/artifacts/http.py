@@ -10,7 +10,7 @@
   current file: the Range is ignored and the whole file comes back (200), so a
   resuming client never glues two different files together.
 * The body is read with ``os.pread`` in a worker thread, ``chunk_size`` bytes at a
-  time; when the server offers the ASGI ``http.response.pathsend`` extension and the
+  time, the next chunk while the current one is being sent; when the server offers the ASGI ``http.response.pathsend`` extension and the
   whole file is asked for, the server sends the file itself (sendfile: zero-copy).
   Uvicorn does not offer it, so there the body goes through the event loop.
 * A client that disconnects stops the reads at once (the receive channel is watched),
@@ -19,6 +19,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 from email.utils import formatdate, parsedate_to_datetime
 from urllib.parse import quote
@@ -28,7 +29,7 @@ from starlette.datastructures import Headers
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from runcast_server.artifacts.storage import Storage, StoredObject
+from runcast_server.artifacts.storage import Reader, Storage, StoredObject
 
 _RANGE = re.compile(r"^\s*bytes\s*=\s*(\d*)\s*-\s*(\d*)\s*$", re.IGNORECASE)
 
@@ -101,7 +102,7 @@ class CheckpointFileResponse(Response):
         *,
         sha256: str | None,
         filename: str,
-        chunk_size: int = 1024 * 1024,
+        chunk_size: int = 4 * 1024 * 1024,
         cache_control: str = "no-cache",
     ) -> None:
         self.storage = storage
@@ -181,16 +182,31 @@ class CheckpointFileResponse(Response):
         finally:
             reader.close()
 
-    async def _stream(self, reader: object, start: int, end: int, send: Send) -> None:
+    async def _stream(self, reader: Reader, start: int, end: int, send: Send) -> None:
+        """Send ``[start, end)``; the next chunk is read in a thread while this one is sent."""
+        loop = asyncio.get_running_loop()
+
+        def read(position: int) -> asyncio.Future[bytes]:
+            return loop.run_in_executor(None, reader.read_at, position, min(self.chunk_size, end - position))
+
         position = start
-        while position < end:
-            want = min(self.chunk_size, end - position)
-            chunk = await anyio.to_thread.run_sync(reader.read_at, position, want)  # type: ignore[attr-defined]
-            if not chunk:
-                # The file shrank under us: end the body short; the client sees a broken transfer.
-                raise RuntimeError(f"checkpoint {self.obj.key} is shorter than its recorded size")
-            position += len(chunk)
-            await send({"type": "http.response.body", "body": chunk, "more_body": position < end})
+        pending = read(position)
+        try:
+            while position < end:
+                chunk = await pending
+                if not chunk:
+                    # The file shrank under us: end the body short; the client sees a broken transfer.
+                    raise RuntimeError(f"checkpoint {self.obj.key} is shorter than its recorded size")
+                position += len(chunk)
+                if position < end:
+                    pending = read(position)
+                await send({"type": "http.response.body", "body": chunk, "more_body": position < end})
+        finally:
+            if not pending.done():
+                with anyio.CancelScope(shield=True):  # never close the file under a running read
+                    await asyncio.wait([pending])
+            if pending.done() and not pending.cancelled():
+                pending.exception()  # retrieved: no "never retrieved" warning
 
 
 def _raw(headers: dict[str, str]) -> list[tuple[bytes, bytes]]:
