@@ -134,3 +134,52 @@ def test_cli_private_checkpoint_needs_token(live, seed, storage_root, tmp_path):
     )
     assert res.exit_code == 0, res.output
     assert hashlib.sha256((tmp_path / "priv.pt").read_bytes()).hexdigest() == sha
+
+
+def test_server_stops_reading_when_the_client_goes(live, client, seed, storage_root, monkeypatch):
+    """A client that disconnects early costs the server a few chunk reads, not the whole file."""
+    import socket
+    import time
+
+    from runcast_server.api.routes import checkpoints as route
+    from runcast_server.artifacts.storage import storage_from_settings
+
+    size = 64 * 1024 * 1024
+    sim = seed.run().start()
+    write_file(storage_root / "big.pt", size, 9)
+    sim.send([checkpoint_event(sim, "big.pt", 1, size, None)])
+    reads, closed = [], []
+
+    class Counting:
+        def __init__(self, inner):
+            self.inner = inner
+
+        def locate(self, path):
+            return self.inner.locate(path)
+
+        def open(self, obj):
+            reader = self.inner.open(obj)
+
+            class R:
+                def read_at(self, offset, n):
+                    reads.append(n)
+                    return reader.read_at(offset, n)
+
+                def close(self):
+                    closed.append(True)
+                    reader.close()
+
+            return R()
+
+    monkeypatch.setattr(route, "storage_from_settings", lambda settings: Counting(storage_from_settings(settings)))
+    path = client.get(f"/api/v1/runs/{sim.run}/checkpoints").json()["checkpoints"][0]["download_url"]
+    with socket.create_connection(("127.0.0.1", live.port)) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+        s.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        assert s.recv(65536)
+    deadline = time.monotonic() + 10
+    while not closed and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert closed == [True]
+    chunk = reads[0]
+    assert sum(reads) <= 8 * chunk < size, (len(reads), chunk)
