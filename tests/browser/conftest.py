@@ -117,7 +117,7 @@ class LiveServer:
 @pytest.fixture
 def live_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[LiveServer]:
     for key in list(os.environ):
-        if key.startswith("RUNCAST_") and key != "RUNCAST_CHROMIUM":
+        if key.startswith("RUNCAST_") and key not in ("RUNCAST_CHROMIUM", "RUNCAST_SCREENSHOT"):
             monkeypatch.delenv(key)
     server = LiveServer(tmp_path)
     server.token("demo")  # creates and migrates the database before the server starts
