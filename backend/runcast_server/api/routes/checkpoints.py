@@ -51,11 +51,24 @@ def _find(session: SessionDep, run_id: str, cid: int):  # type: ignore[no-untype
     raise NotFound("checkpoint", field="checkpoint")
 
 
-@router.api_route(
+_DOWNLOAD_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {"content": {"application/octet-stream": {}}},
+    206: {"description": "A byte range (Range request)."},
+    416: {"description": "The range starts past the end of the file."},
+}
+
+
+@router.head(
     "/runs/{run_id}/checkpoints/{cid}/download",
-    methods=["GET", "HEAD"],
     response_class=Response,
-    responses={200: {"content": {"application/octet-stream": {}}}, 206: {"description": "A byte range."}, 416: {}},
+    responses=_DOWNLOAD_RESPONSES,
+    operation_id="head_checkpoint_download",
+)
+@router.get(
+    "/runs/{run_id}/checkpoints/{cid}/download",
+    response_class=Response,
+    responses=_DOWNLOAD_RESPONSES,
+    operation_id="get_checkpoint_download",
 )
 def download_checkpoint(
     found: ReadableRunDep, session: SessionDep, viewer: ViewerDep, settings: SettingsDep, cid: CheckpointId
