@@ -85,6 +85,12 @@ app.command("worker")(worker_command)
 token_app.command("create")(token_create_command)
 
 
+# --- the one-command demo: embedded server + a real training run streaming to it ---------
+from runcast.cli.demo import demo_command  # noqa: E402  (light: server and torch imported on use)
+
+app.command("demo")(demo_command)
+
+
 def main() -> None:
     app()
 
