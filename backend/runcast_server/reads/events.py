@@ -8,6 +8,7 @@ from sqlalchemy.orm import Session
 from runcast_server.errors import ApiError
 from runcast_server.models import Event, Run, Segment
 from runcast_server.reads.schemas import EventList, TimelineEvent
+from runcast_server.reads.published import published_payload
 from runcast_server.reads.values import strict_json
 
 
@@ -43,7 +44,7 @@ def list_events(
             step=e.step,
             ts=e.ts,
             received_at=e.received_at,
-            payload=strict_json(e.payload or {}),
+            payload=published_payload(e.type, strict_json(e.payload or {})),
         )
         for e, index in page
     ]

@@ -18,6 +18,7 @@ from runcast_server.reads.schemas import (
     RunSummary,
     SegmentInfo,
 )
+from runcast_server.reads.published import published_code
 from runcast_server.reads.values import strict_json
 
 _CURSOR_TYPES = (float, str)
@@ -159,7 +160,7 @@ def run_detail(
     return RunDetail(
         **summary.model_dump(),
         config=strict_json(run.config or {}),
-        code=strict_json(run.code or {}),
+        code=published_code(strict_json(run.code or {})),
         env=strict_json(run.env or {}),
         seed=run.seed,
         keys=list(keys),
