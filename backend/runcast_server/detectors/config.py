@@ -25,7 +25,7 @@ DEFAULTS: Final[dict[str, Any]] = {
     "spike": {
         "enabled": True,
         "window": 50,  # points in the moving median / MAD
-        "warmup": 2,  # points needed before the first test
+        "warmup": 1,  # points needed before the first test
         "k": 8.0,  # robust sigmas (1.4826 * MAD) above the median
         "min_rel": 0.2,  # ... and at least this fraction of the median above it
         "recover_points": 3,  # consecutive points back under the recovery level close it
@@ -43,11 +43,13 @@ DEFAULTS: Final[dict[str, Any]] = {
         "recover_points": 3,
         "max_open_points": 500,
     },
-    # No improvement of the smoothed loss by min_rel (relative) for window_steps steps.
+    # The smoothed loss stopped improving: over the last window_steps it fell by less than
+    # ratio x what it fell over the window before (which must be >= min_rel of its level).
     "plateau": {
         "enabled": True,
         "smooth": 50,  # points in the moving median that smooths the loss
-        "window_steps": 20000,
+        "window_steps": 10000,
+        "ratio": 0.1,
         "min_rel": 0.01,
         "warmup_steps": 1000,
     },

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 MAD_SIGMA = 1.4826  # MAD of a normal distribution x this = its standard deviation
+MIN_MAD_POINTS = 10
 
 
 @dataclass
@@ -95,7 +96,9 @@ def excursion_up(kind: str) -> Callable[..., list[Signal]]:
         out: list[Signal] = []
         if len(ring) >= p["warmup"]:
             med, mad = median_mad(ring)
-            sigma = MAD_SIGMA * mad
+            # The MAD of a handful of points says little: below MIN_MAD_POINTS only the
+            # relative floor applies (e.g. right after a resume, or in sparse logs).
+            sigma = MAD_SIGMA * mad if len(ring) >= MIN_MAD_POINTS else 0.0
             margin = max(p["k"] * sigma, p["min_rel"] * abs(med))
             threshold = med + margin
             if value > threshold:
@@ -134,7 +137,13 @@ def nonfinite(state: dict[str, Any], p: dict[str, Any], step: int, value: float,
 
 
 def plateau(state: dict[str, Any], p: dict[str, Any], step: int, value: float, ctx: dict[str, Any]) -> list[Signal]:
-    """The moving median has not improved by ``min_rel`` of itself for ``window_steps`` steps."""
+    """The smoothed loss fell by less than ``ratio`` x its fall over the window before.
+
+    Every ``window_steps / 4`` steps the moving median is recorded (9 marks kept: two
+    windows), so "recent" is the fall over the last window and "before" the fall over
+    the one preceding it; "before" must be at least ``min_rel`` of the level, so a run
+    that was never improving much (or is noise) does not count as stopping.
+    """
     if not math.isfinite(value):
         return []
     ring: list[float] = state.setdefault("ring", [])
@@ -143,18 +152,25 @@ def plateau(state: dict[str, Any], p: dict[str, Any], step: int, value: float, c
     if len(ring) < p["smooth"] or step - state["first"] < p["warmup_steps"]:
         return []
     med = median(ring)
-    ref = state.get("ref")
-    if ref is None or med < ref * (1 - p["min_rel"]) or (ref <= 0 and med < ref):
-        state["ref"], state["ref_step"] = med, step
-        if state.get("open"):
+    quarter = max(1, int(p["window_steps"]) // 4)
+    marks: list[list[float]] = state.setdefault("marks", [])
+    if marks and step - marks[-1][0] < quarter:
+        return []
+    marks.append([step, med])
+    del marks[: max(0, len(marks) - 9)]
+    if state.get("open"):
+        if med < state["open"]["level"] * (1 - p["min_rel"]):
             state["open"] = None
             return [Signal("plateau", "close", step, {"reason": "improved", "smoothed": med})]
         return []
-    if not state.get("open") and step - state["ref_step"] >= p["window_steps"]:
-        state["open"] = True
-        return [Signal("plateau", "open", step, {"smoothed": med, "best": ref, "best_step": state["ref_step"],
-                                                  "steps_without_improvement": step - state["ref_step"],
-                                                  "min_rel": p["min_rel"]})]
+    if len(marks) < 9:
+        return []
+    before = marks[0][1] - marks[4][1]
+    recent = marks[4][1] - marks[8][1]
+    if before >= p["min_rel"] * abs(marks[4][1]) and recent < p["ratio"] * before:
+        state["open"] = {"level": med}
+        return [Signal("plateau", "open", step, {"smoothed": med, "fall_recent": recent, "fall_before": before,
+                                                  "window_steps": p["window_steps"], "ratio": p["ratio"]})]
     return []
 
 
@@ -385,7 +401,7 @@ def inherit(state: dict[str, Any]) -> dict[str, Any]:
     A resume continues the same training, so its baseline is the one before the restart
     (this is how a blow-up right after a resume is seen).
     """
-    out = {k: v for k, v in state.items() if k in ("ring", "best", "best_step", "ref", "ref_step", "first", "last")}
+    out = {k: v for k, v in state.items() if k in ("ring", "best", "best_step", "marks", "first", "last", "times", "segments")}
     if "ring" in out:
         out["ring"] = list(out["ring"])
     return out
