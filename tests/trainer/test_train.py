@@ -117,9 +117,10 @@ def test_bad_mix_is_a_clear_error(tiny_cfg):
 def test_resume_takes_the_saved_config_but_not_fault_flags(tiny_cfg, tmp_path):
     from runcast.train.trainer import merge_resumed_config
 
-    saved = tiny_cfg(data_limit=40, crash_at=6, inject_spike_at=3, mix="0:code=1", max_steps=12)
+    saved = tiny_cfg(data_limit=40, crash_at=6, inject_spike_at=3, mix="0:code=1", max_steps=12, project="demo")
     given = TrainConfig(resume="x.pt", out_dir=str(tmp_path / "b"), max_steps=20)
     merged = merge_resumed_config(given, asdict(saved))
     assert (merged.data_limit, merged.mix, merged.n_embd) == (40, "0:code=1", 32)  # the data and model come back
+    assert merged.project == "demo"  # the same run: same project
     assert merged.max_steps == 20 and merged.out_dir == str(tmp_path / "b")  # a flag set on the command line wins
     assert merged.crash_at is None and merged.inject_spike_at is None  # faults are per invocation

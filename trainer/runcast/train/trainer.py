@@ -80,7 +80,8 @@ class TrainConfig:
 
 
 # Per-invocation settings: never taken from a checkpoint's saved config on --resume.
-RUNTIME_FIELDS = {"resume", "inject_spike_at", "crash_at", "out_dir", "server", "token", "project", "name", "visibility"}
+# Project, name and visibility come back from the checkpoint: a resume continues the same run.
+RUNTIME_FIELDS = {"resume", "inject_spike_at", "crash_at", "out_dir", "server", "token"}
 
 
 def get_lr(cfg: TrainConfig, step: int) -> float:
