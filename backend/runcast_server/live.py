@@ -215,8 +215,10 @@ def _read_points(
             .where(Series.run_id == run_id, Series.id.in_(sids))
         )
     }
+    # Scan ranges of one series may overlap (a late batch inside an earlier span): one row per point.
+    unique = {(r[0], r[1]): r for r in rows}
     cols: dict[int, dict[int, tuple[list[int], list[Any]]]] = {}
-    for sid, step, value, version in sorted(rows, key=lambda r: (r[3], r[0], r[1])):
+    for sid, step, value, version in sorted(unique.values(), key=lambda r: (r[3], r[0], r[1])):
         steps, values = cols.setdefault(version, {}).setdefault(sid, ([], []))
         steps.append(step)
         values.append(stored_value(value))
