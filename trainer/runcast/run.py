@@ -365,6 +365,7 @@ def init(
     heartbeat_interval: float = 30.0,
     retry_initial: float = 0.5,
     retry_max: float = 30.0,
+    alerts: dict[str, Any] | None = None,
 ) -> Run:
     """Start broadcasting a run (or, with ``resume=RUN_ID``, a new segment of one). See docs/sdk.md."""
     server = server or os.environ.get("RUNCAST_SERVER") or None
@@ -394,6 +395,8 @@ def init(
         "resume_step": _check_step(resume_step, optional=True, field="resume_step"),
         "visibility": visibility,
     }
+    if alerts is not None:  # per-run detector overrides (docs/alerts.md)
+        started["alerts"] = json_object(alerts, "alerts")
     events.validate_event({"type": "run_started", "run": run_id, "segment": run_id, "seq": 0, "ts": 0, **started})
     sink: Transport | None = None
     if enabled:

@@ -1,0 +1,173 @@
+"""Each detector on constructed series: all NaN, constant, one point, steps out of order,
+and the anomaly it exists for (one alert per anomaly, with evidence)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from runcast_server.detectors import config as dconfig
+from runcast_server.detectors.core import SegmentRunner, inherit, restart, restart_quiet, stalled
+
+from alerts.helpers import loss_curve
+
+
+def feed(series: dict[str, list[float]], cfg: dict | None = None, steps: list[int] | None = None,
+         states: dict | None = None) -> list[tuple[str, str, int | None]]:
+    runner = SegmentRunner(cfg or dconfig.effective(None), {} if states is None else states)
+    n = max(len(v) for v in series.values())
+    out = []
+    for i in range(n):
+        step = steps[i] if steps else i
+        pts = [(step, k, v[i]) for k, v in series.items() if i < len(v) and not (isinstance(v[i], float) and math.isnan(v[i]) and k == "val/loss")]
+        out += [(s.kind, s.phase, s.step) for s in runner.feed(pts)]
+    return out
+
+
+def test_all_nan_opens_one_nonfinite_alert_and_nothing_else():
+    assert feed({"loss": [math.nan] * 500}) == [("nonfinite", "open", 0)]
+
+
+def test_constant_series_raises_nothing():
+    assert feed({"loss": [2.5] * 3000, "grad_norm": [1.0] * 3000, "tokens_per_s": [1e5] * 3000}) == []
+
+
+def test_single_point_raises_nothing_and_remembers_its_step():
+    states: dict = {}
+    assert feed({"loss": [3.0]}, states=states) == []
+    assert states[("loss", "spike")]["last_step"] == 0
+
+
+def test_steps_at_or_below_the_last_seen_are_ignored():
+    states: dict = {}
+    runner = SegmentRunner(dconfig.effective(None), states)
+    assert runner.feed([(s, "loss", 2.0) for s in range(100, 120)]) == []
+    # an out-of-order (older) batch carrying a huge value changes nothing
+    assert runner.feed([(50, "loss", 100.0), (119, "loss", 100.0)]) == []
+    assert states[("loss", "spike")]["last_step"] == 119
+    # a newer step still counts
+    assert [(s.kind, s.phase, s.step) for s in runner.feed([(120, "loss", 100.0)])] == [("spike", "open", 120)]
+
+
+def test_spike_is_one_alert_with_evidence_and_closes_on_recovery():
+    curve = loss_curve(600, seed=3, spike=(400, 50, 0.8))
+    runner = SegmentRunner(dconfig.effective(None), {})
+    sigs = [s for i, v in enumerate(curve) for s in runner.feed([(i, "train/loss", v)])]
+    assert [(s.kind, s.phase, s.step) for s in sigs] == [("spike", "open", 400), ("spike", "close", 452)]
+    opened, closed = sigs[0].evidence, sigs[1].evidence
+    assert opened["value"] == curve[400]
+    assert opened["baseline"] < opened["threshold"] < opened["value"]
+    assert closed["reason"] == "recovered" and closed["points"] == 52
+    assert sigs[0].key == "train/loss"
+
+
+def test_state_survives_a_json_round_trip_like_a_worker_restart():
+    curve = loss_curve(700, seed=4, spike=(500, 10, 1.0))
+    whole = feed({"loss": curve})
+    states: dict = {}
+    first = feed({"loss": curve[:300]}, states=states)
+    restored = {k: json.loads(json.dumps(v)) for k, v in states.items()}
+    second = feed({"loss": curve[300:]}, steps=list(range(300, 700)), states=restored)
+    assert first + second == whole
+    assert [k for k, ph, _ in whole if ph == "open"] == ["spike"]
+
+
+def test_grad_norm_explosion():
+    g = [1.0 + 0.05 * math.sin(i) for i in range(300)]
+    for i in range(200, 205):
+        g[i] = 80.0
+    assert feed({"grad_norm": g}) == [("grad_norm", "open", 200), ("grad_norm", "close", 207)]
+
+
+def test_nonfinite_grad_norm_and_loss():
+    loss = [2.0] * 100
+    loss[50] = math.inf
+    g = [1.0] * 100
+    g[70] = math.nan
+    assert feed({"loss": loss, "grad_norm": g}) == [
+        ("nonfinite", "open", 50), ("nonfinite", "close", 51), ("nonfinite", "open", 70), ("nonfinite", "close", 71),
+    ]
+
+
+def test_throughput_drop_needs_confirmation_and_ignores_single_slow_steps():
+    t = [1000.0] * 400
+    t[100] = 400.0  # one slow checkpoint step: no alert
+    for i in range(200, 300):
+        t[i] = 500.0
+    assert feed({"tokens_per_s": t}) == [("throughput", "open", 202), ("throughput", "close", 302)]
+
+
+def test_plateau_after_the_loss_stops_improving():
+    loss = [2.0 + 8.0 * (i + 10) ** -0.5 for i in range(40_000)]
+    flat = loss[15_000]
+    loss[15_000:] = [flat] * 25_000
+    got = feed({"loss": loss})
+    assert [(k, ph) for k, ph, _ in got] == [("plateau", "open")]
+    assert 15_000 < got[0][2] <= 15_000 + 12_500  # within 1.25 windows of the start
+
+
+def test_divergence_train_loss_trending_up():
+    loss = [2.0 + 8.0 * (i + 10) ** -0.5 for i in range(3000)]
+    for i in range(2000, 3000):
+        loss[i] *= 1 + 0.3 * (i - 2000) / 500 if i < 2500 else 1.3
+    got = feed({"loss": loss})
+    assert [(k, ph) for k, ph, _ in got] == [("divergence", "open")]
+    assert 2000 < got[0][2] < 2400
+
+
+def test_divergence_validation_rising_while_train_falls():
+    loss = [2.0 + 8.0 * (i + 10) ** -0.5 for i in range(6000)]
+    val = [math.nan] * 6000
+    for i in range(250, 6000, 250):
+        val[i] = loss[i] * 1.05 * (1 + (0.03 * (i - 4000) / 250 if i > 4000 else 0))
+    got = feed({"loss": loss, "val/loss": val})
+    assert got == [("divergence", "open", 4750)]
+
+
+def test_restart_loop_opens_once_and_closes_when_quiet():
+    p = dconfig.DEFAULTS["restart_loop"]
+    state: dict = {}
+    assert restart(state, p, 0.0, 100) == []
+    assert restart(state, p, 20_000.0, 200) == []
+    assert restart(state, p, 20_300.0, 200) == []
+    [sig] = restart(state, p, 20_600.0, 200)
+    assert (sig.kind, sig.phase, sig.evidence["resumes"]) == ("restart_loop", "open", 3)
+    assert restart(state, p, 20_700.0, 200) == []  # still the same loop
+    assert restart_quiet(state, p, 21_000.0) == []
+    assert [s.phase for s in restart_quiet(state, p, 20_700.0 + 3601)] == ["close"]
+
+
+def test_stall_predicate():
+    p = {"after_s": 600.0}
+    assert not stalled(None, 10_000.0, p)
+    assert not stalled(9_500.0, 10_000.0, p)
+    assert stalled(9_400.0, 10_000.0, p)
+
+
+def test_resumed_segment_inherits_history_but_not_open_alerts():
+    curve = loss_curve(300, seed=5)
+    states: dict = {}
+    feed({"loss": curve}, states=states)
+    resumed = {k: inherit(v) for k, v in states.items()}
+    # a blow-up right after the resume is measured against the pre-resume baseline
+    got = feed({"loss": [10.0]}, steps=[300], states=resumed)
+    assert ("spike", "open", 300) in got
+
+
+def test_overrides_are_validated_and_merged():
+    cfg = dconfig.effective({"spike": {"k": 12, "min_rel": 0.5}, "stall": False, "keys": {"loss": "my_loss"}})
+    assert cfg["spike"]["k"] == 12.0 and cfg["spike"]["window"] == 50
+    assert cfg["stall"]["enabled"] is False
+    assert cfg["keys"]["loss"] == ["my_loss"]
+    for bad in ({"nope": {}}, {"spike": {"kk": 1}}, {"spike": {"window": 0}}, {"keys": {"x": ["a"]}}, []):
+        with pytest.raises(dconfig.ConfigError):
+            dconfig.validate_overrides(bad)
+    assert dconfig.effective({"nope": 1}) == dconfig.effective(None)  # invalid as a whole: defaults
+
+
+def test_disabled_detectors_stay_quiet():
+    cfg = dconfig.effective({"enabled": False})
+    assert feed({"loss": [1.0] * 20 + [50.0]}, cfg=cfg) == []
+    cfg = dconfig.effective({"spike": False})
+    assert feed({"loss": [1.0] * 20 + [50.0]}, cfg=cfg) == []
