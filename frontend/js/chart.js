@@ -397,7 +397,7 @@ export class MetricChart {
       yaxis2: { overlaying: "y", range: [0, 1], visible: false, fixedrange: true },
       shapes,
       showlegend: true,
-      legend: { orientation: "h", x: 1, y: 1.02, yanchor: "bottom", xanchor: "right", bgcolor: "rgba(0,0,0,0)", font: { size: 11 } },
+      legend: { orientation: "h", x: 0, y: -0.16, yanchor: "top", xanchor: "left", bgcolor: "rgba(0,0,0,0)", font: { size: 11 } },
     };
   }
 

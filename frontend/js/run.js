@@ -633,6 +633,7 @@ function onBatch(message) {
     badge.className = "badge badge-" + message.status;
   }
   if (message.last_step !== undefined && message.last_step !== null) {
+    if (message.last_step > (detail.last_step ?? -1)) renderMixSoon(); // the last share reaches the new step
     detail.last_step = message.last_step;
     $("fact-step").textContent = message.last_step.toLocaleString();
   }
@@ -661,6 +662,11 @@ function onBatch(message) {
 }
 
 const renderEventsSoon = debounce(renderEvents, 200);
+let mixTimer = null;
+function renderMixSoon() {
+  // At most once a second while points stream in.
+  if (mixTimer === null) mixTimer = setTimeout(() => { mixTimer = null; renderMix(); }, 1000);
+}
 
 async function reloadAll() {
   try {
