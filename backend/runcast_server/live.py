@@ -296,7 +296,7 @@ class Viewer:
         self.wake.set()
 
     def abort(self) -> None:
-        """End this viewer's stream now, even in the middle of a write (too slow; shutdown)."""
+        """End this viewer's stream now, even in the middle of a write (too slow to keep up)."""
         self.close()
         if self.on_abort is not None:
             self.on_abort()
@@ -411,7 +411,7 @@ class RunChannel:
         self.registry._forget(self)
         self._task.cancel()
         for viewer in list(self.viewers):
-            viewer.abort()
+            viewer.close()  # graceful: each stream ends after its current write
         self.viewers.clear()
 
 

@@ -1,0 +1,274 @@
+"""Latency from ``run.log()`` in the SDK to the point reaching live-stream viewers, production mode.
+
+Starts a real stack in temp dirs -- PostgreSQL, Redis, one Celery worker (solo pool) and one
+uvicorn API process (``runcast serve``) -- then for each viewer count: opens that many SSE
+connections to ``/api/v1/runs/{id}/stream`` from a separate viewer process (raw asyncio
+sockets, so the client costs little), logs ``--seconds`` of steps through the SDK over HTTP
+with a small ``flush_interval``, and measures for every (viewer, point) the time from the
+``log()`` call to the arrival of the message that carries the point. One viewer per process
+parses the JSON to learn which steps each version carries; the others only read ``id:`` lines.
+
+    .venv/bin/python bench/stream_latency.py --viewers 1,1000 --seconds 20
+
+``--ingest-cost`` instead times ``store_batch`` on PostgreSQL with and without the
+run_versions log row (and with an index on points.version instead), the write cost of replay.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import multiprocessing as mp
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+
+import services  # noqa: E402  (the test suite's real PostgreSQL / Redis / worker / API helpers)
+
+
+# --- viewers (in their own process) -------------------------------------------------------------
+
+
+async def _viewer(host: str, port: int, path: str, parse: bool, out: dict[int, float], steps: dict[int, list[int]],
+                  ready: asyncio.Event, counter: list[int], total: int, stop: asyncio.Event) -> None:  # fmt: skip
+    reader, writer = await asyncio.open_connection(host, port, limit=1 << 24)
+    writer.write(f"GET {path} HTTP/1.1\r\nHost: {host}\r\nAccept: text/event-stream\r\n\r\n".encode())
+    await writer.drain()
+    version = None
+    try:
+        while not stop.is_set():
+            line = await reader.readline()
+            if not line:
+                out[-1] = 1.0  # the server closed the stream (dropped)
+                return
+            if line.startswith(b"id: "):
+                version = int(line[4:])
+            elif line.startswith(b"event: reset"):
+                counter[0] += 1
+                if counter[0] == total:
+                    ready.set()
+            elif line.startswith(b"data: {\"run\"") and version is not None:
+                out[version] = time.time()
+                if parse:
+                    msg = json.loads(line[6:])
+                    steps[version] = sorted({s for p in msg["points"] for s in p["step"]})
+    finally:
+        writer.close()
+
+
+def viewer_process(url: str, run: str, n: int, seconds: float, conn: Any) -> None:
+    """Open ``n`` streams, report ready, collect arrival times until told to stop; send them back."""
+    host, port = url.removeprefix("http://").split(":")
+
+    async def main() -> None:
+        ready, stop = asyncio.Event(), asyncio.Event()
+        counter = [0]
+        outs: list[dict[int, float]] = [{} for _ in range(n)]
+        steps: dict[int, list[int]] = {}
+        tasks = []
+        for i in range(n):
+            tasks.append(asyncio.create_task(
+                _viewer(host, int(port), f"/api/v1/runs/{run}/stream", i == 0, outs[i], steps, ready, counter, n, stop)
+            ))  # fmt: skip
+            if i % 50 == 49:
+                await asyncio.sleep(0.05)  # do not flood the accept queue
+        await asyncio.wait_for(ready.wait(), 300)
+        conn.send("ready")
+        await asyncio.to_thread(conn.recv)  # "stop"
+        await asyncio.sleep(2.0)  # the last messages in flight
+        stop.set()
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        conn.send((outs, steps))
+
+    asyncio.run(main())
+
+
+# --- one measurement ----------------------------------------------------------------------------
+
+
+def measure(url: str, token: str, viewers: int, seconds: float, rate: float, flush: float) -> dict[str, Any]:
+    import runcast
+
+    run = runcast.init(project="bench", name=f"latency-{viewers}", server=url, token=token, flush_interval=flush,
+                       heartbeat_interval=60)  # fmt: skip
+    run.log({"loss": 1.0}, step=0)
+    time.sleep(1.5)  # run registered and stored before the viewers connect
+    parent, child = mp.Pipe()
+    proc = mp.get_context("spawn").Process(target=viewer_process, args=(url, run.id, viewers, seconds, child))
+    proc.start()
+    assert parent.poll(600), "viewers did not connect"
+    assert parent.recv() == "ready"
+    logged: dict[int, float] = {}
+    step, interval = 1, 1.0 / rate
+    began = time.time()
+    next_at = began
+    while time.time() - began < seconds:
+        logged[step] = time.time()
+        run.log({"loss": 1.0 / (step + 1), "lr": 3e-4}, step=step)
+        step += 1
+        next_at += interval
+        time.sleep(max(0.0, next_at - time.time()))
+    run.finish()
+    parent.send("stop")
+    outs, steps = parent.recv()
+    proc.join(30)
+    version_of = {s: v for v, ss in steps.items() for s in ss}
+    latencies, missing, dropped = [], 0, 0
+    for out in outs:
+        if out.pop(-1, None):
+            dropped += 1
+        for s, t_log in logged.items():
+            v = version_of.get(s)
+            if v is None or v not in out:
+                missing += 1
+                continue
+            latencies.append(out[v] - t_log)
+    latencies.sort()
+
+    def pct(p: float) -> float:
+        return latencies[min(len(latencies) - 1, int(p * len(latencies)))] * 1000 if latencies else float("nan")
+
+    return {
+        "viewers": viewers, "points": len(logged), "versions": len(steps), "deliveries": len(latencies),
+        "missing": missing, "dropped": dropped, "p50": pct(0.50), "p95": pct(0.95), "p99": pct(0.99),
+        "max": latencies[-1] * 1000 if latencies else float("nan"),
+    }  # fmt: skip
+
+
+def stack(tmp: Path) -> tuple[str, str, list[Any]]:
+    pg, redis = services.PostgresServer(), services.RedisServer()
+    pg.start()
+    redis.start()
+    db = pg.create_database("bench")
+    from runcast_server import migrate
+
+    migrate.upgrade(pg.url(db))
+    env = {"RUNCAST_DATABASE_URL": pg.url(db), "RUNCAST_REDIS_URL": redis.url(0), "RUNCAST_DATA_DIR": str(tmp)}
+    worker = services.start_worker(env, tmp / "worker.log")
+    api, url = services.start_api(env, tmp / "api.log")
+    from sqlalchemy.orm import Session
+
+    from runcast_server.auth import create_token
+    from runcast_server.db import make_engine
+
+    engine = make_engine(pg.url(db))
+    with Session(engine) as s:
+        token = create_token(s, "bench", label="bench")
+        s.commit()
+    engine.dispose()
+    return url, token, [api, worker, redis, pg]
+
+
+def run_latency(args: argparse.Namespace) -> None:
+    with tempfile.TemporaryDirectory(prefix="runcast-bench-") as tmp:
+        url, token, owned = stack(Path(tmp))
+        try:
+            rows = [measure(url, token, n, args.seconds, args.rate, args.flush_interval) for n in args.viewers]
+        finally:
+            for thing in owned:
+                thing.stop()
+    print(f"\nLive stream latency, log() -> viewer ({args.seconds:.0f} s at {args.rate:g} steps/s, 2 keys, "
+          f"flush_interval {args.flush_interval:g} s; production mode, one API process)")  # fmt: skip
+    print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, load avg {os.getloadavg()[0]:.1f}, Python {platform.python_version()}")
+    print("| viewers | points | versions | deliveries | missing | dropped | p50 ms | p95 ms | p99 ms | max ms |")
+    print("|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+    for r in rows:
+        print(f"| {r['viewers']} | {r['points']} | {r['versions']} | {r['deliveries']} | {r['missing']} | {r['dropped']} "
+              f"| {r['p50']:.0f} | {r['p95']:.0f} | {r['p99']:.0f} | {r['max']:.0f} |")  # fmt: skip
+
+
+# --- write cost of the replay log ---------------------------------------------------------------
+
+
+def run_ingest_cost(args: argparse.Namespace) -> None:
+    from sqlalchemy import text
+    from sqlalchemy.orm import Session
+
+    from runcast import events as ev
+    from runcast_server import ingest, migrate
+    from runcast_server.auth import get_or_create_project
+    from runcast_server.db import make_engine
+
+    pg = services.PostgresServer()
+    pg.start()
+    try:
+        results = {}
+        for variant in ("log row (shipped)", "no log row", "no log row + index on points(series_id, version)"):
+            db = pg.create_database()
+            migrate.upgrade(pg.url(db))
+            engine = make_engine(pg.url(db))
+            if "index" in variant:
+                with engine.begin() as c:
+                    c.execute(text("CREATE INDEX ix_points_series_version ON points (series_id, version)"))
+            original = ingest._write_version_log
+            if "no log row" in variant:
+                ingest._write_version_log = lambda *a, **k: None  # type: ignore[assignment]
+            try:
+                with Session(engine) as s:
+                    pid = get_or_create_project(s, "bench").id
+                    s.commit()
+                seq = 0
+
+                def event(kind: str, **f: Any) -> dict[str, Any]:
+                    nonlocal seq
+                    seq += 1
+                    return ev.validate_event({"v": 1, "type": kind, "run": "bench-run-01", "segment": "bench-seg-01",
+                                              "seq": seq, "ts": time.time(), **f})  # fmt: skip
+
+                with Session(engine) as s:
+                    ingest.store_batch(s, pid, [event("run_started", project="bench", name="b")])
+                    s.commit()
+                times, step = [], 0
+                for _ in range(args.batches):
+                    batch = []
+                    for _ in range(args.batch_steps):
+                        batch.append(event("metrics", step=step, values={f"k{i}": step * 0.1 + i for i in range(4)}))
+                        step += 1
+                    t = time.perf_counter()
+                    with Session(engine) as s:
+                        ingest.store_batch(s, pid, batch)
+                        s.commit()
+                    times.append(time.perf_counter() - t)
+                results[variant] = statistics.median(times) * 1000
+            finally:
+                ingest._write_version_log = original  # type: ignore[assignment]
+                engine.dispose()
+        print(f"\nstore_batch on PostgreSQL, {args.batches} batches of {args.batch_steps} steps x 4 keys (median ms per batch)")
+        print("| variant | ms / batch | vs no log row |")
+        print("|---|--:|--:|")
+        base = results["no log row"]
+        for k, v in results.items():
+            print(f"| {k} | {v:.1f} | {100 * (v / base - 1):+.1f}% |")
+    finally:
+        pg.stop()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--viewers", type=lambda s: [int(x) for x in s.split(",")], default=[1, 1000])
+    ap.add_argument("--seconds", type=float, default=20.0, help="How long to log for, per viewer count.")
+    ap.add_argument("--rate", type=float, default=20.0, help="Steps logged per second.")
+    ap.add_argument("--flush-interval", type=float, default=0.1, help="The SDK's flush_interval (s).")
+    ap.add_argument("--ingest-cost", action="store_true", help="Measure the write cost of the replay log instead.")
+    ap.add_argument("--batches", type=int, default=200)
+    ap.add_argument("--batch-steps", type=int, default=250)
+    args = ap.parse_args()
+    if args.ingest_cost:
+        run_ingest_cost(args)
+    else:
+        run_latency(args)
+
+
+if __name__ == "__main__":
+    main()
