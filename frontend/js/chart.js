@@ -523,7 +523,8 @@ export class MetricChart {
     const longest = Math.max(0, ...(this.div.data || []).map((t) => (t.x ? t.x.length : 0)));
     // Following a bucketed view, or past the bound: swap the raw tail for the rolled-up view.
     const bound = this.level > 0 ? Math.max(200, this.pixelWidth() / 2) : MAX_TRACE_POINTS;
-    if (missing || longest > MAX_TRACE_POINTS || this.appended > bound) this.scheduleFetch();
+    const cap = Math.min(MAX_TRACE_POINTS, 4 * this.pixelWidth());
+    if (missing || longest > cap || this.appended > bound) this.scheduleFetch();
   }
 
   /** Points drawn in raw traces (tests read this). */

@@ -220,3 +220,24 @@ def test_phone_width_has_no_horizontal_scroll(live_server, browser):
         assert outline != "none"
     finally:
         context.close()
+
+
+def test_memory_stays_bounded_while_a_long_run_streams(live_server, browser):
+    run = live_server.sdk_run(name="long live", batch_size=1000)
+    log_steps(run, range(1, 201))
+    context = browser.new_context(viewport={"width": 520, "height": 800})
+    try:
+        page = context.new_page()
+        open_run(page, live_server, run.id)
+        page.wait_for_function("window.__runcast.stream && window.__runcast.stream.open", timeout=10000)
+        width = page.evaluate("window.__runcast.charts()[0].pixelWidth()")
+        log_steps(run, range(201, 4 * width + 1001))
+        # Past four points per pixel the chart swaps its raw points for the rolled-up view.
+        page.wait_for_function(
+            f"window.__runcast.charts()[0].level > 0 && window.__runcast.pointCount() <= {4 * width}", timeout=20000
+        )
+        xs = main_xs(page)
+        assert xs == sorted(xs) and len(xs) <= 4 * width
+        assert xs[-1] >= 4 * width  # and still reaches the newest steps
+    finally:
+        context.close()
