@@ -1,0 +1,296 @@
+"""Alerts in the embedded default, through the real HTTP ingest path: the alerts API,
+checkpoint links, the timeline, Atom feeds, webhook and email subscriptions, retries,
+disabling, rate limits, the stall check."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import time
+from collections.abc import Iterator
+from typing import Any
+from xml.etree import ElementTree as ET
+
+import pytest
+
+from alerts.helpers import Receiver, WireRun, loss_curve, post, wait
+
+ATOM = "{http://www.w3.org/2005/Atom}"
+
+
+@pytest.fixture
+def make_client(embedded_env, monkeypatch) -> Iterator[Any]:
+    """``make_client(**env)``: the embedded app with extra RUNCAST_* settings; returns (client, token)."""
+    from fastapi.testclient import TestClient
+    from runcast_server.app import create_app
+    from runcast_server.auth import create_token
+    from runcast_server.db import reset_engine, session_scope
+    from runcast_server.settings import get_settings
+
+    clients = []
+
+    def make(**env: str) -> tuple[Any, str]:
+        base = {"RUNCAST_WEBHOOK_ALLOW_CIDRS": "127.0.0.0/8", "RUNCAST_ALERT_CHECK_INTERVAL_S": "3600"}
+        for k, v in {**base, **env}.items():
+            monkeypatch.setenv(k, v)
+        get_settings.cache_clear()
+        reset_engine()
+        client = TestClient(create_app())
+        client.__enter__()
+        clients.append(client)
+        with session_scope() as s:
+            token = create_token(s, "demo")
+        return client, token
+
+    yield make
+    for c in clients:
+        c.__exit__(None, None, None)
+
+
+def spike_run(client: Any, token: str, *, name: str = "run", spike_at: int = 300, checkpoints: bool = False,
+              **started: Any) -> WireRun:
+    run = WireRun(name=name)
+    post(client, token, [run.started(**started)])
+    return run
+
+
+def log_curve(client: Any, token: str, run: WireRun, curve: list[float], start: int = 0, key: str = "loss",
+              checkpoints: tuple[int, ...] = ()) -> None:
+    events = []
+    for i, v in enumerate(curve, start):
+        events.append(run.metrics(i, **{key: v}))
+        if i in checkpoints:
+            events.append(run.event("checkpoint", step=i, path=f"ckpt/{i}", size=10, sha256=None, metrics={}))
+    for k in range(0, len(events), 500):
+        post(client, token, events[k : k + 500])
+
+
+def test_alerts_api_evidence_checkpoints_timeline_and_feed(make_client):
+    client, token = make_client()
+    run = spike_run(client, token)
+    log_curve(client, token, run, loss_curve(600, seed=1, spike=(300, 30, 1.0)), checkpoints=(200, 250, 400, 500))
+
+    body = client.get(f"/api/v1/runs/{run.run}/alerts").json()
+    assert [(a["kind"], a["state"], a["step"], a["end_step"]) for a in body["alerts"]] == [("spike", "closed", 300, 332)]
+    a = body["alerts"][0]
+    assert a["evidence"]["open"]["baseline"] < a["evidence"]["open"]["threshold"] < a["evidence"]["open"]["value"]
+    assert a["evidence"]["close"]["reason"] == "recovered"
+    assert (a["checkpoints"]["before"]["step"], a["checkpoints"]["after"]["step"]) == (250, 400)
+    assert client.get(f"/api/v1/runs/{run.run}/alerts?state=open").json()["alerts"] == []
+    assert client.get(f"/api/v1/runs/{run.run}/alerts?kind=stall").json()["alerts"] == []
+    assert len(client.get(f"/api/v1/runs/{run.run}/alerts?kind=spike&state=closed").json()["alerts"]) == 1
+    assert client.get(f"/api/v1/runs/{run.run}/alerts?kind=bogus").status_code == 422
+
+    events = client.get(f"/api/v1/runs/{run.run}/events?type=anomaly").json()["events"]
+    assert [(e["type"], e["step"], e["payload"]["state"], e["payload"]["alert"]) for e in events] == [
+        ("anomaly", 300, "closed", a["id"])
+    ]
+
+    feed = client.get(f"/api/v1/runs/{run.run}/alerts.atom")
+    assert feed.headers["content-type"].startswith("application/atom+xml")
+    root = ET.fromstring(feed.content)
+    assert root.tag == f"{ATOM}feed"
+    for tag in ("id", "title", "updated"):
+        assert root.find(f"{ATOM}{tag}") is not None
+    entries = root.findall(f"{ATOM}entry")
+    assert len(entries) == 1
+    assert entries[0].find(f"{ATOM}category").get("term") == "spike"
+    assert "Loss spike" in entries[0].find(f"{ATOM}title").text
+    project = ET.fromstring(client.get("/api/v1/projects/demo/alerts.atom").content)
+    assert len(project.findall(f"{ATOM}entry")) == 1
+    assert client.get("/api/v1/projects/nope/alerts.atom").status_code == 404
+
+
+def test_private_runs_hide_their_alerts_and_feeds(make_client):
+    client, token = make_client()
+    run = spike_run(client, token, visibility="private")
+    log_curve(client, token, run, loss_curve(400, seed=2, spike=(300, 5, 2.0)))
+    assert client.get(f"/api/v1/runs/{run.run}/alerts").status_code == 404
+    assert client.get(f"/api/v1/runs/{run.run}/alerts.atom").status_code == 404
+    auth = {"Authorization": f"Bearer {token}"}
+    assert len(client.get(f"/api/v1/runs/{run.run}/alerts", headers=auth).json()["alerts"]) == 1
+    assert ET.fromstring(client.get("/api/v1/projects/demo/alerts.atom").content).findall(f"{ATOM}entry") == []
+    r = client.post("/api/v1/subscriptions", json={"run": run.run, "channel": "webhook", "url": "http://127.0.0.1:9/"})
+    assert r.status_code == 404
+
+
+def test_per_run_overrides_from_run_started_and_the_api(make_client):
+    client, token = make_client()
+    run = spike_run(client, token, alerts={"spike": {"min_rel": 5.0}})  # only 6x jumps count
+    log_curve(client, token, run, loss_curve(400, seed=3, spike=(300, 5, 1.0)))
+    assert client.get(f"/api/v1/runs/{run.run}/alerts").json()["alerts"] == []
+    cfg = client.get(f"/api/v1/runs/{run.run}/alerts/config").json()
+    assert cfg["overrides"] == {"spike": {"min_rel": 5.0}} and cfg["effective"]["spike"]["min_rel"] == 5.0
+
+    url = f"/api/v1/runs/{run.run}/alerts/config"
+    assert client.put(url, json={"spike": {"min_rel": 0.2}}).status_code == 401
+    bad = client.put(url, json={"spike": {"nope": 1}}, headers={"Authorization": f"Bearer {token}"})
+    assert bad.status_code == 422 and bad.json()["error"]["field"] == "alerts.spike.nope"
+    ok = client.put(url, json={"spike": {"min_rel": 0.2}, "stall": {"after_s": 60}},
+                    headers={"Authorization": f"Bearer {token}"})
+    assert ok.status_code == 200 and ok.json()["overrides"]["stall"] == {"after_s": 60.0}
+    log_curve(client, token, run, loss_curve(600, seed=3, spike=(500, 5, 1.0))[400:], start=400)
+    assert [a["step"] for a in client.get(f"/api/v1/runs/{run.run}/alerts").json()["alerts"]] == [500]
+
+
+def test_webhook_gets_one_signed_request_per_alert(make_client):
+    client, token = make_client()
+    rec = Receiver()
+    try:
+        run = spike_run(client, token)
+        sub = client.post("/api/v1/subscriptions", json={"run": run.run, "channel": "webhook", "url": rec.url}).json()
+        secret = sub["secret"]
+        log_curve(client, token, run, loss_curve(600, seed=4, spike=(300, 40, 0.9)))
+        wait(lambda: rec.requests)
+        time.sleep(1.0)  # nothing else may follow (the close is not subscribed)
+        assert len(rec.requests) == 1
+        req = rec.requests[0]
+        expected = "sha256=" + hmac.new(secret.encode(), req["body"], hashlib.sha256).hexdigest()
+        assert req["headers"]["X-Runcast-Signature"] == expected
+        body = rec.json(0)
+        assert body["event"] == "alert.opened" and body["alert"]["kind"] == "spike" and body["alert"]["step"] == 300
+        assert body["unsubscribe_url"] == sub["unsubscribe_url"]
+        # the subscriber sees its own subscription by its token, and nobody can list them
+        sid, tok = sub["id"], sub["unsubscribe_url"].split("token=")[1]
+        own = client.get(f"/api/v1/subscriptions/{sid}?token={tok}").json()
+        assert own["status"] == "active" and "secret" not in own
+        assert client.get(f"/api/v1/subscriptions/{sid}?token=wrong").status_code == 404
+        assert client.get("/api/v1/subscriptions").status_code in (404, 405)
+        # unsubscribing needs only the link
+        assert client.get(sub["unsubscribe_url"].split("testserver")[1]).json()["status"] == "unsubscribed"
+        log_curve(client, token, run, loss_curve(800, seed=4, spike=(700, 5, 2.0))[600:], start=600)
+        time.sleep(1.0)
+        assert len(rec.requests) == 1
+    finally:
+        rec.close()
+
+
+def test_slack_format_and_project_subscription_with_close(make_client):
+    client, token = make_client()
+    rec = Receiver()
+    try:
+        sub = client.post("/api/v1/subscriptions", json={"project": "demo", "channel": "webhook", "url": rec.url,
+                                                         "format": "slack", "notify_close": True}).json()
+        run = spike_run(client, token)
+        log_curve(client, token, run, loss_curve(600, seed=5, spike=(300, 10, 1.0)))
+        wait(lambda: len(rec.requests) >= 2)
+        texts = sorted(rec.json(i)["text"] for i in range(len(rec.requests)))
+        assert len(texts) == 2 and all("Unsubscribe" in t for t in texts)
+        assert any("ended" in t for t in texts)
+        assert sub["format"] == "slack"
+    finally:
+        rec.close()
+
+
+def test_failing_receiver_is_retried_then_disabled(make_client):
+    client, token = make_client(RUNCAST_WEBHOOK_MAX_ATTEMPTS="5", RUNCAST_WEBHOOK_RETRY_BASE_S="0.3",
+                                RUNCAST_WEBHOOK_DISABLE_AFTER="3")
+    rec = Receiver(status=500)
+    try:
+        run = spike_run(client, token)
+        sub = client.post("/api/v1/subscriptions", json={"run": run.run, "channel": "webhook", "url": rec.url}).json()
+        log_curve(client, token, run, loss_curve(400, seed=6, spike=(300, 5, 1.0)))
+        tok = sub["unsubscribe_url"].split("token=")[1]
+        wait(lambda: client.get(f"/api/v1/subscriptions/{sub['id']}?token={tok}").json()["status"] == "disabled")
+        time.sleep(0.5)
+        assert len(rec.requests) == 3  # three attempts, with backoff, then disabled
+        gaps = [b - a for a, b in zip(rec.arrived, rec.arrived[1:])]
+        assert gaps[0] >= 0.3 and gaps[1] >= 0.6 and gaps[1] > gaps[0] + 0.15  # exponential backoff
+        assert client.get(f"/api/v1/subscriptions/{sub['id']}?token={tok}").json()["failures"] == 3
+    finally:
+        rec.close()
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1/x", "http://10.0.0.1/x", "http://169.254.169.254/latest",
+                                 "http://[::1]/x", "http://localhost/x"])
+def test_ssrf_refused_at_subscription(make_client, url):
+    client, token = make_client(RUNCAST_WEBHOOK_ALLOW_CIDRS="")
+    run = spike_run(client, token)
+    r = client.post("/api/v1/subscriptions", json={"run": run.run, "channel": "webhook", "url": url})
+    assert r.status_code == 422 and r.json()["error"]["field"] == "url"
+
+
+def test_subscription_rate_limit(make_client):
+    client, token = make_client(RUNCAST_SUBSCRIBE_RATE_LIMIT="2")
+    run = spike_run(client, token)
+    codes = [client.post("/api/v1/subscriptions", json={"run": run.run, "channel": "webhook",
+                                                        "url": "http://127.0.0.1:9/"}).status_code for _ in range(3)]
+    assert codes == [201, 201, 429]
+
+
+def test_email_confirm_first_then_alert_with_unsubscribe_link(make_client):
+    from aiosmtpd.controller import Controller
+
+    class Inbox:
+        def __init__(self) -> None:
+            self.mails: list[Any] = []
+
+        async def handle_DATA(self, server, session, envelope):  # noqa: N802
+            self.mails.append(envelope)
+            return "250 OK"
+
+    from services import free_port
+
+    inbox = Inbox()
+    port = free_port()
+    smtp = Controller(inbox, hostname="127.0.0.1", port=port)
+    smtp.start()
+    try:
+        client, token = make_client(RUNCAST_SMTP_HOST="127.0.0.1", RUNCAST_SMTP_PORT=str(port))
+        run = spike_run(client, token)
+        sub = client.post("/api/v1/subscriptions", json={"run": run.run, "channel": "email", "email": "a@example.org"})
+        assert sub.status_code == 201 and sub.json()["status"] == "pending"
+        assert len(inbox.mails) == 1
+        text = mail_text(inbox.mails[0])
+        link = next(line for line in text.splitlines() if "/subscriptions/confirm?token=" in line).strip()
+        log_curve(client, token, run, loss_curve(400, seed=7, spike=(300, 5, 1.0)))
+        time.sleep(1.0)
+        assert len(inbox.mails) == 1  # nothing before confirmation
+        assert client.get(link.split("testserver")[1]).json()["status"] == "active"
+        log_curve(client, token, run, loss_curve(600, seed=7, spike=(500, 5, 1.0))[400:], start=400)
+        wait(lambda: len(inbox.mails) == 2)
+        mail = mail_text(inbox.mails[1])
+        assert "Loss spike" in mail and "step 500" in mail
+        assert sub.json()["unsubscribe_url"] in mail
+        assert message(inbox.mails[1])["List-Unsubscribe"] == f"<{sub.json()['unsubscribe_url']}>"
+        assert client.post("/api/v1/subscriptions", json={"run": run.run, "channel": "email",
+                                                          "email": "not-an-address"}).status_code == 422
+    finally:
+        smtp.stop()
+
+
+def message(envelope: Any) -> Any:
+    import email
+    from email import policy
+
+    return email.message_from_bytes(envelope.content, policy=policy.default)
+
+
+def mail_text(envelope: Any) -> str:
+    return message(envelope).get_body().get_content()
+
+
+def test_stall_sweep_opens_then_activity_closes(make_client):
+    from runcast_server.alerts.stall import sweep
+
+    client, token = make_client()
+    run = spike_run(client, token, alerts={"stall": {"after_s": 60}})
+    log_curve(client, token, run, [2.0] * 10)
+    assert sweep(now=time.time() + 30) == 0
+    assert sweep(now=time.time() + 120) == 1
+    assert sweep(now=time.time() + 240) == 0  # one alert per stall
+    [a] = client.get(f"/api/v1/runs/{run.run}/alerts?kind=stall").json()["alerts"]
+    assert a["state"] == "open" and a["evidence"]["open"]["after_s"] == 60
+    post(client, token, [run.event("heartbeat", step=9)])
+    [a] = client.get(f"/api/v1/runs/{run.run}/alerts?kind=stall").json()["alerts"]
+    assert a["state"] == "closed"
+
+
+def test_restart_loop_from_resumes(make_client):
+    client, token = make_client()
+    run = spike_run(client, token)
+    log_curve(client, token, run, [2.0] * 10)
+    for k in range(3):
+        post(client, token, [run.resume(10)])
+    [a] = client.get(f"/api/v1/runs/{run.run}/alerts?kind=restart_loop").json()["alerts"]
+    assert a["state"] == "open" and a["evidence"]["open"]["resumes"] == 3
