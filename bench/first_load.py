@@ -131,9 +131,10 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def measure(base: str, repeat: int, width: int) -> tuple[list[dict], list[dict]]:
+def measure(base: str, repeat: int, width: int) -> tuple[list[dict], list[dict], list[dict]]:
     from playwright.sync_api import sync_playwright
 
+    floor: list[dict] = []
     cold: list[dict] = []
     warm: list[dict] = []
     url = f"{base}/runs/{RUN_ID}"
@@ -145,6 +146,17 @@ def measure(base: str, repeat: int, width: int) -> tuple[list[dict], list[dict]]
             ctx.new_page().goto(url, wait_until="load")
             ctx.close()
             for _ in range(repeat):
+                # The floor: Plotly.js alone (download, compile, run) in an empty cache.
+                ctx = browser.new_context()
+                page = ctx.new_page()
+                page.goto(f"{base}/healthz")
+                ms = page.evaluate(
+                    """() => new Promise((ok) => { const t = performance.now(); const s = document.createElement('script');
+                         s.src = '/vendor/plotly.min.js'; s.onload = () => ok(performance.now() - t);
+                         document.head.appendChild(s); })"""
+                )
+                floor.append({"drawn": ms, "bytes": 0, "requests": 1, "points": 0})
+                ctx.close()
                 ctx = browser.new_context(viewport={"width": width, "height": 900})
                 page = ctx.new_page()
                 page.goto(url)
@@ -156,7 +168,7 @@ def measure(base: str, repeat: int, width: int) -> tuple[list[dict], list[dict]]
                 ctx.close()
         finally:
             browser.close()
-    return cold, warm
+    return cold, warm, floor
 
 
 def summarize(name: str, rows: list[dict]) -> dict:
@@ -225,7 +237,7 @@ def main() -> None:
     port = free_port()
     proc = serve(data_dir, port, data_dir / "serve.log")
     try:
-        cold, warm = measure(f"http://127.0.0.1:{port}", args.repeat, args.width)
+        cold, warm, floor = measure(f"http://127.0.0.1:{port}", args.repeat, args.width)
     finally:
         proc.terminate()
         proc.wait(timeout=20)
@@ -233,6 +245,10 @@ def main() -> None:
             shutil.rmtree(tmp, ignore_errors=True)
     summaries = [summarize("cold (empty cache)", cold), summarize("warm (reload)", warm)]
     out = table(summaries)
+    plotly_ms = statistics.median(f["drawn"] for f in floor)
+    load = os.getloadavg()
+    out += (f"\n\nFor scale: loading Plotly.js alone (1.5 MB gzip, empty cache) took {plotly_ms:.0f} ms "
+            f"(median) in the same browser; load average during the run: {load[0]:.1f} on {os.cpu_count()} CPUs.")
     print(out)
     print("cold bytes by path:", {k: v for k, v in sorted(cold[0]["byName"].items())})
     if args.record:
