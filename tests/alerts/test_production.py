@@ -1,0 +1,48 @@
+"""Production mode: SDK -> API -> Redis -> Celery worker (detectors) -> notify tasks -> a real
+local webhook receiver, which gets exactly one signed request for one spike."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import time
+
+import httpx
+
+from alerts.helpers import Receiver, loss_curve, wait
+
+
+def test_sdk_spike_reaches_the_webhook_once_signed(stack):
+    import runcast
+
+    env = {"RUNCAST_WEBHOOK_ALLOW_CIDRS": "127.0.0.0/8", "RUNCAST_WEBHOOK_RETRY_BASE_S": "0.2"}
+    stack.start_worker(**env)
+    stack.start_api(**env)
+    token = stack.token("prod")
+    rec = Receiver()
+    try:
+        run = runcast.init(project="prod", name="spiky", server=stack.api_url, token=token, capture_code=False,
+                           flush_interval=0.2, alerts={"stall": {"after_s": 3600}})
+        for step, value in enumerate(loss_curve(200, seed=11)):
+            run.log({"loss": value}, step=step)
+        wait(lambda: httpx.get(f"{stack.api_url}/api/v1/runs/{run.id}").status_code == 200, timeout=60)
+        sub = httpx.post(f"{stack.api_url}/api/v1/subscriptions",
+                         json={"run": run.id, "channel": "webhook", "url": rec.url}).json()
+        curve = loss_curve(500, seed=11, spike=(300, 30, 1.0))
+        for step in range(200, 500):
+            run.log({"loss": curve[step]}, step=step)
+        run.finish()
+        wait(lambda: rec.requests, timeout=60)
+        time.sleep(2.0)
+        assert len(rec.requests) == 1
+        req = rec.requests[0]
+        expected = "sha256=" + hmac.new(sub["secret"].encode(), req["body"], hashlib.sha256).hexdigest()
+        assert req["headers"]["X-Runcast-Signature"] == expected
+        body = rec.json(0)
+        assert (body["alert"]["kind"], body["alert"]["step"], body["alert"]["run"]) == ("spike", 300, run.id)
+        alerts = httpx.get(f"{stack.api_url}/api/v1/runs/{run.id}/alerts").json()["alerts"]
+        assert [(a["kind"], a["state"], a["step"]) for a in alerts] == [("spike", "closed", 300)]
+        cfg = httpx.get(f"{stack.api_url}/api/v1/runs/{run.id}/alerts/config").json()
+        assert cfg["overrides"] == {"stall": {"after_s": 3600}}
+    finally:
+        rec.close()
