@@ -32,8 +32,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-import services  # noqa: E402  (the test suite's real PostgreSQL / Redis / worker / API helpers)
-
+import services
 
 # --- viewers (in their own process) -------------------------------------------------------------
 
@@ -157,10 +156,9 @@ def stack(tmp: Path) -> tuple[str, str, list[Any]]:
     env = {"RUNCAST_DATABASE_URL": pg.url(db), "RUNCAST_REDIS_URL": redis.url(0), "RUNCAST_DATA_DIR": str(tmp)}
     worker = services.start_worker(env, tmp / "worker.log")
     api, url = services.start_api(env, tmp / "api.log")
-    from sqlalchemy.orm import Session
-
     from runcast_server.auth import create_token
     from runcast_server.db import make_engine
+    from sqlalchemy.orm import Session
 
     engine = make_engine(pg.url(db))
     with Session(engine) as s:
@@ -192,13 +190,12 @@ def run_latency(args: argparse.Namespace) -> None:
 
 
 def run_ingest_cost(args: argparse.Namespace) -> None:
-    from sqlalchemy import text
-    from sqlalchemy.orm import Session
-
     from runcast import events as ev
     from runcast_server import ingest, migrate
     from runcast_server.auth import get_or_create_project
     from runcast_server.db import make_engine
+    from sqlalchemy import text
+    from sqlalchemy.orm import Session
 
     pg = services.PostgresServer()
     pg.start()

@@ -42,7 +42,6 @@ from typing import Any, Final, TypeVar
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
-
 from sqlalchemy import select, union_all
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
@@ -61,14 +60,14 @@ class StreamSettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="RUNCAST_STREAM_", env_file=None, extra="ignore")
 
-    replay_max_versions: int = Field(1000, ge=1, description="A resume further behind gets `event: reset`.")
-    replay_max_points: int = Field(100_000, ge=1, description="... as does one whose versions hold more points.")
-    keepalive_s: float = Field(15.0, gt=0, description="A comment line after this long without a message.")
-    poll_s: float = Field(5.0, gt=0, description="A run's channel re-reads its version this often (missed doorbells).")
-    viewer_queue: int = Field(256, ge=1, description="Messages a viewer may fall behind before it is dropped.")
-    send_timeout_s: float = Field(30.0, gt=0, description="A write a client does not take in this long ends its stream.")
-    recent_frames: int = Field(256, ge=0, description="Messages a channel keeps to resume viewers without the database.")
-    linger_s: float = Field(10.0, ge=0, description="A channel without viewers stays subscribed this long.")
+    replay_max_versions: int = Field(default=1000, ge=1, description="A resume further behind gets `event: reset`.")
+    replay_max_points: int = Field(default=100_000, ge=1, description="... as does one whose versions hold more points.")
+    keepalive_s: float = Field(default=15.0, gt=0, description="A comment line after this long without a message.")
+    poll_s: float = Field(default=5.0, gt=0, description="A run's channel re-reads its version this often (missed doorbells).")
+    viewer_queue: int = Field(default=256, ge=1, description="Messages a viewer may fall behind before it is dropped.")
+    send_timeout_s: float = Field(default=30.0, gt=0, description="A write a client does not take in this long ends its stream.")
+    recent_frames: int = Field(default=256, ge=0, description="Messages a channel keeps to resume viewers without the database.")
+    linger_s: float = Field(default=10.0, ge=0, description="A channel without viewers stays subscribed this long.")
 
 
 @lru_cache
@@ -148,11 +147,11 @@ def read_versions(
         return Replay(current)
     if after > current or current - after > max_versions:
         return Replay(current, None)
-    logs = session.execute(
+    logs: list[RunVersion] = list(session.execute(
         select(RunVersion)
         .where(RunVersion.run_id == run_id, RunVersion.version > after, RunVersion.version <= current)
         .order_by(RunVersion.version)
-    ).scalars().all()
+    ).scalars())
     if [r.version for r in logs] != list(range(after + 1, current + 1)):
         return Replay(current, None)  # versions written without a log row (older data): reload
     if sum(r.points for r in logs) > max_points:
@@ -380,7 +379,7 @@ class RunChannel:
                     sub.close()
         except asyncio.CancelledError:
             raise
-        except Exception as exc:  # noqa: BLE001 - end this channel's viewers; they reconnect
+        except Exception as exc:
             log.exception("live: channel for run %s failed", self.run_id)
             self.failed = exc
             self.ready.set()

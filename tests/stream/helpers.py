@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
-
 from runcast import events as ev
 
 
@@ -41,7 +40,7 @@ async def sse(response: httpx.Response) -> AsyncIterator[Message]:
             yield Message("comment", comment=line[1:].strip())
         else:
             name, _, value = line.partition(":")
-            fields[name] = value[1:] if value.startswith(" ") else value
+            fields[name] = value.removeprefix(" ")
 
 
 @dataclass

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-
 from services import BIN, child_env, free_port, wait_until
 
 pytestmark = pytest.mark.slow

@@ -13,8 +13,8 @@ from typing import Any
 
 import httpx
 import pytest
-
 from services import free_port, wait_until
+
 from stream.helpers import Message, RunWriter, collect
 
 pytestmark = pytest.mark.slow
@@ -24,7 +24,6 @@ pytestmark = pytest.mark.slow
 def inproc(embedded_env: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, str, asyncio.AbstractEventLoop]]:
     """(url, token, server loop) of an embedded app served by uvicorn in a thread of this process."""
     import uvicorn
-
     from runcast_server import hub, live, migrate
     from runcast_server.app import create_app
     from runcast_server.auth import create_token

@@ -8,15 +8,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, delete
-from sqlalchemy.orm import Session
-
 from runcast import events as ev
 from runcast_server import live, migrate
 from runcast_server.auth import get_or_create_project
 from runcast_server.db import make_engine
 from runcast_server.ingest import store_batch
 from runcast_server.models import RunVersion
+from sqlalchemy import Engine, delete
+from sqlalchemy.orm import Session
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.services)])
@@ -61,7 +60,7 @@ class Writer:
 def test_versions_replayed_exactly_as_written(engine: Engine) -> None:
     w = Writer(engine)
     w.send(w.event("run_started", project="demo", name="r"))  # version 1
-    w.metrics(range(0, 5), note="first")  # 2
+    w.metrics(range(5), note="first")  # 2
     w.metrics(range(5, 8))  # 3
     w.metrics(range(20, 22))  # 4
     w.metrics(range(10, 12))  # 5: steps go back (a late batch): a second scan range

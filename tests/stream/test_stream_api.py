@@ -27,7 +27,7 @@ def expected_points(writer: Any) -> list[tuple[str, int, int, Any]]:
 
 def assert_exactly_once(messages: list[Message], writer: Any) -> None:
     got = points_of(messages)
-    assert len(got) == len(set((k, s, st) for k, s, st, _ in got)), "a point was delivered twice"
+    assert len(got) == len({(k, s, st) for k, s, st, _ in got}), "a point was delivered twice"
     assert sorted(got) == expected_points(writer)
 
 
@@ -157,19 +157,20 @@ def test_slow_client_is_dropped_and_does_not_delay_others(start_server: Any) -> 
 
     async def main() -> dict[int, float]:
         received: dict[int, float] = {}
-        async with httpx.AsyncClient(timeout=60) as client:
-            async with client.stream("GET", server.stream_url(w.run, last_event_id=1)) as response:
-                messages = sse(response)
-                for i in range(batches):
-                    # 10,000 points (~200 KB) a message: 40 of them overflow any socket buffer.
-                    await asyncio.to_thread(w.batch, 1000, keys)
-                    posted[i + 2] = time.monotonic()
-                    while True:
-                        async with asyncio.timeout(10):
-                            m = await anext(messages)
-                        if m.event == "batch":
-                            received[m.version] = time.monotonic()
-                            break
+        async with httpx.AsyncClient(timeout=60) as client, client.stream(
+            "GET", server.stream_url(w.run, last_event_id=1)
+        ) as response:
+            messages = sse(response)
+            for i in range(batches):
+                # 10,000 points (~200 KB) a message: 40 of them overflow any socket buffer.
+                await asyncio.to_thread(w.batch, 1000, keys)
+                posted[i + 2] = time.monotonic()
+                while True:
+                    async with asyncio.timeout(10):
+                        m = await anext(messages)
+                    if m.event == "batch":
+                        received[m.version] = time.monotonic()
+                        break
         return received
 
     received = asyncio.run(main())
@@ -185,7 +186,7 @@ def test_slow_client_is_dropped_and_does_not_delay_others(start_server: Any) -> 
             data += chunk
     finally:
         slow.close()
-    ids = [int(x) for x in re.findall(rb"^id: (\d+)$", bytes(data), re.M)]
+    ids = [int(x) for x in re.findall(rb"^id: (\d+)$", bytes(data), re.MULTILINE)]
     assert ids and ids == list(range(2, ids[-1] + 1)) and ids[-1] < batches + 1
 
 

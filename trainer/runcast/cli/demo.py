@@ -21,7 +21,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import typer
 
@@ -37,7 +37,7 @@ def demo_command(
     port: int = typer.Option(8000, min=1, max=65535, help="Port of the dashboard and API on 127.0.0.1."),
     steps: int = typer.Option(2000, min=1, help="Optimizer steps of the demo training run."),
     no_train: bool = typer.Option(False, "--no-train", help="Only serve the dashboard (and earlier runs)."),
-    data_dir: Optional[Path] = typer.Option(
+    data_dir: Path | None = typer.Option(  # noqa: B008 - typer declares options as defaults
         None, help="Where the demo's database and checkpoints live (default: DATA_DIR/demo, kept between demos)."
     ),
 ) -> None:
@@ -72,7 +72,7 @@ def demo_command(
             trainer = _Trainer(base, token, steps, data)
             trainer.start()
         while True:
-            if trainer is not None and trainer.finished():
+            if trainer is not None and trainer.popen is not None and trainer.popen.poll() is not None:
                 code = trainer.popen.returncode
                 typer.echo(
                     f"training {'finished' if code == 0 else f'exited with status {code}'}; "
@@ -143,7 +143,6 @@ class _Server:
         import asyncio
 
         import uvicorn
-
         from runcast_server.app import create_app
 
         self.loop = asyncio.new_event_loop()
@@ -218,9 +217,6 @@ class _Trainer:
             if self.run_id is None and (m := RUN_LINE.search(line)):
                 self.run_id = m.group(1)
                 typer.echo(f"\n  Watch it live: {self.base}/runs/{self.run_id}\n")
-
-    def finished(self) -> bool:
-        return self.popen is not None and self.popen.poll() is not None
 
     def stop(self) -> None:
         """SIGINT (the run is finished as "killed", queued points flushed), then SIGTERM, then SIGKILL."""
