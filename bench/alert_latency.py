@@ -20,11 +20,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-import httpx  # noqa: E402
-
-import services  # noqa: E402
-from alerts.helpers import Receiver, WireRun  # noqa: E402
-from runcast import events as ev  # noqa: E402
+import httpx
+import services
+from alerts.helpers import Receiver, WireRun
+from runcast import events as ev
 
 
 def main() -> None:
@@ -78,7 +77,7 @@ def main() -> None:
                 latencies.append(rec.arrived[seen] - t0)
         rec.close()
         latencies.sort()
-        p = lambda q: latencies[min(len(latencies) - 1, int(q * len(latencies)))]  # noqa: E731
+        p = lambda q: latencies[min(len(latencies) - 1, int(q * len(latencies)))]
         print(f"alert latency over {len(latencies)} spikes: p50 {p(0.5):.3f} s, p95 {p(0.95):.3f} s, "
               f"max {latencies[-1]:.3f} s, mean {statistics.mean(latencies):.3f} s")
     finally:

@@ -20,7 +20,6 @@ loss spike / divergence must overlap an alert, and alerts elsewhere are counted 
 from __future__ import annotations
 
 import argparse
-import copy
 import csv
 import json
 import math
@@ -34,8 +33,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "backend"))
 sys.path.insert(0, str(ROOT / "trainer"))
 
-from runcast_server.detectors.config import DEFAULTS, effective  # noqa: E402
-from runcast_server.detectors.core import SegmentRunner, inherit, restart, restart_quiet, stalled  # noqa: E402
+from runcast_server.detectors.config import DEFAULTS, effective
+from runcast_server.detectors.core import (
+    SegmentRunner,
+    inherit,
+    restart,
+    restart_quiet,
+    stalled,
+)
 
 STEPS = 30_000
 
@@ -301,8 +306,9 @@ def real(data: Path) -> dict[str, Any]:
     out: dict[str, Any] = {}
     cfg = effective(None)
     for name in ("pythia410m_seed4_loss", "smollm3_3b_48n_1004_loss", "bigscience_chronicles_log_excerpts"):
-        rows = list(csv.DictReader(open(data / f"{name}.csv")))
-        doc = json.load(open(data / f"{name}.events.json"))
+        with open(data / f"{name}.csv", newline="") as f:
+            rows = list(csv.DictReader(f))
+        doc = json.loads((data / f"{name}.events.json").read_text())
         groups: dict[tuple[str, str], list[dict[str, str]]] = {}
         order: list[tuple[str, str]] = []
         for r in rows:

@@ -67,7 +67,7 @@ class Receiver:
         outer = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 outer.arrived.append(time.time())
                 outer.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})

@@ -225,7 +225,7 @@ def test_email_confirm_first_then_alert_with_unsubscribe_link(make_client):
         def __init__(self) -> None:
             self.mails: list[Any] = []
 
-        async def handle_DATA(self, server, session, envelope):  # noqa: N802
+        async def handle_DATA(self, server, session, envelope):
             self.mails.append(envelope)
             return "250 OK"
 

@@ -20,10 +20,10 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Final
 
+from runcast import __version__
 from sqlalchemy import or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
-from runcast import __version__
 from runcast_server import hub
 from runcast_server.alerts import email, ssrf
 from runcast_server.alerts.models import Alert, AlertDelivery, Subscription
@@ -72,7 +72,7 @@ def dispatch(entries: list[dict[str, Any]]) -> None:
             with session_scope() as session:
                 version = session.scalar(select(Run.version).where(Run.id == run_id)) or 0
             hub.publish(run_id, {"run": run_id, "version": version, "alerts": items})
-        except Exception:  # noqa: BLE001 - live messages are best effort
+        except Exception:
             log.warning("alerts: could not publish to run:%s", run_id, exc_info=True)
     for e in entries:
         start_fanout(e["id"], e["phase"])
@@ -112,7 +112,7 @@ def schedule_delivery(delivery_id: int, countdown: float = 0.0) -> None:
 def _guard(fn: Any, *args: Any) -> None:
     try:
         fn(*args)
-    except Exception:  # noqa: BLE001 - a thread of the embedded pool must not die silently
+    except Exception:
         log.exception("alerts: %s%r failed", getattr(fn, "__name__", fn), args)
 
 

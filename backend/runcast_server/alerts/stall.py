@@ -18,7 +18,12 @@ from sqlalchemy import select, update
 from runcast_server.alerts.models import Alert, DetectorState
 from runcast_server.db import session_scope
 from runcast_server.detectors.core import Signal, restart_quiet, stalled
-from runcast_server.detectors.hook import RUN_LEVEL, apply_signal, json_safe, load_configs
+from runcast_server.detectors.hook import (
+    RUN_LEVEL,
+    apply_signal,
+    json_safe,
+    load_configs,
+)
 from runcast_server.ingest import IngestResult, RunChange, _write_version_log
 from runcast_server.models import Run
 from runcast_server.settings import get_settings
@@ -133,5 +138,5 @@ def _loop() -> None:
         time.sleep(get_settings().alert_check_interval_s)
         try:
             sweep()
-        except Exception:  # noqa: BLE001 - keep checking
+        except Exception:
             log.exception("alerts: periodic check failed")

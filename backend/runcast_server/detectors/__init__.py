@@ -6,7 +6,12 @@ feeds them from ``ingest.store_batch`` inside the ingest transaction and stores 
 state and alerts; ``config`` holds the documented parameters and per-run overrides.
 """
 
-from runcast_server.detectors.config import DEFAULTS, ConfigError, effective, validate_overrides
+from runcast_server.detectors.config import (
+    DEFAULTS,
+    ConfigError,
+    effective,
+    validate_overrides,
+)
 from runcast_server.detectors.core import SegmentRunner, Signal
 
 __all__ = ["DEFAULTS", "ConfigError", "SegmentRunner", "Signal", "effective", "validate_overrides"]

@@ -13,8 +13,9 @@ one, changes nothing).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 MAD_SIGMA = 1.4826  # MAD of a normal distribution x this = its standard deviation
 MIN_MAD_POINTS = 10
@@ -191,10 +192,9 @@ def divergence_train(state: dict[str, Any], p: dict[str, Any], step: int, value:
     med = median(ring)
     ctx["train_smoothed"] = med
     best = state.get("best")
-    if best is None or med < best:
-        if not state.get("open"):
-            state["best"], state["best_step"] = med, step
-            best = med
+    if (best is None or med < best) and not state.get("open"):
+        state["best"], state["best_step"] = med, step
+        best = med
     level = best * (1 + p["rise"]) if best >= 0 else best * (1 - p["rise"])
     if state.get("open"):
         if med <= best * (1 + p["rise"] / 2):

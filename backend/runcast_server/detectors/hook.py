@@ -10,15 +10,13 @@ batch changes nothing (its steps are <= each detector's last step).
 from __future__ import annotations
 
 import logging
-import math
-import time
 from collections.abc import Sequence
 from typing import Any
 
+from runcast.events import encode_value
 from sqlalchemy import Connection, Table, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
-from runcast.events import encode_value
 from runcast_server.alerts.models import Alert, AlertConfig, DetectorState
 from runcast_server.detectors import config as dconfig
 from runcast_server.detectors.core import SegmentRunner, Signal, inherit, restart
@@ -88,7 +86,7 @@ def run_detectors(
                         break
         elif kind == "run_started" and e.get("resume_step") is not None:
             resumes.setdefault(e["run"], []).append((e["ts"], e["resume_step"], segments[(e["run"], e["segment"])]))
-    touched_runs = set(r for r, _ in points) | set(resumes)
+    touched_runs = {r for r, _ in points} | set(resumes)
     signals: list[tuple[str, int | None, Signal]] = []
     if touched_runs:
         states = _load_states(conn, sorted(touched_runs))
@@ -239,9 +237,3 @@ def close_stall_alerts(conn: Connection, run_ids: Sequence[str], now: float, res
             result.alerts.append(entry)
 
 
-def finite_or_none(x: float | None) -> float | None:
-    return x if x is not None and math.isfinite(x) else None
-
-
-def now() -> float:
-    return time.time()

@@ -4,16 +4,16 @@ and one per project (``/projects/{name}/alerts.atom``, its public runs)."""
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Annotated, Any
 from xml.etree import ElementTree as ET
 
 from fastapi import APIRouter, Path, Request
 from fastapi.responses import Response
-from sqlalchemy import select
-
 from runcast import __version__
 from runcast.events import PROJECT_RE
+from sqlalchemy import select
+
 from runcast_server.alerts.models import Alert
 from runcast_server.alerts.service import alert_view, summary
 from runcast_server.api.deps import SessionDep
@@ -28,7 +28,7 @@ FEED_ENTRIES = 100
 
 
 def _time(ts: float) -> str:
-    return datetime.fromtimestamp(ts, tz=timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+    return datetime.fromtimestamp(ts, tz=UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def _sub(parent: ET.Element, tag: str, text: str | None = None, **attrs: str) -> ET.Element:

@@ -15,9 +15,9 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
+from runcast.events import ID_RE, PROJECT_RE
 from sqlalchemy import select
 
-from runcast.events import ID_RE, PROJECT_RE
 from runcast_server.alerts import email, ratelimit, ssrf
 from runcast_server.alerts.models import Subscription
 from runcast_server.alerts.notify import unsubscribe_url
