@@ -62,7 +62,11 @@ export async function getMetrics(id, key, { start = null, end = null, maxPoints 
   const params = new URLSearchParams({ key, max_points: String(Math.max(1, Math.min(20000, Math.round(maxPoints)))) });
   if (start !== null) params.set("start", String(Math.max(0, Math.floor(start))));
   if (end !== null) params.set("end", String(Math.max(0, Math.ceil(end))));
-  const body = await getJSON(runUrl(id) + "/metrics?" + params, { signal });
+  return decodeMetrics(await getJSON(runUrl(id) + "/metrics?" + params, { signal }));
+}
+
+/** A /metrics answer with its values as numbers (in place). */
+export function decodeMetrics(body) {
   for (const s of body.series) {
     s.min = decodeAll(s.min);
     s.max = decodeAll(s.max);

@@ -12,7 +12,7 @@
 // view instead of growing, so a page left open for a week stays the same size.
 
 /* global Plotly */
-import { getMetrics, decode } from "./api.js";
+import { decode, decodeMetrics, getMetrics } from "./api.js";
 import { GREY, alpha, color, debounce, escapeHtml, theme } from "./util.js";
 
 export const DEFAULT_SMOOTHING = 0.6;
@@ -159,13 +159,14 @@ export function rangesEqual(a, b) {
  * sources: [{run, key, label}]
  */
 export class MetricChart {
-  constructor(plotDiv, { title, sources, view, noteEl = null, onDrawn = null }) {
+  constructor(plotDiv, { title, sources, view, noteEl = null, onDrawn = null, prefetched = null }) {
     this.div = plotDiv;
     this.title = title;
     this.sources = sources.map((s, i) => ({ ...s, index: i, id: s.run + "\u0000" + s.key }));
     this.view = view;
     this.noteEl = noteEl;
     this.onDrawn = onDrawn;
+    this.prefetched = prefetched; // (key, maxPoints) -> a read started before this chart existed
     this.data = new Map(); // source id -> /metrics response
     this.markers = [];
     this.appliedRange = view.range ?? null;
@@ -212,6 +213,10 @@ export class MetricChart {
             if (start !== null && end !== null && end < start) [start, end] = [end, start];
             maxPoints = width * (1 + 2 * PAD);
           }
+          if (!range && this.prefetched) {
+            const body = await this.prefetched(src.key, maxPoints);
+            if (body) return decodeMetrics(body);
+          }
           try {
             return await getMetrics(src.run, src.key, { start, end, maxPoints, signal: abort.signal });
           } catch (err) {
@@ -221,6 +226,7 @@ export class MetricChart {
           }
         }),
       );
+      this.prefetched = null; // used once
       if (seq !== this.seq) return;
       this.data.clear();
       results.forEach((body, i) => body && this.data.set(this.sources[i].id, body));

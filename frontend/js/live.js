@@ -5,17 +5,21 @@
 // so the server replays what was missed. When the browser gives up (an HTTP error, a
 // server that was down for long), this opens a new EventSource with ?last_event_id=,
 // backing off up to 30 s. Messages are held until release() so that the page can open
-// the stream before its first fetch and lose nothing in between.
+// the stream before its first fetch and lose nothing in between. A fresh subscription
+// starts with `reset` (the current version): reads sent after it arrived are current,
+// and onSubscribed(time) lets the page re-read only what it read before that.
 
 const MAX_BACKOFF_MS = 30000;
 
 export class LiveStream {
-  constructor(runId, { onBatch, onReset, onState = () => {}, onOpen = () => {} }) {
+  constructor(runId, { onBatch, onReset, onState = () => {}, onOpen = () => {}, onSubscribed = () => {} }) {
     this.url = "/api/v1/runs/" + encodeURIComponent(runId) + "/stream";
     this.onBatch = onBatch;
     this.onReset = onReset;
     this.onState = onState;
     this.onOpen = onOpen;
+    this.onSubscribed = onSubscribed; // (time the first reset arrived, performance.now() clock)
+    this.subscribed = false;
     this.lastId = null;
     this.held = [];
     this.holding = true;
@@ -79,6 +83,10 @@ export class LiveStream {
   }
 
   handleReset(e) {
+    // A fresh subscription begins with a reset that names the current version: data read
+    // through REST after it arrived is current, so it is not a reason to reload.
+    const initial = this.lastId === null && !this.subscribed;
+    this.subscribed = true;
     if (e.lastEventId) this.lastId = e.lastEventId;
     else {
       try {
@@ -87,6 +95,10 @@ export class LiveStream {
       } catch {
         /* keep the last id */
       }
+    }
+    if (initial) {
+      this.onSubscribed(e.timeStamp);
+      return;
     }
     this.held = [];
     this.onReset();

@@ -34,9 +34,10 @@ let panelCharts = [];
 let stream = null;
 let heartbeatAt = null;
 let loaded = false;
-let streamOpened = false;
-let fetchStarted = false;
-let refetchWhenLoaded = false;
+let eventsSentAt = Infinity;
+let firstFetchAt = Infinity;
+let staleEvents = false;
+let staleCharts = false;
 const xmaps = new Map(); // mode -> XMap
 const charts = () => (mainChart ? [mainChart, ...panelCharts] : panelCharts);
 
@@ -102,9 +103,8 @@ async function fromPrefetch(name, fallback) {
     const promise = pre[name];
     pre[name] = null; // a response body is read once
     try {
-      const response = await promise;
-      const body = await response.json().catch(() => null);
-      if (!response.ok) throw new ApiError(response.status, (body && body.error && body.error.message) || response.statusText);
+      const { ok, status, body } = await promise;
+      if (!ok) throw new ApiError(status, (body && body.error && body.error.message) || "request failed");
       return body;
     } catch (err) {
       if (err instanceof ApiError) throw err;
@@ -114,10 +114,31 @@ async function fromPrefetch(name, fallback) {
 }
 
 async function loadEvents() {
-  const first = await fromPrefetch("events", () => getJSON(runUrl(runId) + "/events?limit=1000"));
+  const first = await fromPrefetch("events", () => {
+    eventsSentAt = performance.now();
+    return getJSON(runUrl(runId) + "/events?limit=1000");
+  });
+  const pre = window.__runcastPrefetch;
+  if (pre && pre.eventsSentAt !== undefined && eventsSentAt === Infinity) eventsSentAt = pre.eventsSentAt;
   if (!first.next_cursor || first.events.length < 1000) return first.events;
   const rest = await getEvents(runId); // long timelines: read every page
   return rest;
+}
+
+async function catchUp() {
+  if (staleCharts) {
+    staleCharts = false;
+    refetchCharts();
+  }
+  if (staleEvents) {
+    staleEvents = false;
+    try {
+      events = await getEvents(runId);
+      renderEvents();
+    } catch {
+      /* the live stream still brings new events */
+    }
+  }
 }
 
 async function start() {
@@ -125,14 +146,13 @@ async function start() {
     onBatch,
     onReset: () => reloadAll(),
     onState: showLiveState,
-    onOpen: () => {
-      // The first subscription only: if it came after our first read, points committed in
-      // between would be missing, so read again. Reconnects resume by Last-Event-ID instead.
-      if (streamOpened) return;
-      streamOpened = true;
-      if (!fetchStarted) return;
-      if (loaded) refetchCharts();
-      else refetchWhenLoaded = true;
+    onSubscribed: (arrivedAt) => {
+      // Re-read only what was read before the subscription's first message arrived.
+      const pre = window.__runcastPrefetch;
+      const sent = Math.min(eventsSentAt, (pre && pre.eventsSentAt) ?? Infinity);
+      if (sent < arrivedAt) staleEvents = true;
+      if (firstFetchAt < arrivedAt) staleCharts = true;
+      if (loaded) catchUp();
     },
   });
   stream.start();
@@ -153,7 +173,7 @@ async function start() {
   setupControls();
   await setupXmaps();
   buildMainChart();
-  fetchStarted = true;
+  firstFetchAt = performance.now();
   // The loss curve first; the timeline, data mix and panels once it is drawn.
   if (mainChart) await mainChart.fetch();
   events = await eventsPromise;
@@ -161,7 +181,7 @@ async function start() {
   buildPanels();
   loaded = true;
   stream.release();
-  if (refetchWhenLoaded) refetchCharts();
+  catchUp();
   setInterval(pollDetail, 30000);
   setInterval(tickHeartbeat, 1000);
 }
@@ -307,8 +327,24 @@ function buildMainChart() {
     view,
     noteEl: $("chart-main-note"),
     onDrawn: onFirstDraw,
+    prefetched: takePrefetchedMetrics(),
   });
   mainChart.setMarkers(markers());
+}
+
+/** The head script's reads of the default view, once: (key, maxPoints) -> Promise<body|null>. */
+function takePrefetchedMetrics() {
+  const pre = window.__runcastPrefetch;
+  if (!pre || !pre.metrics || decodeURIComponent(pre.path) !== runId) return null;
+  const promise = pre.metrics;
+  pre.metrics = null;
+  return async (key, maxPoints) => {
+    const reads = await promise.catch(() => null);
+    const read = reads && reads[key];
+    if (!read || maxPoints > 2 * pre.maxPoints || maxPoints < pre.maxPoints / 2) return null;
+    const answer = await read.catch(() => null);
+    return answer && answer.ok ? answer.body : null;
+  };
 }
 
 function renderKeyPicker(selected) {
