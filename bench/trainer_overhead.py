@@ -23,10 +23,11 @@ competes with the trainer for the same cores, which the *on* wall time includes.
 
 Part 2, outages (in this process, logging on, the trainer's ``open_run`` defaults):
 ``down-whole`` (no server for the whole run; afterwards the server is started again and
-``runcast sync`` replays the spool), ``down-middle`` (server stopped with SIGTERM at 1/4
-of the steps, started again on the same port and data at 2/3) and ``hung-middle``
-(server process group SIGSTOPped at 1/4, SIGCONTed at 2/3: connections are accepted by
-the kernel but never answered, so sends time out). Checked: the trainer ran every step,
+``runcast sync`` replays the spool), ``down-middle`` (server stopped with SIGTERM at step
+``--outage-from``, started again on the same port and data ``--outage-s`` seconds later;
+the outage reported runs until it answers /healthz again) and ``hung-middle`` (server
+process group SIGSTOPped for ``--outage-s`` seconds, then SIGCONTed: connections are
+accepted by the kernel but never answered, so sends time out after the SDK's 10 s). Checked: the trainer ran every step,
 its step times inside vs outside the outage window, and, through the REST API
 (``GET /api/v1/runs/{id}/metrics``, raw level), that each of the 7 per-step metrics has
 exactly one point at every step 1..N. "Steps lost" = steps not executed + steps with a
@@ -79,15 +80,25 @@ class TimedRun:
         self.steps: list[int] = []
         self.on_step = on_step
         self.finish_kwargs: dict[str, Any] = {}
+        self.log_call_s: list[float] = []  # time inside the inner run.log of each step (training thread)
+        self.sender_cpu: list[float] = []  # the SDK sender thread's CPU clock at each stamp
+        sender = getattr(getattr(inner, "_sender", None), "_thread", None)  # bench-only peek at the SDK
+        self._sender_clock = time.pthread_getcpuclockid(sender.ident) if sender is not None else None
 
     def log(self, metrics: dict[str, Any], step: int | None = None) -> None:
-        if "train/loss" in metrics:
-            self.wall.append(time.perf_counter())
-            self.cpu.append(time.process_time())
-            self.steps.append(step)
-            if self.on_step is not None:
-                self.on_step(step)
+        if "train/loss" not in metrics:
+            self.inner.log(metrics, step=step)
+            return
+        self.wall.append(time.perf_counter())
+        self.cpu.append(time.process_time())
+        if self._sender_clock is not None:
+            self.sender_cpu.append(time.clock_gettime(self._sender_clock))
+        self.steps.append(step)
+        if self.on_step is not None:
+            self.on_step(step)
+        t0 = time.perf_counter()
         self.inner.log(metrics, step=step)
+        self.log_call_s.append(time.perf_counter() - t0)
 
     def finish(self, status: str = "finished", **kwargs: Any) -> None:
         self.inner.finish(status=status, **{**self.finish_kwargs, **kwargs})
@@ -99,6 +110,13 @@ class TimedRun:
         wall = [b - a for a, b in zip(self.wall, self.wall[1:])][warmup:]
         cpu = [b - a for a, b in zip(self.cpu, self.cpu[1:])][warmup:]
         return wall, cpu
+
+    def sdk_cost(self, warmup: int) -> dict[str, float]:
+        """Per measured interval: mean time in run.log and sender-thread CPU (seconds)."""
+        n = len(self.wall) - 1 - warmup
+        calls = self.log_call_s[warmup:-1]  # the call that opens each measured interval
+        sender = (self.sender_cpu[-1] - self.sender_cpu[warmup]) / n if self.sender_cpu else 0.0
+        return {"log_call": sum(calls) / n, "sender_cpu": sender}
 
 
 def bench_config(steps: int, out_dir: str, server: str | None = None, token: str | None = None, name: str = "bench"):
@@ -134,9 +152,10 @@ def worker(args: argparse.Namespace) -> None:
         run = TimedRun(open_trainer_run(cfg) if args.arm == "on" else OfflineRun())
         summary = train(cfg, run=run, log=lambda *_: None)
     wall, cpu = run.intervals(args.warmup)
+    sdk = run.sdk_cost(args.warmup)
     stats = run.inner.stats if args.arm == "on" else None
     print(json.dumps({
-        "arm": args.arm, "steps": summary["step"], "run_id": run.id, "wall": wall, "cpu": cpu,
+        "arm": args.arm, "steps": summary["step"], "run_id": run.id, "wall": wall, "cpu": cpu, "sdk": sdk,
         "final_loss": summary["losses"][summary["step"]],
         "stats": dataclasses.asdict(stats) if stats is not None else None,
     }))
@@ -294,6 +313,11 @@ def report_overhead(args: argparse.Namespace, server: Server, pairs: list[dict[s
         lo, hi = bootstrap_ci(ratios)
         rows.append(f"| {labels[what]} | {statistics.median(off) * 1000:.2f} ms | {statistics.median(on) * 1000:.2f} ms "
                     f"| **{statistics.median(ratios):+.2f}%** | [{lo:+.2f}%, {hi:+.2f}%] |")
+    log_call = [p["on"]["sdk"]["log_call"] * 1e6 for p in pairs]
+    sender_cpu = [p["on"]["sdk"]["sender_cpu"] * 1e6 for p in pairs]
+    sdk_share = [(p["on"]["sdk"]["log_call"] + p["on"]["sdk"]["sender_cpu"]) / per_run(p["off"])["median"] * 100
+                 for p in pairs]
+    sdk_lo, sdk_hi = bootstrap_ci(sdk_share)
     server_cpu = [p["on"]["server_cpu_s"] / p["on"]["steps"] * 1000 for p in pairs]
     idle_cpu = [p["off"]["server_cpu_s"] / p["off"]["steps"] * 1000 for p in pairs]
     # Every "on" run's points must have arrived (a cheap check that logging really happened).
@@ -306,6 +330,10 @@ def report_overhead(args: argparse.Namespace, server: Server, pairs: list[dict[s
         "| measure (per pair: on/off - 1) | off (median over runs) | on (median over runs) | overhead, median over pairs | 95% CI |",
         "|---|---|---|---|---|",
         *rows,
+        f"| SDK work per step, measured directly: `run.log` call {statistics.median(log_call):.1f} us "
+        f"+ sender-thread CPU {statistics.median(sender_cpu):.1f} us, as a share of the off run's median step "
+        f"| - | {(statistics.median(log_call) + statistics.median(sender_cpu)) / 1000:.3f} ms "
+        f"| **{statistics.median(sdk_share):.2f}%** | [{sdk_lo:.2f}%, {sdk_hi:.2f}%] |",
         "",
         f"- server (`runcast serve`, embedded) CPU time per step while a logged run ran: "
         f"{statistics.median(server_cpu):.2f} ms (idle during unlogged runs: {statistics.median(idle_cpu):.2f} ms)",
@@ -325,7 +353,7 @@ def outage(kind: str, args: argparse.Namespace, server: Server, token: str) -> d
 
     torch.set_num_threads(args.threads)
     n = args.outage_steps
-    a, b = n // 4, (2 * n) // 3
+    a, b = args.outage_from, n  # b: the first step once --outage-s seconds have passed since step a
     spool = server.tmp / f"spool-{kind}"
     os.environ["RUNCAST_SPOOL_DIR"] = str(spool)
     window: dict[str, float] = {}
@@ -337,16 +365,23 @@ def outage(kind: str, args: argparse.Namespace, server: Server, token: str) -> d
         background.append(t)
 
     def on_step(step: int) -> None:
+        nonlocal b
         if step == a:
             window["start"] = time.perf_counter()
             if kind == "down-middle":
                 later(server.stop)
             elif kind == "hung-middle":
                 server.signal(signal.SIGSTOP)
-        elif step == b:
+        elif step > a and "end" not in window and time.perf_counter() - window["start"] >= args.outage_s:
+            b = step
             window["end"] = time.perf_counter()
             if kind == "down-middle":
-                later(lambda: (background[0].join(), server.start()))
+                def restart() -> None:
+                    background[0].join()
+                    server.start()
+                    window["up"] = time.perf_counter()  # /healthz answers again
+
+                later(restart)
             elif kind == "hung-middle":
                 server.signal(signal.SIGCONT)
 
@@ -384,6 +419,8 @@ def outage(kind: str, args: argparse.Namespace, server: Server, token: str) -> d
         "kind": kind, "steps": summary["step"], "expected": n, "missing": missing, "extra": extra,
         "lost": (n - summary["step"]) + missing, "inside": inside, "outside": outside,
         "window_steps": (a, b) if kind != "down-whole" else (1, n), "stats": stats,
+        "window_s": (run.wall[-1] - run.wall[0]) if kind == "down-whole"
+        else window.get("up", window["end"]) - window["start"],
         "leftover_spools": sorted(p.name for p in spool.glob("*") if p.is_dir()) if spool.exists() else [],
         "synced": synced, "finish_s": t_end - run.wall[-1],
     }
@@ -391,14 +428,14 @@ def outage(kind: str, args: argparse.Namespace, server: Server, token: str) -> d
 
 def report_outages(results: list[dict[str, Any]]) -> list[str]:
     lines = [
-        "| scenario | outage (steps) | steps run | step time median outside / inside the outage | points stored (7 keys) | steps lost | SDK: sent / spooled / replayed / dropped | finish() |",
+        "| scenario | outage: steps (seconds) | steps run | step time median outside / inside the outage | points stored (7 keys) | steps lost | SDK: sent / spooled / replayed / dropped | finish() |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         s = r["stats"]
         stored = f"{r['expected']} x 7, {r['extra']} extra" if not r["missing"] else f"{r['missing']} steps missing"
         lines.append(
-            f"| {r['kind']} | {r['window_steps'][0]}-{r['window_steps'][1]} | {r['steps']}/{r['expected']} "
+            f"| {r['kind']} | {r['window_steps'][0]}-{r['window_steps'][1]} ({r['window_s']:.0f} s) | {r['steps']}/{r['expected']} "
             f"| {summarize(r['outside'])} / {summarize(r['inside'])} ms | {stored} | **{r['lost']}** "
             f"| {s.sent} / {s.spooled} / {s.replayed} / {s.dropped} | {r['finish_s']:.1f} s |"
         )
@@ -419,7 +456,10 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=200, help="training steps per overhead run")
     parser.add_argument("--warmup", type=int, default=5, help="first step intervals of each run not counted")
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads (both arms)")
-    parser.add_argument("--outage-steps", type=int, default=150, help="training steps per outage run")
+    parser.add_argument("--outage-steps", type=int, default=800, help="training steps per outage run")
+    parser.add_argument("--outage-from", type=int, default=20, help="the step at which the middle outages begin")
+    parser.add_argument("--outage-s", type=float, default=15.0,
+                        help="how long the middle outages last (longer than the SDK's 10 s send timeout)")
     parser.add_argument("--skip-overhead", action="store_true")
     parser.add_argument("--skip-outage", action="store_true")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
