@@ -32,7 +32,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 import services
 from services import BIN, PostgresServer, Process, RedisServer, child_env
 
@@ -169,6 +168,7 @@ class Processes:
         res = subprocess.run(
             [str(BIN / "runcast"), *args],
             env=child_env({**self.env, **env}),
+            check=False,
             capture_output=True,
             text=True,
             timeout=timeout,
@@ -225,9 +225,8 @@ class ProductionStack(Processes):
 
     def token(self, project: str = "test") -> str:
         """A fresh ingest token for ``project`` (created if missing)."""
-        from sqlalchemy.orm import Session
-
         from runcast_server.auth import create_token
+        from sqlalchemy.orm import Session
 
         with Session(self.engine) as session:
             token = create_token(session, project, label="tests")
@@ -297,7 +296,6 @@ def embedded_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pa
 def embedded(embedded_env: Path) -> Iterator[Any]:
     """A TestClient on ``create_app()`` in the embedded default (its lifespan has run)."""
     from fastapi.testclient import TestClient
-
     from runcast_server.app import create_app
 
     with TestClient(create_app()) as client:

@@ -199,15 +199,16 @@ class Process:
 
 def stop_all() -> None:
     """Kill every process this module started and that is still recorded as live."""
-    for proc in list(_LIVE):
+    # Iterate over copies: stop() removes each entry from its list.
+    for proc in _LIVE[:]:
         try:
             proc.stop(timeout=5)
-        except Exception:  # noqa: BLE001 - best effort at teardown
+        except Exception:  # noqa: BLE001, S110 - best effort at teardown
             pass
-    for server in list(_SERVERS):
+    for server in _SERVERS[:]:
         try:
             server.stop()
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001, S110 - best effort at teardown
             pass
 
 
@@ -267,6 +268,7 @@ class PostgresServer:
     def _run(self, argv: list[str], what: str, timeout: float = 120) -> None:
         res = subprocess.run(
             self._as_other + argv,
+            check=False,
             capture_output=True,
             text=True,
             timeout=timeout,
@@ -411,7 +413,7 @@ def runcast_has_command(name: str) -> bool:
     """Whether the installed ``runcast`` CLI knows the verb ``name`` (checked once each)."""
     if name not in _COMMANDS:
         res = subprocess.run(
-            [str(BIN / "runcast"), name, "--help"], capture_output=True, text=True, timeout=60,
+            [str(BIN / "runcast"), name, "--help"], check=False, capture_output=True, text=True, timeout=60,
             env=child_env({}),
         )
         _COMMANDS[name] = res.returncode == 0

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
@@ -15,10 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from sqlalchemy import text
-
 from runcast import events as ev
-from services import wait_until
+from services import ServiceError, wait_until
+from sqlalchemy import text
 
 INGEST_TASK = "runcast.ingest_batch"
 
@@ -182,7 +182,7 @@ def wait_points(engine: Any, run_id: str, expected: int, timeout: float = 300,
 
     try:
         wait_until(done, timeout, f"{expected} points of run {run_id}", interval=0.5)
-    except Exception as exc:
+    except ServiceError as exc:
         raise AssertionError(f"{exc}; stored: {point_count(engine, run_id)}") from None
 
 
@@ -334,7 +334,7 @@ class Driver:
         """Wait for the driver to exit 0 after ``finish()``; returns its final JSON line."""
         try:
             code = self.proc.popen.wait(timeout=timeout)
-        except Exception:
+        except subprocess.TimeoutExpired:
             raise AssertionError(f"{self.proc.name} still running after {timeout}s:\n{self.proc.log()}") from None
         done = [d for d in self._lines() if d.get("done")]
         assert code == 0 and done, f"{self.proc.name} exited {code}:\n{self.proc.log()}"

@@ -21,7 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from helpers import SPECIAL, value_at  # noqa: E402
+from helpers import SPECIAL, value_at
 
 
 def main() -> int:

@@ -6,6 +6,9 @@ from __future__ import annotations
 import math
 import random
 
+from runcast_server.db import make_engine
+from runcast_server.rollups import LEVELS
+from services import wait_until
 from sqlalchemy import text
 
 from integration.helpers import (
@@ -19,9 +22,6 @@ from integration.helpers import (
     value_at,
     wait_points,
 )
-from runcast_server.db import make_engine
-from runcast_server.rollups import LEVELS
-from services import wait_until
 
 BATCHES, PER_BATCH, METRICS = 24, 250, 4
 STEPS = BATCHES * PER_BATCH
@@ -81,9 +81,8 @@ def test_two_workers_out_of_order_equal_one_worker_in_order(stack, pg_server, pg
     try:
         env_b = {"RUNCAST_DATABASE_URL": url_b}
         workers = [stack.start_worker(name=f"worker-{i}", **env_b) for i in range(2)]
-        from sqlalchemy.orm import Session
-
         from runcast_server.auth import create_token
+        from sqlalchemy.orm import Session
 
         with Session(engine_b) as session:
             token_b = create_token(session, "concurrency")

@@ -5,8 +5,18 @@ from __future__ import annotations
 
 import math
 
-from integration.helpers import SPECIAL, Driver, WireRun, export_rows, get_run, raw_metric, same, value_at
 from services import BIN, child_env, runcast_has_command
+
+from integration.helpers import (
+    SPECIAL,
+    Driver,
+    WireRun,
+    export_rows,
+    get_run,
+    raw_metric,
+    same,
+    value_at,
+)
 
 STEPS, METRICS = 200, 2
 
@@ -17,13 +27,12 @@ def make_token(env: dict[str, str], project: str, data_dir) -> str:
 
     if runcast_has_command("token"):
         res = subprocess.run([str(BIN / "runcast"), "token", "create", "--project", project],
-                             env=child_env(env), capture_output=True, text=True, timeout=60)
+                             env=child_env(env), check=False, capture_output=True, text=True, timeout=60)
         assert res.returncode == 0, res.stderr
         return [w for w in res.stdout.split() if w.startswith("rc_")][-1]
-    from sqlalchemy.orm import Session
-
     from runcast_server.auth import create_token
     from runcast_server.db import make_engine
+    from sqlalchemy.orm import Session
 
     engine = make_engine(f"sqlite:///{data_dir / 'runcast.db'}")
     try:
@@ -62,11 +71,10 @@ def test_runcast_serve_embedded_with_sdk(processes):
 
 def test_embedded_app_in_process_ingest_and_read(embedded):
     """The `embedded` fixture: TestClient on create_app(), eager ingest, reads."""
-    from sqlalchemy.orm import Session
-
     from runcast import events as ev
     from runcast_server.auth import create_token
     from runcast_server.db import get_engine
+    from sqlalchemy.orm import Session
 
     with Session(get_engine()) as session:
         token = create_token(session, "inproc")

@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 import time
 
+from runcast_server.rollups import LEVELS
+from services import wait_until
 from sqlalchemy import text
 
 from integration.helpers import (
@@ -24,8 +26,6 @@ from integration.helpers import (
     value_at,
     wait_points,
 )
-from runcast_server.rollups import LEVELS
-from services import wait_until
 
 # Unacknowledged tasks of a killed worker come back once the broker's visibility timeout
 # has passed: kombu restores them when a worker starts polling (and then only every

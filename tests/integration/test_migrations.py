@@ -6,11 +6,10 @@ import sqlite3
 import subprocess
 
 import pytest
-from sqlalchemy import inspect
-
 from runcast_server import migrate
 from runcast_server.db import make_engine
 from services import BIN, child_env, free_port, wait_until
+from sqlalchemy import inspect
 
 EXPECTED_TABLES = {
     "projects", "ingest_tokens", "runs", "segments", "series", "points", "rollups", "events",
@@ -19,7 +18,7 @@ EXPECTED_TABLES = {
 
 def _runcast(env: dict[str, str], *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [str(BIN / "runcast"), *args], env=child_env(env), capture_output=True, text=True, timeout=timeout
+        [str(BIN / "runcast"), *args], env=child_env(env), check=False, capture_output=True, text=True, timeout=timeout
     )
 
 
@@ -66,7 +65,6 @@ def test_db_upgrade_on_empty_sqlite_reaches_head(tmp_path):
 
 def test_app_refuses_database_not_at_head_in_process(empty_pg, redis_server, tmp_path, monkeypatch):
     from fastapi.testclient import TestClient
-
     from runcast_server.app import create_app
     from runcast_server.db import reset_engine
     from runcast_server.settings import get_settings
@@ -77,9 +75,8 @@ def test_app_refuses_database_not_at_head_in_process(empty_pg, redis_server, tmp
     get_settings.cache_clear()
     reset_engine()
     try:
-        with pytest.raises(migrate.SchemaOutOfDate, match=r"runcast db upgrade"):
-            with TestClient(create_app()):
-                pass
+        with pytest.raises(migrate.SchemaOutOfDate, match=r"runcast db upgrade"), TestClient(create_app()):
+            pass
     finally:
         get_settings.cache_clear()
         reset_engine()
@@ -100,7 +97,6 @@ def test_serve_refuses_database_not_at_head(empty_pg, redis_server, tmp_path):
 
 def test_serve_starts_after_upgrade(empty_pg, redis_server, tmp_path):
     import httpx
-
     from services import Process
 
     env = {

@@ -7,7 +7,15 @@ import time
 import httpx
 import pytest
 
-from integration.helpers import Driver, export_count, point_count, raw_metric, same, value_at, wait_points
+from integration.helpers import (
+    Driver,
+    export_count,
+    point_count,
+    raw_metric,
+    same,
+    value_at,
+    wait_points,
+)
 
 STEPS, METRICS = 100_000, 8
 

@@ -5,10 +5,9 @@ from __future__ import annotations
 import os
 
 import psycopg
-from sqlalchemy import text
-
 from runcast_server import migrate
 from runcast_server.db import make_engine
+from sqlalchemy import text
 
 
 def test_postgres_cluster_runs_on_loopback(pg_server):
