@@ -284,7 +284,7 @@ def committed_points(conn: psycopg.Connection, run_id: str) -> int:
     return int(row[0]) if row else 0
 
 
-def one_ingest(stack: Stack, transport: str, steps: int, batch_size: int, timeout: float) -> dict[str, Any]:
+def one_ingest(stack: Stack, transport: str, steps: int, batch_size: int | None, timeout: float) -> dict[str, Any]:
     meter = CpuMeter(stack)
     cpu0 = meter.sample()
     dest = stack.api_url if transport == "http" else stack.redis_url
@@ -293,7 +293,8 @@ def one_ingest(stack: Stack, transport: str, steps: int, batch_size: int, timeou
     with tempfile.TemporaryDirectory() as spool, psycopg.connect(stack.libpq(), autocommit=True) as conn:
         run = runcast.init(
             "bench", f"ingest-{transport}", transport=dest, token=stack.token, spool_dir=spool,
-            capture_code=False, heartbeat_interval=3600, max_queue=steps + 10, batch_size=batch_size,
+            capture_code=False, heartbeat_interval=3600, max_queue=steps + 10,
+            **({"batch_size": batch_size} if batch_size else {}),
         )
         begin = time.perf_counter()
         log = run.log
@@ -353,7 +354,16 @@ def py_spy(stack: Stack, out_dir: Path | None, label: str) -> Iterator[None]:
             proc.wait(timeout=60)
 
 
-def bench_ingest(stack: Stack, steps: int, repeat: int, batch_size: int, transports: list[str],
+def _sdk_batch_size() -> int:
+    import inspect
+
+    return int(inspect.signature(runcast.init).parameters["batch_size"].default)
+
+
+sdk_batch = _sdk_batch_size()
+
+
+def bench_ingest(stack: Stack, steps: int, repeat: int, batch_size: int | None, transports: list[str],
                  profile_dir: Path | None = None) -> list[dict[str, Any]]:
     rows = []
     for transport in transports:
@@ -368,7 +378,8 @@ def bench_ingest(stack: Stack, steps: int, repeat: int, batch_size: int, transpo
                 notes.append(f"spooled {r['spooled']} dropped {r['dropped']}")
         rows.append(
             {
-                "what": f"ingest {steps:,} steps x 8 via {transport}:// (batch {batch_size}), 1 worker --pool {stack_pool}",
+                "what": f"ingest {steps:,} steps x 8 via {transport}:// (batch {batch_size or sdk_batch}), "
+                        f"1 worker --pool {stack_pool}",
                 "points_per_s": statistics.median(rates),
                 "runs": [round(x) for x in rates],
                 "load": load_str(loads),
@@ -460,44 +471,49 @@ def time_requests(client: httpx.Client, url: str, params: dict[str, Any], repeat
 
 
 def bench_queries(stack: Stack, sizes: list[int], requests: int, repeat: int, batch_events: int) -> list[dict[str, Any]]:
-    rows = []
+    """Load every series first, then time the views in rounds (every size once per round),
+    so that a burst of load on the machine hits all sizes alike."""
+    views: list[tuple[int, str, str, dict[str, Any]]] = []
+    for points in sizes:
+        print(f"  loading a series of {points:,} points ...", flush=True)
+        run_id, seconds = load_series(stack, points, batch_events)
+        if seconds:
+            print(f"    loaded in {seconds:.1f} s ({points / seconds:,.0f} points/s through store_batch)", flush=True)
+        mid = points // 2
+        views.append((points, "full range", run_id, {}))
+        views.append((points, "zoom, middle 1%", run_id, {"start": mid - points // 200, "end": mid + points // 200}))
+    samples: dict[tuple[int, str], dict[str, Any]] = {
+        (p, v): {"p50": [], "p95": [], "loads": [], "buckets": 0, "level": 0} for p, v, _, _ in views
+    }
     with httpx.Client(timeout=60) as client:
-        for points in sizes:
-            print(f"  loading a series of {points:,} points ...", flush=True)
-            run_id, seconds = load_series(stack, points, batch_events)
-            if seconds:
-                print(f"    loaded in {seconds:.1f} s ({points / seconds:,.0f} points/s through store_batch)", flush=True)
-            url = f"{stack.api_url}/api/v1/runs/{run_id}/metrics"
-            mid = points // 2
-            views = {
-                "full range": {},
-                "zoom, middle 1%": {"start": mid - points // 200, "end": mid + points // 200},
-            }
-            for view, extra in views.items():
+        for _ in range(repeat):
+            for points, view, run_id, extra in views:
+                url = f"{stack.api_url}/api/v1/runs/{run_id}/metrics"
                 params = {"key": QUERY_KEY, "max_points": 2000, **extra}
-                p50s, p95s, loads = [], [], []
-                buckets = level = 0
-                for _ in range(repeat):
-                    with load_window(loads):
-                        times, buckets, level = time_requests(client, url, params, requests)
-                    p50s.append(statistics.median(times))
-                    p95s.append(pct(times, 0.95))
-                rows.append(
-                    {
-                        "what": f"metrics query, {points:,} points, {view}",
-                        "points": points,
-                        "view": view,
-                        "p50_ms": statistics.median(p50s),
-                        "p95_ms": statistics.median(p95s),
-                        "buckets": buckets,
-                        "level": level,
-                        "runs": [round(x, 1) for x in p50s],
-                        "load": load_str(loads),
-                    }
-                )
-                r = rows[-1]
-                print(f"    {view}: p50 {r['p50_ms']:.1f} ms p95 {r['p95_ms']:.1f} ms ({buckets} buckets, level {level}; "
-                      f"p50 per repeat {r['runs']}, load {r['load']})", flush=True)
+                s = samples[(points, view)]
+                with load_window(s["loads"]):
+                    times, s["buckets"], s["level"] = time_requests(client, url, params, requests)
+                s["p50"].append(statistics.median(times))
+                s["p95"].append(pct(times, 0.95))
+    rows = []
+    for points, view, _, _ in views:
+        s = samples[(points, view)]
+        rows.append(
+            {
+                "what": f"metrics query, {points:,} points, {view}",
+                "points": points,
+                "view": view,
+                "p50_ms": statistics.median(s["p50"]),
+                "p95_ms": statistics.median(s["p95"]),
+                "buckets": s["buckets"],
+                "level": s["level"],
+                "runs": [round(x, 1) for x in s["p50"]],
+                "load": load_str(s["loads"]),
+            }
+        )
+        r = rows[-1]
+        print(f"    {points:,} points, {view}: p50 {r['p50_ms']:.1f} ms p95 {r['p95_ms']:.1f} ms ({r['buckets']} buckets, "
+              f"level {r['level']}; p50 per repeat {r['runs']}, load {r['load']})", flush=True)
     return rows
 
 
@@ -564,7 +580,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, help="repeats per measurement, the median is reported (default 5, --quick 3)")
     parser.add_argument("--calls", type=int, help="log() calls per SDK-cost repeat (default 50000)")
     parser.add_argument("--steps", type=int, help="steps (x 8 scalars) per ingest repeat (default 100000)")
-    parser.add_argument("--batch-size", type=int, default=500, help="SDK batch_size for the ingest runs")
+    parser.add_argument("--batch-size", type=int, help="SDK batch_size for the ingest runs (default: the SDK's)")
     parser.add_argument("--transports", default="http,redis")
     parser.add_argument("--sizes", help="series lengths for the query bench (default 10000,1000000,10000000)")
     parser.add_argument("--requests", type=int, default=50, help="requests per query repeat")

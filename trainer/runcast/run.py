@@ -356,7 +356,7 @@ def init(
     seed: int | None = None,
     spool_dir: str | os.PathLike[str] | None = None,
     flush_interval: float = 1.0,
-    batch_size: int = 500,
+    batch_size: int = 1000,
     max_queue: int = 100_000,
     finish_timeout: float = 30.0,
     all_ranks: bool = False,
