@@ -69,6 +69,18 @@ PROJECT = "overhead"
 # --- the timing wrapper (used by both arms alike) ---------------------------------------------
 
 
+class NullTransport:
+    """Accepts every batch at once (the ``null`` diagnostic arm: the SDK's work, no server)."""
+
+    url = "null://"
+
+    def send(self, body: bytes, events: list[dict[str, Any]], timeout: float) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
 class TimedRun:
     """Passes every call to ``inner``; stamps wall and CPU time at each per-step ``log``."""
 
@@ -80,6 +92,7 @@ class TimedRun:
         self.steps: list[int] = []
         self.on_step = on_step
         self.finish_kwargs: dict[str, Any] = {}
+        self.compute_s: list[float] = []  # the trainer's own step_time_s (forward, backward, optimizer)
         self.log_call_s: list[float] = []  # time inside the inner run.log of each step (training thread)
         self.sender_cpu: list[float] = []  # the SDK sender thread's CPU clock at each stamp
         sender = getattr(getattr(inner, "_sender", None), "_thread", None)  # bench-only peek at the SDK
@@ -94,6 +107,7 @@ class TimedRun:
         if self._sender_clock is not None:
             self.sender_cpu.append(time.clock_gettime(self._sender_clock))
         self.steps.append(step)
+        self.compute_s.append(float(metrics["step_time_s"]))
         if self.on_step is not None:
             self.on_step(step)
         t0 = time.perf_counter()
@@ -149,13 +163,23 @@ def worker(args: argparse.Namespace) -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         cfg = bench_config(args.steps, tmp, args.server, args.token, name=f"overhead-{args.arm}")
-        run = TimedRun(open_trainer_run(cfg) if args.arm == "on" else OfflineRun())
+        if args.arm == "on":
+            inner = open_trainer_run(cfg)
+        elif args.arm == "null":  # open_run's runcast.init, with a transport that discards batches
+            import runcast
+
+            inner = runcast.init(cfg.project, cfg.name, config={"arm": "null"}, transport=NullTransport(),
+                                 token="unused", seed=cfg.seed, visibility=cfg.visibility)
+        else:
+            inner = OfflineRun()
+        run = TimedRun(inner)
         summary = train(cfg, run=run, log=lambda *_: None)
     wall, cpu = run.intervals(args.warmup)
     sdk = run.sdk_cost(args.warmup)
-    stats = run.inner.stats if args.arm == "on" else None
+    stats = run.inner.stats if args.arm != "off" else None
     print(json.dumps({
         "arm": args.arm, "steps": summary["step"], "run_id": run.id, "wall": wall, "cpu": cpu, "sdk": sdk,
+        "compute": run.compute_s[args.warmup + 1:],
         "final_loss": summary["losses"][summary["step"]],
         "stats": dataclasses.asdict(stats) if stats is not None else None,
     }))
@@ -273,7 +297,10 @@ def summarize(xs: list[float]) -> str:
 def overhead(args: argparse.Namespace, server: Server, token: str, loads: list[float]) -> list[dict[str, Any]]:
     pairs = []
     for i in range(args.pairs):
-        order = ("off", "on") if i % 2 == 0 else ("on", "off")
+        arms = ["off", "on", "null"] if args.null_arm else ["off", "on"]
+        order = arms[i % len(arms):] + arms[:i % len(arms)]  # rotate, and reverse every other block (ABBA)
+        if (i // len(arms)) % 2 == 1 if args.null_arm else i % 2 == 1:
+            order.reverse()
         pair: dict[str, Any] = {}
         for arm in order:
             loads.append(os.getloadavg()[0])
@@ -301,18 +328,23 @@ def report_overhead(args: argparse.Namespace, server: Server, pairs: list[dict[s
 
     def per_run(p: dict[str, Any]) -> dict[str, float]:
         return {"median": statistics.median(p["wall"]), "mean": statistics.fmean(p["wall"]),
-                "cpu": statistics.fmean(p["cpu"])}
+                "cpu": statistics.fmean(p["cpu"]), "compute": statistics.median(p["compute"])}
 
-    stats = [(per_run(p["off"]), per_run(p["on"])) for p in pairs]
     labels = {"median": "wall time per step, median of the run", "mean": "wall time per step, mean of the run",
-              "cpu": "trainer CPU time per step (all threads), mean"}
-    for what in ("median", "mean", "cpu"):
-        off = [a[what] for a, _ in stats]
-        on = [b[what] for _, b in stats]
-        ratios = [(b / a - 1) * 100 for a, b in zip(off, on)]
-        lo, hi = bootstrap_ci(ratios)
-        rows.append(f"| {labels[what]} | {statistics.median(off) * 1000:.2f} ms | {statistics.median(on) * 1000:.2f} ms "
-                    f"| **{statistics.median(ratios):+.2f}%** | [{lo:+.2f}%, {hi:+.2f}%] |")
+              "cpu": "trainer CPU time per step (all threads), mean",
+              "compute": "the trainer's own `step_time_s` (forward+backward+optimizer only), median"}
+    comparisons = [("off", "on", "")] + ([("off", "null", " [null/off]"), ("null", "on", " [on/null]")]
+                                         if "null" in pairs[0] else [])
+    for base_arm, arm, tag in comparisons:
+        stats = [(per_run(p[base_arm]), per_run(p[arm])) for p in pairs]
+        for what in ("median", "mean", "cpu", "compute"):
+            off = [a[what] for a, _ in stats]
+            on = [b[what] for _, b in stats]
+            ratios = [(b / a - 1) * 100 for a, b in zip(off, on)]
+            lo, hi = bootstrap_ci(ratios)
+            rows.append(f"| {labels[what]}{tag} | {statistics.median(off) * 1000:.2f} ms "
+                        f"| {statistics.median(on) * 1000:.2f} ms "
+                        f"| **{statistics.median(ratios):+.2f}%** | [{lo:+.2f}%, {hi:+.2f}%] |")
     log_call = [p["on"]["sdk"]["log_call"] * 1e6 for p in pairs]
     sender_cpu = [p["on"]["sdk"]["sender_cpu"] * 1e6 for p in pairs]
     sdk_share = [(p["on"]["sdk"]["log_call"] + p["on"]["sdk"]["sender_cpu"]) / per_run(p["off"])["median"] * 100
@@ -327,7 +359,8 @@ def report_overhead(args: argparse.Namespace, server: Server, pairs: list[dict[s
         complete += missing == 0 and extra == 0
     same_loss = all(p["on"]["final_loss"] == p["off"]["final_loss"] for p in pairs)
     lines = [
-        "| measure (per pair: on/off - 1) | off (median over runs) | on (median over runs) | overhead, median over pairs | 95% CI |",
+        "| measure (per block: arm/baseline - 1; arm on, baseline off unless tagged) | baseline (median over runs) "
+        "| arm (median over runs) | overhead, median over blocks | 95% CI |",
         "|---|---|---|---|---|",
         *rows,
         f"| SDK work per step, measured directly: `run.log` call {statistics.median(log_call):.1f} us "
@@ -463,7 +496,9 @@ def main() -> None:
     parser.add_argument("--skip-overhead", action="store_true")
     parser.add_argument("--skip-outage", action="store_true")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--arm", choices=("off", "on"), help=argparse.SUPPRESS)
+    parser.add_argument("--null-arm", action="store_true",
+                        help="add a diagnostic arm: the SDK logging to a transport that discards batches (no server)")
+    parser.add_argument("--arm", choices=("off", "on", "null"), help=argparse.SUPPRESS)
     parser.add_argument("--server", help=argparse.SUPPRESS)
     parser.add_argument("--token", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -489,7 +524,8 @@ def main() -> None:
             if not args.skip_overhead:
                 print(f"overhead: {args.pairs} pairs x {args.steps} steps", file=sys.stderr, flush=True)
                 pairs = overhead(args, server, token, loads)
-                out += [f"### Overhead of logging every step ({args.pairs} ABBA pairs x {args.steps} steps, "
+                out += [f"### Overhead of logging every step ({args.pairs} interleaved blocks of "
+                        f"{'off/on/null' if args.null_arm else 'off/on'} x {args.steps} steps, "
                         f"first {args.warmup} intervals dropped)", "", *report_overhead(args, server, pairs), ""]
             if not args.skip_outage:
                 results = []
