@@ -49,6 +49,7 @@ from starlette.concurrency import run_in_threadpool
 from runcast_server import hub
 from runcast_server.db import session_scope
 from runcast_server.models import Event, Point, Run, RunVersion, Segment, Series
+from runcast_server.reads.published import published_payload
 from runcast_server.reads.values import stored_value, strict_json
 
 RETRY_MS: Final = 1000  # the reconnect delay suggested to EventSource clients
@@ -248,7 +249,7 @@ def _read_events(session: Session, ids: list[int]) -> dict[int, dict[str, Any]]:
             "step": e.step,
             "ts": e.ts,
             "received_at": e.received_at,
-            "payload": strict_json(e.payload or {}),
+            "payload": published_payload(e.type, strict_json(e.payload or {})),
         }
         for e, index in rows
     }

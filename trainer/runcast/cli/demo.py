@@ -180,6 +180,13 @@ class _Server:
             self.thread.join(timeout=30)
 
 
+def _checkpoint_dir(stamp: str) -> Path:
+    """Under the server's storage root, so the run page can offer the checkpoints for download."""
+    from runcast_server.settings import get_settings
+
+    return get_settings().checkpoint_root / "demo" / stamp
+
+
 class _Trainer:
     """``runcast train`` in a child process (own process group), its output echoed with a prefix."""
 
@@ -189,7 +196,7 @@ class _Trainer:
         self.argv = [
             sys.executable, "-m", "runcast.cli.main", "train",
             "--server", base, "--project", "demo", "--name", f"demo-tinygpt-{stamp}",
-            "--max-steps", str(steps), "--out-dir", str(data / "checkpoints" / stamp),
+            "--max-steps", str(steps), "--out-dir", str(_checkpoint_dir(stamp)),
             "--eval-interval", str(max(10, min(50, steps // 10))),
             "--ckpt-interval", str(max(20, min(250, steps // 4))),
         ]  # fmt: skip

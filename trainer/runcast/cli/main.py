@@ -51,6 +51,8 @@ def serve(
         port=port or settings.port,
         workers=workers,
         log_level="info",
+        # Live streams never end by themselves: give them a few seconds, then stop.
+        timeout_graceful_shutdown=5,
     )
 
 

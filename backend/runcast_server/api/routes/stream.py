@@ -105,6 +105,7 @@ def _check_access(run_id: str, token: str | None) -> None:
 @router.get(
     "/runs/{run_id}/stream",
     response_class=EventStream,
+    status_code=200,
     responses={200: {"content": {"text/event-stream": {}}, "description": "Server-Sent Events; see docs/live.md."}},
 )
 async def stream(

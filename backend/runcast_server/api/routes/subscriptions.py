@@ -147,7 +147,8 @@ def confirm(session: SessionDep, token: Annotated[str, Query(max_length=64)]) ->
     return {"id": sub.id, "status": sub.status}
 
 
-@router.api_route("/subscriptions/unsubscribe", methods=["GET", "POST"])
+@router.get("/subscriptions/unsubscribe", operation_id="unsubscribe_by_link")
+@router.post("/subscriptions/unsubscribe", operation_id="unsubscribe")
 def unsubscribe(session: SessionDep, token: Annotated[str, Query(max_length=64)]) -> dict[str, Any]:
     """The link in every delivery: deletes the subscription (no account needed)."""
     sub = _by_token(session, Subscription.unsub_token, token)
