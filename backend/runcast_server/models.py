@@ -67,7 +67,10 @@ class IngestToken(Base):
 
 class Run(Base):
     __tablename__ = "runs"
-    __table_args__ = (Index("ix_runs_project_created", "project_id", "created_at"),)
+    __table_args__ = (
+        Index("ix_runs_project_created", "project_id", "created_at"),
+        Index("ix_runs_created_id", "created_at", "id"),  # the list of all runs, newest first
+    )
 
     id: Mapped[str] = mapped_column(String(64), primary_key=True)
     project_id: Mapped[int] = mapped_column(

@@ -117,3 +117,24 @@ def test_serve_starts_after_upgrade(empty_pg, redis_server, tmp_path):
         assert body["mode"] == "production"
     finally:
         proc.stop()
+
+
+@pytest.mark.parametrize("dialect", ["sqlite", "postgresql"])
+def test_migrations_match_the_models(dialect, request, tmp_path):
+    """Alembic is the only way the schema is made, so head must equal models.py exactly."""
+    from alembic.autogenerate import compare_metadata
+    from alembic.runtime.migration import MigrationContext
+    from runcast_server.models import Base
+
+    if dialect == "sqlite":
+        url = f"sqlite:///{tmp_path / 'm.db'}"
+        migrate.upgrade(url)
+    else:
+        url = request.getfixturevalue("empty_pg")
+        migrate.upgrade(url)
+    engine = make_engine(url)
+    try:
+        with engine.connect() as conn:
+            assert compare_metadata(MigrationContext.configure(conn), Base.metadata) == []
+    finally:
+        engine.dispose()
