@@ -13,7 +13,7 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.services)])
 def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engine]:
     """An engine on a fresh database at head (the PostgreSQL one needs the services)."""
     if request.param == "sqlite":
