@@ -33,7 +33,10 @@ from typing import Any
 
 import pytest
 import services
+from runcast_server import migrate
+from runcast_server.db import make_engine
 from services import BIN, PostgresServer, Process, RedisServer, child_env
+from sqlalchemy import Engine
 
 SERVICE_FIXTURES = {"pg_server", "pg_template", "pg_url", "redis_server", "stack"}
 
@@ -311,3 +314,17 @@ def wait_for():  # type: ignore[no-untyped-def]
 
     return _wait
 
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.services)])
+def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engine]:
+    """An engine on a fresh database at head (the PostgreSQL one needs the services)."""
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'runcast.db'}"
+        migrate.upgrade(url)
+    else:
+        url = request.getfixturevalue("pg_url")
+    eng = make_engine(url)
+    try:
+        yield eng
+    finally:
+        eng.dispose()

@@ -15,8 +15,6 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from runcast_server import migrate
-from runcast_server.db import make_engine
 from runcast_server.models import Run
 from runcast_server.reads.metrics import plan_level, query_metrics
 from sqlalchemy import Engine
@@ -56,23 +54,12 @@ class Backend:
             return query_metrics(session, run, **args).model_dump()
 
 
-@pytest.fixture(
-    params=["sqlite", pytest.param("postgresql", marks=pytest.mark.services)]
-)
-def backend(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[Backend]:
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'metrics.db'}"
-        migrate.upgrade(url)
-    else:
-        url = request.getfixturevalue("pg_url")
-    engine = make_engine(url)
+@pytest.fixture
+def backend(engine: Any) -> Backend:
     factory = sessionmaker(bind=engine, expire_on_commit=False)
     with factory() as session, session.begin():
         _, project_id = project_token(session, "metrics")
-    try:
-        yield Backend(engine, factory, project_id)
-    finally:
-        engine.dispose()
+    return Backend(engine, factory, project_id)
 
 
 # --- the brute force ------------------------------------------------------------------------

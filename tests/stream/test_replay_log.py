@@ -3,33 +3,15 @@ read back as stream messages by primary-key range scans."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-import pytest
 from runcast import events as ev
-from runcast_server import live, migrate
+from runcast_server import live
 from runcast_server.auth import get_or_create_project
-from runcast_server.db import make_engine
 from runcast_server.ingest import store_batch
 from runcast_server.models import RunVersion
 from sqlalchemy import Engine, delete
 from sqlalchemy.orm import Session
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.services)])
-def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engine]:
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'runcast.db'}"
-        migrate.upgrade(url)
-    else:
-        url = request.getfixturevalue("pg_url")
-    eng = make_engine(url)
-    try:
-        yield eng
-    finally:
-        eng.dispose()
 
 
 class Writer:
