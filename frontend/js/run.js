@@ -9,7 +9,7 @@ import { ApiError, decode, getEvents, getJSON, getRun, runUrl } from "./api.js";
 import { DEFAULT_SMOOTHING, MetricChart, XMap, markerStyle, rangesEqual } from "./chart.js";
 import { LiveStream } from "./live.js";
 import {
-  color, debounce, el, escapeHtml, formatAge, formatBytes, formatTime, formatValue, lastLossKey, theme,
+  color, debounce, el, escapeHtml, formatAge, formatBytes, formatTime, formatValue, lastLossKey, safeHttpUrl, theme,
 } from "./util.js";
 
 const PANEL_ORDER = [/^(lr|learning_rate)$/i, /grad_?norm/i, /(tokens?_per_s|throughput|tok\/s)/i, /loss_scale/i];
@@ -38,6 +38,8 @@ let eventsSentAt = Infinity;
 let firstFetchAt = Infinity;
 let staleEvents = false;
 let staleCharts = false;
+let alerts = new Map(); // alert id -> alert (GET /alerts)
+let checkpoints = null; // GET /checkpoints, null until read
 const xmaps = new Map(); // mode -> XMap
 const charts = () => (mainChart ? [mainChart, ...panelCharts] : panelCharts);
 
@@ -179,6 +181,7 @@ async function start() {
   events = await eventsPromise;
   renderEvents();
   buildPanels();
+  loadArtifacts();
   loaded = true;
   stream.release();
   catchUp();
@@ -263,6 +266,7 @@ function renderConfig() {
     ["visibility", detail.visibility],
   ];
   box.append(el("h3", { text: "Run" }), table(runRows));
+  setupEstimate();
   const config = flatten(detail.config);
   box.append(el("h3", { text: "Hyperparameters" }), config.length ? table(config) : el("p", { text: "No config logged." }));
   const envRows = flatten(env);
@@ -471,7 +475,26 @@ function eventStep(e) {
 }
 
 function timelineItems() {
-  return events.map((e) => ({ type: markerType(e), step: eventStep(e), label: describe(e), ts: e.ts, event: e }));
+  // One item per anomaly: the timeline event (kept current by the stream) carries it, the
+  // alert from /alerts adds its title and the checkpoints around it. An alert that has no
+  // event (none was written) is listed on its own, so nothing is drawn twice.
+  const matched = new Set();
+  const items = events.map((e) => {
+    const item = { type: markerType(e), step: eventStep(e), label: describe(e), ts: e.ts, event: e };
+    if (e.type === "anomaly") {
+      const alert = alertOf(e);
+      if (alert) matched.add(alert.id);
+      item.alert = alertState(alert, e);
+      item.label = describeAlert(item.alert);
+    }
+    return item;
+  });
+  for (const alert of alerts.values()) {
+    if (matched.has(alert.id)) continue;
+    const a = alertState(alert, null);
+    items.push({ type: "alert", step: a.step, label: describeAlert(a), ts: alert.opened_at, alert: a });
+  }
+  return items;
 }
 
 function markers() {
@@ -496,8 +519,21 @@ function renderEvents() {
         "aria-label": `Zoom to step ${item.step} (${style.name})`, onclick: () => zoomTo(item.step),
       }));
     }
+    if (item.alert) {
+      head.append(" ", el("span", { className: "badge alert-state alert-" + item.alert.state, text: item.alert.state }));
+      if (item.alert.id !== null) li.id = "alert-" + item.alert.id;
+      const hover = evidenceText(item.alert.evidence);
+      if (hover) body.title = hover;
+    }
     if (item.ts) head.append(el("time", { className: "tl-time", text: formatTime(item.ts) }));
     body.append(head, el("p", { className: "tl-text", text: item.label }));
+    if (item.alert && item.alert.checkpoints) {
+      const around = ["before", "after"].map((side) => {
+        const c = item.alert.checkpoints[side];
+        return c && Number.isFinite(c.step) ? `${side} step ${c.step.toLocaleString()}` : null;
+      }).filter(Boolean);
+      if (around.length) body.append(el("p", { className: "tl-note", text: "nearest checkpoints: " + around.join(", ") }));
+    }
     if (item.event && item.event.type === "manifest" && item.event.payload && item.event.payload.manifest) {
       body.append(el("details", {}, el("summary", { text: "Manifest" }),
         el("pre", { text: JSON.stringify(item.event.payload.manifest, null, 2).slice(0, 200000) })));
@@ -581,6 +617,354 @@ function syncMixRange() {
   const current = ax.autorange === true || !ax.range ? null : [xmap.fromPlot(ax.range[0]), xmap.fromPlot(ax.range[1])];
   if (rangesEqual(current, r)) return;
   Plotly.relayout(gd, r ? { "xaxis.range": [xmap.toPlot(r[0]), xmap.toPlot(r[1])] } : { "xaxis.autorange": true });
+}
+
+// --- alerts, checkpoints, code revisions, memory estimate -----------------------------------------
+
+function loadArtifacts() {
+  loadAlerts().then((changed) => changed && renderEvents());
+  loadCheckpoints();
+  loadRevisions();
+}
+
+/** Every alert of the run (pages of 1000); true when the list was read. */
+async function loadAlerts() {
+  const fresh = new Map();
+  let after = null;
+  try {
+    for (let page = 0; page < 20; page++) {
+      const params = new URLSearchParams({ limit: "1000" });
+      if (after) params.set("after", after);
+      const body = await getJSON(runUrl(runId) + "/alerts?" + params);
+      for (const a of body.alerts || []) fresh.set(a.id, a);
+      if (!body.next_cursor || !(body.alerts || []).length) break;
+      after = body.next_cursor;
+    }
+  } catch {
+    return false; // the timeline still shows the anomaly events
+  }
+  alerts = fresh;
+  return true;
+}
+
+const reloadAlertsSoon = debounce(() => loadAlerts().then((changed) => changed && renderEvents()), 500);
+
+function alertOf(e) {
+  const p = e.payload || {};
+  const id = Number.isSafeInteger(p.alert) ? p.alert : e.seq < 0 ? -e.seq : null;
+  if (id !== null && alerts.has(id)) return alerts.get(id);
+  for (const a of alerts.values()) if (a.event === e.id) return a;
+  return null;
+}
+
+/** The alert as the timeline shows it: the event's payload is live, so it wins, except that
+ * an alert never reopens (whichever source saw it close first says closed). */
+function alertState(alert, e) {
+  const p = (e && e.payload) || {};
+  const a = alert || {};
+  const closed = p.state === "closed" || a.state === "closed";
+  const endStep = p.end_step ?? a.end_step ?? null;
+  const step = (e ? eventStep(e) : null) ?? a.step ?? null;
+  return {
+    id: Number.isSafeInteger(a.id) ? a.id : Number.isSafeInteger(p.alert) ? p.alert : null,
+    kind: p.kind || a.kind || "alert",
+    title: a.title || null,
+    key: p.key || a.key || null,
+    state: closed ? "closed" : "open",
+    step: Number.isFinite(step) ? step : null,
+    endStep: Number.isFinite(endStep) ? endStep : null,
+    evidence: (closed && a.evidence && a.evidence.close ? a.evidence : p.evidence) || a.evidence || {},
+    checkpoints: a.checkpoints || null,
+  };
+}
+
+function describeAlert(a) {
+  const what = a.title ? `${a.title} (${a.kind})` : a.kind;
+  const where = a.key ? ` on ${a.key}` : "";
+  const span = a.state === "closed" && a.endStep !== null ? ` until step ${a.endStep}` : "";
+  return `anomaly: ${what}${where} (${a.state}${span})`;
+}
+
+/** Evidence as plain lines for a hover title: "open: value 9.1, baseline 2.3, …". */
+function evidenceText(evidence) {
+  const lines = [];
+  for (const [phase, facts] of Object.entries(evidence || {}).slice(0, 4)) {
+    if (!facts || typeof facts !== "object") {
+      lines.push(`${phase}: ${formatEvidence(facts)}`);
+      continue;
+    }
+    const parts = Object.entries(facts).slice(0, 16).map(([k, v]) => `${k} ${formatEvidence(v)}`);
+    lines.push(`${phase}: ${parts.join(", ")}`);
+  }
+  return lines.join("\n").slice(0, 2000);
+}
+
+function formatEvidence(v) {
+  if (typeof v === "number") return formatValue(v);
+  if (typeof v === "string") return v in { NaN: 1, Infinity: 1, "-Infinity": 1 } ? v : v.slice(0, 200);
+  if (v === null || v === undefined) return "–";
+  return JSON.stringify(v).slice(0, 200);
+}
+
+async function loadCheckpoints() {
+  try {
+    const body = await getJSON(runUrl(runId) + "/checkpoints");
+    checkpoints = body.checkpoints || [];
+  } catch (err) {
+    if (checkpoints === null) {
+      $("checkpoints").replaceChildren(el("li", { className: "empty", text: "Checkpoints could not be read: " + err.message }));
+    }
+    return;
+  }
+  renderCheckpoints();
+}
+
+const reloadCheckpointsSoon = debounce(loadCheckpoints, 500);
+const CHECKPOINT_STATUS = ["available", "pruned", "private", "missing"];
+
+function renderCheckpoints() {
+  const list = $("checkpoints");
+  list.replaceChildren();
+  if (!checkpoints.length) {
+    list.append(el("li", { className: "empty", text: "No checkpoints recorded." }));
+    return;
+  }
+  const ordered = [...checkpoints].sort((a, b) => (b.step ?? 0) - (a.step ?? 0) || (b.segment ?? 0) - (a.segment ?? 0));
+  for (const c of ordered.slice(0, 500)) list.append(checkpointItem(c));
+}
+
+function checkpointItem(c) {
+  const status = CHECKPOINT_STATUS.includes(c.status) ? c.status : "missing";
+  const li = el("li", { className: "ck ck-" + status });
+  const head = el("div", { className: "ck-head" });
+  if (Number.isFinite(c.step)) {
+    head.append(el("button", {
+      type: "button", className: "link ck-step", text: "step " + c.step.toLocaleString(),
+      "aria-label": `Zoom to step ${c.step} (checkpoint)`, onclick: () => zoomTo(c.step),
+    }));
+  }
+  head.append(" ", el("span", { className: "badge ck-status ck-status-" + status, text: status }));
+  if (typeof c.size === "number") head.append(" ", el("span", { className: "ck-size", text: formatBytes(c.size) }));
+  if (Number.isFinite(c.segment) && detail && detail.segments.length > 1) head.append(" ", el("span", { className: "ck-seg", text: "segment " + c.segment }));
+  li.append(head);
+  if (c.filename) li.append(el("p", { className: "ck-file", text: String(c.filename) + (c.kind === "directory" ? "/" : "") }));
+  if (c.sha256) {
+    const sha = String(c.sha256);
+    li.append(el("p", { className: "ck-sha" }, "sha256 ", el("code", { title: sha, text: sha.slice(0, 12) }), " ", copyButton(sha, "sha256")));
+  }
+  const metrics = Object.entries(c.metrics || {}).slice(0, 12).map(([k, v]) => `${k} ${formatValue(decode(v))}`);
+  if (metrics.length) li.append(el("p", { className: "ck-metrics", text: metrics.join(" · ") }));
+  if (status === "missing" && c.reason) li.append(el("p", { className: "ck-reason", text: String(c.reason) }));
+  if (Number.isSafeInteger(c.id)) {
+    const base = runUrl(runId) + "/checkpoints/" + c.id;
+    const links = el("p", { className: "ck-links" });
+    if (status === "available" && c.kind !== "directory") {
+      links.append(el("a", { className: "ck-download", href: base + "/download", download: "", text: "Download" }), " ");
+    }
+    links.append(el("a", {
+      className: "ck-card", href: base + "/card?download=true", text: "card",
+      title: "Reproducibility card (JSON): code, config, packages, data position, parent checkpoint",
+    }));
+    li.append(links);
+  }
+  return li;
+}
+
+function copyButton(value, what) {
+  const button = el("button", { type: "button", className: "copy", text: "copy", "aria-label": "Copy the " + what });
+  button.addEventListener("click", async () => {
+    try {
+      await navigator.clipboard.writeText(value);
+      button.textContent = "copied";
+    } catch {
+      button.textContent = "copy failed";
+    }
+    setTimeout(() => (button.textContent = "copy"), 1500);
+  });
+  return button;
+}
+
+async function loadRevisions() {
+  let body;
+  try {
+    body = await getJSON(runUrl(runId) + "/revisions");
+  } catch {
+    return;
+  }
+  renderRevisions(body.revisions || []);
+}
+
+const reloadRevisionsSoon = debounce(loadRevisions, 500);
+
+function renderRevisions(revisions) {
+  const box = $("revisions");
+  box.replaceChildren();
+  if (!revisions.length) return;
+  box.append(el("h3", { text: revisions.length > 1 ? "Code revisions" : "Code revision" }));
+  const list = el("ul", { className: "revisions" });
+  for (const r of revisions.slice(0, 200)) {
+    const li = el("li", { className: "revision" });
+    const sha = r.sha ? String(r.sha) : null;
+    const head = el("div", { className: "rev-head" });
+    head.append(sha ? el("code", { className: "rev-sha", title: sha, text: sha.slice(0, 12) }) : el("span", { text: "no sha" }));
+    if (sha) head.append(" ", copyButton(sha, "commit sha"));
+    if (r.dirty) head.append(" ", el("span", { className: "badge rev-dirty", text: "dirty" }));
+    li.append(head);
+    const rows = [];
+    if (r.branch) rows.push(["branch", String(r.branch)]);
+    if (r.remote) rows.push(["remote", String(r.remote)]);
+    if (Array.isArray(r.segments) && r.segments.length) rows.push(["segments", r.segments.join(", ")]);
+    if (Array.isArray(r.start_steps) && r.start_steps.length) rows.push(["from steps", r.start_steps.map((s) => Number(s).toLocaleString()).join(", ")]);
+    rows.push(["dirty", r.dirty ? "yes" + (r.diff_truncated ? " (diff truncated)" : "") : "no"]);
+    li.append(table(rows));
+    const links = el("p", { className: "rev-links" });
+    const href = safeHttpUrl(r.link);
+    if (href) {
+      const a = el("a", { className: "rev-link", text: "on the code host", rel: "noopener noreferrer nofollow" });
+      a.href = href;
+      links.append(a);
+    }
+    if (r.diff_url && Number.isSafeInteger(r.id)) {
+      if (links.childNodes.length) links.append(" · ");
+      links.append(el("a", {
+        className: "rev-diff", href: runUrl(runId) + "/revisions/" + r.id + "/diff",
+        text: "diff" + (typeof r.diff_bytes === "number" ? ` (${formatBytes(r.diff_bytes)})` : ""),
+      }));
+    }
+    if (links.childNodes.length) li.append(links);
+    list.append(li);
+  }
+  box.append(list);
+}
+
+// Memory estimate: the ZeRO accounting of `runcast estimate`, for the run's config.
+const PARAM_KEY = /^(n_params|num_params|params|num_parameters|n_parameters|parameters|param_count|n_param)$/i;
+const SHAPE_KEYS = {
+  layers: /^(n_layers?|num_layers|num_hidden_layers|layers)$/i,
+  hidden: /^(n_embd|n_embed|hidden_size|d_model|hidden)$/i,
+  heads: /^(n_heads?|num_heads|num_attention_heads|heads)$/i,
+  seq_len: /^(block_size|seq_len|seq_length|max_seq_len|context_length|sequence_length)$/i,
+  micro_batch: /^(train_micro_batch_size_per_gpu|micro_batch_size|micro_batch|per_device_train_batch_size|batch_size)$/i,
+};
+
+/** A positive number under a key matching `re`: top level first, then one level of nesting. */
+function configNumber(config, re) {
+  const asNumber = (v) => {
+    const n = typeof v === "number" ? v : typeof v === "string" && v.trim() !== "" ? Number(v) : NaN;
+    return Number.isFinite(n) && n > 0 ? n : null;
+  };
+  const top = Object.entries(config || {});
+  for (const [k, v] of top) if (re.test(k) && asNumber(v) !== null) return { key: k, value: asNumber(v) };
+  for (const [k, v] of top) {
+    if (!v || typeof v !== "object" || Array.isArray(v)) continue;
+    for (const [k2, v2] of Object.entries(v)) if (re.test(k2) && asNumber(v2) !== null) return { key: k + "." + k2, value: asNumber(v2) };
+  }
+  return null;
+}
+
+/** ZeRO stage and optimizer offload from a DeepSpeed config inside the run's config. */
+function zeroFromConfig(config) {
+  const c = config || {};
+  const candidates = [["deepspeed", c.deepspeed], ["ds_config", c.ds_config], ["deepspeed_config", c.deepspeed_config], ["", c]];
+  for (const [name, ds] of candidates) {
+    const zo = ds && typeof ds === "object" ? ds.zero_optimization : null;
+    if (!zo || typeof zo !== "object") continue;
+    const stage = Number(zo.stage);
+    if (![0, 1, 2, 3].includes(stage)) continue;
+    const device = zo.offload_optimizer && typeof zo.offload_optimizer === "object" ? zo.offload_optimizer.device : null;
+    const offload = stage > 0 && (device === "cpu" || device === "nvme" || zo.cpu_offload === true);
+    return { stage, offload, source: (name ? name + "." : "") + "zero_optimization.stage" };
+  }
+  const stage = Number(c.zero_stage);
+  if ([0, 1, 2, 3].includes(stage)) return { stage, offload: false, source: "zero_stage" };
+  return { stage: 0, offload: false, source: null };
+}
+
+let estimateSetUp = false;
+
+function setupEstimate() {
+  const card = $("estimate-card");
+  const params = configNumber(detail.config, PARAM_KEY);
+  if (!params) {
+    card.hidden = true;
+    return;
+  }
+  card.hidden = false;
+  if (estimateSetUp) return; // the user's inputs stay as they are
+  estimateSetUp = true;
+  const env = detail.env || {};
+  const gpus = Number.isSafeInteger(env.world_size) && env.world_size > 0 ? env.world_size : 1;
+  const zero = zeroFromConfig(detail.config);
+  $("est-params").value = String(params.value);
+  $("est-gpus").value = String(gpus);
+  $("est-zero").value = String(zero.stage);
+  $("est-offload").checked = zero.offload;
+  const shape = {};
+  for (const [name, re] of Object.entries(SHAPE_KEYS)) {
+    const found = configNumber(detail.config, re);
+    if (found && Number.isSafeInteger(found.value)) shape[name] = found.value;
+  }
+  if (!(shape.layers && shape.hidden)) delete shape.heads; // the server assumes the whole shape from Ψ then
+  const form = $("estimate-form");
+  form.dataset.sources = [
+    `parameters from config ${params.key}`,
+    `GPUs from ${Number.isSafeInteger(env.world_size) ? "env.world_size" : "a default of 1"}`,
+    `ZeRO stage from ${zero.source ? "config " + zero.source : "a default of 0"}`,
+  ].join("; ");
+  const refresh = debounce(() => fetchEstimate(shape), 250);
+  form.addEventListener("input", refresh);
+  form.addEventListener("change", refresh);
+  form.addEventListener("submit", (ev) => { ev.preventDefault(); refresh(); });
+  fetchEstimate(shape);
+}
+
+let estimateSeq = 0;
+
+async function fetchEstimate(shape) {
+  const q = new URLSearchParams({
+    params: $("est-params").value.trim(),
+    gpus: $("est-gpus").value.trim(),
+    zero: $("est-zero").value,
+    offload_optimizer: $("est-offload").checked ? "true" : "false",
+  });
+  for (const [k, v] of Object.entries(shape)) q.set(k, String(v));
+  const seq = ++estimateSeq;
+  const box = $("estimate");
+  let result;
+  try {
+    result = await getJSON("/api/v1/estimate?" + q);
+  } catch (err) {
+    if (seq === estimateSeq) box.replaceChildren(el("p", { className: "error", role: "alert", text: "Cannot estimate: " + err.message }));
+    return;
+  }
+  if (seq !== estimateSeq) return; // a newer request is on its way
+  const b = result.bytes;
+  const s = result.shape;
+  const rows = [
+    ["weights (fp16)", formatGB(b.weights)],
+    ["gradients (fp16)", formatGB(b.gradients)],
+    ["optimizer states (Adam, 12 bytes/param)", formatGB(b.optimizer)],
+    ["model states per GPU", formatGB(b.total)],
+  ];
+  if (result.offload_optimizer) rows.push(["CPU memory per GPU (offloaded optimizer)", formatGB(b.cpu_optimizer)]);
+  rows.push(
+    [`activations (${s.activation_checkpointing ? "checkpointed" : "L·s·b·h·(34 + 5·a·s/h)"})`, formatGB(b.activations)],
+    ["total per GPU", formatGB(b.gpu_total)],
+  );
+  const tbl = table(rows);
+  tbl.id = "estimate-table";
+  const shapeNote = `Activations for L=${s.layers}, h=${s.hidden}, a=${s.heads}, s=${s.seq_len}, b=${s.micro_batch}`
+    + (s.assumed ? " (shape assumed from the parameter count)" : " (from the config)")
+    + ". ZeRO paper accounting, mixed-precision Adam; no buffers, fragmentation or CUDA context. GB = 10⁹ bytes.";
+  box.replaceChildren(tbl, el("p", { className: "note", text: shapeNote }),
+    el("p", { className: "note", text: $("estimate-form").dataset.sources || "" }));
+}
+
+function formatGB(bytes) {
+  if (typeof bytes !== "number" || !Number.isFinite(bytes)) return "–";
+  if (bytes === 0 || bytes >= 0.05e9) return (bytes / 1e9).toLocaleString(undefined, { maximumFractionDigits: 1, minimumFractionDigits: 1 }) + " GB";
+  if (bytes >= 0.05e6) return (bytes / 1e6).toLocaleString(undefined, { maximumFractionDigits: 1, minimumFractionDigits: 1 }) + " MB";
+  return (bytes / 1e3).toLocaleString(undefined, { maximumFractionDigits: 1, minimumFractionDigits: 1 }) + " kB";
 }
 
 // --- controls ------------------------------------------------------------------------------------
@@ -692,6 +1076,9 @@ function onBatch(message) {
       else events.push(e);
     }
     if (message.events.some((e) => e.type === "run_started" || e.type === "finished")) unknown = true;
+    if (message.events.some((e) => e.type === "anomaly")) reloadAlertsSoon();
+    if (message.events.some((e) => e.type === "checkpoint")) reloadCheckpointsSoon();
+    if (message.events.some((e) => e.type === "run_started")) reloadRevisionsSoon();
     renderEventsSoon();
   }
   if (unknown) reloadDetail();
@@ -712,6 +1099,7 @@ async function reloadAll() {
   }
   reloadDetail();
   refetchCharts();
+  loadArtifacts();
 }
 
 async function pollDetail() {
@@ -735,6 +1123,7 @@ async function pollDetail() {
     } catch {
       /* next poll */
     }
+    loadArtifacts();
   }
 }
 

@@ -40,6 +40,18 @@ export function el(tag, attrs = {}, ...children) {
   return node;
 }
 
+/** An http(s) address or null: a code-host link from the server is checked before it becomes an href. */
+export function safeHttpUrl(raw) {
+  if (typeof raw !== "string" || !raw) return null;
+  let url;
+  try {
+    url = new URL(raw);
+  } catch {
+    return null;
+  }
+  return url.protocol === "http:" || url.protocol === "https:" ? url.href : null;
+}
+
 export function formatValue(value) {
   if (value === null || value === undefined) return "";
   if (typeof value !== "number") return String(value);
