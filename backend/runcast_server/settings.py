@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -63,6 +64,18 @@ class Settings(BaseSettings):
         description="The storage root as trainers see it, when the shared filesystem is mounted "
         "elsewhere on them: absolute checkpoint paths under it are mapped onto storage_root.",
     )
+    storage_url: str | None = Field(
+        default=None,
+        description="s3://bucket/prefix: serve checkpoints from an S3-compatible store instead of storage_root "
+        "(needs boto3: the `s3` extra; credentials from the standard AWS_* variables).",
+    )
+    s3_endpoint_url: str | None = Field(
+        default=None, description="Endpoint of a non-AWS S3-compatible store (MinIO, Ceph...), e.g. http://minio:9000."
+    )
+    s3_region: str | None = Field(default=None, description="Region of the bucket; default: boto3's (AWS_DEFAULT_REGION).")
+    s3_addressing_style: Literal["auto", "path", "virtual"] = Field(
+        default="auto", description="Bucket addressing: 'path' for most self-hosted stores."
+    )
     code_link_template: str = Field(
         default="{remote}/commit/{sha}",
         description="Link to a code revision on its host; fields {remote} (https form), {sha}, "
@@ -71,6 +84,16 @@ class Settings(BaseSettings):
     download_chunk_bytes: int = Field(
         default=4 * 1024 * 1024, ge=4096, description="Read (and send) size of checkpoint downloads; two per transfer are in memory."
     )
+
+    @field_validator("storage_url")
+    @classmethod
+    def _check_storage_url(cls, value: str | None) -> str | None:
+        if not value:
+            return None
+        from runcast_server.artifacts.s3 import parse_storage_url
+
+        parse_storage_url(value)  # ValueError: refused at startup, not on the first download
+        return value
 
     @property
     def checkpoint_root(self) -> Path:

@@ -12,7 +12,8 @@
 * The body is read with ``os.pread`` in a worker thread, ``chunk_size`` bytes at a
   time, the next chunk while the current one is being sent; when the server offers the ASGI ``http.response.pathsend`` extension and the
   whole file is asked for, the server sends the file itself (sendfile: zero-copy).
-  Uvicorn does not offer it, so there the body goes through the event loop.
+  Uvicorn does not offer it, so there the body goes through the event loop. A remote
+  backend's reader (S3) is told the span first and streams it from one ranged GET.
 * A client that disconnects stops the reads at once (the receive channel is watched),
   so a broken download costs no reads beyond what was sent.
 """
@@ -166,6 +167,9 @@ class CheckpointFileResponse(Response):
             await send({"type": "http.response.pathsend", "path": str(self.obj.path)})
             return
         reader = await anyio.to_thread.run_sync(self.storage.open, self.obj)
+        span = getattr(reader, "span", None)
+        if span is not None:
+            span(start, end)  # a remote reader streams [start, end) in one request
         try:
             async with anyio.create_task_group() as group:
 

@@ -21,9 +21,9 @@ shared filesystem the trainers write to. The rules of ``safe_relative`` and
   file (device and inode) that was located, so a swap between the check and the
   open is refused too.
 
-An S3-compatible backend would implement the same two methods (``locate``: a
-HEAD of the object key derived by ``safe_relative``; ``open``: GET with a ``Range``
-header per read); it is not implemented (docs/artifacts.md says how it would plug in).
+``S3Storage`` (``runcast_server.artifacts.s3``) implements the same two methods for
+an S3-compatible store: ``locate`` is a HEAD of the object key derived by
+``safe_relative`` under the configured prefix, ``open`` streams ranged GETs.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ import os
 import re
 import stat
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path, PurePosixPath
 from typing import Protocol
 
@@ -58,6 +59,7 @@ class StoredObject:
     path: Path | None = None  # the real local file, when the backend has one
     device: int = 0
     inode: int = 0
+    version: str | None = None  # the backend's own validator of the bytes (S3: the object's ETag)
 
     @property
     def name(self) -> str:
@@ -65,7 +67,11 @@ class StoredObject:
 
 
 class Reader(Protocol):
-    """Positional reads of one stored object; ``read_at`` may block (call it from a thread)."""
+    """Positional reads of one stored object; ``read_at`` may block (call it from a thread).
+
+    A reader may also offer ``span(start, end)``: the download response calls it before
+    reading ``[start, end)`` in order, so a remote backend can stream one request.
+    """
 
     def read_at(self, offset: int, size: int) -> bytes: ...
 
@@ -168,6 +174,26 @@ class LocalStorage:
 
 
 def storage_from_settings(settings: object) -> Storage:
-    """The configured storage backend (only the local filesystem exists today)."""
+    """The configured backend: S3 when ``storage_url`` is ``s3://...``, else the local root."""
+    url = getattr(settings, "storage_url", None)
+    trainer_root = getattr(settings, "storage_trainer_root", None)
+    if url:
+        return _s3_storage(
+            url,
+            getattr(settings, "s3_endpoint_url", None),
+            getattr(settings, "s3_region", None),
+            getattr(settings, "s3_addressing_style", None),
+            trainer_root,
+        )
     root = settings.checkpoint_root  # type: ignore[attr-defined]
-    return LocalStorage(root, getattr(settings, "storage_trainer_root", None))
+    return LocalStorage(root, trainer_root)
+
+
+@lru_cache(maxsize=8)
+def _s3_storage(
+    url: str, endpoint_url: str | None, region: str | None, addressing_style: str | None, trainer_root: str | None
+) -> Storage:
+    """One S3 backend (and boto3 client, which keeps a connection pool) per configuration."""
+    from runcast_server.artifacts.s3 import S3Storage, make_client, parse_storage_url
+
+    return S3Storage(parse_storage_url(url), make_client(endpoint_url, region, addressing_style), trainer_root)
