@@ -132,7 +132,7 @@ def make_run(receiver: Receiver, tmp_path: Any, monkeypatch: pytest.MonkeyPatch)
     """``make_run(**init_kwargs)``: a run sending to ``receiver`` with fast timers; finished at teardown."""
     import runcast
 
-    for name in ("RUNCAST_SERVER", "RUNCAST_TOKEN", "RANK", "WORLD_SIZE"):
+    for name in ("RUNCAST_SERVER", "RUNCAST_TOKEN", "RUNCAST_CHECKPOINT_DIR", "RANK", "WORLD_SIZE"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("RUNCAST_SPOOL_DIR", str(tmp_path / "spool"))
     runs = []

@@ -69,8 +69,10 @@ class Run:
         heartbeat_interval: float,
         retry_initial: float,
         retry_max: float,
+        checkpoint_dir: Path | None = None,
     ) -> None:
         self.id = run_id
+        self.checkpoint_dir = checkpoint_dir
         self.segment = new_id()
         self.url = url
         self.rank = rank
@@ -177,8 +179,14 @@ class Run:
         the event is sent (so do not overwrite the file right away). FileNotFoundError
         if ``path`` does not exist. ``status="pruned"`` records that a checkpoint logged
         earlier was deleted (its file may be gone: size 0, no sha256).
+
+        With ``init(checkpoint_dir=DIR)``, a checkpoint outside DIR is copied by the
+        sender thread to ``DIR/<run id>/step-<step>/<name>`` (hashed while copying) and
+        the event reports the copy; the original stays. A pruned one names that copy,
+        and the sender deletes the copy.
         """
         path = os.path.abspath(os.fspath(path))
+        copy_to = self._copy_target(path, step) if self._live else None
         if status == "pruned" and not os.path.exists(path):
             is_dir, size = False, 0
         else:
@@ -195,9 +203,29 @@ class Run:
             "status": status,
         }
         self._check("checkpoint", body)
+        if copy_to is not None:
+            self._check("checkpoint", {**body, "path": copy_to})
+            if status == "pruned":
+                body["path"] = copy_to  # the copy is what the server knows
+                body["_delete"] = copy_to
+            else:
+                body["_copy_to"] = copy_to
+                body["_copy_dir"] = is_dir
         if self._live and not is_dir and status == "available":
             body["_hash"] = True
         self._put(("checkpoint", time.time(), None, body))
+
+    def _copy_target(self, path: str, step: Any) -> str | None:
+        """Where ``checkpoint_dir`` puts a copy of ``path``; None when there is no copy to make."""
+        if self.checkpoint_dir is None:
+            return None
+        root = os.path.abspath(self.checkpoint_dir)
+        if os.path.commonpath([root, path]) == root:
+            return None  # already in the storage directory: reported in place
+        name = os.path.basename(path)
+        if not name:
+            raise ValueError(f"checkpoint path {path!r} has no file name")
+        return os.path.join(root, self.id, f"step-{_check_step(step)}", name)
 
     def data_mix(self, weights: Mapping[str, Any], step: int) -> None:
         """Record that from ``step`` on, data is drawn with ``weights`` (source -> weight >= 0)."""
@@ -366,9 +394,17 @@ def init(
     retry_initial: float = 0.5,
     retry_max: float = 30.0,
     alerts: dict[str, Any] | None = None,
+    checkpoint_dir: str | os.PathLike[str] | None = None,
 ) -> Run:
-    """Start broadcasting a run (or, with ``resume=RUN_ID``, a new segment of one). See docs/sdk.md."""
+    """Start broadcasting a run (or, with ``resume=RUN_ID``, a new segment of one). See docs/sdk.md.
+
+    ``checkpoint_dir`` (or ``RUNCAST_CHECKPOINT_DIR``): the storage directory the server
+    serves checkpoints from, as this machine sees it; checkpoints saved elsewhere are
+    copied into it off the training thread (``Run.checkpoint``, docs/artifacts.md).
+    """
     server = server or os.environ.get("RUNCAST_SERVER") or None
+    if checkpoint_dir is None:
+        checkpoint_dir = os.environ.get("RUNCAST_CHECKPOINT_DIR") or None
     token = token or os.environ.get("RUNCAST_TOKEN") or None
     if rank is None:
         rank = _env_rank()
@@ -426,6 +462,7 @@ def init(
         heartbeat_interval=heartbeat_interval,
         retry_initial=retry_initial,
         retry_max=retry_max,
+        checkpoint_dir=Path(checkpoint_dir).expanduser().absolute() if checkpoint_dir is not None else None,
     )
 
 

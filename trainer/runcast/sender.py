@@ -14,11 +14,15 @@ is counted as dropped and its error logged once.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
+import os
 import queue
+import shutil
 import threading
 import time
+import uuid
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -391,7 +395,19 @@ class Sender:
 
     def _checkpoint(self, body: dict[str, Any]) -> dict[str, Any]:
         body = dict(body)
-        if body.pop("_hash", False):
+        hash_it = body.pop("_hash", False)
+        copy_to, copy_dir = body.pop("_copy_to", None), body.pop("_copy_dir", False)
+        delete = body.pop("_delete", None)
+        if delete:
+            _remove_copy(Path(delete))
+        if copy_to:
+            copied, digest = _copy(Path(body["path"]), Path(copy_to), body["size"], copy_dir, self._past_deadline)
+            if copied:
+                body["path"] = copy_to
+                if hash_it:
+                    body["sha256"] = digest
+                return body
+        if hash_it:
             body["sha256"] = _sha256(Path(body["path"]), body["size"], self._past_deadline)
         return body
 
@@ -425,3 +441,54 @@ def _sha256(path: Path, size: int, stop: Callable[[], bool]) -> str | None:
         log.warning("runcast: checkpoint %s changed size since it was logged; sha256 not recorded", path)
         return None
     return digest.hexdigest()
+
+
+def _copy(src: Path, dest: Path, size: int, is_dir: bool, stop: Callable[[], bool]) -> tuple[bool, str | None]:
+    """Copy a checkpoint into the storage directory: (copied, sha256 of a file).
+
+    The copy is written next to ``dest`` under a hidden temporary name and renamed into
+    place, so the server never sees half a file. A file is hashed while it is copied
+    (one read); it must still be ``size`` bytes. On any failure nothing is left behind,
+    a warning is logged and (False, None) comes back: the event then reports the original.
+    """
+    tmp = dest.with_name(f".{dest.name}.{uuid.uuid4().hex[:8]}.part")
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        if is_dir:
+            shutil.copytree(src, tmp, symlinks=False)
+            if dest.is_dir() and not dest.is_symlink():
+                shutil.rmtree(dest)
+            os.replace(tmp, dest)
+            return True, None
+        digest = hashlib.sha256()
+        copied = 0
+        with open(src, "rb") as source, open(tmp, "wb") as target:
+            while chunk := source.read(_HASH_CHUNK):
+                digest.update(chunk)
+                target.write(chunk)
+                copied += len(chunk)
+                if stop():
+                    raise TimeoutError("the run is closing")
+        if copied != size:
+            raise OSError(f"it changed size since it was logged ({copied} bytes, not {size})")
+        shutil.copystat(src, tmp)
+        os.replace(tmp, dest)
+        return True, digest.hexdigest()
+    except (OSError, shutil.Error) as exc:
+        log.warning("runcast: could not copy checkpoint %s to %s (%s); reporting the original", src, dest, exc)
+        _remove_copy(tmp, quiet=True)
+        return False, None
+
+
+def _remove_copy(path: Path, quiet: bool = False) -> None:
+    """Delete a copy the SDK made (a pruned checkpoint, or a failed copy) and its empty step folder."""
+    try:
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            path.parent.rmdir()  # only when empty
+    except OSError as exc:
+        if not quiet:
+            log.warning("runcast: could not delete the pruned checkpoint copy %s (%s)", path, exc)
