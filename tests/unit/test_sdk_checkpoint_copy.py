@@ -8,7 +8,6 @@ import logging
 import threading
 
 import pytest
-from sdk_receiver import make_run, receiver  # noqa: F401 - fixtures
 
 
 def _files(root):
