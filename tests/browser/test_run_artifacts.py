@@ -207,3 +207,42 @@ def test_no_estimate_panel_without_a_parameter_count(live_server, page):
     assert page.locator("#estimate-card").is_hidden()
     assert "No checkpoints recorded." in page.text_content("#checkpoints")
     assert page.errors == []
+
+
+def test_reference_trainer_run_shows_estimate_and_checkpoints(live_server, page, tmp_path):
+    """`runcast train` for a few steps, checkpoints under the storage root: the page shows the
+    memory estimate from its config (parameter count, shape) and downloadable checkpoints."""
+    import os
+    import re
+    import subprocess
+    import sys
+
+    out_dir = storage(live_server) / "tinygpt"
+    args = [sys.executable, "-m", "runcast.cli.main", "train", "--out-dir", str(out_dir),
+            "--n-layer", "1", "--n-embd", "32", "--n-head", "2", "--block-size", "32", "--batch-size", "4",
+            "--data-limit", "20", "--max-steps", "6", "--eval-interval", "3", "--eval-iters", "1",
+            "--ckpt-interval", "3", "--keep-last", "1", "--keep-best", "0", "--warmup-steps", "1",
+            "--project", "tinygpt", "--server", live_server.url, "--token", live_server.token("tinygpt")]
+    env = {**os.environ, "RUNCAST_SPOOL_DIR": str(tmp_path / "train-spool")}
+    res = subprocess.run(args, capture_output=True, text=True, env=env, timeout=300)
+    assert res.returncode == 0, res.stdout + res.stderr
+    run_id = re.search(r"as run (\S+)", res.stdout + res.stderr).group(1)
+    n_params = int(re.search(r"model: ([\d,]+) parameters", res.stdout + res.stderr).group(1).replace(",", ""))
+
+    open_run(page, live_server, run_id)
+    page.wait_for_selector("#estimate-table")
+    assert page.input_value("#est-params") == str(n_params)
+    assert page.input_value("#est-zero") == "0"
+    rows = dict(page.evaluate(
+        "() => [...document.querySelectorAll('#estimate-table tr')].map(r => [r.cells[0].textContent, r.cells[1].textContent])"
+    ))
+    assert rows["model states per GPU"] == f"{16 * n_params / 1e6:.1f} MB"
+    assert "L=1, h=32, a=2, s=32, b=4" in page.text_content("#estimate")  # the shape from the config
+
+    page.wait_for_selector("#checkpoints li.ck-available")
+    href = page.get_attribute("#checkpoints li.ck-available a.ck-download", "href")
+    got = page.evaluate(FETCH_HEX, href)
+    name = re.search(r'filename="([^"]+)"', got["disposition"]).group(1)
+    assert bytes.fromhex(got["hex"]) == (out_dir / name).read_bytes()
+    assert page.locator("#checkpoints li.ck-pruned").count() >= 1  # retention kept the last one only
+    assert page.errors == [] and page.dialogs == []

@@ -170,6 +170,7 @@ def train(cfg: TrainConfig, run: Any = None, log=print) -> dict[str, Any]:
     no_decay = [p for p in model.parameters() if p.dim() < 2]  # biases and norms
     param_groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
     accum = cfg.gradient_accumulation_steps
+    ds_config = None
     if cfg.deepspeed:
         from runcast.integrations.deepspeed import initialize
 
@@ -196,7 +197,7 @@ def train(cfg: TrainConfig, run: Any = None, log=print) -> dict[str, Any]:
 
     # -- the broadcast --------------------------------------------------------------------
     if run is None:
-        run = open_run(cfg, n_params, resume_state, log) if master_process else OfflineRun()
+        run = open_run(cfg, n_params, resume_state, log, ds_config) if master_process else OfflineRun()
     run_id = getattr(run, "id", None)
     manifest_version = resume_state.get("manifest_version") if resume_state else None
     if corpus.version != manifest_version:
@@ -339,7 +340,7 @@ def train(cfg: TrainConfig, run: Any = None, log=print) -> dict[str, Any]:
             "checkpoints": [asdict(k) for k in retention.kept], "corpus": corpus.version}
 
 
-def open_run(cfg: TrainConfig, n_params: int, resume_state: dict | None, log) -> Any:
+def open_run(cfg: TrainConfig, n_params: int, resume_state: dict | None, log, ds_config: dict | None = None) -> Any:
     """A Runcast run when a server is configured (flag or RUNCAST_SERVER), else an offline stand-in."""
     server = cfg.server or os.environ.get("RUNCAST_SERVER")
     token = cfg.token or os.environ.get("RUNCAST_TOKEN")
@@ -349,7 +350,9 @@ def open_run(cfg: TrainConfig, n_params: int, resume_state: dict | None, log) ->
     import runcast
 
     config = {k: v for k, v in asdict(cfg).items() if k not in ("token", "server", "resume")}
-    config["n_params"] = n_params
+    config["n_params"] = n_params  # the run page's memory estimate reads it (with env.world_size)
+    if ds_config:  # the DeepSpeed config in force (ZeRO stage, offload: the memory estimate reads them too)
+        config["ds_config"] = json.loads(json.dumps(ds_config, default=str))
     resume = {}
     if resume_state is not None and resume_state.get("run_id"):
         resume = {"resume": resume_state["run_id"], "resume_step": resume_state["step"]}
