@@ -21,21 +21,41 @@ def worker_command(
     concurrency: int = typer.Option(None, "--concurrency", "-c", min=1, help="Worker processes/threads (default: CPU count)."),
     pool: Pool = typer.Option(Pool.prefork, help="Celery execution pool."),
     loglevel: str = typer.Option("INFO", help="DEBUG, INFO, WARNING, ERROR."),
+    beat: bool = typer.Option(
+        False, "--beat", "-B",
+        help="Also run Celery beat (the periodic stall check) inside this worker. For single-worker "
+        "deployments: exactly one process of the deployment may run beat.",
+    ),
+    schedule: str = typer.Option(
+        None, "--schedule", "-s",
+        help="Beat's schedule state file (with --beat; default: celerybeat-schedule in RUNCAST_DATA_DIR).",
+    ),
 ) -> None:
-    """Run a Celery worker for ingest tasks (production mode: needs RUNCAST_REDIS_URL)."""
+    """Run a Celery worker for ingest and alert tasks (production mode: needs RUNCAST_REDIS_URL)."""
     from runcast_server.celery_app import get_app
     from runcast_server.settings import get_settings
 
-    if get_settings().embedded:
+    settings = get_settings()
+    if settings.embedded:
         typer.echo(
             "runcast worker needs a broker: set RUNCAST_REDIS_URL (e.g. redis://localhost:6379/0). "
             "Without it, `runcast serve` runs ingest tasks itself.",
             err=True,
         )
         raise typer.Exit(2)
+    if schedule and not beat:
+        raise typer.BadParameter("--schedule is for --beat", param_hint="--schedule")
     argv = ["worker", f"--pool={pool.value}", f"--loglevel={loglevel}"]
     if concurrency:
         argv.append(f"--concurrency={concurrency}")
+    if beat:
+        # Celery's embedded beat (`celery worker -B`): one scheduler in this worker. A second
+        # one anywhere (another `--beat` worker, a `celery beat` service) would run every
+        # periodic task twice as often; the sweep's Redis lock only makes overlaps skip.
+        if not schedule:
+            settings.data_dir.mkdir(parents=True, exist_ok=True)
+            schedule = str(settings.data_dir / "celerybeat-schedule")
+        argv += ["--beat", f"--schedule={schedule}"]
     get_app().worker_main(argv)
 
 
