@@ -60,7 +60,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # services.py: the test suite's server helpers
 
-import services  # noqa: E402
+import services
 
 STEP_KEYS = ("train/loss", "lr", "grad_norm", "tokens_seen", "tokens_per_s", "step_time_s", "memory/rss_bytes")
 PROJECT = "overhead"
@@ -309,7 +309,7 @@ def overhead(args: argparse.Namespace, server: Server, token: str, loads: list[f
             if arm == "on":
                 cmd += ["--server", server.base, "--token", token]
             cpu0 = group_cpu_seconds(server.proc.pid)
-            res = subprocess.run(cmd, capture_output=True, text=True, env=services.child_env(
+            res = subprocess.run(cmd, check=False, capture_output=True, text=True, env=services.child_env(
                 {"RUNCAST_SPOOL_DIR": str(server.tmp / "spool-overhead")}), timeout=1800)
             cpu1 = group_cpu_seconds(server.proc.pid)
             if res.returncode != 0:
@@ -359,19 +359,19 @@ def report_overhead(args: argparse.Namespace, server: Server, pairs: list[dict[s
         complete += missing == 0 and extra == 0
     same_loss = all(p["on"]["final_loss"] == p["off"]["final_loss"] for p in pairs)
     lines = [
-        "| measure (per block: arm/baseline - 1; arm on, baseline off unless tagged) | baseline (median over runs) "
-        "| arm (median over runs) | overhead, median over blocks | 95% CI |",
+        ("| measure (per block: arm/baseline - 1; arm on, baseline off unless tagged) | baseline (median over runs) "
+        "| arm (median over runs) | overhead, median over blocks | 95% CI |"),
         "|---|---|---|---|---|",
         *rows,
-        f"| SDK work per step, measured directly: `run.log` call {statistics.median(log_call):.1f} us "
+        (f"| SDK work per step, measured directly: `run.log` call {statistics.median(log_call):.1f} us "
         f"+ sender-thread CPU {statistics.median(sender_cpu):.1f} us, as a share of the off run's median step "
         f"| - | {(statistics.median(log_call) + statistics.median(sender_cpu)) / 1000:.3f} ms "
-        f"| **{statistics.median(sdk_share):.2f}%** | [{sdk_lo:.2f}%, {sdk_hi:.2f}%] |",
+        f"| **{statistics.median(sdk_share):.2f}%** | [{sdk_lo:.2f}%, {sdk_hi:.2f}%] |"),
         "",
-        f"- server (`runcast serve`, embedded) CPU time per step while a logged run ran: "
-        f"{statistics.median(server_cpu):.2f} ms (idle during unlogged runs: {statistics.median(idle_cpu):.2f} ms)",
-        f"- logged runs with all {args.steps} x {len(STEP_KEYS)} points stored: {complete}/{len(pairs)}; "
-        f"final loss identical on/off in every pair: {same_loss}",
+        (f"- server (`runcast serve`, embedded) CPU time per step while a logged run ran: "
+        f"{statistics.median(server_cpu):.2f} ms (idle during unlogged runs: {statistics.median(idle_cpu):.2f} ms)"),
+        (f"- logged runs with all {args.steps} x {len(STEP_KEYS)} points stored: {complete}/{len(pairs)}; "
+        f"final loss identical on/off in every pair: {same_loss}"),
     ]
     return lines
 
@@ -381,7 +381,6 @@ def report_overhead(args: argparse.Namespace, server: Server, pairs: list[dict[s
 
 def outage(kind: str, args: argparse.Namespace, server: Server, token: str) -> dict[str, Any]:
     import torch
-
     from runcast.train import train
 
     torch.set_num_threads(args.threads)
@@ -405,7 +404,7 @@ def outage(kind: str, args: argparse.Namespace, server: Server, token: str) -> d
                 later(server.stop)
             elif kind == "hung-middle":
                 server.signal(signal.SIGSTOP)
-        elif step > a and "end" not in window and time.perf_counter() - window["start"] >= args.outage_s:
+        elif step > a and "end" not in window and (time.perf_counter() - window["start"] >= args.outage_s or step == n):
             b = step
             window["end"] = time.perf_counter()
             if kind == "down-middle":
@@ -423,7 +422,6 @@ def outage(kind: str, args: argparse.Namespace, server: Server, token: str) -> d
     with tempfile.TemporaryDirectory() as tmp:
         cfg = bench_config(n, tmp, server.base, token, name=f"outage-{kind}")
         run = TimedRun(open_trainer_run(cfg), on_step)
-        t0 = time.perf_counter()
         summary = train(cfg, run=run, log=lambda *_: None)  # finish() included: it waits for the replay
         t_end = time.perf_counter()
     for t in background:
@@ -431,7 +429,7 @@ def outage(kind: str, args: argparse.Namespace, server: Server, token: str) -> d
     synced = None
     if kind == "down-whole":
         server.start()
-        res = subprocess.run([str(services.BIN / "runcast"), "sync", str(spool), "--token", token],
+        res = subprocess.run([str(services.BIN / "runcast"), "sync", str(spool), "--token", token], check=False,
                              env=services.child_env({}), capture_output=True, text=True, timeout=300)
         synced = (res.stdout + res.stderr).strip().splitlines()[-1]
     points = wait_points(server.base, run.id, n)
@@ -441,9 +439,7 @@ def outage(kind: str, args: argparse.Namespace, server: Server, token: str) -> d
     inside, outside = [], []
     for i, dt in enumerate(wall):
         stamp = run.wall[i + 1]
-        if kind == "down-whole":
-            inside.append(dt)
-        elif window["start"] <= stamp <= window["end"]:
+        if kind == "down-whole" or window["start"] <= stamp <= window["end"]:
             inside.append(dt)
         elif i >= args.warmup:
             outside.append(dt)
@@ -510,9 +506,9 @@ def main() -> None:
 
     loads: list[float] = []
     out = [
-        f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+        (f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
         f"torch {torch.__version__} (CPU, {args.threads} intra-op thread(s)); server: embedded `runcast serve` "
-        f"(SQLite) on 127.0.0.1, same machine",
+        f"(SQLite) on 127.0.0.1, same machine"),
         f"command: {' '.join([Path(sys.executable).name, 'bench/trainer_overhead.py', *sys.argv[1:]])}",
         "",
     ]
@@ -524,9 +520,9 @@ def main() -> None:
             if not args.skip_overhead:
                 print(f"overhead: {args.pairs} pairs x {args.steps} steps", file=sys.stderr, flush=True)
                 pairs = overhead(args, server, token, loads)
-                out += [f"### Overhead of logging every step ({args.pairs} interleaved blocks of "
+                out += [(f"### Overhead of logging every step ({args.pairs} interleaved blocks of "
                         f"{'off/on/null' if args.null_arm else 'off/on'} x {args.steps} steps, "
-                        f"first {args.warmup} intervals dropped)", "", *report_overhead(args, server, pairs), ""]
+                        f"first {args.warmup} intervals dropped)"), "", *report_overhead(args, server, pairs), ""]
             if not args.skip_outage:
                 results = []
                 for kind in ("down-whole", "down-middle", "hung-middle"):
