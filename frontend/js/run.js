@@ -621,8 +621,19 @@ function syncMixRange() {
 
 // --- alerts, checkpoints, code revisions, memory estimate -----------------------------------------
 
+let hashShown = false;
+
 function loadArtifacts() {
-  loadAlerts().then((changed) => changed && renderEvents());
+  loadAlerts().then((changed) => {
+    if (changed) renderEvents();
+    // A notification's link (/runs/{id}#alert-<id>): the entry exists only now.
+    const target = !hashShown && /^#alert-\d+$/.test(location.hash) ? document.getElementById(location.hash.slice(1)) : null;
+    if (target) {
+      hashShown = true;
+      target.scrollIntoView({ block: "nearest" });
+      target.classList.add("target");
+    }
+  });
   loadCheckpoints();
   loadRevisions();
 }
