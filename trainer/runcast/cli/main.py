@@ -60,9 +60,10 @@ def serve(
 from runcast.cli.train import train_command  # noqa: E402  (light: torch is imported on use)
 
 app.command("train")(train_command)
-from runcast.cli.replay import replay_command  # noqa: E402  (standard library and the SDK)
+from runcast.cli.replay import import_command, replay_command  # noqa: E402  (standard library and the SDK)
 
 app.command("replay")(replay_command)
+app.command("import")(import_command)
 from runcast.cli.estimate import estimate_command  # noqa: E402  (standard library only)
 
 app.command("estimate")(estimate_command)

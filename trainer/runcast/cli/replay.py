@@ -241,8 +241,36 @@ def replay_command(
     token: Optional[str] = typer.Option(None, envvar="RUNCAST_TOKEN", help="Project ingest token.", show_default=False),
 ) -> None:
     """Stream a recorded training log (JSONL or CSV) into Runcast as if it were live, segments and events included."""
+    _send(file, speed, seconds_per_step, max_gap, events, project, name, server, token, verb="replayed")
+
+
+def import_command(
+    file: Path = typer.Argument(..., exists=True, dir_okay=False, help="A .jsonl or .csv training log."),
+    events: Optional[Path] = typer.Option(None, help="Events JSON to show as notes (default: FILE's .events.json)."),
+    project: str = typer.Option("replay", help="Project the imported runs belong to."),
+    name: Optional[str] = typer.Option(None, help="Run name (default: the file name; ':<run>' per run column value)."),
+    server: Optional[str] = typer.Option(None, envvar="RUNCAST_SERVER", help="Runcast server URL."),
+    token: Optional[str] = typer.Option(None, envvar="RUNCAST_TOKEN", help="Project ingest token.", show_default=False),
+) -> None:
+    """Import a finished run's training log (JSONL or CSV) at once: `replay --speed 0`."""
+    _send(file, 0.0, 0.0, 0.0, events, project, name, server, token, verb="imported")
+
+
+def _send(
+    file: Path,
+    speed: float,
+    seconds_per_step: float,
+    max_gap: float,
+    events: Path | None,
+    project: str,
+    name: str | None,
+    server: str | None,
+    token: str | None,
+    *,
+    verb: str,
+) -> None:
     if not server:
-        raise typer.BadParameter("replay needs a server: --server or RUNCAST_SERVER", param_hint="--server")
+        raise typer.BadParameter("needs a server: --server or RUNCAST_SERVER", param_hint="--server")
     import runcast
 
     def init(**kwargs: Any) -> Any:
@@ -254,6 +282,6 @@ def replay_command(
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from exc
     typer.echo(
-        f"replayed {counts['rows']} rows ({counts['skipped']} skipped) as {counts['runs']} run(s), "
+        f"{verb} {counts['rows']} rows ({counts['skipped']} skipped) as {counts['runs']} run(s), "
         f"{counts['segments']} segment(s), {counts['notes']} note(s)"
     )
