@@ -220,11 +220,31 @@ def synthetic(curves: int, seed: int, procs: int) -> dict[str, Any]:
     return results
 
 
+def _tally(windows: list[tuple[float, float]], opens: list[float], slack: float, counts: dict[str, Any]) -> None:
+    """Match alert opening times to injected windows ``[a, b + slack]`` (a hit at ``a`` counts only
+    when ``slack`` is 0, as in the restart loops); add found, false and delays to ``counts``."""
+    used: set[float] = set()
+    for a, b in windows:
+        hits = [o for o in opens if (a <= o if slack == 0 else a < o) and o <= b + slack]
+        if hits:
+            counts["found"] += 1
+            counts["delays"].append(hits[0] - a)
+            used.update(hits)
+    counts["injected"] += len(windows)
+    counts["false"] += len([o for o in opens if o not in used])
+
+
+def _summary(counts: dict[str, Any]) -> dict[str, Any]:
+    inj, found, false, delays = counts["injected"], counts["found"], counts["false"], counts["delays"]
+    return {"injected": inj, "found": found, "false_alerts": false, "recall": found / inj if inj else None,
+            "precision": found / (found + false) if found + false else None,
+            "delay_median_s": sorted(delays)[len(delays) // 2] if delays else None}
+
+
 def restarts(curves: int, seed: int) -> dict[str, Any]:
     """Resumes spaced hours apart, with injected loops of 3-6 resumes within 2-40 minutes."""
     p = DEFAULTS["restart_loop"]
-    inj = found = false = 0
-    delays: list[float] = []
+    counts: dict[str, Any] = {"injected": 0, "found": 0, "false": 0, "delays": []}
     for i in range(curves):
         rng = random.Random(f"{seed}-restart-{i}")
         t, events, loops = 0.0, [], []
@@ -243,26 +263,15 @@ def restarts(curves: int, seed: int) -> dict[str, Any]:
             for sig in restart_quiet(state, p, ts - 1e-6) + restart(state, p, ts, None):
                 if sig.phase == "open":
                     opens.append(ts)
-        inj += len(loops)
-        used = set()
-        for a, b in loops:
-            hits = [o for o in opens if a <= o <= b]
-            if hits:
-                found += 1
-                delays.append(hits[0] - a)
-                used.update(hits)
-        false += len([o for o in opens if o not in used])
-    return {"injected": inj, "found": found, "false_alerts": false, "recall": found / inj if inj else None,
-            "precision": found / (found + false) if found + false else None,
-            "delay_median_s": sorted(delays)[len(delays) // 2] if delays else None}
+        _tally(loops, opens, 0.0, counts)
+    return _summary(counts)
 
 
 def stalls(curves: int, seed: int) -> dict[str, Any]:
     """Heartbeats every ~30 s with checkpoint pauses up to 5 minutes; injected hangs of
     15 minutes to 3 hours; the periodic check runs every 30 s."""
     p = DEFAULTS["stall"]
-    inj = found = false = 0
-    delays: list[float] = []
+    counts: dict[str, Any] = {"injected": 0, "found": 0, "false": 0, "delays": []}
     for i in range(curves):
         rng = random.Random(f"{seed}-stall-{i}")
         t, beats, hangs = 0.0, [], []
@@ -285,18 +294,8 @@ def stalls(curves: int, seed: int) -> dict[str, Any]:
             if not is_open and stalled(last, clock, p):
                 is_open = True
                 opens.append(clock)
-        inj += len(hangs)
-        used = set()
-        for a, b in hangs:
-            hits = [o for o in opens if a < o <= b + 30]
-            if hits:
-                found += 1
-                delays.append(hits[0] - a)
-                used.update(hits)
-        false += len([o for o in opens if o not in used])
-    return {"injected": inj, "found": found, "false_alerts": false, "recall": found / inj if inj else None,
-            "precision": found / (found + false) if found + false else None,
-            "delay_median_s": sorted(delays)[len(delays) // 2] if delays else None}
+        _tally(hangs, opens, 30.0, counts)
+    return _summary(counts)
 
 
 # --- real logs --------------------------------------------------------------------------------
