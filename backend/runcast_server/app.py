@@ -5,18 +5,27 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 from fastapi import FastAPI
+from fastapi.dependencies.models import Dependant
+from fastapi.openapi.utils import get_openapi
+from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute, iter_route_contexts
 from fastapi.staticfiles import StaticFiles
 
 from runcast import __version__
 from runcast_server import migrate, pages
 from runcast_server.api import api_router
+from runcast_server.api.deps import bearer_token, writer_project
+from runcast_server.api.limits import BodyLimit
 from runcast_server.db import get_engine
 from runcast_server.errors import install_error_handlers
+from runcast_server.health import Probes, Readiness, probes
 from runcast_server.settings import Settings, get_settings
 
 FRONTEND_DIR = Path(__file__).resolve().parents[2] / "frontend"
+INGEST_PATH = "/api/v1/ingest"
 
 
 def prepare_database(settings: Settings) -> None:
@@ -28,22 +37,73 @@ def prepare_database(settings: Settings) -> None:
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
-    """Build the API app: REST under /api/v1, /healthz, and the static frontend at /."""
+    """Build the API app: REST under /api/v1, /healthz, /readyz, and the static frontend at /."""
     settings = settings or get_settings()
+    checks: Probes | None = None
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        nonlocal checks
         prepare_database(settings)
+        checks = probes(get_engine(), settings.redis_url)
         yield
 
     app = FastAPI(title="Runcast", version=__version__, lifespan=lifespan)
     install_error_handlers(app)
+    app.add_middleware(
+        BodyLimit,  # type: ignore[arg-type]
+        limit_for=lambda path: settings.max_body_bytes if path == INGEST_PATH else settings.max_request_bytes,
+    )
     app.include_router(api_router)
 
     @app.get("/healthz", tags=["health"])
     def healthz() -> dict[str, str]:
+        """Liveness: the process answers (no dependency is touched; see /readyz)."""
         return {"status": "ok", "version": __version__, "mode": "embedded" if settings.embedded else "production"}
+
+    @app.get("/readyz", tags=["health"], response_model=Readiness,
+             responses={503: {"model": Readiness, "description": "The database or Redis cannot be reached."}})
+    def readyz() -> Any:
+        """Readiness: the database (and Redis in production) answer now; 503 with Retry-After when not."""
+        report = (checks or probes(get_engine(), settings.redis_url)).readiness()
+        if report.status == "ready":
+            return report
+        return JSONResponse(report.model_dump(), status_code=503, headers={"Retry-After": "5"})
 
     app.include_router(pages.router)  # /runs/{id}, /compare, /vendor/plotly.min.js
     app.mount("/", StaticFiles(directory=FRONTEND_DIR, html=True), name="frontend")
+    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
+
+
+def _openapi(app: FastAPI) -> dict[str, Any]:
+    """The OpenAPI document, with each operation's real use of the bearer token: required on
+    writes, optional on reads (a token there only widens what is visible)."""
+    if app.openapi_schema is not None:
+        return app.openapi_schema
+    schema = get_openapi(title=app.title, version=app.version, routes=app.routes, description=app.description)
+    for route in iter_route_contexts(app.routes):  # included routers flattened
+        if not isinstance(route.original_route, APIRoute) or not route.include_in_schema:
+            continue
+        calls = _calls(route.dependant)
+        if writer_project in calls:
+            security: list[dict[str, list[str]]] = [{"bearer": []}]
+        elif bearer_token in calls:
+            security = [{}, {"bearer": []}]
+        else:
+            continue
+        for method in route.methods:
+            operation = schema["paths"].get(route.path_format, {}).get(method.lower())
+            if operation is not None:
+                operation["security"] = security
+    app.openapi_schema = schema
+    return schema
+
+
+def _calls(dependant: Dependant) -> set[Any]:
+    """Every dependency callable of a route, at any depth."""
+    out: set[Any] = set()
+    for sub in dependant.dependencies:
+        out.add(sub.call)
+        out |= _calls(sub)
+    return out

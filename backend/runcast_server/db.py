@@ -33,7 +33,10 @@ def make_engine(url: str) -> Engine:
             cur.close()
 
         return engine
-    return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
+    # A database that cannot be reached fails a request in seconds (503), not after the OS's TCP timeout.
+    return create_engine(
+        url, pool_pre_ping=True, pool_size=10, max_overflow=20, pool_timeout=10, connect_args={"connect_timeout": 5}
+    )
 
 
 @lru_cache

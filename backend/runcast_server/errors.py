@@ -1,34 +1,88 @@
-"""Domain errors and the one handler that turns them into JSON responses."""
+"""Domain errors, the error schema, and the one place that turns every failure into JSON.
+
+Every error leaves as ``{"error": {"message", "field"?, "index"?}}``: a client's
+mistake with its 4xx, a database or broker that cannot be reached as 503 with
+``Retry-After``, anything unexpected as a 500 (logged with its traceback). Bodies are
+ASCII-escaped JSON, so no text a client sent can make an error unencodable.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import json
+import logging
+from typing import Any, Final
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from fastapi.routing import iter_route_contexts
+from pydantic import BaseModel, Field
+from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from runcast.events import EventError
+
+log = logging.getLogger(__name__)
+
+RETRY_AFTER_S: Final = 5
+
+
+class ErrorDetail(BaseModel):
+    message: str = Field(description="What went wrong, for a person.")
+    field: str | None = Field(None, description="The parameter, header or body field at fault.")
+    index: int | None = Field(None, description="The event's position in an ingest batch.")
+
+
+class ErrorBody(BaseModel):
+    """The body of every error response."""
+
+    error: ErrorDetail
+
+
+_DESCRIPTIONS: Final = {
+    400: "The body is not valid JSON.",
+    401: "A missing, malformed, invalid or revoked token.",
+    403: "The token's project may not do this.",
+    404: "Not found, or not visible to the caller (private resources answer 404 to anyone else).",
+    405: "Method not allowed (the Allow header lists the allowed ones).",
+    409: "Conflicts with what is stored.",
+    410: "Gone: the trainer pruned it.",
+    413: "The request body is over the limit.",
+    416: "The range starts past the end of the file.",
+    422: "A parameter or body field is invalid (``field`` names it).",
+    429: "Too many requests; see Retry-After.",
+    502: "A mail server did not take the message.",
+    503: "The database or the queue cannot be reached; retry after Retry-After seconds.",
+}
+
+
+def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` declaring these error statuses with the real error schema."""
+    return {code: {"model": ErrorBody, "description": _DESCRIPTIONS[code]} for code in codes}
 
 
 class ApiError(Exception):
     """An error a client caused or may see: ``status`` with a JSON body naming the field."""
 
-    def __init__(self, status: int, message: str, *, field: str | None = None, index: int | None = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        field: str | None = None,
+        index: int | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.field = field
         self.index = index
+        self.headers = headers
 
     def body(self) -> dict[str, Any]:
-        error: dict[str, Any] = {"message": self.message}
-        if self.field is not None:
-            error["field"] = self.field
-        if self.index is not None:
-            error["index"] = self.index
-        return {"error": error}
+        return error_body(self.message, field=self.field, index=self.index)
 
 
 class NotFound(ApiError):
@@ -36,27 +90,107 @@ class NotFound(ApiError):
         super().__init__(404, f"{what} not found", field=field)
 
 
+def error_body(message: str, *, field: str | None = None, index: int | None = None) -> dict[str, Any]:
+    error: dict[str, Any] = {"message": message}
+    if field is not None:
+        error["field"] = field
+    if index is not None:
+        error["index"] = index
+    return {"error": error}
+
+
+class ErrorResponse(JSONResponse):
+    """A JSON error; ASCII-escaped so that any text a client sent can be echoed safely."""
+
+    def render(self, content: Any) -> bytes:
+        return json.dumps(content, ensure_ascii=True, allow_nan=False, separators=(",", ":")).encode()
+
+
+def error_response(status: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> ErrorResponse:
+    return ErrorResponse(body, status_code=status, headers=headers)
+
+
+def unavailable(what: str) -> ErrorResponse:
+    """503 for a dependency that cannot be reached, with Retry-After."""
+    return error_response(
+        503, error_body(f"{what} unavailable; retry later"), headers={"Retry-After": str(RETRY_AFTER_S)}
+    )
+
+
+def _allowed_methods(request: Request) -> set[str]:
+    """Every method some route serves at this path (the router names only the first route's)."""
+    path = request.scope.get("path", "")
+    methods: set[str] = set()
+    for route in iter_route_contexts(request.app.router.routes):  # included routers flattened
+        route_methods = route.methods
+        if route_methods and route.path_regex.match(path):
+            methods |= set(route_methods)
+    return methods
+
+
+def _broker_errors() -> tuple[type[BaseException], ...]:
+    from kombu.exceptions import OperationalError as BrokerError
+    from redis.exceptions import ConnectionError as RedisConnectionError
+    from redis.exceptions import TimeoutError as RedisTimeout
+
+    return (BrokerError, RedisConnectionError, RedisTimeout)
+
+
 def install_error_handlers(app: FastAPI) -> None:
-    """Every error leaves as ``{"error": {"message", "field"?, "index"?}}``."""
+    """Route every exception to one JSON error shape (see the module docstring)."""
 
     @app.exception_handler(ApiError)
-    async def _api_error(_: Request, exc: ApiError) -> JSONResponse:
-        headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
-        return JSONResponse(exc.body(), status_code=exc.status, headers=headers)
+    async def _api_error(_: Request, exc: ApiError) -> ErrorResponse:
+        headers = dict(exc.headers or {})
+        if exc.status == 401:
+            headers["WWW-Authenticate"] = "Bearer"
+        return error_response(exc.status, exc.body(), headers or None)
 
     @app.exception_handler(EventError)
-    async def _event_error(_: Request, exc: EventError) -> JSONResponse:
-        return JSONResponse({"error": exc.as_dict()}, status_code=422)
+    async def _event_error(_: Request, exc: EventError) -> ErrorResponse:
+        return error_response(422, {"error": exc.as_dict()})
 
     @app.exception_handler(RequestValidationError)
-    async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
+    async def _validation(_: Request, exc: RequestValidationError) -> ErrorResponse:
         first = exc.errors()[0] if exc.errors() else {"loc": (), "msg": "invalid request"}
         loc = [str(p) for p in first.get("loc", ()) if p not in ("body", "query", "path", "header")]
-        return JSONResponse(
-            {"error": {"message": first.get("msg", "invalid request"), "field": ".".join(loc) or None}},
-            status_code=422,
-        )
+        return error_response(422, error_body(first.get("msg", "invalid request"), field=".".join(loc) or "request"))
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
-        return JSONResponse({"error": {"message": str(exc.detail)}}, status_code=exc.status_code, headers=exc.headers)
+    async def _http(request: Request, exc: StarletteHTTPException) -> ErrorResponse:
+        headers = dict(exc.headers or {})
+        status, detail = exc.status_code, str(exc.detail)
+        if status in (404, 405):
+            # A method no route serves at a path some route serves is a 405 (the static files
+            # mounted at / would otherwise answer a HEAD or a POST with their own 404 or 405).
+            allowed = _allowed_methods(request)
+            if allowed and request.method not in allowed:
+                status, detail = 405, "Method Not Allowed"
+            if status == 405:
+                headers["Allow"] = ", ".join(sorted(allowed or {"GET", "HEAD"}))  # none: the static files
+        return error_response(status, error_body(detail), headers or None)
+
+    async def _database_down(_: Request, exc: Exception) -> ErrorResponse:
+        log.warning("database unavailable: %s", exc)
+        return unavailable("database")
+
+    for kind in (OperationalError, PoolTimeout):
+        app.add_exception_handler(kind, _database_down)
+
+    @app.exception_handler(DBAPIError)
+    async def _database_error(request: Request, exc: DBAPIError) -> ErrorResponse:
+        if exc.connection_invalidated:
+            return await _database_down(request, exc)
+        return await _internal(request, exc)
+
+    async def _queue_down(_: Request, exc: Exception) -> ErrorResponse:
+        log.warning("redis unavailable: %s", exc)
+        return unavailable("queue")
+
+    for kind in _broker_errors():
+        app.add_exception_handler(kind, _queue_down)
+
+    @app.exception_handler(Exception)
+    async def _internal(request: Request, exc: Exception) -> ErrorResponse:
+        log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+        return error_response(500, error_body("internal server error"))

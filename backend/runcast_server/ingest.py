@@ -112,9 +112,27 @@ class UnknownRun(IngestRejected):
 
 
 class ForeignRun(IngestRejected):
-    """A run of another project, or a run_started naming another project."""
+    """An event for a run of another project: answered exactly as an unknown run (404), so
+    that another project's run ids cannot be probed."""
+
+    status = 404
+
+
+class TakenRun(ForeignRun):
+    """A run_started for an id another project's run holds (ids are random: a clash is a bug
+    or a probe; the id cannot be used, so this one answer differs from an unknown id's)."""
+
+    status = 409
+
+
+class WrongProject(ForeignRun):
+    """A run_started naming a project other than the token's."""
 
     status = 403
+
+
+def _unknown_run(run: str) -> str:
+    return f"unknown run {run!r}: send its run_started first"
 
 
 # --- helpers ------------------------------------------------------------------------
@@ -189,7 +207,7 @@ def check_batch(session: Session, project_id: int, events: Sequence[dict[str, An
         name = conn.execute(select(Project.name).where(Project.id == project_id)).scalar_one()
         for i in sorted(started.values()):
             if events[i]["project"] != name:
-                raise ForeignRun(
+                raise WrongProject(
                     f"run_started names project {events[i]['project']!r}, the token is for {name!r}",
                     field="project",
                     index=i,
@@ -219,9 +237,11 @@ def _check_owners(
     for i, e in enumerate(events):
         run = e["run"]
         if run in owner and owner[run] != project_id:
-            raise ForeignRun(f"run {run!r} belongs to another project", field="run", index=i)
+            if e["type"] == "run_started":
+                raise TakenRun(f"run id {run!r} is taken: start a new run", field="run", index=i)
+            raise ForeignRun(_unknown_run(run), field="run", index=i)
         if run not in owner and run not in started_runs:
-            raise UnknownRun(f"unknown run {run!r}: send its run_started first", field="run", index=i)
+            raise UnknownRun(_unknown_run(run), field="run", index=i)
         key = (run, e["segment"])
         if key not in stored_segments and key not in started:
             raise UnknownRun(

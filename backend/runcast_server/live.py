@@ -49,7 +49,7 @@ from starlette.concurrency import run_in_threadpool
 from runcast_server import hub
 from runcast_server.db import session_scope
 from runcast_server.models import Event, Point, Run, RunVersion, Segment, Series
-from runcast_server.reads.published import published_payload
+from runcast_server.reads.published import visible_payload
 from runcast_server.reads.values import stored_value, strict_json
 
 RETRY_MS: Final = 1000  # the reconnect delay suggested to EventSource clients
@@ -249,7 +249,9 @@ def _read_events(session: Session, ids: list[int]) -> dict[int, dict[str, Any]]:
             "step": e.step,
             "ts": e.ts,
             "received_at": e.received_at,
-            "payload": published_payload(e.type, strict_json(e.payload or {})),
+            # One frame for every viewer: a private checkpoint's file stays out (REST shows it
+            # to the project's token holders).
+            "payload": visible_payload(e.type, strict_json(e.payload or {}), private_ok=False),
         }
         for e, index in rows
     }

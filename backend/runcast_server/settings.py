@@ -47,7 +47,10 @@ class Settings(BaseSettings):
         default=3600, description="Redelivery of an unacknowledged task after this."
     )
     max_body_bytes: int = Field(
-        default=8 * 1024 * 1024, description="Largest ingest request body accepted."
+        default=8 * 1024 * 1024, ge=1, description="Largest ingest request body accepted."
+    )
+    max_request_bytes: int = Field(
+        default=64 * 1024, ge=1, description="Largest request body of every other route."
     )
     stall_after_s: float = Field(
         default=300,
@@ -120,6 +123,13 @@ class Settings(BaseSettings):
     subscribe_rate_window_s: int = Field(default=3600, description="The rate limit's fixed window.")
     alert_check_interval_s: float = Field(
         default=30.0, description="How often the stall / restart-loop check runs (beat or embedded timer)."
+    )
+    delivery_retention_s: float = Field(
+        default=30 * 24 * 3600, gt=0,
+        description="Finished notification deliveries (sent, failed, dropped) are deleted after this.",
+    )
+    delivery_prune_interval_s: float = Field(
+        default=3600, gt=0, description="How often old deliveries are pruned (beat or embedded timer)."
     )
 
     @property

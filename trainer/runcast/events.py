@@ -13,8 +13,21 @@ field       meaning and limits
 ``seq``     0 <= seq < 2**53, numbered per segment by the SDK from 0.
             ``(run, segment, seq)`` is the idempotency key: an event delivered
             twice is stored once.
-``ts``      wall-clock seconds since the epoch (float, finite) at the trainer
+``ts``      wall-clock seconds since the epoch at the trainer: 0 <= ts <= ``MAX_TS``
+            (the end of year 9999)
 ==========  =======================================================================
+
+What every store and reader can hold, checked here so that the SDK (at the call),
+the API (before 202) and the worker refuse the same things:
+
+* text (names, paths, versions, notes, metric names, every string inside a JSON
+  object, keys included) holds Unicode scalar values only: no lone surrogate
+  (``"\ud800"``) and no NUL character;
+* JSON objects (``config``, ``code``, ``env``, ``alerts``, ``manifest``) nest at most
+  ``MAX_JSON_DEPTH`` levels (the object itself is level 1), hold finite numbers and
+  integers of at most 64 bits (``MAX_INT``), and stay under their byte limit;
+* every integer fits its column: steps and seq < 2**53, ``seed`` and ``size``
+  within 64 bits.
 
 Type-specific fields (append-only types add history; write-once types are kept
 as first written):
@@ -22,8 +35,8 @@ as first written):
 * ``run_started`` (write-once per segment): ``project`` (slug, <= 100 chars),
   ``name`` (<= 200 chars), ``config`` (JSON object, <= 256 KiB encoded),
   ``code`` (JSON object: sha, branch, remote, dirty, diff; <= 1 MiB encoded),
-  ``env`` (JSON object: python, torch, deepspeed, host, world_size, ...),
-  ``seed`` (int or null), ``resume_step`` (int >= 0 or null: a resume opens this
+  ``env`` (JSON object: python, torch, deepspeed, host, world_size, ...; <= 64 KiB),
+  ``seed`` (int of at most 64 bits, or null), ``resume_step`` (int >= 0 or null: a resume opens this
   segment at that step), ``visibility`` (public | unlisted | private),
   ``alerts`` (optional JSON object, <= 16 KiB encoded: per-run detector overrides,
   e.g. ``{"spike": {"k": 10}, "stall": {"after_s": 1800}}``; see docs/alerts.md; the
@@ -33,7 +46,9 @@ as first written):
   1..200 bytes of UTF-8 with no control characters. Values are floats; NaN and
   +-Inf are legal and travel as the strings ``"NaN"``, ``"Infinity"``,
   ``"-Infinity"`` so that the wire format stays strict JSON.
-* ``checkpoint``: ``step``, ``path`` (<= 4096 chars), ``size`` (bytes),
+* ``checkpoint``: ``step``, ``path`` (<= 4096 chars; the server serves it only
+  under its project's directory of the storage root, docs/artifacts.md), ``size``
+  (bytes, 0 <= size <= ``MAX_INT``),
   ``sha256`` (64 hex chars or null), ``metrics`` (key -> number), ``public``
   (bool), ``status`` (available | pruned).
 * ``data_mix``: ``step``, ``weights`` (source -> weight >= 0, 1..256 sources).
@@ -81,6 +96,9 @@ MAX_METRICS_PER_EVENT: Final = 1000
 MAX_KEY_BYTES: Final = 200
 MAX_STEP: Final = 2**53 - 1
 MAX_SEQ: Final = 2**53 - 1
+MAX_INT: Final = 2**63 - 1  # a signed 64-bit column (seed, size, integers inside JSON objects)
+MAX_TS: Final = 253_402_300_799.0  # 9999-12-31T23:59:59Z: any date library can show it
+MAX_JSON_DEPTH: Final = 64
 MAX_NAME_CHARS: Final = 200
 MAX_PROJECT_CHARS: Final = 100
 MAX_NOTE_CHARS: Final = 10_000
@@ -97,6 +115,7 @@ ID_RE: Final = re.compile(r"^[A-Za-z0-9_-]{8,64}$")
 PROJECT_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 SHA256_RE: Final = re.compile(r"^[0-9a-f]{64}$")
 _CONTROL_RE: Final = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_SURROGATE_RE: Final = re.compile("[\ud800-\udfff]")
 
 _NONFINITE_OUT: Final = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 
@@ -150,8 +169,13 @@ def decode_value(raw: Any, field: str = "value") -> float:
     """The float a wire value stands for; raises EventError for anything else."""
     if isinstance(raw, bool):
         raise EventError(field, "must be a number, not a boolean")
-    if isinstance(raw, (int, float)):
-        return float(raw)
+    if isinstance(raw, float):
+        return raw
+    if isinstance(raw, int):
+        try:
+            return float(raw)
+        except OverflowError:
+            raise EventError(field, "integer too large for a float") from None
     if isinstance(raw, str) and raw in _NONFINITE_OUT:
         return _NONFINITE_OUT[raw]
     raise EventError(
@@ -168,7 +192,9 @@ def check_key(key: Any, field: str = "values") -> str:
         )
     if not key:
         raise EventError(field, "metric name must not be empty")
-    if len(key.encode("utf-8", "surrogatepass")) > MAX_KEY_BYTES:
+    if not key.isascii() and _SURROGATE_RE.search(key):
+        raise EventError(f"{field}.{key[:40]!a}", "metric name holds a lone surrogate (not Unicode text)")
+    if len(key.encode("utf-8")) > MAX_KEY_BYTES:
         raise EventError(
             f"{field}.{key[:40]}", f"metric name longer than {MAX_KEY_BYTES} bytes"
         )
@@ -182,6 +208,66 @@ def _remember(good: set[str], value: str) -> None:
     if len(good) >= _GOOD_MAX:
         good.clear()
     good.add(value)
+
+
+def check_text(value: str, field: str) -> str:
+    """Refuse text that UTF-8 or a database cannot hold: a lone surrogate or a NUL character."""
+    if "\x00" in value:
+        raise EventError(field, "holds a NUL character")
+    if not value.isascii() and _SURROGATE_RE.search(value):
+        raise EventError(field, "holds a lone surrogate (not a Unicode scalar value)")
+    return value
+
+
+def check_int(raw: Any, field: str, *, low: int = 0, high: int = MAX_INT, optional: bool = False) -> int | None:
+    """Validate an integer in [low, high] (booleans are not integers)."""
+    if raw is None and optional:
+        return None
+    if isinstance(raw, bool) or not isinstance(raw, int):
+        raise EventError(field, f"must be an integer, got {type(raw).__name__}")
+    if not low <= raw <= high:
+        raise EventError(field, f"must be an integer in [{low}, {high}]")
+    return raw
+
+
+def check_json(raw: Any, field: str, max_bytes: int) -> dict[str, Any]:
+    """Validate a JSON object: depth, text, numbers, then its encoded size.
+
+    Iterative, so a hostile nesting depth costs no recursion before it is refused.
+    """
+    if not isinstance(raw, dict):
+        raise EventError(field, "must be a JSON object")
+    stack: list[tuple[Any, int, str]] = [(raw, 1, field)]
+    while stack:
+        value, depth, where = stack.pop()
+        if isinstance(value, dict):
+            if depth > MAX_JSON_DEPTH:
+                raise EventError(where, f"nested more than {MAX_JSON_DEPTH} levels deep")
+            for key, item in value.items():
+                if not isinstance(key, str):
+                    raise EventError(where, "object keys must be strings")
+                check_text(key, where)
+                stack.append((item, depth + 1, f"{where}.{key[:40]}" if depth < 8 else where))
+        elif isinstance(value, list):
+            if depth > MAX_JSON_DEPTH:
+                raise EventError(where, f"nested more than {MAX_JSON_DEPTH} levels deep")
+            stack.extend((item, depth + 1, where) for item in value)
+        elif isinstance(value, str):
+            check_text(value, where)
+        elif isinstance(value, bool) or value is None:
+            pass
+        elif isinstance(value, int):
+            if not -MAX_INT <= value <= MAX_INT:
+                raise EventError(where, f"integers must lie in [-{MAX_INT}, {MAX_INT}]")
+        elif isinstance(value, float):
+            if not math.isfinite(value):
+                raise EventError(where, "numbers must be finite")
+        else:
+            raise EventError(where, f"{type(value).__name__} is not JSON")
+    size = len(json.dumps(raw, allow_nan=False, separators=(",", ":")).encode())
+    if size > max_bytes:
+        raise EventError(field, f"encodes to {size} bytes, more than {max_bytes}")
+    return raw
 
 
 def check_step(raw: Any, field: str = "step", *, optional: bool = False) -> int | None:
@@ -210,19 +296,14 @@ def _str(
         raise EventError(field, "must be a string")
     if len(raw) > max_chars:
         raise EventError(field, f"longer than {max_chars} characters")
-    return raw
+    return check_text(raw, field)
 
 
 def _json_obj(event: Mapping[str, Any], field: str, max_bytes: int) -> dict[str, Any]:
     raw = event.get(field)
     if raw is None:
         return {}
-    if not isinstance(raw, dict):
-        raise EventError(field, "must be a JSON object")
-    size = len(json.dumps(raw, allow_nan=False, default=str).encode())
-    if size > max_bytes:
-        raise EventError(field, f"encodes to {size} bytes, more than {max_bytes}")
-    return raw
+    return check_json(raw, field, max_bytes)
 
 
 def _number_map(
@@ -291,11 +372,10 @@ def validate_event(event: Any) -> dict[str, Any]:
     if (
         isinstance(ts, bool)
         or not isinstance(ts, (int, float))
-        or not math.isfinite(ts)
-        or ts < 0
+        or not 0 <= ts <= MAX_TS
     ):
         raise EventError(
-            "ts", "must be a finite, non-negative number of seconds since the epoch"
+            "ts", f"must be a number of seconds since the epoch in [0, {MAX_TS:.0f}]"
         )
     out: dict[str, Any] = {
         "v": SCHEMA_VERSION,
@@ -319,9 +399,7 @@ def _run_started(e: Mapping[str, Any]) -> dict[str, Any]:
     name = _str(e, "name", MAX_NAME_CHARS)
     if not name or _CONTROL_RE.search(name):
         raise EventError("name", "must be non-empty with no control characters")
-    seed = e.get("seed")
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-        raise EventError("seed", "must be an integer or null")
+    seed = check_int(e.get("seed"), "seed", low=-MAX_INT, optional=True)
     out = {
         "project": project,
         "name": name,
@@ -347,9 +425,7 @@ def _metrics(e: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _checkpoint(e: Mapping[str, Any]) -> dict[str, Any]:
-    size = e.get("size")
-    if isinstance(size, bool) or not isinstance(size, int) or size < 0:
-        raise EventError("size", "must be a non-negative integer number of bytes")
+    size = check_int(e.get("size"), "size")
     sha = e.get("sha256")
     if sha is not None and (not isinstance(sha, str) or not SHA256_RE.match(sha)):
         raise EventError("sha256", "must be 64 lowercase hex characters or null")

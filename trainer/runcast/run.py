@@ -444,8 +444,8 @@ def init(
             sink = make_transport(server, token)
         if sink is not None and not token:
             log.warning("runcast: no token given (token= or RUNCAST_TOKEN); the service will likely refuse")
-        started["env"] = runtime.environment(rank)
-        started["code"] = runtime.code_revision() if capture_code else {}
+        started["env"] = runtime.storable(runtime.environment(rank))
+        started["code"] = runtime.storable(runtime.code_revision()) if capture_code else {}
     base = next((u for u in (server, transport) if isinstance(u, str) and u.startswith("http")), None)
     return Run(
         run_id=run_id,

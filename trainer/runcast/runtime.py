@@ -62,6 +62,18 @@ def code_revision(cwd: str | None = None) -> dict[str, Any]:
     }
 
 
+def storable(tree: Any) -> Any:
+    """``tree`` with every string made storable text: NUL and lone surrogates (from odd host
+    names or diffs) become U+FFFD. What the SDK captured itself must never be refused."""
+    if isinstance(tree, str):
+        return tree.encode("utf-8", "replace").decode("utf-8").replace("\x00", "\ufffd")
+    if isinstance(tree, dict):
+        return {storable(k): storable(v) for k, v in tree.items()}
+    if isinstance(tree, list):
+        return [storable(v) for v in tree]
+    return tree
+
+
 def _git(args: list[str], cwd: str | None, *, strip: bool = True) -> str | None:
     try:
         done = subprocess.run(

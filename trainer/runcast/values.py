@@ -19,7 +19,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from .events import encode_value
+from .events import MAX_JSON_DEPTH, encode_value
 
 
 class Deferred:
@@ -83,9 +83,6 @@ def _tensor(key: str, value: Any, bool_dtype: Any) -> float | Deferred:
     return Deferred(value.detach())
 
 
-_MAX_DEPTH = 64
-
-
 def json_object(obj: Any, what: str) -> dict[str, Any]:
     """A config-like object (mapping, dataclass, namespace) as a strict-JSON-safe dict.
 
@@ -105,8 +102,8 @@ def json_object(obj: Any, what: str) -> dict[str, Any]:
 
 
 def _jsonable(obj: Any, what: str, depth: int) -> Any:
-    if depth > _MAX_DEPTH:
-        raise ValueError(f"{what} is nested more than {_MAX_DEPTH} levels deep (a cycle?)")
+    if depth >= MAX_JSON_DEPTH and isinstance(obj, (Mapping, list, tuple, set, frozenset)):
+        raise ValueError(f"{what} is nested more than {MAX_JSON_DEPTH} levels deep (a cycle?)")
     if obj is None or isinstance(obj, (str, bool)):
         return obj
     if isinstance(obj, int):

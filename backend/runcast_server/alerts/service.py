@@ -30,6 +30,8 @@ def _checkpoint(e: Event | None) -> dict[str, Any] | None:
     if e is None:
         return None
     p = e.payload or {}
+    if p.get("public", True) is False:  # a private checkpoint's file is its project's business
+        return {"event": e.id, "step": e.step, "public": False, "ts": e.ts}
     return {"event": e.id, "step": e.step, "path": p.get("path"), "sha256": p.get("sha256"),
             "public": p.get("public", True), "ts": e.ts}
 

@@ -8,8 +8,10 @@ from runcast_server.api.routes import events, export, ingest, metrics, runs, str
 from runcast_server.api.routes import checkpoints, manifests, revisions
 from runcast_server.api.routes import alerts, feeds, subscriptions
 from runcast_server.api.routes import estimate
+from runcast_server.errors import error_responses
 
-api_router = APIRouter(prefix="/api/v1")
+# Any route may answer 413 (the body limit, before reading) and 503 (database or queue down).
+api_router = APIRouter(prefix="/api/v1", responses=error_responses(413, 503))
 for module in (ingest, runs, metrics, events, export, stream, checkpoints, revisions, manifests):
     api_router.include_router(module.router)
 for module in (alerts, feeds, subscriptions):  # docs/alerts.md

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Annotated
 
-from fastapi import Depends, Header
+from fastapi import Depends, Request
+from fastapi.security import HTTPBearer
 from sqlalchemy.orm import Session
 
 from runcast_server.auth import project_for_token
@@ -22,16 +23,26 @@ def get_session() -> Iterator[Session]:
 SessionDep = Annotated[Session, Depends(get_session)]
 
 
-def bearer_token(authorization: Annotated[str | None, Header()] = None) -> str | None:
-    """The token of an ``Authorization: Bearer <token>`` header, if any."""
-    if not authorization:
-        return None
-    scheme, _, token = authorization.partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
-        raise ApiError(401, "Authorization header must be 'Bearer <token>'", field="Authorization")
-    return token.strip()
+class BearerToken(HTTPBearer):
+    """The token of an ``Authorization: Bearer <token>`` header, if any (401 for any other
+    form). Declared in OpenAPI as the ``bearer`` security scheme."""
+
+    async def __call__(self, request: Request) -> str | None:  # type: ignore[override]
+        authorization = request.headers.get("authorization")
+        if not authorization:
+            return None
+        scheme, _, token = authorization.partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise ApiError(401, "Authorization header must be 'Bearer <token>'", field="Authorization")
+        return token.strip()
 
 
+bearer_token = BearerToken(
+    scheme_name="bearer",
+    auto_error=False,
+    description="A project token (`runcast token create`): required for writes; on reads it shows "
+    "that project's private and unlisted runs.",
+)
 TokenDep = Annotated[str | None, Depends(bearer_token)]
 
 

@@ -8,7 +8,7 @@ from fastapi import Depends, Path
 from runcast.events import ID_RE
 
 from runcast_server.api.deps import SessionDep, ViewerDep
-from runcast_server.errors import NotFound
+from runcast_server.errors import NotFound, error_responses
 from runcast_server.models import Run
 from runcast_server.reads.access import readable_run
 from runcast_server.settings import Settings, get_settings
@@ -28,3 +28,6 @@ def readable_run_dep(
 
 
 ReadableRunDep = Annotated[tuple[Run, str], Depends(readable_run_dep)]
+
+# The errors of every route that reads one run: a bad token, a run missing or hidden, a bad parameter.
+RUN_ERRORS = error_responses(401, 404, 422)

@@ -6,10 +6,12 @@ pruned (the trainer's retention deleted the file; the metadata stays). An event
 that records a new checkpoint at a path already used marks the older one as
 overwritten. Status for a viewer, in this order:
 
+``private``    recorded with ``public: false`` and the caller has no token of the run's project:
+               listed without its file (no file name, size or sha256), never downloadable
 ``pruned``     the trainer reported the file deleted
-``private``    recorded with ``public: false`` and the caller has no token of the run's project
-``missing``    the file cannot be served: not under the storage root, refused by the
-               path rules, gone, overwritten, or not the recorded size (``reason`` says which)
+``missing``    the file cannot be served: outside the project's directory of the storage
+               root, refused by the path rules, gone, overwritten, or not the recorded size
+               (``reason`` says which, and nothing about any file outside the project's directory)
 ``available``  downloadable (a directory checkpoint is available but not downloadable)
 """
 
@@ -105,24 +107,26 @@ def may_see_private(run: Run, viewer: Project | None) -> bool:
     return viewer is not None and viewer.id == run.project_id
 
 
-def view(record: CheckpointRecord, storage: Storage, *, private_ok: bool) -> CheckpointView:
-    """The record's status for a viewer (``private_ok``: holds a token of the run's project)."""
-    if record.pruned_at is not None:
-        return CheckpointView(record, "pruned", "deleted by the trainer's retention", None)
+def view(record: CheckpointRecord, storage: Storage, *, project: str, private_ok: bool) -> CheckpointView:
+    """The record's status for a viewer (``private_ok``: holds a token of the run's project).
+
+    Only files under ``<storage root>/<project>/`` are looked at: a checkpoint event can
+    never make another project's file servable, nor tell whether one exists.
+    """
     if not record.public and not private_ok:
         return CheckpointView(record, "private", "needs a token of the run's project", None)
+    if record.pruned_at is not None:
+        return CheckpointView(record, "pruned", "deleted by the trainer's retention", None)
     if record.overwritten_by is not None:
         return CheckpointView(record, "missing", f"overwritten by checkpoint {record.overwritten_by}", None)
     try:
-        stored = storage.locate(record.path)
+        stored = storage.locate(record.path, within=project)
     except UnsafePath as exc:
         return CheckpointView(record, "missing", f"refused: {exc}", None)
     except NotStored as exc:
         return CheckpointView(record, "missing", str(exc), None)
     if not stored.is_dir and stored.size != record.size:
-        return CheckpointView(
-            record, "missing", f"the file is {stored.size} bytes, not the recorded {record.size}", None
-        )
+        return CheckpointView(record, "missing", "the file is no longer the recorded size", None)
     return CheckpointView(record, "available", None, stored)
 
 
@@ -134,6 +138,12 @@ def filename_for(record: CheckpointRecord, stored: StoredObject | None) -> str:
 def as_json(v: CheckpointView, run_id: str) -> dict[str, Any]:
     r = v.record
     base = f"/api/v1/runs/{run_id}/checkpoints/{r.id}"
+    if v.status == "private":  # another project's viewer: that it exists, at which step; not its file
+        return {
+            "id": r.id, "step": r.step, "segment": r.segment, "status": "private", "reason": v.reason,
+            "size": None, "sha256": None, "metrics": r.metrics, "public": False, "filename": None,
+            "kind": None, "recorded_at": r.ts, "pruned_at": None, "download_url": None, "card_url": None,
+        }
     return {
         "id": r.id,
         "step": r.step,

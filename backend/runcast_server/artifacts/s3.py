@@ -36,6 +36,7 @@ from runcast_server.artifacts.storage import (
     NotStored,
     StoredObject,
     UnsafePath,
+    check_within,
     safe_relative,
 )
 
@@ -162,9 +163,10 @@ class S3Storage:
             raise UnsafePath("key outside the storage prefix")
         return key
 
-    def locate(self, recorded_path: str) -> StoredObject:
+    def locate(self, recorded_path: str, within: str | None = None) -> StoredObject:
         key = self.key_for(recorded_path)
         rel = key[len(self.prefix) + 1 :] if self.prefix else key
+        check_within(rel, within)  # before any request: no key of another project is ever asked for
         from botocore.exceptions import ClientError
 
         try:

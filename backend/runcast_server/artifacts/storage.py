@@ -1,8 +1,10 @@
 """Where checkpoint files live, behind one small interface.
 
-``Storage.locate(recorded_path)`` turns the path a trainer recorded in a checkpoint
-event into a ``StoredObject`` (or raises ``UnsafePath`` / ``NotStored``), and
-``Storage.open(obj)`` gives a ``Reader`` with positional reads for the download route.
+``Storage.locate(recorded_path, within=project)`` turns the path a trainer recorded in
+a checkpoint event into a ``StoredObject`` (or raises ``UnsafePath`` / ``NotStored``),
+and ``Storage.open(obj)`` gives a ``Reader`` with positional reads for the download route.
+``within`` is the checkpoint's project: the key must lie under ``<project>/``, checked
+before any file or object is looked at (the tenant wall of docs/artifacts.md).
 
 ``LocalStorage`` (the default) serves files in place under a root directory: a
 shared filesystem the trainers write to. The rules of ``safe_relative`` and
@@ -14,9 +16,11 @@ shared filesystem the trainers write to. The rules of ``safe_relative`` and
 * a relative path is taken relative to the root; an absolute one must lie under the
   root (or under ``trainer_root``, the root as the trainers see it, which is mapped
   onto the root);
+* with ``within``, the relative path must begin with ``<within>/`` (lexically, before
+  the filesystem is touched);
 * the result is resolved with ``os.path.realpath`` (every symlink followed) and must
-  still lie under the real root (``os.path.commonpath``); it must be a regular file
-  or a directory;
+  still lie under the real root, or under ``<real root>/<within>`` with ``within``
+  (``os.path.commonpath``); it must be a regular file or a directory;
 * ``open`` opens the resolved path with ``O_NOFOLLOW`` and checks that it is the very
   file (device and inode) that was located, so a swap between the check and the
   open is refused too.
@@ -81,7 +85,7 @@ class Reader(Protocol):
 class Storage(Protocol):
     """The storage interface the artifact routes use."""
 
-    def locate(self, recorded_path: str) -> StoredObject: ...
+    def locate(self, recorded_path: str, within: str | None = None) -> StoredObject: ...
 
     def open(self, obj: StoredObject) -> Reader: ...
 
@@ -117,6 +121,12 @@ def safe_relative(recorded_path: str, root: str, trainer_root: str | None = None
     return rel.as_posix()
 
 
+def check_within(key: str, within: str | None) -> None:
+    """``UnsafePath`` unless ``key`` (relative to the root) lies under the directory ``within``."""
+    if within is not None and not key.startswith(within + "/"):
+        raise UnsafePath("outside the project's directory of the storage root")
+
+
 class _FileReader:
     def __init__(self, fd: int) -> None:
         self._fd = fd
@@ -135,12 +145,17 @@ class LocalStorage:
         self.root = os.path.abspath(os.fspath(root))
         self.trainer_root = os.path.abspath(trainer_root) if trainer_root else None
 
-    def locate(self, recorded_path: str) -> StoredObject:
+    def locate(self, recorded_path: str, within: str | None = None) -> StoredObject:
         key = safe_relative(recorded_path, self.root, self.trainer_root)
+        check_within(key, within)
         real_root = os.path.realpath(self.root)
+        base = os.path.join(real_root, within) if within is not None else real_root
         real = os.path.realpath(os.path.join(real_root, key))
-        if os.path.commonpath([real_root, real]) != real_root or real == real_root:
-            raise UnsafePath("path leaves the storage root through a symbolic link")
+        if os.path.commonpath([base, real]) != base or real == base:
+            raise UnsafePath(
+                "path leaves the project's directory through a symbolic link"
+                if within is not None else "path leaves the storage root through a symbolic link"
+            )
         try:
             info = os.stat(real)
         except FileNotFoundError:

@@ -28,3 +28,16 @@ def published_payload(kind: str, payload: dict[str, Any]) -> dict[str, Any]:
     if kind == "run_started" and isinstance(payload.get("code"), dict):
         return {**payload, "code": published_code(payload["code"])}
     return payload
+
+
+# What a viewer outside the run's project sees of a private checkpoint (``public: false``).
+PRIVATE_CHECKPOINT_FIELDS = ("step", "metrics", "public", "status")
+
+
+def visible_payload(kind: str, payload: dict[str, Any], *, private_ok: bool) -> dict[str, Any]:
+    """``published_payload``, less a private checkpoint's file (path, size, sha256) unless the
+    viewer holds a token of the run's project (``private_ok``)."""
+    out = published_payload(kind, payload)
+    if kind == "checkpoint" and not private_ok and out.get("public") is False:
+        return {k: out[k] for k in PRIVATE_CHECKPOINT_FIELDS if k in out}
+    return out

@@ -6,10 +6,11 @@ strings "NaN", "Infinity", "-Infinity"; null where an aggregate has no value.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, Field
 
+MAX_SEGMENT: Final = 2**31 - 1  # segments.index is a 32-bit column
 Value = float | str | None
 RunStatus = Literal["running", "finished", "failed", "killed", "stalled"]
 TimelineType = Literal[

@@ -7,11 +7,12 @@ import time
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Query, Request
+from runcast.events import MAX_ALERTS_BYTES, check_json
 
 from runcast_server.alerts import service
 from runcast_server.alerts.models import AlertConfig
 from runcast_server.api.deps import SessionDep, WriterDep
-from runcast_server.api.read_deps import ReadableRunDep, SettingsDep
+from runcast_server.api.read_deps import RUN_ERRORS, ReadableRunDep, SettingsDep
 from runcast_server.detectors import config as dconfig
 from runcast_server.errors import ApiError, NotFound
 from runcast_server.reads.events import parse_after
@@ -26,7 +27,7 @@ def base_url(request: Request, settings: Any) -> str:
     return settings.public_url or str(request.base_url).rstrip("/")
 
 
-@router.get("/runs/{run_id}/alerts")
+@router.get("/runs/{run_id}/alerts", responses=RUN_ERRORS)
 def get_alerts(
     request: Request,
     session: SessionDep,
@@ -44,7 +45,7 @@ def get_alerts(
                                base_url=base_url(request, settings))
 
 
-@router.get("/runs/{run_id}/alerts/config")
+@router.get("/runs/{run_id}/alerts/config", responses=RUN_ERRORS)
 def get_alert_config(session: SessionDep, found: ReadableRunDep) -> dict[str, Any]:
     """The run's overrides and the effective detector parameters."""
     run, _ = found
@@ -53,7 +54,7 @@ def get_alert_config(session: SessionDep, found: ReadableRunDep) -> dict[str, An
     return {"overrides": overrides, "effective": dconfig.effective(overrides)}
 
 
-@router.put("/runs/{run_id}/alerts/config")
+@router.put("/runs/{run_id}/alerts/config", responses=RUN_ERRORS)
 def put_alert_config(
     session: SessionDep,
     writer: WriterDep,
@@ -64,7 +65,8 @@ def put_alert_config(
     """Change a run's detector parameters (the project's ingest token is required)."""
     run, _ = found
     if run.project_id != writer.id:
-        raise NotFound("run", field="run")
+        raise NotFound("run", field="run")  # another project's run: as if it did not exist
+    check_json(overrides, "overrides", MAX_ALERTS_BYTES)  # text, depth, integers (422 naming the field)
     try:
         checked = dconfig.validate_overrides(overrides)
     except dconfig.ConfigError as exc:

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Path, Query
 from fastapi.responses import Response
 
 from runcast_server.api.deps import SessionDep, ViewerDep
-from runcast_server.api.read_deps import ReadableRunDep, SettingsDep
+from runcast_server.api.read_deps import RUN_ERRORS, ReadableRunDep, SettingsDep
 from runcast_server.artifacts import cards
 from runcast_server.artifacts.checkpoints import (
     as_json,
@@ -23,30 +23,32 @@ from runcast_server.artifacts.lineage import run_segments
 from runcast_server.artifacts.manifests import load_manifests, load_mix
 from runcast_server.artifacts.revisions import load_revisions
 from runcast_server.artifacts.storage import storage_from_settings
-from runcast_server.errors import ApiError, NotFound
+from runcast_server.errors import ApiError, NotFound, error_responses
 
 router = APIRouter(tags=["artifacts"])
 
 CheckpointId = Annotated[int, Path(ge=1, le=2**63 - 1, description="The checkpoint id (from the list).")]
 
 
-@router.get("/runs/{run_id}/checkpoints")
+@router.get("/runs/{run_id}/checkpoints", responses=RUN_ERRORS)
 def list_checkpoints(found: ReadableRunDep, session: SessionDep, viewer: ViewerDep, settings: SettingsDep) -> dict[str, Any]:
     """Every checkpoint the run recorded (pruned ones too), by segment and step, with its status."""
-    run, _ = found
+    run, project = found
     storage = storage_from_settings(settings)
     private_ok = may_see_private(run, viewer)
     return {
         "checkpoints": [
-            as_json(view(record, storage, private_ok=private_ok), run.id) for record in load_checkpoints(session, run.id)
+            as_json(view(record, storage, project=project, private_ok=private_ok), run.id)
+            for record in load_checkpoints(session, run.id)
         ]
     }
 
 
-def _find(session: SessionDep, run_id: str, cid: int):  # type: ignore[no-untyped-def]
-    records = load_checkpoints(session, run_id)
+def _find(session: SessionDep, run: Any, viewer: Any, cid: int):  # type: ignore[no-untyped-def]
+    """The checkpoint and all of the run's; a private one is as unknown to other viewers (404)."""
+    records = load_checkpoints(session, run.id)
     for record in records:
-        if record.id == cid:
+        if record.id == cid and (record.public or may_see_private(run, viewer)):
             return record, records
     raise NotFound("checkpoint", field="checkpoint")
 
@@ -54,7 +56,8 @@ def _find(session: SessionDep, run_id: str, cid: int):  # type: ignore[no-untype
 _DOWNLOAD_RESPONSES: dict[int | str, dict[str, Any]] = {
     200: {"content": {"application/octet-stream": {}}},
     206: {"description": "A byte range (Range request)."},
-    416: {"description": "The range starts past the end of the file."},
+    **RUN_ERRORS,
+    **error_responses(409, 410, 416),
 }
 
 
@@ -74,13 +77,10 @@ def download_checkpoint(
     found: ReadableRunDep, session: SessionDep, viewer: ViewerDep, settings: SettingsDep, cid: CheckpointId
 ) -> Response:
     """The checkpoint file: streamed, one Range per request (206), If-Range, ETag = sha256."""
-    run, _ = found
-    record, _ = _find(session, run.id, cid)
+    run, project = found
+    record, _ = _find(session, run, viewer, cid)
     storage = storage_from_settings(settings)
-    v = view(record, storage, private_ok=may_see_private(run, viewer))
-    if v.status == "private":
-        raise ApiError(403 if viewer is not None else 401, "a private checkpoint: send a token of the run's project",
-                       field="Authorization")
+    v = view(record, storage, project=project, private_ok=may_see_private(run, viewer))
     if v.status == "pruned":
         raise ApiError(410, "the checkpoint was pruned by the trainer; its metadata stays in the list", field="checkpoint")
     if v.status == "missing" or v.stored is None:
@@ -97,7 +97,7 @@ def download_checkpoint(
     )
 
 
-@router.get("/runs/{run_id}/checkpoints/{cid}/card")
+@router.get("/runs/{run_id}/checkpoints/{cid}/card", responses=RUN_ERRORS)
 def checkpoint_card(
     found: ReadableRunDep,
     session: SessionDep,
@@ -108,9 +108,10 @@ def checkpoint_card(
 ) -> Response:
     """The reproducibility card: code revision, config, packages, seed, manifest, data position, parent."""
     run, project = found
-    record, records = _find(session, run.id, cid)
+    record, records = _find(session, run, viewer, cid)
     storage = storage_from_settings(settings)
-    v = view(record, storage, private_ok=may_see_private(run, viewer))
+    private_ok = may_see_private(run, viewer)
+    v = view(record, storage, project=project, private_ok=private_ok)
     segments = run_segments(session, run.id)
     card = cards.build_card(
         session,
@@ -118,7 +119,7 @@ def checkpoint_card(
         project=project,
         record=record,
         status=v.status,
-        checkpoints=records,
+        checkpoints=records if private_ok else [r for r in records if r.public],
         segments=segments,
         revisions=load_revisions(session, run.id),
         manifests=load_manifests(session, run.id, segments),

@@ -9,12 +9,12 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 from runcast.estimate import estimate
 
-from runcast_server.errors import ApiError
+from runcast_server.errors import ApiError, error_responses
 
 router = APIRouter(tags=["tools"])
 
 
-@router.get("/estimate")
+@router.get("/estimate", responses=error_responses(422))
 def memory_estimate(
     params: Annotated[float, Query(gt=0, le=1e15, description="Parameter count Ψ, e.g. 7e9.")],
     gpus: Annotated[int, Query(ge=1, le=1_000_000, description="Data-parallel devices N.")] = 1,

@@ -6,23 +6,24 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from runcast_server.api.deps import SessionDep
-from runcast_server.api.read_deps import ReadableRunDep
+from runcast_server.api.deps import SessionDep, ViewerDep
+from runcast_server.api.read_deps import RUN_ERRORS, ReadableRunDep
 from runcast_server.reads.events import list_events, parse_after
-from runcast_server.reads.schemas import EventList, TimelineType
+from runcast_server.reads.schemas import MAX_SEGMENT, EventList, TimelineType
 
 router = APIRouter(tags=["events"])
 
 
-@router.get("/runs/{run_id}/events", response_model=EventList)
+@router.get("/runs/{run_id}/events", response_model=EventList, responses=RUN_ERRORS)
 def get_events(
     session: SessionDep,
+    viewer: ViewerDep,
     found: ReadableRunDep,
     type: Annotated[
         list[TimelineType] | None, Query(description="Only these types (repeatable).")
     ] = None,
     segment: Annotated[
-        int | None, Query(ge=0, description="Only this segment's events.")
+        int | None, Query(ge=0, le=MAX_SEGMENT, description="Only this segment's events.")
     ] = None,
     after: Annotated[
         str | None,
@@ -39,4 +40,5 @@ def get_events(
         segment=segment,
         after=parse_after(after),
         limit=limit,
+        private_ok=viewer is not None and viewer.id == run.project_id,
     )

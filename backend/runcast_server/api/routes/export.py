@@ -8,7 +8,7 @@ from fastapi import APIRouter, Query
 from fastapi.responses import StreamingResponse
 
 from runcast_server.api.deps import SessionDep
-from runcast_server.api.read_deps import ReadableRunDep
+from runcast_server.api.read_deps import RUN_ERRORS, ReadableRunDep
 from runcast_server.reads.export import (
     MEDIA_TYPES,
     ExportFormat,
@@ -23,7 +23,7 @@ router = APIRouter(tags=["export"])
 @router.get(
     "/runs/{run_id}/export",
     response_class=StreamingResponse,
-    responses={200: {"content": {MEDIA_TYPES["jsonl"]: {}, MEDIA_TYPES["csv"]: {}}}},
+    responses={200: {"content": {MEDIA_TYPES["jsonl"]: {}, MEDIA_TYPES["csv"]: {}}}, **RUN_ERRORS},
 )
 def export_run(
     session: SessionDep,

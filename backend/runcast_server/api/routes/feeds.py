@@ -17,9 +17,9 @@ from sqlalchemy import select
 from runcast_server.alerts.models import Alert
 from runcast_server.alerts.service import alert_view, summary
 from runcast_server.api.deps import SessionDep
-from runcast_server.api.read_deps import ReadableRunDep, SettingsDep
+from runcast_server.api.read_deps import RUN_ERRORS, ReadableRunDep, SettingsDep
 from runcast_server.api.routes.alerts import base_url
-from runcast_server.errors import NotFound
+from runcast_server.errors import NotFound, error_responses
 from runcast_server.models import Project, Run
 
 router = APIRouter(tags=["alerts"])
@@ -68,7 +68,10 @@ def _atom(body: bytes) -> Response:
     return Response(body, media_type="application/atom+xml; charset=utf-8")
 
 
-@router.get("/runs/{run_id}/alerts.atom", response_class=Response)
+_ATOM_200 = {200: {"content": {"application/atom+xml": {}}, "description": "An Atom feed."}}
+
+
+@router.get("/runs/{run_id}/alerts.atom", response_class=Response, responses={**_ATOM_200, **RUN_ERRORS})
 def run_feed(request: Request, session: SessionDep, settings: SettingsDep, found: ReadableRunDep) -> Response:
     """The run's newest alerts as an Atom feed."""
     run, project = found
@@ -79,7 +82,8 @@ def run_feed(request: Request, session: SessionDep, settings: SettingsDep, found
     return _atom(render_feed(self_url, f"Runcast alerts: {project}/{run.name}", self_url, f"{base}/runs/{run.id}", views))
 
 
-@router.get("/projects/{project}/alerts.atom", response_class=Response)
+@router.get("/projects/{project}/alerts.atom", response_class=Response,
+            responses={**_ATOM_200, **error_responses(404, 422)})
 def project_feed(request: Request, session: SessionDep, settings: SettingsDep,
                  project: Annotated[str, Path(max_length=100)]) -> Response:
     """The newest alerts of the project's public runs as an Atom feed."""

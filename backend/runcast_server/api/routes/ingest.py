@@ -21,9 +21,8 @@ from sqlalchemy.orm import Session
 
 from runcast.events import EventError, encode_event, validate_batch
 from runcast_server.api.deps import SessionDep, WriterDep
-from runcast_server.errors import ApiError
+from runcast_server.errors import RETRY_AFTER_S, ApiError, error_responses
 from runcast_server.ingest import IngestRejected, check_batch, register_runs
-from runcast_server.settings import get_settings
 from runcast_server.tasks import enqueue_ingest
 
 router = APIRouter(tags=["ingest"])
@@ -38,25 +37,13 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON; send non-finite numbers as strings")
 
 
-async def _read_body(request: Request, limit: int) -> bytes:
-    """The body, refusing (413) anything over ``limit`` bytes without reading it all."""
-    declared = request.headers.get("content-length")
-    if declared and declared.isdigit() and int(declared) > limit:
-        raise ApiError(413, f"request body over {limit} bytes", field="body")
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise ApiError(413, f"request body over {limit} bytes", field="body")
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
 def _parse(body: bytes) -> Any:
     try:
         return json.loads(body, parse_constant=_reject_constant)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ApiError(400, f"body is not valid JSON: {exc}", field="body") from exc
+    except RecursionError:
+        raise ApiError(400, "body is nested too deeply to be a batch", field="body") from None
 
 
 def _accept(session: Session, project_id: int, body: bytes, received_at: float) -> int:
@@ -75,19 +62,22 @@ def _accept(session: Session, project_id: int, body: bytes, received_at: float) 
         enqueue_ingest([encode_event(e) for e in events], project_id, received_at=received_at)
     except BrokerError as exc:
         log.warning("ingest: broker unreachable: %s", exc)
-        raise ApiError(503, "ingest queue unavailable; retry later") from exc
+        raise ApiError(503, "ingest queue unavailable; retry later", headers={"Retry-After": str(RETRY_AFTER_S)}) from exc
     return len(events)
 
 
-@router.post("/ingest", status_code=202, response_model=Accepted)
+@router.post("/ingest", status_code=202, response_model=Accepted,
+             responses=error_responses(400, 401, 403, 404, 409, 422))
 async def ingest(request: Request, project: WriterDep, session: SessionDep) -> Accepted:
     """Queue a batch ``{"v": 1, "events": [...]}`` for the token's project.
 
     Errors are ``{"error": {"message", "field", "index"?}}``: 400 not JSON, 401 token,
-    403 another project's run, 404 unknown run or segment, 413 too large, 422 schema,
-    503 queue down. A rejected batch writes nothing.
+    403 a run_started naming another project, 404 unknown run or segment (another
+    project's run answers exactly the same), 409 a run_started for an id another project
+    holds, 413 too large (the body limit, before reading), 422 schema, 503 queue down.
+    A rejected batch writes nothing.
     """
     received_at = time.time()
-    body = await _read_body(request, get_settings().max_body_bytes)
+    body = await request.body()  # at most RUNCAST_MAX_BODY_BYTES: api.limits.BodyLimit
     count = await run_in_threadpool(_accept, session, project.id, body, received_at)
     return Accepted(accepted=count)

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Query
 from fastapi import Path as PathParam
 
 from runcast_server.api.deps import SessionDep
-from runcast_server.api.read_deps import ReadableRunDep
+from runcast_server.api.read_deps import RUN_ERRORS, ReadableRunDep
 from runcast_server.artifacts.lineage import run_segments
 from runcast_server.artifacts.manifests import (
     diff,
@@ -27,7 +27,7 @@ router = APIRouter(tags=["artifacts"])
 Version = Annotated[str, Query(min_length=1, max_length=100)]
 
 
-@router.get("/runs/{run_id}/manifests")
+@router.get("/runs/{run_id}/manifests", responses=RUN_ERRORS)
 def list_manifests(found: ReadableRunDep, session: SessionDep) -> dict[str, Any]:
     """Every manifest version the run recorded, in order: sources, file and token counts."""
     run, _ = found
@@ -35,7 +35,7 @@ def list_manifests(found: ReadableRunDep, session: SessionDep) -> dict[str, Any]
     return {"manifests": published(versions(manifests))[0]}  # version strings are published text too
 
 
-@router.get("/runs/{run_id}/manifests/diff")
+@router.get("/runs/{run_id}/manifests/diff", responses=RUN_ERRORS)
 def manifest_diff(found: ReadableRunDep, session: SessionDep, from_: Annotated[str, Query(alias="from", min_length=1, max_length=100)], to: Version) -> dict[str, Any]:
     """Files added / removed / changed, token counts and weights between two versions."""
     run, _ = found
@@ -52,7 +52,7 @@ def manifest_diff(found: ReadableRunDep, session: SessionDep, from_: Annotated[s
     return diff(old, new, old_mix.weights if old_mix else None, new_mix.weights if new_mix else None)
 
 
-@router.get("/runs/{run_id}/manifests/{version:path}")
+@router.get("/runs/{run_id}/manifests/{version:path}", responses=RUN_ERRORS)
 def get_manifest(
     found: ReadableRunDep, session: SessionDep, version: Annotated[str, PathParam(min_length=1, max_length=100)]
 ) -> dict[str, Any]:
@@ -73,7 +73,7 @@ def get_manifest(
     }
 
 
-@router.get("/runs/{run_id}/data-mix")
+@router.get("/runs/{run_id}/data-mix", responses=RUN_ERRORS)
 def data_mix(found: ReadableRunDep, session: SessionDep) -> dict[str, Any]:
     """The data-mix timeline: every change of weights, by segment and step."""
     run, _ = found

@@ -7,15 +7,17 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 from runcast.events import MAX_STEP
 
+from runcast_server.reads.schemas import MAX_SEGMENT
+
 from runcast_server.api.deps import SessionDep
-from runcast_server.api.read_deps import ReadableRunDep
+from runcast_server.api.read_deps import RUN_ERRORS, ReadableRunDep
 from runcast_server.reads.metrics import query_metrics
 from runcast_server.reads.schemas import MetricsResponse
 
 router = APIRouter(tags=["metrics"])
 
 
-@router.get("/runs/{run_id}/metrics", response_model=MetricsResponse)
+@router.get("/runs/{run_id}/metrics", response_model=MetricsResponse, responses=RUN_ERRORS)
 def get_metrics(
     session: SessionDep,
     found: ReadableRunDep,
@@ -23,7 +25,7 @@ def get_metrics(
         str, Query(min_length=1, max_length=200, description="The metric name.")
     ],
     segment: Annotated[
-        int | None, Query(ge=0, description="One segment's index; default: all.")
+        int | None, Query(ge=0, le=MAX_SEGMENT, description="One segment's index; default: all.")
     ] = None,
     start: Annotated[
         int | None,

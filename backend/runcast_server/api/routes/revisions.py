@@ -8,7 +8,7 @@ from fastapi import APIRouter, Path
 from fastapi.responses import PlainTextResponse
 
 from runcast_server.api.deps import SessionDep
-from runcast_server.api.read_deps import ReadableRunDep, SettingsDep
+from runcast_server.api.read_deps import RUN_ERRORS, ReadableRunDep, SettingsDep
 from runcast_server.artifacts.http import content_disposition
 from runcast_server.artifacts.revisions import changes, load_revisions, published_diff, revision_json
 from runcast_server.errors import NotFound
@@ -18,7 +18,7 @@ router = APIRouter(tags=["artifacts"])
 RevisionId = Annotated[int, Path(ge=1, le=2**63 - 1, description="The revision id (from the list).")]
 
 
-@router.get("/runs/{run_id}/revisions")
+@router.get("/runs/{run_id}/revisions", responses=RUN_ERRORS)
 def list_revisions(found: ReadableRunDep, session: SessionDep, settings: SettingsDep) -> dict[str, Any]:
     """Each code state the run trained with, the segments that used it, and the code changes between segments."""
     run, _ = found
@@ -32,7 +32,7 @@ def list_revisions(found: ReadableRunDep, session: SessionDep, settings: Setting
 @router.get(
     "/runs/{run_id}/revisions/{rid}/diff",
     response_class=PlainTextResponse,
-    responses={200: {"content": {"text/plain": {}}}},
+    responses={200: {"content": {"text/plain": {}}}, **RUN_ERRORS},
 )
 def revision_diff(found: ReadableRunDep, session: SessionDep, rid: RevisionId) -> PlainTextResponse:
     """The uncommitted diff of a dirty revision, as text/plain (credentials scrubbed)."""

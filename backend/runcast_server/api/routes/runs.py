@@ -7,14 +7,15 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from runcast_server.api.deps import SessionDep, ViewerDep
-from runcast_server.api.read_deps import ReadableRunDep, SettingsDep
+from runcast_server.api.read_deps import RUN_ERRORS, ReadableRunDep, SettingsDep
+from runcast_server.errors import error_responses
 from runcast_server.reads import runs as reads
 from runcast_server.reads.schemas import RunDetail, RunList, RunStatus
 
 router = APIRouter(tags=["runs"])
 
 
-@router.get("/runs", response_model=RunList)
+@router.get("/runs", response_model=RunList, responses=error_responses(401, 422))
 def list_runs(
     session: SessionDep,
     viewer: ViewerDep,
@@ -43,7 +44,7 @@ def list_runs(
     )
 
 
-@router.get("/runs/{run_id}", response_model=RunDetail)
+@router.get("/runs/{run_id}", response_model=RunDetail, responses=RUN_ERRORS)
 def get_run(
     session: SessionDep, settings: SettingsDep, found: ReadableRunDep
 ) -> RunDetail:

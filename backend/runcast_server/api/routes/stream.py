@@ -23,7 +23,7 @@ from starlette.types import Receive, Scope, Send
 from runcast_server import live
 from runcast_server.api.deps import TokenDep
 from runcast_server.auth import project_for_token
-from runcast_server.errors import ApiError, NotFound
+from runcast_server.errors import ApiError, NotFound, error_responses
 from runcast_server.reads.access import readable_run
 
 router = APIRouter(tags=["stream"])
@@ -106,7 +106,10 @@ def _check_access(run_id: str, token: str | None) -> None:
     "/runs/{run_id}/stream",
     response_class=EventStream,
     status_code=200,
-    responses={200: {"content": {"text/event-stream": {}}, "description": "Server-Sent Events; see docs/live.md."}},
+    responses={
+        200: {"content": {"text/event-stream": {}}, "description": "Server-Sent Events; see docs/live.md."},
+        **error_responses(401, 404, 422),
+    },
 )
 async def stream(
     token: TokenDep,

@@ -12,10 +12,9 @@ import secrets
 import time
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Query, Request
-from fastapi.responses import JSONResponse
-from pydantic import BaseModel, Field
-from runcast.events import ID_RE, PROJECT_RE
+from fastapi import APIRouter, Path, Query, Request
+from pydantic import BaseModel, Field, field_validator
+from runcast.events import ID_RE, PROJECT_RE, check_text
 from sqlalchemy import select
 
 from runcast_server.alerts import email, ratelimit, ssrf
@@ -24,7 +23,7 @@ from runcast_server.alerts.notify import unsubscribe_url
 from runcast_server.api.deps import SessionDep, ViewerDep
 from runcast_server.api.read_deps import SettingsDep
 from runcast_server.api.routes.alerts import AlertKind, base_url
-from runcast_server.errors import ApiError, NotFound
+from runcast_server.errors import ApiError, NotFound, error_body, error_response, error_responses
 from runcast_server.models import Project
 from runcast_server.reads.access import readable_run
 
@@ -33,14 +32,19 @@ EMAIL_RE = re.compile(r"^[^@\s<>,;\"]{1,64}@[A-Za-z0-9.-]{1,253}\.[A-Za-z]{2,63}
 
 
 class NewSubscription(BaseModel):
-    run: str | None = Field(None, description="A run id (public or unlisted; private with its project's token).")
-    project: str | None = Field(None, description="A project: alerts of all its public runs.")
+    run: str | None = Field(None, max_length=64, description="A run id (public or unlisted; private with its project's token).")
+    project: str | None = Field(None, max_length=100, description="A project: alerts of all its public runs.")
     channel: Literal["webhook", "email"]
     url: str | None = Field(None, max_length=2048, description="Webhook URL (http or https).")
     email: str | None = Field(None, max_length=320)
     format: Literal["json", "slack", "discord"] = "json"
     kinds: list[AlertKind] = Field(default_factory=list, description="Only these kinds (empty: all).")
     notify_close: bool = Field(False, description="Also notify when an alert closes.")
+
+    @field_validator("run", "project", "url", "email")
+    @classmethod
+    def _text(cls, value: str | None) -> str | None:
+        return None if value is None else check_text(value, "text")
 
 
 def _view(sub: Subscription, run: str | None, project: str | None) -> dict[str, Any]:
@@ -59,7 +63,7 @@ def _view(sub: Subscription, run: str | None, project: str | None) -> dict[str, 
     }
 
 
-@router.post("/subscriptions", status_code=201)
+@router.post("/subscriptions", status_code=201, responses=error_responses(401, 404, 422, 429, 502))
 def create_subscription(
     request: Request, session: SessionDep, settings: SettingsDep, viewer: ViewerDep, body: NewSubscription
 ) -> Any:
@@ -69,10 +73,8 @@ def create_subscription(
     wait = ratelimit.hit(session, f"subscribe:{ip}", settings.subscribe_rate_limit, settings.subscribe_rate_window_s)
     if wait is not None:
         session.commit()
-        return JSONResponse(
-            {"error": {"message": "too many subscriptions from this address; try again later"}},
-            status_code=429, headers={"Retry-After": str(int(wait) + 1)},
-        )
+        return error_response(429, error_body("too many subscriptions from this address; try again later"),
+                              headers={"Retry-After": str(int(wait) + 1)})
     if (body.run is None) == (body.project is None):
         raise ApiError(422, "give exactly one of run or project", field="run")
     run_id = project_id = None
@@ -138,7 +140,7 @@ def _by_token(session: SessionDep, column: Any, token: str) -> Subscription:
     return sub
 
 
-@router.get("/subscriptions/confirm")
+@router.get("/subscriptions/confirm", responses=error_responses(404, 422))
 def confirm(session: SessionDep, token: Annotated[str, Query(max_length=64)]) -> dict[str, Any]:
     """The link in the confirmation mail: activates the email subscription."""
     sub = _by_token(session, Subscription.confirm_token, token)
@@ -147,8 +149,8 @@ def confirm(session: SessionDep, token: Annotated[str, Query(max_length=64)]) ->
     return {"id": sub.id, "status": sub.status}
 
 
-@router.get("/subscriptions/unsubscribe", operation_id="unsubscribe_by_link")
-@router.post("/subscriptions/unsubscribe", operation_id="unsubscribe")
+@router.get("/subscriptions/unsubscribe", operation_id="unsubscribe_by_link", responses=error_responses(404, 422))
+@router.post("/subscriptions/unsubscribe", operation_id="unsubscribe", responses=error_responses(404, 422))
 def unsubscribe(session: SessionDep, token: Annotated[str, Query(max_length=64)]) -> dict[str, Any]:
     """The link in every delivery: deletes the subscription (no account needed)."""
     sub = _by_token(session, Subscription.unsub_token, token)
@@ -157,8 +159,8 @@ def unsubscribe(session: SessionDep, token: Annotated[str, Query(max_length=64)]
     return {"id": sid, "status": "unsubscribed"}
 
 
-@router.get("/subscriptions/{subscription_id}")
-def get_subscription(session: SessionDep, subscription_id: int,
+@router.get("/subscriptions/{subscription_id}", responses=error_responses(404, 422))
+def get_subscription(session: SessionDep, subscription_id: Annotated[int, Path(ge=1, le=2**63 - 1)],
                      token: Annotated[str, Query(max_length=64, description="The unsubscribe token.")]) -> dict[str, Any]:
     """One's own subscription (its status, e.g. disabled after failures), by its unsubscribe token."""
     sub = _by_token(session, Subscription.unsub_token, token)
