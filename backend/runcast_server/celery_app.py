@@ -43,13 +43,20 @@ def configure(settings: Settings) -> Celery:
         # Fail fast when the broker is down: the API answers 503 and the SDK spools.
         task_publish_retry_policy={"max_retries": 2, "interval_start": 0, "interval_step": 0.5, "interval_max": 1},
         worker_hijack_root_logger=False,
-        # The alerts' periodic check (stalls, quiet restart loops): `celery -A runcast_server.celery_app beat`.
+        # The alerts' periodic tasks (stalls, quiet restart loops; delivery pruning):
+        # `celery -A runcast_server.celery_app beat` or `runcast worker --beat`.
         beat_schedule={
             "runcast-alerts-sweep": {
                 "task": "runcast.alerts.sweep",
                 "schedule": settings.alert_check_interval_s,
                 "options": {"expires": settings.alert_check_interval_s},
-            }
+            },
+            # Finished notification deliveries older than RUNCAST_DELIVERY_RETENTION_S.
+            "runcast-alerts-prune": {
+                "task": "runcast.alerts.prune",
+                "schedule": settings.delivery_prune_interval_s,
+                "options": {"expires": settings.delivery_prune_interval_s},
+            },
         },
     )
     _configured_for = settings

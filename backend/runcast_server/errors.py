@@ -168,7 +168,7 @@ def install_error_handlers(app: FastAPI) -> None:
                 status, detail = 405, "Method Not Allowed"
             if status == 405:
                 headers["Allow"] = ", ".join(sorted(allowed or {"GET", "HEAD"}))  # none: the static files
-        return error_response(status, error_body(detail), headers or None)
+        return error_response(status, error_body(detail, field="body" if status == 413 else None), headers or None)
 
     async def _database_down(_: Request, exc: Exception) -> ErrorResponse:
         log.warning("database unavailable: %s", exc)

@@ -38,7 +38,7 @@ def test_copied_checkpoint_is_listed_and_downloadable(live, client, seed, storag
 
     (listed,) = client.get(f"/api/v1/runs/{run.id}/checkpoints").json()["checkpoints"]
     assert (listed["status"], listed["sha256"], listed["size"], listed["filename"]) == ("available", sha, size, "last.pt")
-    assert (storage_root / run.id / "step-100" / "last.pt").stat().st_size == size
+    assert (storage_root / "demo" / run.id / "step-100" / "last.pt").stat().st_size == size
     assert (work / "last.pt").exists()
     with httpx.Client(base_url=live.url, timeout=60) as http:
         res = http.get(listed["download_url"], headers={"Range": "bytes=1-"})

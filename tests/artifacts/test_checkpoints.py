@@ -13,16 +13,16 @@ def _ids(client, run):
 
 def test_list_statuses_available_pruned_private_missing(client, seed, storage_root):
     sim = seed.run().start()
-    sha1 = write_file(storage_root / "ckpt" / "step100.pt", 5000, 1)
-    sha2 = write_file(storage_root / "ckpt" / "step200.pt", 6000, 2)
-    sha3 = write_file(storage_root / "ckpt" / "step300.pt", 7000, 3)
+    sha1 = write_file(storage_root / "demo" / "ckpt" / "step100.pt", 5000, 1)
+    sha2 = write_file(storage_root / "demo" / "ckpt" / "step200.pt", 6000, 2)
+    sha3 = write_file(storage_root / "demo" / "ckpt" / "step300.pt", 7000, 3)
     sim.send(
         [
-            checkpoint_event(sim, str(storage_root / "ckpt" / "step100.pt"), 100, 5000, sha1, metrics={"val/loss": 2.5}),
-            checkpoint_event(sim, "ckpt/step200.pt", 200, 6000, sha2),
-            checkpoint_event(sim, "ckpt/step300.pt", 300, 7000, sha3, public=False),
-            checkpoint_event(sim, "ckpt/step400.pt", 400, 10, None),  # never written
-            checkpoint_event(sim, str(storage_root / "ckpt" / "step100.pt"), 100, 0, None, status="pruned"),
+            checkpoint_event(sim, str(storage_root / "demo" / "ckpt" / "step100.pt"), 100, 5000, sha1, metrics={"val/loss": 2.5}),
+            checkpoint_event(sim, "demo/ckpt/step200.pt", 200, 6000, sha2),
+            checkpoint_event(sim, "demo/ckpt/step300.pt", 300, 7000, sha3, public=False),
+            checkpoint_event(sim, "demo/ckpt/step400.pt", 400, 10, None),  # never written
+            checkpoint_event(sim, str(storage_root / "demo" / "ckpt" / "step100.pt"), 100, 0, None, status="pruned"),
         ]
     )
     listed = _ids(client, sim.run)
@@ -37,6 +37,9 @@ def test_list_statuses_available_pruned_private_missing(client, seed, storage_ro
     assert listed[200]["download_url"] == f"/api/v1/runs/{sim.run}/checkpoints/{listed[200]['id']}/download"
     assert (listed[200]["size"], listed[200]["filename"]) == (6000, "step200.pt")
     assert listed[400]["reason"] == "no such file under the storage root"
+    # Private to other viewers: listed, without its file.
+    assert {k: listed[300][k] for k in ("size", "sha256", "filename", "kind", "card_url")} == dict.fromkeys(
+        ("size", "sha256", "filename", "kind", "card_url"))
 
     token = seed.token()
     with_token = {
@@ -49,9 +52,13 @@ def test_list_statuses_available_pruned_private_missing(client, seed, storage_ro
 
     base = f"/api/v1/runs/{sim.run}/checkpoints"
     assert client.get(f"{base}/{listed[100]['id']}/download").status_code == 410
-    assert client.get(f"{base}/{listed[300]['id']}/download").status_code == 401
+    # A private checkpoint is as unknown as an id that does not exist, to anyone but its project.
+    unknown = client.get(f"{base}/999999/download")
     other = seed.token("other-project")
-    assert client.get(f"{base}/{listed[300]['id']}/download", headers={"Authorization": f"Bearer {other}"}).status_code == 403
+    for headers in ({}, {"Authorization": f"Bearer {other}"}):
+        for what in ("download", "card"):
+            res = client.get(f"{base}/{listed[300]['id']}/{what}", headers=headers)
+            assert (res.status_code, res.json()) == (404, unknown.json())
     ok = client.get(f"{base}/{listed[300]['id']}/download", headers={"Authorization": f"Bearer {token}"})
     assert ok.status_code == 200 and hashlib.sha256(ok.content).hexdigest() == sha3
     assert client.get(f"{base}/{listed[400]['id']}/download").status_code == 404
@@ -61,11 +68,11 @@ def test_list_statuses_available_pruned_private_missing(client, seed, storage_ro
 def test_download_headers_range_if_range_head(client, seed, storage_root):
     sim = seed.run().start()
     size = 3 * 1024 * 1024 + 17
-    sha = write_file(storage_root / "run a" / "model é.pt", size, 7)
-    sim.send([checkpoint_event(sim, "run a/model é.pt", 10, size, sha)])
+    sha = write_file(storage_root / "demo" / "run a" / "model é.pt", size, 7)
+    sim.send([checkpoint_event(sim, "demo/run a/model é.pt", 10, size, sha)])
     cid = _ids(client, sim.run)[10]["id"]
     url = f"/api/v1/runs/{sim.run}/checkpoints/{cid}/download"
-    data = (storage_root / "run a" / "model é.pt").read_bytes()
+    data = (storage_root / "demo" / "run a" / "model é.pt").read_bytes()
 
     full = client.get(url)
     assert full.status_code == 200 and full.content == data
@@ -107,17 +114,17 @@ def test_download_headers_range_if_range_head(client, seed, storage_root):
 
 def test_file_changed_size_or_overwritten_is_missing(client, seed, storage_root):
     sim = seed.run().start()
-    sha = write_file(storage_root / "a.pt", 1000)
-    sim.send([checkpoint_event(sim, "a.pt", 1, 1000, sha)])
-    with open(storage_root / "a.pt", "ab") as f:
+    sha = write_file(storage_root / "demo" / "a.pt", 1000)
+    sim.send([checkpoint_event(sim, "demo/a.pt", 1, 1000, sha)])
+    with open(storage_root / "demo" / "a.pt", "ab") as f:
         f.write(b"x")
     (c,) = client.get(f"/api/v1/runs/{sim.run}/checkpoints").json()["checkpoints"]
-    assert (c["status"], c["reason"]) == ("missing", "the file is 1001 bytes, not the recorded 1000")
+    assert (c["status"], c["reason"]) == ("missing", "the file is no longer the recorded size")
 
-    sha2 = write_file(storage_root / "b.pt", 500, 1)
-    sim.send([checkpoint_event(sim, "b.pt", 2, 500, sha2)])
-    sha3 = write_file(storage_root / "b.pt", 500, 2)
-    sim.send([checkpoint_event(sim, "b.pt", 3, 500, sha3)])
+    sha2 = write_file(storage_root / "demo" / "b.pt", 500, 1)
+    sim.send([checkpoint_event(sim, "demo/b.pt", 2, 500, sha2)])
+    sha3 = write_file(storage_root / "demo" / "b.pt", 500, 2)
+    sim.send([checkpoint_event(sim, "demo/b.pt", 3, 500, sha3)])
     listed = _ids(client, sim.run)
     assert listed[2]["status"] == "missing" and listed[2]["reason"].startswith("overwritten by checkpoint")
     assert listed[3]["status"] == "available"
@@ -125,8 +132,8 @@ def test_file_changed_size_or_overwritten_is_missing(client, seed, storage_root)
 
 def test_directory_checkpoint_is_listed_not_downloadable(client, seed, storage_root):
     sim = seed.run().start()
-    (storage_root / "ds" / "global_step5").mkdir(parents=True)
-    sim.send([checkpoint_event(sim, "ds/global_step5", 5, 0, None)])
+    (storage_root / "demo" / "ds" / "global_step5").mkdir(parents=True)
+    sim.send([checkpoint_event(sim, "demo/ds/global_step5", 5, 0, None)])
     (c,) = client.get(f"/api/v1/runs/{sim.run}/checkpoints").json()["checkpoints"]
     assert (c["status"], c["kind"], c["download_url"]) == ("available", "directory", None)
     assert client.get(f"/api/v1/runs/{sim.run}/checkpoints/{c['id']}/download").status_code == 409
@@ -134,8 +141,8 @@ def test_directory_checkpoint_is_listed_not_downloadable(client, seed, storage_r
 
 def test_private_run_checkpoints_hidden(client, seed, storage_root):
     sim = seed.run().start(visibility="private")
-    sha = write_file(storage_root / "p.pt", 10)
-    sim.send([checkpoint_event(sim, "p.pt", 1, 10, sha)])
+    sha = write_file(storage_root / "demo" / "p.pt", 10)
+    sim.send([checkpoint_event(sim, "demo/p.pt", 1, 10, sha)])
     assert client.get(f"/api/v1/runs/{sim.run}/checkpoints").status_code == 404
     token = seed.token()
     res = client.get(f"/api/v1/runs/{sim.run}/checkpoints", headers={"Authorization": f"Bearer {token}"})
@@ -150,9 +157,9 @@ def test_trainer_root_mapping(storage_root, embedded_env, monkeypatch, seed):
 
     monkeypatch.setenv("RUNCAST_STORAGE_TRAINER_ROOT", "/mnt/shared/ckpts")
     get_settings.cache_clear()
-    sha = write_file(storage_root / "r1" / "s.pt", 64)
+    sha = write_file(storage_root / "demo" / "r1" / "s.pt", 64)
     sim = seed.run().start()
-    sim.send([checkpoint_event(sim, "/mnt/shared/ckpts/r1/s.pt", 1, 64, sha)])
+    sim.send([checkpoint_event(sim, "/mnt/shared/ckpts/demo/r1/s.pt", 1, 64, sha)])
     with TestClient(create_app()) as c:
         (ck,) = c.get(f"/api/v1/runs/{sim.run}/checkpoints").json()["checkpoints"]
         assert ck["status"] == "available"

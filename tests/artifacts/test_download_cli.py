@@ -26,8 +26,8 @@ def live(client):
 @pytest.fixture
 def published(seed, storage_root):
     sim = seed.run().start()
-    sha = write_file(storage_root / "ck" / "model.pt", SIZE, 3)
-    sim.send([checkpoint_event(sim, "ck/model.pt", 500, SIZE, sha)])
+    sha = write_file(storage_root / "demo" / "ck" / "model.pt", SIZE, 3)
+    sim.send([checkpoint_event(sim, "demo/ck/model.pt", 500, SIZE, sha)])
     return sim, sha
 
 
@@ -122,8 +122,8 @@ def test_cli_latest_and_already_downloaded(live, client, published, tmp_path):
 
 def test_cli_private_checkpoint_needs_token(live, seed, storage_root, tmp_path):
     sim = seed.run().start()
-    sha = write_file(storage_root / "priv.pt", 4096)
-    sim.send([checkpoint_event(sim, "priv.pt", 1, 4096, sha, public=False)])
+    sha = write_file(storage_root / "demo" / "priv.pt", 4096)
+    sim.send([checkpoint_event(sim, "demo/priv.pt", 1, 4096, sha, public=False)])
     from runcast.cli.main import app
 
     runner = CliRunner()
@@ -146,16 +146,16 @@ def test_server_stops_reading_when_the_client_goes(live, client, seed, storage_r
 
     size = 64 * 1024 * 1024
     sim = seed.run().start()
-    write_file(storage_root / "big.pt", size, 9)
-    sim.send([checkpoint_event(sim, "big.pt", 1, size, None)])
+    write_file(storage_root / "demo" / "big.pt", size, 9)
+    sim.send([checkpoint_event(sim, "demo/big.pt", 1, size, None)])
     reads, closed = [], []
 
     class Counting:
         def __init__(self, inner):
             self.inner = inner
 
-        def locate(self, path):
-            return self.inner.locate(path)
+        def locate(self, path, within=None):
+            return self.inner.locate(path, within)
 
         def open(self, obj):
             reader = self.inner.open(obj)

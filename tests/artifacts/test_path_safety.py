@@ -115,13 +115,16 @@ def test_fifo_is_not_served(layout):
 def test_end_to_end_every_attack_is_missing_and_not_downloadable(client, seed, storage_root):
     secret = storage_root.parent / "secret.txt"
     secret.write_bytes(b"top secret")
-    os.symlink(secret, storage_root / "link.pt")
+    project_dir = storage_root / "demo"
+    project_dir.mkdir()
+    os.symlink(secret, project_dir / "link.pt")
     sim = seed.run().start()
-    paths = [p for p in ATTACKS.values() if p] + [str(secret), str(storage_root / "link.pt")]
+    paths = [p for p in ATTACKS.values() if p and "\x00" not in p]
+    paths += [str(secret), str(project_dir / "link.pt"), "demo/link.pt"]
     for step, path in enumerate(paths):
         sim.send([checkpoint_event(sim, path, step, 10, None)])
-    sha = write_file(storage_root / "good.pt", 10)
-    sim.send([checkpoint_event(sim, "good.pt", 1000, 10, sha)])
+    sha = write_file(project_dir / "good.pt", 10)
+    sim.send([checkpoint_event(sim, "demo/good.pt", 1000, 10, sha)])
     listed = client.get(f"/api/v1/runs/{sim.run}/checkpoints").json()["checkpoints"]
     assert len(listed) == len(paths) + 1
     for c in listed:
@@ -131,6 +134,17 @@ def test_end_to_end_every_attack_is_missing_and_not_downloadable(client, seed, s
             continue
         assert c["status"] == "missing" and c["download_url"] is None, c
         assert res.status_code == 404 and b"top secret" not in res.content
+
+
+def test_nul_byte_path_is_refused_at_the_door(client, seed):
+    sim = seed.run().start()
+    res = client.post(
+        "/api/v1/ingest",
+        json={"v": 1, "events": [checkpoint_event(sim, "demo/ok.pt", 1, 0, None) | {"path": ATTACKS["nul_byte"]}]},
+        headers={"Authorization": f"Bearer {seed.token()}"},
+    )
+    assert res.status_code == 422
+    assert res.json()["error"] == {"message": "holds a NUL character", "field": "path", "index": 0}
 
 
 @pytest.mark.parametrize(

@@ -107,12 +107,12 @@ def test_s3_download_headers_range_if_range_head(s3, s3_client, seed):  # noqa: 
     size = 3 * 1024 * 1024 + 17
     data = _data(size, 7)
     sha = hashlib.sha256(data).hexdigest()
-    s3.put(f"{PREFIX}/run a/model é.pt", data)
+    s3.put(f"{PREFIX}/demo/run a/model é.pt", data)
     sim = seed.run().start()
     sim.send(
         [
-            checkpoint_event(sim, "run a/model é.pt", 10, size, sha, metrics={"val/loss": 2.0}),
-            checkpoint_event(sim, f"s3://{s3.bucket}/{PREFIX}/run a/model é.pt", 11, size, sha),
+            checkpoint_event(sim, "demo/run a/model é.pt", 10, size, sha, metrics={"val/loss": 2.0}),
+            checkpoint_event(sim, f"s3://{s3.bucket}/{PREFIX}/demo/run a/model é.pt", 11, size, sha),
         ]
     )
     listed = _listed(s3_client, sim.run)
@@ -170,26 +170,26 @@ def test_s3_download_headers_range_if_range_head(s3, s3_client, seed):  # noqa: 
 
 @pytest.mark.services
 def test_s3_statuses_missing_size_private_directory(s3, s3_client, seed):  # noqa: F811
-    s3.put(f"{PREFIX}/a.pt", b"a" * 1000)
-    s3.put(f"{PREFIX}/p.pt", b"p" * 10)
-    s3.put(f"{PREFIX}/ds/global_step5/model.bin", b"m" * 10)
+    s3.put(f"{PREFIX}/demo/a.pt", b"a" * 1000)
+    s3.put(f"{PREFIX}/demo/p.pt", b"p" * 10)
+    s3.put(f"{PREFIX}/demo/ds/global_step5/model.bin", b"m" * 10)
     sim = seed.run().start()
     sim.send(
         [
-            checkpoint_event(sim, "a.pt", 1, 999, None),  # recorded size differs
-            checkpoint_event(sim, "absent.pt", 2, 10, None),
-            checkpoint_event(sim, "p.pt", 3, 10, hashlib.sha256(b"p" * 10).hexdigest(), public=False),
-            checkpoint_event(sim, "ds/global_step5", 5, 10, None),
+            checkpoint_event(sim, "demo/a.pt", 1, 999, None),  # recorded size differs
+            checkpoint_event(sim, "demo/absent.pt", 2, 10, None),
+            checkpoint_event(sim, "demo/p.pt", 3, 10, hashlib.sha256(b"p" * 10).hexdigest(), public=False),
+            checkpoint_event(sim, "demo/ds/global_step5", 5, 10, None),
         ]
     )
     listed = _listed(s3_client, sim.run)
-    assert (listed[1]["status"], listed[1]["reason"]) == ("missing", "the file is 1000 bytes, not the recorded 999")
+    assert (listed[1]["status"], listed[1]["reason"]) == ("missing", "the file is no longer the recorded size")
     assert (listed[2]["status"], listed[2]["reason"]) == ("missing", "no such object under the storage prefix")
     assert listed[3]["status"] == "private"
     assert (listed[5]["status"], listed[5]["kind"], listed[5]["download_url"]) == ("available", "directory", None)
     base = f"/api/v1/runs/{sim.run}/checkpoints"
     assert s3_client.get(f"{base}/{listed[2]['id']}/download").status_code == 404
-    assert s3_client.get(f"{base}/{listed[3]['id']}/download").status_code == 401
+    assert s3_client.get(f"{base}/{listed[3]['id']}/download").status_code == 404  # private: as unknown
     ok = s3_client.get(f"{base}/{listed[3]['id']}/download", headers={"Authorization": f"Bearer {seed.token()}"})
     assert ok.status_code == 200 and ok.content == b"p" * 10
     assert s3_client.get(f"{base}/{listed[5]['id']}/download").status_code == 409
@@ -199,10 +199,13 @@ def test_s3_statuses_missing_size_private_directory(s3, s3_client, seed):  # noq
 def test_s3_traversal_refused_and_no_key_outside_prefix_requested(s3, s3_client, seed):  # noqa: F811
     s3.put("secret.txt", b"top secret")
     s3.put(f"{PREFIX}-evil/x.pt", b"top secret")
-    s3.put(f"{PREFIX}/good.pt", b"g" * 10)
+    s3.put(f"{PREFIX}/demo/good.pt", b"g" * 10)
+    s3.put(f"{PREFIX}/pproj/secret.pt", b"top secret")  # another project's object
     requests = record_requests(s3)
     sim = seed.run().start()
-    attacks = [p for p in ATTACKS.values() if p] + [
+    attacks = [p for p in ATTACKS.values() if p and "\x00" not in p] + [
+        "pproj/secret.pt",
+        f"s3://{s3.bucket}/{PREFIX}/pproj/secret.pt",
         f"s3://{s3.bucket}/secret.txt",
         f"s3://{s3.bucket}/{PREFIX}/../secret.txt",
         f"s3://{s3.bucket}/{PREFIX}/%2e%2e/secret.txt",
@@ -212,7 +215,7 @@ def test_s3_traversal_refused_and_no_key_outside_prefix_requested(s3, s3_client,
     ]
     for step, path in enumerate(attacks):
         sim.send([checkpoint_event(sim, path, step, 10, None)])
-    sim.send([checkpoint_event(sim, "good.pt", 1000, 10, hashlib.sha256(b"g" * 10).hexdigest())])
+    sim.send([checkpoint_event(sim, "demo/good.pt", 1000, 10, hashlib.sha256(b"g" * 10).hexdigest())])
     listed = s3_client.get(f"/api/v1/runs/{sim.run}/checkpoints").json()["checkpoints"]
     assert len(listed) == len(attacks) + 1
     for c in listed:
@@ -223,7 +226,7 @@ def test_s3_traversal_refused_and_no_key_outside_prefix_requested(s3, s3_client,
         assert c["status"] == "missing" and c["reason"].startswith("refused:"), c
         assert res.status_code == 404 and b"top secret" not in res.content
     keys = {p.get("Key") or p.get("Prefix") for _, p in requests}
-    assert keys == {f"{PREFIX}/good.pt"}, keys
+    assert keys == {f"{PREFIX}/demo/good.pt"}, keys
 
 
 @pytest.mark.services

@@ -85,14 +85,20 @@ def test_bad_event_rejects_whole_batch(embedded: Any, token: str, bad: dict[str,
     assert counts(get_engine()) == before
 
 
-def test_run_of_another_project_is_403(embedded: Any, token: str) -> None:
+def test_run_of_another_project_answers_as_an_unknown_run(embedded: Any, token: str) -> None:
     with session_scope() as session:
         other = create_token(session, "other")
     assert post(embedded, [started(run="run_other001", project="other")], other).status_code == 202
     before = counts(get_engine())
     r = post(embedded, [metrics(1, {"a": 1}, run="run_other001")], token)
-    assert r.status_code == 403
-    assert r.json()["error"] | {"message": ""} == {"message": "", "field": "run", "index": 0}
+    unknown = post(embedded, [metrics(1, {"a": 1}, run="run_nobody01")], token)
+    assert r.status_code == unknown.status_code == 404
+    assert r.json() == {"error": {"message": "unknown run 'run_other001': send its run_started first",
+                                  "field": "run", "index": 0}}
+    assert unknown.json()["error"]["message"] == "unknown run 'run_nobody01': send its run_started first"
+    # A run_started for the other project's id cannot be stored: 409, the one answer that differs.
+    r = post(embedded, [started(run="run_other001")], token)
+    assert r.status_code == 409 and r.json()["error"]["field"] == "run"
     assert counts(get_engine()) == before
 
 

@@ -30,8 +30,9 @@ def log_loss(run, steps, spike_at=None) -> None:  # type: ignore[no-untyped-def]
     assert run.flush(timeout=20)
 
 
-def storage(live_server):  # type: ignore[no-untyped-def]
-    root = live_server.data_dir / "storage"
+def storage(live_server, project: str = "demo"):  # type: ignore[no-untyped-def]
+    """The project's directory of the storage root: the only place its checkpoints are served from."""
+    root = live_server.data_dir / "storage" / project
     root.mkdir(parents=True, exist_ok=True)
     return root
 
@@ -221,7 +222,7 @@ def test_reference_trainer_run_shows_estimate_and_checkpoints(live_server, page,
     import subprocess
     import sys
 
-    out_dir = storage(live_server) / "tinygpt"
+    out_dir = storage(live_server, "tinygpt") / "run"
     args = [sys.executable, "-m", "runcast.cli.main", "train", "--out-dir", str(out_dir),
             "--n-layer", "1", "--n-embd", "32", "--n-head", "2", "--block-size", "32", "--batch-size", "4",
             "--data-limit", "20", "--max-steps", "6", "--eval-interval", "3", "--eval-iters", "1",

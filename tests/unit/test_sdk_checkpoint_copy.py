@@ -10,6 +10,9 @@ import threading
 import pytest
 
 
+P = "sdk-tests"  # make_run's project: copies go under <checkpoint_dir>/<project>/
+
+
 def _files(root):
     return sorted(p.relative_to(root).as_posix() for p in root.rglob("*"))
 
@@ -35,11 +38,11 @@ def test_file_is_copied_off_the_training_thread_and_the_copy_reported(make_run, 
     run.finish()
 
     [event] = receiver.of_type("checkpoint")
-    copy = storage / run.id / "step-5" / "last.pt"
+    copy = storage / P / run.id / "step-5" / "last.pt"
     assert event["path"] == str(copy)
     assert event["sha256"] == hashlib.sha256(data).hexdigest() and event["size"] == len(data)
     assert copy.read_bytes() == data and ckpt.read_bytes() == data  # the original stays
-    assert _files(storage) == [run.id, f"{run.id}/step-5", f"{run.id}/step-5/last.pt"]  # no temp file left
+    assert _files(storage) == [P, f"{P}/{run.id}", f"{P}/{run.id}/step-5", f"{P}/{run.id}/step-5/last.pt"]  # no temp file
     assert threads and threads[0].startswith("runcast-sender") and threads[0] != threading.current_thread().name
 
 
@@ -53,15 +56,15 @@ def test_same_file_name_at_each_step_keeps_every_copy(make_run, receiver, tmp_pa
         run.flush()  # the trainer overwrites last.pt next: the copy must be made by then
     run.finish()
     first, second = receiver.of_type("checkpoint")
-    assert (storage / run.id / "step-1" / "last.pt").read_bytes() == b"1" * 100
-    assert (storage / run.id / "step-2" / "last.pt").read_bytes() == b"2" * 100
+    assert (storage / P / run.id / "step-1" / "last.pt").read_bytes() == b"1" * 100
+    assert (storage / P / run.id / "step-2" / "last.pt").read_bytes() == b"2" * 100
     assert first["sha256"] == hashlib.sha256(b"1" * 100).hexdigest()
     assert second["path"].endswith("step-2/last.pt")
 
 
-def test_checkpoint_already_in_the_storage_dir_is_reported_in_place(make_run, receiver, tmp_path):
+def test_checkpoint_already_in_the_projects_storage_dir_is_reported_in_place(make_run, receiver, tmp_path):
     storage = tmp_path / "storage"
-    inside = storage / "run" / "a.pt"
+    inside = storage / P / "run" / "a.pt"
     inside.parent.mkdir(parents=True)
     inside.write_bytes(b"abc")
     run = make_run(checkpoint_dir=storage)
@@ -69,7 +72,21 @@ def test_checkpoint_already_in_the_storage_dir_is_reported_in_place(make_run, re
     run.finish()
     [event] = receiver.of_type("checkpoint")
     assert event["path"] == str(inside) and event["sha256"] == hashlib.sha256(b"abc").hexdigest()
-    assert _files(storage) == ["run", "run/a.pt"]
+    assert _files(storage) == [P, f"{P}/run", f"{P}/run/a.pt"]
+
+
+def test_checkpoint_in_the_storage_dir_outside_the_projects_is_copied_into_it(make_run, receiver, tmp_path):
+    """The server serves only <root>/<project>/: a file elsewhere under the root is copied there."""
+    storage = tmp_path / "storage"
+    elsewhere = storage / "run" / "a.pt"
+    elsewhere.parent.mkdir(parents=True)
+    elsewhere.write_bytes(b"abc")
+    run = make_run(checkpoint_dir=storage)
+    run.checkpoint(elsewhere, step=1)
+    run.finish()
+    [event] = receiver.of_type("checkpoint")
+    assert event["path"] == str(storage / P / run.id / "step-1" / "a.pt")
+    assert elsewhere.read_bytes() == b"abc"
 
 
 def test_directory_checkpoint_is_copied_and_pruning_deletes_the_copy(make_run, receiver, tmp_path):
@@ -84,7 +101,7 @@ def test_directory_checkpoint_is_copied_and_pruning_deletes_the_copy(make_run, r
     run.checkpoint(tag, step=7)
     run.checkpoint(single, step=8)
     run.flush()
-    copy = storage / run.id / "step-7" / "global_step7"
+    copy = storage / P / run.id / "step-7" / "global_step7"
     assert (copy / "sub" / "optim.bin").read_bytes() == b"o" * 5
     single.unlink()  # the trainer's retention deletes its file and says so
     run.checkpoint(single, step=8, status="pruned")
@@ -92,10 +109,10 @@ def test_directory_checkpoint_is_copied_and_pruning_deletes_the_copy(make_run, r
     run.finish()
     dir_event, file_event, pruned_file, pruned_dir = receiver.of_type("checkpoint")
     assert (dir_event["path"], dir_event["size"], dir_event["sha256"]) == (str(copy), 15, None)
-    assert file_event["path"] == str(storage / run.id / "step-8" / "s.pt")
+    assert file_event["path"] == str(storage / P / run.id / "step-8" / "s.pt")
     assert pruned_file["path"] == file_event["path"] and pruned_file["status"] == "pruned"
     assert pruned_dir["path"] == dir_event["path"]
-    assert _files(storage) == [run.id]  # both copies (and their step folders) deleted
+    assert _files(storage) == [P, f"{P}/{run.id}"]  # both copies (and their step folders) deleted
     assert (tag / "model.bin").exists()  # the trainer's own files are never touched
 
 
@@ -122,7 +139,7 @@ def test_checkpoint_dir_from_the_environment(make_run, receiver, tmp_path, monke
     assert run.checkpoint_dir == storage
     run.checkpoint(ckpt, step=3)
     run.finish()
-    assert receiver.of_type("checkpoint")[0]["path"] == str(storage / run.id / "step-3" / "e.pt")
+    assert receiver.of_type("checkpoint")[0]["path"] == str(storage / P / run.id / "step-3" / "e.pt")
 
 
 def test_without_checkpoint_dir_nothing_is_copied(make_run, receiver, tmp_path, monkeypatch):

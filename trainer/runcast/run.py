@@ -180,8 +180,8 @@ class Run:
         if ``path`` does not exist. ``status="pruned"`` records that a checkpoint logged
         earlier was deleted (its file may be gone: size 0, no sha256).
 
-        With ``init(checkpoint_dir=DIR)``, a checkpoint outside DIR is copied by the
-        sender thread to ``DIR/<run id>/step-<step>/<name>`` (hashed while copying) and
+        With ``init(checkpoint_dir=DIR)``, a checkpoint outside ``DIR/<project>`` is copied by
+        the sender thread to ``DIR/<project>/<run id>/step-<step>/<name>`` (hashed while copying) and
         the event reports the copy; the original stays. A pruned one names that copy,
         and the sender deletes the copy.
         """
@@ -219,9 +219,10 @@ class Run:
         """Where ``checkpoint_dir`` puts a copy of ``path``; None when there is no copy to make."""
         if self.checkpoint_dir is None:
             return None
-        root = os.path.abspath(self.checkpoint_dir)
+        # The server serves a project's checkpoints only from <storage root>/<project>/.
+        root = os.path.join(os.path.abspath(self.checkpoint_dir), self.project)
         if os.path.commonpath([root, path]) == root:
-            return None  # already in the storage directory: reported in place
+            return None  # already in the project's storage directory: reported in place
         name = os.path.basename(path)
         if not name:
             raise ValueError(f"checkpoint path {path!r} has no file name")

@@ -7,21 +7,31 @@ Production: Celery tasks ``runcast.alerts.fanout`` and ``runcast.alerts.deliver`
 workers (``acks_late``; a redelivered task finds its delivery already sent). Embedded: the
 same functions on a small thread pool (with timers for the retries), so an ingest request
 never waits for a webhook.
+
+Webhooks are signed with the Standard Webhooks scheme (the ``standardwebhooks`` package):
+``webhook-id`` (one per delivery, the same on its retries), ``webhook-timestamp`` (of the
+attempt) and ``webhook-signature`` (HMAC-SHA256 of ``id.timestamp.body``), so a receiver
+can refuse a stale or replayed request. Chat formats escape every text that came from a
+trainer, and Discord is told to ping nobody. Finished deliveries are pruned after
+``RUNCAST_DELIVERY_RETENTION_S`` (``runcast.alerts.prune``, beside the sweep).
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
+import base64
 import json
 import logging
+import re
+import secrets
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
 from typing import Any, Final
 
 from runcast import __version__
-from sqlalchemy import or_, select, update
+from sqlalchemy import delete, or_, select, update
+from standardwebhooks import Webhook
 from sqlalchemy.dialects import postgresql, sqlite
 
 from runcast_server import hub
@@ -36,21 +46,46 @@ from runcast_server.settings import get_settings
 FANOUT_TASK: Final = "runcast.alerts.fanout"
 DELIVER_TASK: Final = "runcast.alerts.deliver"
 SWEEP_TASK: Final = "runcast.alerts.sweep"
-SIGNATURE_HEADER: Final = "X-Runcast-Signature"
+PRUNE_TASK: Final = "runcast.alerts.prune"
+EVENTS: Final = {"open": "alert.opened", "close": "alert.closed"}  # the body's "event" and X-Runcast-Event
+FINISHED: Final = ("sent", "failed", "dropped")
 
 log = logging.getLogger(__name__)
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
 
 
-def sign(secret: str, body: bytes) -> str:
-    """The signature header value: ``sha256=<hex HMAC-SHA256 of the body>``."""
-    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+def new_secret() -> str:
+    """A webhook signing secret in the Standard Webhooks form: ``whsec_`` + base64 of 32 random bytes."""
+    return "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
 
 
-def verify(secret: str, body: bytes, header: str | None) -> bool:
-    """Check a signature header (for receivers; constant time)."""
-    return bool(header) and hmac.compare_digest(sign(secret, body), header or "")
+def signed_headers(secret: str, delivery_id: int, body: bytes, now: float | None = None) -> dict[str, str]:
+    """The Standard Webhooks headers of one attempt. Secrets made before ``whsec_`` (hex) are
+    used as the package reads them, so their receivers verify with the same package call."""
+    msg_id = f"msg_runcast_delivery_{delivery_id}"
+    stamp = datetime.fromtimestamp(int(now if now is not None else time.time()), tz=UTC)
+    return {
+        "webhook-id": msg_id,
+        "webhook-timestamp": str(int(stamp.timestamp())),
+        "webhook-signature": Webhook(secret).sign(msg_id, stamp, body.decode()),
+    }
+
+
+_SLACK_ESCAPES: Final = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
+_DISCORD_MARKUP: Final = re.compile(r"([\\*_~`|<>\[\]()#])")
+_ZWSP: Final = "\u200b"
+
+
+def slack_text(text: str) -> str:
+    """Text for Slack's mrkdwn: ``&``, ``<``, ``>`` escaped, so ``<!channel>`` or a link is shown, not acted on."""
+    return "".join(_SLACK_ESCAPES.get(c, c) for c in text)
+
+
+def discord_text(text: str) -> str:
+    """Text for Discord: markdown escaped and every ``@`` broken by a zero-width space (the
+    message also carries ``allowed_mentions: {"parse": []}``: nobody is pinged)."""
+    return _DISCORD_MARKUP.sub(r"\\\1", text).replace("@", "@" + _ZWSP)
 
 
 def unsubscribe_url(sub: Subscription) -> str:
@@ -164,11 +199,14 @@ def render(sub: Subscription, view: dict[str, Any], phase: str) -> bytes:
     text = summary(view, phase)
     link = view.get("url")
     if sub.format == "slack":
-        body: dict[str, Any] = {"text": f"{text}\n<{link}|Open the run> · <{unsub}|Unsubscribe>"}
+        body: dict[str, Any] = {
+            "text": f"{slack_text(text)}\n<{slack_text(str(link))}|Open the run> · <{slack_text(unsub)}|Unsubscribe>"
+        }
     elif sub.format == "discord":
-        body = {"content": f"{text}\n{link}\nUnsubscribe: {unsub}"[:2000]}
+        content = f"{discord_text(text)[:1500]}\n<{link}>\nUnsubscribe: <{unsub}>"
+        body = {"content": content[:2000], "allowed_mentions": {"parse": []}}
     else:
-        body = {"event": f"alert.{'opened' if phase == 'open' else 'closed'}", "subscription": sub.id,
+        body = {"event": EVENTS[phase], "subscription": sub.id,
                 "alert": view, "text": text, "unsubscribe_url": unsub}
     return json.dumps(body, allow_nan=False, separators=(",", ":"), default=str).encode()
 
@@ -197,9 +235,9 @@ def deliver(delivery_id: int) -> str:
             headers = {
                 "Content-Type": "application/json",
                 "User-Agent": f"Runcast/{__version__}",
-                SIGNATURE_HEADER: sign(secret or "", body),
+                **signed_headers(secret or "", delivery_id, body),
                 "X-Runcast-Delivery": str(delivery_id),
-                "X-Runcast-Event": f"alert.{phase}",
+                "X-Runcast-Event": EVENTS[phase],
             }
             response = ssrf.post(vetted, body, headers, settings.webhook_timeout_s)
             if not 200 <= response.status_code < 300:
@@ -264,3 +302,21 @@ def sweep_task() -> int:
     from runcast_server.alerts.stall import sweep
 
     return sweep()
+
+
+def prune_deliveries(now: float | None = None) -> int:
+    """Delete finished deliveries (sent, failed, dropped) older than the retention; returns how many.
+
+    Pending ones stay whatever their age: a retry may still be due.
+    """
+    cutoff = (now if now is not None else time.time()) - get_settings().delivery_retention_s
+    with session_scope() as session:
+        result = session.execute(
+            delete(AlertDelivery).where(AlertDelivery.status.in_(FINISHED), AlertDelivery.created_at < cutoff)
+        )
+        return int(result.rowcount or 0)  # type: ignore[attr-defined]
+
+
+@app.task(name=PRUNE_TASK, acks_late=True, expires=3600)
+def prune_task() -> int:
+    return prune_deliveries()

@@ -3,7 +3,9 @@
 Production: Celery beat sends ``runcast.alerts.sweep`` every ``RUNCAST_ALERT_CHECK_INTERVAL_S``
 (run ``celery -A runcast_server.celery_app beat`` once, beside the workers; see
 docs/alerts.md); a Redis ``SET NX EX`` lock makes overlapping sweeps skip a cycle.
-Embedded: a daemon timer thread in the API process, started by the first ingest.
+Embedded: a daemon timer thread in the API process, started by the first ingest; it also
+prunes finished notification deliveries every ``RUNCAST_DELIVERY_PRUNE_INTERVAL_S``
+(production: the beat task ``runcast.alerts.prune``).
 """
 
 from __future__ import annotations
@@ -134,9 +136,19 @@ def ensure_timer() -> None:
 
 
 def _loop() -> None:
+    from runcast_server.alerts.notify import prune_deliveries
+
+    pruned_at = 0.0
     while True:
-        time.sleep(get_settings().alert_check_interval_s)
+        settings = get_settings()
+        time.sleep(settings.alert_check_interval_s)
         try:
             sweep()
         except Exception:
             log.exception("alerts: periodic check failed")
+        if time.monotonic() - pruned_at >= settings.delivery_prune_interval_s:
+            pruned_at = time.monotonic()
+            try:
+                prune_deliveries()
+            except Exception:
+                log.exception("alerts: pruning deliveries failed")

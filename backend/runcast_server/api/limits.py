@@ -1,24 +1,31 @@
 """The request body limit of every route, enforced before the body is read.
 
 An ASGI middleware: a ``Content-Length`` over the route's limit is answered 413 at
-once, without reading a byte of the body; a body sent without one (chunked) is
-counted as the app reads it, and the moment it passes the limit the client gets the
-413 and the app sees a disconnect. Either way the process never holds more than the
-limit (plus one chunk) of a request body.
+once, without reading a byte of the body (whether or not the route would read it);
+a body sent without one (chunked) is counted as the app reads it, and the read that
+passes the limit raises ``BodyTooLarge``, which the error handlers answer with the
+JSON 413. The process never holds more than the limit (plus one chunk) of a body.
+
+Starlette's ``RequestBodyLimitMiddleware`` does the counting too, but answers some
+paths in plain text and takes one limit per route at import time; the ingest limit
+here is a setting.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from starlette.responses import Response
+from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from runcast_server.errors import error_body, error_response
 
 
-def _too_large(limit: int) -> Response:
-    return error_response(413, error_body(f"request body over {limit} bytes", field="body"))
+class BodyTooLarge(HTTPException):
+    """A request body over its limit, found while the app read it (answered 413 JSON)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(413, f"request body over {limit} bytes")
 
 
 class BodyLimit:
@@ -34,39 +41,20 @@ class BodyLimit:
             return
         limit = self.limit_for(scope.get("path", ""))
         declared = next((v for k, v in scope.get("headers", ()) if k == b"content-length"), None)
-        if declared is not None:
-            if not declared.isdigit():
-                response = error_response(400, error_body("Content-Length must be a number of bytes",
-                                                          field="Content-Length"))
-                await response(scope, receive, send)
-                return
-            if int(declared) > limit:
-                await _too_large(limit)(scope, receive, send)
-                return
+        if declared is not None and (not declared.isdigit() or int(declared) > limit):
+            status, message = (413, f"request body over {limit} bytes") if declared.isdigit() else (
+                400, "Content-Length must be a number of bytes")
+            await error_response(status, error_body(message, field="body"))(scope, receive, send)
+            return
         received = 0
-        refused = False
-        started = False
 
         async def limited_receive() -> Message:
-            nonlocal received, refused
-            if refused:
-                return {"type": "http.disconnect"}
+            nonlocal received
             message = await receive()
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
                 if received > limit:
-                    refused = True
-                    if not started:
-                        await _too_large(limit)(scope, receive, send)
-                    return {"type": "http.disconnect"}
+                    raise BodyTooLarge(limit)
             return message
 
-        async def guarded_send(message: Message) -> None:
-            nonlocal started
-            if refused:
-                return  # the app answering the disconnect it was shown: the client has its 413
-            if message["type"] == "http.response.start":
-                started = True
-            await send(message)
-
-        await self.app(scope, limited_receive, guarded_send)
+        await self.app(scope, limited_receive, send)

@@ -75,6 +75,11 @@ from runcast.cli.download import download_command  # noqa: E402  (standard libra
 app.command("download")(download_command)
 
 
+from runcast.cli.storage import storage_app  # noqa: E402  (server imported on use)
+
+app.add_typer(storage_app, name="storage")
+
+
 # --- SDK: replay spooled batches ----------------------------------------------------------
 from runcast.cli.sync import sync_command  # noqa: E402  (light: standard library and httpx)
 

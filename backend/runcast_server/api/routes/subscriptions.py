@@ -19,7 +19,7 @@ from sqlalchemy import select
 
 from runcast_server.alerts import email, ratelimit, ssrf
 from runcast_server.alerts.models import Subscription
-from runcast_server.alerts.notify import unsubscribe_url
+from runcast_server.alerts.notify import new_secret, unsubscribe_url
 from runcast_server.api.deps import SessionDep, ViewerDep
 from runcast_server.api.read_deps import SettingsDep
 from runcast_server.api.routes.alerts import AlertKind, base_url
@@ -105,7 +105,7 @@ def create_subscription(
             ssrf.vet(body.url, settings.webhook_allow_cidrs)
         except ssrf.Refused as exc:
             raise ApiError(422, str(exc), field="url") from None
-        secret = secrets.token_hex(32)
+        secret = new_secret()
         sub.target, sub.secret, sub.status = body.url, secret, "active"
     else:
         if not body.email or not EMAIL_RE.match(body.email):
