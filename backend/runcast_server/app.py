@@ -77,11 +77,20 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
 
 def _openapi(app: FastAPI) -> dict[str, Any]:
-    """The OpenAPI document, with each operation's real use of the bearer token: required on
-    writes, optional on reads (a token there only widens what is visible)."""
+    """The OpenAPI document, with each operation's real use of the bearer token (required on
+    writes, optional on reads, where a token only widens what is visible) and every error
+    response as JSON of the error schema (FastAPI would give a text/plain or file route's
+    errors that route's media type)."""
     if app.openapi_schema is not None:
         return app.openapi_schema
     schema = get_openapi(title=app.title, version=app.version, routes=app.routes, description=app.description)
+    error_schema = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
+    for item in schema["paths"].values():
+        for operation in item.values():
+            for status, response in operation.get("responses", {}).items():
+                content = response.get("content", {})
+                if status.isdigit() and int(status) >= 400 and "Readiness" not in str(content):
+                    response["content"] = error_schema
     for route in iter_route_contexts(app.routes):  # included routers flattened
         if not isinstance(route.original_route, APIRoute) or not route.include_in_schema:
             continue

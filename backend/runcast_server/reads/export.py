@@ -1,5 +1,9 @@
 """Export of a run's raw points as JSONL or CSV, streamed page by page.
 
+CSV cells that hold text (metric names) are neutralised against formula injection;
+numbers (negative ones included) and the ``NaN``/``Infinity``/``-Infinity`` markers are
+written as they are. JSONL is exact.
+
 Each page is one keyset query (``step > last step seen``) in a short session of its
 own, so memory stays constant and no read transaction is held open for the whole
 download, however many points the run has.
@@ -51,6 +55,15 @@ def series_to_export(session: Session, run: Run, key: str | None) -> list[Series
     return refs
 
 
+# OWASP CSV injection: a text cell starting with one of these is a formula to a spreadsheet.
+_FORMULA_START: Final = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_text(text: str) -> str:
+    """A text cell (a metric name) that no spreadsheet runs: a leading formula character gets a ``'``."""
+    return "'" + text if text.startswith(_FORMULA_START) else text
+
+
 def _value_text(value: float | None) -> str:
     v = stored_value(value)
     return v if isinstance(v, str) else repr(v)
@@ -78,7 +91,7 @@ def _format_page(
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerows(
-        (ref.segment, ref.key, step, _value_text(value)) for step, value in rows
+        (ref.segment, csv_text(ref.key), step, _value_text(value)) for step, value in rows
     )
     return buf.getvalue().encode()
 

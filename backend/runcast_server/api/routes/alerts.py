@@ -14,7 +14,7 @@ from runcast_server.alerts.models import AlertConfig
 from runcast_server.api.deps import SessionDep, WriterDep
 from runcast_server.api.read_deps import RUN_ERRORS, ReadableRunDep, SettingsDep
 from runcast_server.detectors import config as dconfig
-from runcast_server.errors import ApiError, NotFound
+from runcast_server.errors import ApiError, NotFound, error_responses
 from runcast_server.reads.events import parse_after
 
 router = APIRouter(tags=["alerts"])
@@ -54,7 +54,7 @@ def get_alert_config(session: SessionDep, found: ReadableRunDep) -> dict[str, An
     return {"overrides": overrides, "effective": dconfig.effective(overrides)}
 
 
-@router.put("/runs/{run_id}/alerts/config", responses=RUN_ERRORS)
+@router.put("/runs/{run_id}/alerts/config", responses={**RUN_ERRORS, **error_responses(400)})
 def put_alert_config(
     session: SessionDep,
     writer: WriterDep,

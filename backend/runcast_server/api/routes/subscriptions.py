@@ -63,7 +63,7 @@ def _view(sub: Subscription, run: str | None, project: str | None) -> dict[str, 
     }
 
 
-@router.post("/subscriptions", status_code=201, responses=error_responses(401, 404, 422, 429, 502))
+@router.post("/subscriptions", status_code=201, responses=error_responses(400, 401, 404, 422, 429, 502))
 def create_subscription(
     request: Request, session: SessionDep, settings: SettingsDep, viewer: ViewerDep, body: NewSubscription
 ) -> Any:
