@@ -5,9 +5,20 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import math
 from typing import Any
 
+from runcast.events import EventError, check_text
+
 from runcast_server.errors import ApiError
+
+
+def _text_ok(text: str) -> bool:
+    try:
+        check_text(text, "cursor")
+    except EventError:
+        return False
+    return True
 
 
 def encode_cursor(*parts: Any) -> str:
@@ -30,9 +41,14 @@ def decode_cursor(
         )
     out: list[Any] = []
     for part, kind in zip(parts, types, strict=True):
-        if kind is float and isinstance(part, int) and not isinstance(part, bool):
+        if kind is float and isinstance(part, int) and not isinstance(part, bool) and abs(part) <= 2**53:
             part = float(part)
-        if not isinstance(part, kind) or isinstance(part, bool):
+        if (
+            not isinstance(part, kind)
+            or isinstance(part, bool)
+            or (isinstance(part, float) and not math.isfinite(part))
+            or (isinstance(part, str) and not _text_ok(part))
+        ):
             raise ApiError(
                 422, "malformed cursor: pass next_cursor back unchanged", field=field
             )

@@ -60,7 +60,7 @@ def parse_after(after: str | None) -> int | None:
     """``?after=`` is the ``next_cursor`` of the previous page: a non-negative event id."""
     if after is None:
         return None
-    if not after.isdigit() or len(after) > 19:
+    if not (after.isascii() and after.isdigit()) or len(after) > 19 or int(after) > 2**63 - 1:
         raise ApiError(
             422,
             "after must be the next_cursor of a previous page (an event id)",

@@ -31,7 +31,7 @@ def published_payload(kind: str, payload: dict[str, Any]) -> dict[str, Any]:
 
 
 # What a viewer outside the run's project sees of a private checkpoint (``public: false``).
-PRIVATE_CHECKPOINT_FIELDS = ("step", "metrics", "public", "status")
+PRIVATE_CHECKPOINT_FIELDS = ("metrics", "public", "status")
 
 
 def visible_payload(kind: str, payload: dict[str, Any], *, private_ok: bool) -> dict[str, Any]:

@@ -83,7 +83,7 @@ def _parse_version(raw: str | None, field: str) -> int | None:
     if raw is None or raw == "":
         return None
     raw = raw.strip()
-    if not raw.isdigit() or len(raw) > 19 or int(raw) > _MAX_VERSION:
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > 19 or int(raw) > _MAX_VERSION:
         raise ApiError(422, f"{field} must be a version number sent by this stream", field=field)
     return int(raw)
 

@@ -1,0 +1,250 @@
+"""Tenants are walls: a token of project q can neither write, read nor serve anything of project
+p's private runs, by run id, by checkpoint id, by path, or by probing status codes.
+
+Every route of the app is walked (``iter_route_contexts``), so a new route is tested the day
+it is added: one that names a run is asked for p's private run and for an unknown id, anonymous
+and with q's token, and both full responses (status and body) must be equal. A route that names
+no run must be listed in ``NO_RUN`` with the reason it cannot reach one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+from typing import Any
+
+import httpx
+import pytest
+from fastapi.routing import APIRoute, iter_route_contexts
+from runcast_server.settings import get_settings
+
+from artifacts.live import LiveServer
+from stream.helpers import sse
+
+UNKNOWN = "unknownrun000000"  # a well-formed id of no run
+
+# Routes that take no run id, and where each is checked (every one is, below or elsewhere).
+NO_RUN = {
+    "/api/v1/ingest": "writes: test_ingest_into_another_projects_run_answers_as_unknown",
+    "/api/v1/runs": "the list: test_run_list_never_shows_another_projects_private_runs",
+    "/api/v1/subscriptions": "test_subscribing_to_a_private_run_answers_as_unknown",
+    "/api/v1/projects/{project}/alerts.atom": "public runs only: tests/alerts",
+    "/api/v1/subscriptions/confirm": "a capability token, no run",
+    "/api/v1/subscriptions/unsubscribe": "a capability token, no run",
+    "/api/v1/subscriptions/{subscription_id}": "a capability token, no run",
+    "/api/v1/estimate": "no data",
+    "/healthz": "no data",
+    "/readyz": "no data",
+    "/compare": "static page",
+    "/vendor/plotly.min.js": "static file",
+}
+CODE = {"sha": "1" * 40, "branch": "main", "remote": "https://example.com/p/repo", "dirty": True,
+        "diff": "diff --git a/secret.py b/secret.py\n+p's secret change\n", "diff_truncated": False}
+
+
+def _write(path: Any, data: bytes) -> str:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    return hashlib.sha256(data).hexdigest()
+
+
+@pytest.fixture
+def world(client: Any, seed: Any) -> dict[str, Any]:
+    """Project p: a private run with every artifact, and a public run with a private checkpoint.
+    Project q: a public run whose checkpoint events name p's files, directly and through a link."""
+    root = get_settings().checkpoint_root
+    secret_sha = _write(root / "pproj" / "secret.pt", b"p's private weights")
+    hidden_sha = _write(root / "pproj" / "hidden.pt", b"p's hidden checkpoint")
+    (root / "qproj").mkdir(parents=True)
+    os.symlink(root / "pproj" / "secret.pt", root / "qproj" / "link.pt")
+
+    private = seed.run("pproj", name="private").start(visibility="private", code=CODE, config={"lr": 1})
+    private.log({"loss": [(1, 2.0), (2, 1.5)]})
+    private.send([
+        private.event("checkpoint", step=2, path="pproj/secret.pt", size=19, sha256=secret_sha),
+        private.event("manifest", step=1, version="v1", manifest={"files": [{"name": "secret.jsonl"}]}),
+        private.event("manifest", step=2, version="v2", manifest={"files": [{"name": "secret2.jsonl"}]}),
+        private.event("data_mix", step=1, weights={"web": 1.0}),
+        private.event("note", step=2, text="p's private note"),
+    ])
+    public = seed.run("pproj", name="public").start()
+    public.log({"loss": [(1, 2.0)]})
+    public.send([public.event("checkpoint", step=1, path="pproj/hidden.pt", size=21, sha256=hidden_sha, public=False)])
+    q = seed.run("qproj", name="q").start()
+    q.send([
+        q.event("checkpoint", step=1, path="pproj/secret.pt", size=19, sha256=secret_sha),
+        q.event("checkpoint", step=2, path=str(root / "pproj" / "secret.pt"), size=19, sha256=secret_sha),
+        q.event("checkpoint", step=3, path="qproj/link.pt", size=19, sha256=secret_sha),
+        q.event("checkpoint", step=4, path="pproj/no-such-file.pt", size=19, sha256=secret_sha),
+    ])
+    p_token, q_token = seed.token("pproj"), seed.token("qproj")
+    auth = {"Authorization": f"Bearer {p_token}"}
+    ids = {
+        "cid": client.get(f"/api/v1/runs/{private.run}/checkpoints", headers=auth).json()["checkpoints"][0]["id"],
+        "rid": client.get(f"/api/v1/runs/{private.run}/revisions", headers=auth).json()["revisions"][0]["id"],
+        "hidden_cid": client.get(f"/api/v1/runs/{public.run}/checkpoints", headers=auth).json()["checkpoints"][0]["id"],
+    }
+    return {"private": private.run, "public": public.run, "q": q.run, "p_token": p_token, "q_token": q_token,
+            "secret_sha": secret_sha, "hidden_sha": hidden_sha, **ids}
+
+
+def _routes(client: Any) -> list[tuple[str, str]]:
+    out = []
+    for route in iter_route_contexts(client.app.routes):
+        if isinstance(route.original_route, APIRoute) or route.methods:
+            for method in sorted(route.methods or ()):
+                out.append((method, route.path_format))
+    return out
+
+
+def _fill(path: str, run: str, world: dict[str, Any]) -> str:
+    return (path.replace("{run_id}", run).replace("{cid}", str(world["cid"])).replace("{rid}", str(world["rid"]))
+            .replace("{version}", "v1"))
+
+
+def _normalised(res: Any, *ids: str) -> tuple[int, str]:
+    body = res.text
+    for value in ids:
+        body = body.replace(value, "<RUN>")
+    return res.status_code, body
+
+
+def test_every_route_answers_for_a_private_run_exactly_as_for_an_unknown_id(client, world):
+    routes = _routes(client)
+    run_routes = [(m, p) for m, p in routes if "{run_id}" in p]
+    unclassified = {p for m, p in routes if "{run_id}" not in p} - set(NO_RUN) - {
+        "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"}
+    assert not unclassified, f"routes without a run id must say how they are walled: {unclassified}"
+    assert len(run_routes) >= 20
+    params = {"key": "loss", "from": "v1", "to": "v2"}
+    checked = 0
+    for method, path in run_routes:
+        for headers in ({}, {"Authorization": f"Bearer {world['q_token']}"}):
+            kwargs: dict[str, Any] = {"params": params, "headers": headers}
+            if method == "PUT":
+                kwargs["json"] = {"spike": {"k": 5}}
+            private = client.request(method, _fill(path, world["private"], world), **kwargs)
+            unknown = client.request(method, _fill(path, UNKNOWN, world), **kwargs)
+            assert _normalised(private, world["private"]) == _normalised(unknown, UNKNOWN), (method, path, headers)
+            if path.startswith("/api/"):  # a write without a token is refused before any lookup
+                expected = 401 if method == "PUT" and not headers else 404
+                assert private.status_code == expected, (method, path, private.status_code)
+            checked += 1
+    # p's own token reads it (the test would pass vacuously if the run were unreadable to everyone).
+    mine = client.get(f"/api/v1/runs/{world['private']}", headers={"Authorization": f"Bearer {world['p_token']}"})
+    assert mine.status_code == 200 and mine.json()["config"] == {"lr": 1}
+    assert checked >= 40
+
+
+def test_another_projects_checkpoint_id_answers_as_unknown_on_every_checkpoint_route(client, world):
+    """p's checkpoint id under q's public run, and p's private checkpoint under p's public run."""
+    routes = [(m, p) for m, p in _routes(client) if "{cid}" in p]
+    assert len(routes) >= 3
+    for method, path in routes:
+        for headers in ({}, {"Authorization": f"Bearer {world['q_token']}"}):
+            for run, cid in ((world["q"], world["cid"]), (world["public"], world["hidden_cid"])):
+                url = path.replace("{run_id}", run)
+                theirs = client.request(method, url.replace("{cid}", str(cid)), headers=headers)
+                unknown = client.request(method, url.replace("{cid}", "999999"), headers=headers)
+                assert (theirs.status_code, theirs.text) == (unknown.status_code, unknown.text), (method, url)
+                assert theirs.status_code == 404
+    auth = {"Authorization": f"Bearer {world['p_token']}"}
+    res = client.get(f"/api/v1/runs/{world['public']}/checkpoints/{world['hidden_cid']}/download", headers=auth)
+    assert res.status_code == 200 and hashlib.sha256(res.content).hexdigest() == world["hidden_sha"]
+
+
+def test_a_checkpoint_event_cannot_serve_another_projects_file(client, world):
+    """q's events name p's file (relative, absolute, through a link in q's directory, and a
+    file that does not exist): each is missing with the same reason, and nothing is served."""
+    for headers in ({}, {"Authorization": f"Bearer {world['q_token']}"}):
+        listed = client.get(f"/api/v1/runs/{world['q']}/checkpoints", headers=headers).json()["checkpoints"]
+        assert [c["status"] for c in listed] == ["missing"] * 4
+        reasons = {c["step"]: c["reason"] for c in listed}
+        # An existing file and a missing one of p's directory are told apart by nothing.
+        assert reasons[1] == reasons[2] == reasons[4] == "refused: outside the project's directory of the storage root"
+        assert reasons[3] == "refused: path leaves the project's directory through a symbolic link"
+        for c in listed:
+            assert c["download_url"] is None
+            res = client.get(f"/api/v1/runs/{world['q']}/checkpoints/{c['id']}/download", headers=headers)
+            assert res.status_code == 404 and b"private weights" not in res.content
+            assert str(get_settings().checkpoint_root) not in res.text
+
+
+def test_a_private_checkpoints_file_is_shown_only_to_its_project(client, world):
+    run = world["public"]
+    for headers in ({}, {"Authorization": f"Bearer {world['q_token']}"}):
+        (event,) = client.get(f"/api/v1/runs/{run}/events", params={"type": "checkpoint"}, headers=headers).json()[
+            "events"]
+        assert event["payload"] == {"metrics": {}, "public": False, "status": "available"}
+        (listed,) = client.get(f"/api/v1/runs/{run}/checkpoints", headers=headers).json()["checkpoints"]
+        assert listed["status"] == "private"
+        assert (listed["size"], listed["sha256"], listed["filename"], listed["download_url"]) == (None,) * 4
+        body = client.get(f"/api/v1/runs/{run}/checkpoints", headers=headers).text
+        assert "hidden" not in body and world["hidden_sha"] not in body
+    auth = {"Authorization": f"Bearer {world['p_token']}"}
+    (event,) = client.get(f"/api/v1/runs/{run}/events", params={"type": "checkpoint"}, headers=auth).json()["events"]
+    assert (event["payload"]["path"], event["payload"]["size"]) == ("pproj/hidden.pt", 21)
+
+
+def test_the_live_stream_never_carries_a_private_checkpoints_file(client, world):
+    async def first_batches(url: str) -> list[Any]:
+        async with httpx.AsyncClient(timeout=30) as http, http.stream(
+            "GET", f"{url}/api/v1/runs/{world['public']}/stream", params={"last_event_id": "0"}
+        ) as response:
+            assert response.status_code == 200
+            out = []
+            async for message in sse(response):
+                if message.event == "batch":
+                    out.append(message.data)
+                    if any(e["type"] == "checkpoint" for e in message.data["events"]):
+                        return out
+            return out
+
+    with LiveServer(client.app) as server:
+        batches = asyncio.run(asyncio.wait_for(first_batches(server.url), 30))
+    (event,) = [e for b in batches for e in b["events"] if e["type"] == "checkpoint"]
+    assert event["payload"] == {"metrics": {}, "public": False, "status": "available"}
+    assert "hidden" not in json.dumps(batches)
+
+
+def test_ingest_into_another_projects_run_answers_as_unknown(client, world, seed):
+    q_auth = {"Authorization": f"Bearer {world['q_token']}"}
+
+    def metrics(run: str) -> dict[str, Any]:
+        return {"v": 1, "events": [{"v": 1, "type": "metrics", "run": run, "segment": "segment00000001", "seq": 0,
+                                    "ts": 1.0, "step": 3, "values": {"loss": 9.0}}]}
+
+    for run in (world["private"], world["public"]):
+        theirs = client.post("/api/v1/ingest", json=metrics(run), headers=q_auth)
+        unknown = client.post("/api/v1/ingest", json=metrics(UNKNOWN), headers=q_auth)
+        assert _normalised(theirs, run) == _normalised(unknown, UNKNOWN)
+        assert theirs.status_code == 404
+    # Writes of the detector configuration: as unknown too.
+    for run in (world["private"], world["public"]):
+        theirs = client.put(f"/api/v1/runs/{run}/alerts/config", json={"spike": {"k": 5}}, headers=q_auth)
+        unknown = client.put(f"/api/v1/runs/{UNKNOWN}/alerts/config", json={"spike": {"k": 5}}, headers=q_auth)
+        assert (theirs.status_code, theirs.text) == (unknown.status_code, unknown.text) == (404, theirs.text)
+    p_auth = {"Authorization": f"Bearer {world['p_token']}"}
+    assert client.get(f"/api/v1/runs/{world['private']}/metrics", params={"key": "loss"},
+                      headers=p_auth).json()["series"][0]["step"] == [1, 2]  # nothing of q's written
+
+
+def test_run_list_never_shows_another_projects_private_runs(client, world):
+    for headers in ({}, {"Authorization": f"Bearer {world['q_token']}"}):
+        for params in ({}, {"project": "pproj"}):
+            ids = [r["id"] for r in client.get("/api/v1/runs", params=params, headers=headers).json()["runs"]]
+            assert world["private"] not in ids and world["public"] in ids
+    ids = [r["id"] for r in client.get("/api/v1/runs", headers={"Authorization": f"Bearer {world['p_token']}"}).json()[
+        "runs"]]
+    assert world["private"] in ids
+
+
+def test_subscribing_to_a_private_run_answers_as_unknown(client, world):
+    body = {"channel": "webhook", "url": "https://example.com/hook"}
+    for headers in ({}, {"Authorization": f"Bearer {world['q_token']}"}):
+        theirs = client.post("/api/v1/subscriptions", json={**body, "run": world["private"]}, headers=headers)
+        unknown = client.post("/api/v1/subscriptions", json={**body, "run": UNKNOWN}, headers=headers)
+        assert (theirs.status_code, theirs.text) == (unknown.status_code, unknown.text)
+        assert theirs.status_code == 404
