@@ -307,12 +307,23 @@ class PostgresServer:
             ]
         )
         _SERVERS.append(self)
+        self._opts = opts
         self._run(
             [self.pg_ctl, "-D", str(self.data), "-l", str(self.log_path), "-w", "-t", "60", "-o", opts, "start"],
             "pg_ctl start",
         )
         self.started = True
         return self
+
+    def pause(self) -> None:
+        """Stop the server, keeping its data (an outage); ``resume()`` starts it again on the same port."""
+        self._run([self.pg_ctl, "-D", str(self.data), "-m", "fast", "-w", "stop"], "pg_ctl stop", timeout=60)
+
+    def resume(self) -> None:
+        self._run(
+            [self.pg_ctl, "-D", str(self.data), "-l", str(self.log_path), "-w", "-t", "60", "-o", self._opts, "start"],
+            "pg_ctl start",
+        )
 
     def stop(self) -> None:
         if self.started:
@@ -381,6 +392,15 @@ class RedisServer:
         _SERVERS.append(self)
         wait_until(self._ping, 20, f"redis-server on port {self.port}")
         return self
+
+    def pause(self) -> None:
+        """Stop redis-server (an outage); ``resume()`` starts it again, empty, on the same port."""
+        assert self.proc is not None
+        self.proc.stop(timeout=5)
+
+    def resume(self) -> None:
+        self.proc = Process(self.proc.name, self.proc.argv, child_env({}), self.dir / "redis.log", cwd=self.dir)  # type: ignore[union-attr]
+        wait_until(self._ping, 20, f"redis-server on port {self.port}")
 
     def _ping(self) -> bool:
         assert self.proc is not None
