@@ -31,8 +31,8 @@ from typing import Any, Final
 
 from runcast import __version__
 from sqlalchemy import delete, or_, select, update
-from standardwebhooks import Webhook
 from sqlalchemy.dialects import postgresql, sqlite
+from standardwebhooks import Webhook
 
 from runcast_server import hub
 from runcast_server.alerts import email, ssrf

@@ -11,25 +11,17 @@ from __future__ import annotations
 import json
 import logging
 import time
-from typing import Any, Literal
+from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
 from kombu.exceptions import OperationalError as BrokerError
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel
 from sqlalchemy.orm import Session
 
-from runcast.events import (
-    EVENT_TYPES,
-    ID_RE,
-    MAX_BATCH_EVENTS,
-    MAX_SEQ,
-    MAX_TS,
-    EventError,
-    encode_event,
-    validate_batch,
-)
+from runcast.events import EventError, encode_event, validate_batch
 from runcast_server.api.deps import SessionDep, WriterDep
+from runcast_server.api.ingest_doc import BODY_DOC
 from runcast_server.errors import RETRY_AFTER_S, ApiError, error_responses
 from runcast_server.ingest import IngestRejected, check_batch, register_runs
 from runcast_server.tasks import enqueue_ingest
@@ -40,32 +32,6 @@ log = logging.getLogger(__name__)
 
 class Accepted(BaseModel):
     accepted: int
-
-
-class WireEvent(BaseModel):
-    """An event's envelope; the fields of each type are in runcast.events (validated there)."""
-
-    model_config = ConfigDict(extra="allow")
-    v: Literal[1] = 1
-    type: Literal[EVENT_TYPES]  # type: ignore[valid-type]
-    run: str = Field(pattern=ID_RE.pattern)
-    segment: str = Field(pattern=ID_RE.pattern)
-    seq: int = Field(ge=0, le=MAX_SEQ)
-    ts: float = Field(ge=0, le=MAX_TS)
-
-
-class Batch(BaseModel):
-    """The body: at most MAX_BATCH_EVENTS events, MAX_BATCH_BYTES bytes."""
-
-    v: Literal[1] = 1
-    events: list[WireEvent] = Field(min_length=1, max_length=MAX_BATCH_EVENTS)
-
-
-# The body is read and checked by runcast.events (strict JSON, one error naming the field and
-# the event's index), not by FastAPI; the schema is declared for the OpenAPI document only.
-_BATCH_SCHEMA = Batch.model_json_schema()
-_BATCH_SCHEMA["properties"]["events"]["items"] = _BATCH_SCHEMA.pop("$defs")["WireEvent"]  # inline: self-contained
-_BODY_DOC = {"requestBody": {"required": True, "content": {"application/json": {"schema": _BATCH_SCHEMA}}}}
 
 
 def _reject_constant(name: str) -> Any:
@@ -102,7 +68,7 @@ def _accept(session: Session, project_id: int, body: bytes, received_at: float) 
 
 
 @router.post("/ingest", status_code=202, response_model=Accepted,
-             responses=error_responses(400, 401, 403, 404, 409, 422), openapi_extra=_BODY_DOC)
+             responses=error_responses(400, 401, 403, 404, 409, 422), openapi_extra=BODY_DOC)
 async def ingest(request: Request, project: WriterDep, session: SessionDep) -> Accepted:
     """Queue a batch ``{"v": 1, "events": [...]}`` for the token's project.
 
