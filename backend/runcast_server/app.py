@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -12,17 +13,21 @@ from fastapi.dependencies.models import Dependant
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute, iter_route_contexts
-from fastapi.staticfiles import StaticFiles
 
 from runcast import __version__
-from runcast_server import migrate, pages
+from runcast_server import migrate
+from runcast_server.assets import FileAssets
 from runcast_server.api import api_router
 from runcast_server.api.deps import bearer_token, writer_project
 from runcast_server.api.limits import BodyLimit
 from runcast_server.db import get_engine
 from runcast_server.errors import install_error_handlers
 from runcast_server.health import Probes, Readiness, probes
+from runcast_server.pages import pages_router
 from runcast_server.settings import Settings, get_settings
+from runcast_server.vendor import load_vendor
+
+log = logging.getLogger(__name__)
 
 FRONTEND_DIR = Path(__file__).resolve().parents[2] / "frontend"
 INGEST_PATH = "/api/v1/ingest"
@@ -40,15 +45,21 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     """Build the API app: REST under /api/v1, /healthz, /readyz, and the static frontend at /."""
     settings = settings or get_settings()
     checks: Probes | None = None
+    vendor = load_vendor(settings.vendor_dir)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         nonlocal checks
         prepare_database(settings)
         checks = probes(get_engine(), settings.redis_url)
+        if vendor.plotly_partial:
+            log.info(vendor.describe())
+        else:  # a slower first page load: worth a line in every server log
+            log.warning(vendor.describe())
         yield
 
-    app = FastAPI(title="Runcast", version=__version__, lifespan=lifespan)
+    # /docs and /redoc are pages.py's: the same UIs from local bundles instead of a CDN.
+    app = FastAPI(title="Runcast", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None)
     install_error_handlers(app)
     app.add_middleware(
         BodyLimit,  # type: ignore[arg-type]
@@ -70,8 +81,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             return report
         return JSONResponse(report.model_dump(), status_code=503, headers={"Retry-After": "5"})
 
-    app.include_router(pages.router)  # /runs/{id}, /compare, /vendor/plotly.min.js
-    app.mount("/", StaticFiles(directory=FRONTEND_DIR, html=True), name="frontend")
+    # Last: its catch-all serves frontend/ for whatever the API did not match.
+    frontend = FileAssets(FRONTEND_DIR, transform={".html": vendor.link_versions})
+    app.include_router(pages_router(frontend, vendor, title=app.title, openapi_url=app.openapi_url or "/openapi.json"))
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
 

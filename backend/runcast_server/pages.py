@@ -1,77 +1,99 @@
-"""Dashboard pages that need a route of their own (everything else is a static file).
+"""The dashboard's pages and files, and the API docs, all served from this server.
 
-* ``/runs/{id}`` serves ``frontend/run.html`` and ``/compare`` serves ``frontend/compare.html``;
-  the page's script reads the run id and the view state from the URL.
-* ``/vendor/plotly.min.js`` is the Plotly.js bundle that the ``plotly`` Python package
-  ships, so the dashboard never reaches a CDN. It is gzip-compressed once in memory
-  (about a third of the bytes on the wire) and revalidated by ETag.
+* ``/``, ``/runs/{id}`` and ``/compare`` are ``frontend/index.html``, ``run.html`` and
+  ``compare.html`` (the page's script reads the run id and the view from the URL); every
+  other path is a file under ``frontend/``. Pages, modules and styles are revalidated on
+  every use (``Cache-Control: no-cache`` with a strong ETag: a 304 when unchanged).
+* ``/vendor/...``: Plotly.js, Swagger UI and ReDoc (``vendor.py``). The pages link the
+  versioned address, which is cached as immutable.
+* ``/docs`` (Swagger UI) and ``/redoc`` (ReDoc) load those local bundles: no page of
+  Runcast asks another origin for anything (no CDN, web fonts, favicon or validator badge).
+
+Text files go out gzip- or brotli-compressed when the client accepts it (``assets.py``).
 """
 
 from __future__ import annotations
 
-import gzip
-import hashlib
-import threading
-from functools import lru_cache
-from pathlib import Path
-
 from fastapi import APIRouter, Request, Response
-from fastapi.responses import FileResponse
+from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
 
+from runcast_server.assets import IMMUTABLE, REVALIDATE, Asset, FileAssets, asset_response
 from runcast_server.errors import NotFound
+from runcast_server.vendor import REDOC_JS, SWAGGER_CSS, SWAGGER_JS, Vendor
 
-FRONTEND_DIR = Path(__file__).resolve().parents[2] / "frontend"
-
-router = APIRouter(include_in_schema=False)
-
-_HTML_HEADERS = {"Cache-Control": "no-cache"}
-_lock = threading.Lock()
+_GET = ["GET", "HEAD"]
+# Swagger UI's defaults ask validator.swagger.io about the spec; Runcast asks nobody.
+SWAGGER_UI_PARAMETERS = {"validatorUrl": None, "defaultModelsExpandDepth": 0}
 
 
-def plotly_path() -> Path:
-    """The plotly.min.js inside the installed ``plotly`` package."""
-    import plotly
+def pages_router(frontend: FileAssets, vendor: Vendor, *, title: str, openapi_url: str) -> APIRouter:
+    """The routes above, over the frontend files and vendored bundles built at start."""
+    router = APIRouter(include_in_schema=False)
 
-    return Path(plotly.__file__).resolve().parent / "package_data" / "plotly.min.js"
+    def page(request: Request, name: str) -> Response:
+        asset = frontend.get(name)
+        if asset is None:
+            raise NotFound(f"page {name}")
+        return asset_response(request, asset, REVALIDATE)
 
+    @router.api_route("/", methods=_GET)
+    def index_page(request: Request) -> Response:
+        return page(request, "index.html")
 
-@lru_cache(maxsize=1)
-def _plotly_bundle() -> tuple[bytes, bytes, str]:
-    """(raw, gzipped, etag) of the Plotly.js bundle, read and compressed once per process."""
-    path = plotly_path()
-    if not path.is_file():
-        raise NotFound("plotly.min.js (install the plotly package)")
-    raw = path.read_bytes()
-    return raw, gzip.compress(raw, compresslevel=6, mtime=0), '"' + hashlib.sha256(raw).hexdigest()[:32] + '"'
+    @router.api_route("/runs/{run_id}", methods=_GET)
+    def run_page(request: Request, run_id: str) -> Response:
+        """One run's live page; the script shows "run not found" when the API says so."""
+        return page(request, "run.html")
 
+    @router.api_route("/compare", methods=_GET)
+    def compare_page(request: Request) -> Response:
+        return page(request, "compare.html")
 
-def _page(name: str) -> FileResponse:
-    return FileResponse(FRONTEND_DIR / name, media_type="text/html", headers=_HTML_HEADERS)
+    @router.api_route("/docs", methods=_GET)
+    def swagger_ui(request: Request) -> Response:
+        root = request.scope.get("root_path", "").rstrip("/")
+        html = get_swagger_ui_html(
+            openapi_url=root + openapi_url,
+            title=f"{title} API",
+            swagger_js_url=root + vendor.url(SWAGGER_JS),
+            swagger_css_url=root + vendor.url(SWAGGER_CSS),
+            swagger_favicon_url="data:,",
+            swagger_ui_parameters=SWAGGER_UI_PARAMETERS,
+        )
+        return asset_response(request, Asset.of(bytes(html.body), "text/html"), REVALIDATE)
 
+    @router.api_route("/redoc", methods=_GET)
+    def redoc(request: Request) -> Response:
+        root = request.scope.get("root_path", "").rstrip("/")
+        html = get_redoc_html(
+            openapi_url=root + openapi_url,
+            title=f"{title} API",
+            redoc_js_url=root + vendor.url(REDOC_JS),
+            redoc_favicon_url="data:,",
+            with_google_fonts=False,
+        )
+        return asset_response(request, Asset.of(bytes(html.body), "text/html"), REVALIDATE)
 
-@router.get("/runs/{run_id}")
-def run_page(run_id: str) -> FileResponse:
-    """One run's live page; the script shows "run not found" when the API says so."""
-    return _page("run.html")
+    @router.api_route("/vendor/{digest}/{name}", methods=_GET)
+    def vendor_versioned(request: Request, digest: str, name: str) -> Response:
+        bundle = vendor.get(name)
+        if bundle is None:
+            raise NotFound(f"/vendor/{name}")
+        # A page older than the server's bundle still gets a script, but not one to keep.
+        return asset_response(request, bundle.asset, IMMUTABLE if digest == bundle.digest else REVALIDATE)
 
+    @router.api_route("/vendor/{name}", methods=_GET)
+    def vendor_latest(request: Request, name: str) -> Response:
+        bundle = vendor.get(name)
+        if bundle is None:
+            raise NotFound(f"/vendor/{name}")
+        return asset_response(request, bundle.asset, REVALIDATE)
 
-@router.get("/compare")
-def compare_page() -> FileResponse:
-    return _page("compare.html")
+    @router.api_route("/{path:path}", methods=_GET)
+    def frontend_file(request: Request, path: str) -> Response:
+        asset = frontend.get(path)
+        if asset is None:
+            raise NotFound(f"/{path}")
+        return asset_response(request, asset, REVALIDATE)
 
-
-@router.get("/vendor/plotly.min.js")
-def plotly_js(request: Request) -> Response:
-    with _lock:  # compress once even when the first viewers arrive together
-        raw, packed, etag = _plotly_bundle()
-    headers = {
-        "ETag": etag,
-        "Cache-Control": "public, max-age=86400",
-        "Vary": "Accept-Encoding",
-    }
-    if etag in request.headers.get("if-none-match", ""):
-        return Response(status_code=304, headers=headers)
-    if "gzip" in request.headers.get("accept-encoding", ""):
-        headers["Content-Encoding"] = "gzip"
-        return Response(packed, media_type="text/javascript", headers=headers)
-    return Response(raw, media_type="text/javascript", headers=headers)
+    return router

@@ -14,6 +14,11 @@ def _default_data_dir() -> Path:
     return Path.home() / ".local" / "share" / "runcast"
 
 
+def _default_vendor_dir() -> Path:
+    """Where ``scripts/install`` (npm) puts the browser bundles: vendor/node_modules of the checkout."""
+    return Path(__file__).resolve().parents[2] / "vendor" / "node_modules"
+
+
 class Settings(BaseSettings):
     """Every option has a working default: with none set, Runcast runs embedded
     (SQLite in WAL mode under ``data_dir``, Celery tasks run eagerly in the API
@@ -51,6 +56,11 @@ class Settings(BaseSettings):
     )
     max_request_bytes: int = Field(
         default=64 * 1024, ge=1, description="Largest request body of every other route."
+    )
+    vendor_dir: Path = Field(
+        default_factory=_default_vendor_dir,
+        description="The node_modules directory holding the npm-installed Plotly.js partial bundle "
+        "(plotly.js-basic-dist-min); without it the pages get the plotly package's full bundle.",
     )
     stall_after_s: float = Field(
         default=300,

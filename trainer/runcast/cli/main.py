@@ -37,13 +37,19 @@ def serve(
     workers: int = typer.Option(1, min=1, help="API processes (production mode only)."),
 ) -> None:
     """Run the API and dashboard. With no RUNCAST_REDIS_URL it runs embedded (SQLite, eager tasks)."""
+    import copy
+
     import uvicorn
+    from uvicorn.config import LOGGING_CONFIG
 
     from runcast_server.settings import get_settings
 
     settings = get_settings()
     if workers > 1 and settings.embedded:
         raise typer.BadParameter("--workers > 1 needs production mode (set RUNCAST_REDIS_URL)", param_hint="--workers")
+    # The server's own messages (which Plotly.js bundle it serves, live resets) beside uvicorn's.
+    log_config = copy.deepcopy(LOGGING_CONFIG)
+    log_config["loggers"]["runcast_server"] = {"handlers": ["default"], "level": "INFO", "propagate": False}
     uvicorn.run(
         "runcast_server.app:create_app",
         factory=True,
@@ -51,6 +57,7 @@ def serve(
         port=port or settings.port,
         workers=workers,
         log_level="info",
+        log_config=log_config,
         # Live streams never end by themselves: give them a few seconds, then stop.
         timeout_graceful_shutdown=5,
     )
