@@ -112,6 +112,28 @@ def test_download_headers_range_if_range_head(client, seed, storage_root):
     assert head_range.status_code == 206 and head_range.headers["content-length"] == "10"
 
 
+def test_downloads_are_never_compressed(client, seed, storage_root):
+    """Static files go out gzip/br; a checkpoint never does, so byte ranges and sizes stay the file's."""
+    sim = seed.run().start()
+    data = b'{"weights": [' + b"0.0, " * 200_000 + b"1.0]}"  # as compressible as a file gets
+    (storage_root / "state.json").write_bytes(data)
+    sim.send([checkpoint_event(sim, "state.json", 7, len(data), hashlib.sha256(data).hexdigest())])
+    url = f"/api/v1/runs/{sim.run}/checkpoints/{_ids(client, sim.run)[7]['id']}/download"
+    accept = {"Accept-Encoding": "br, gzip, deflate, zstd"}
+
+    with client.stream("GET", url, headers=accept) as full:
+        body = b"".join(full.iter_raw())
+    assert full.status_code == 200 and "content-encoding" not in full.headers
+    assert body == data and full.headers["content-length"] == str(len(data))
+
+    with client.stream("GET", url, headers={**accept, "Range": "bytes=1000-1999"}) as part:
+        body = b"".join(part.iter_raw())
+    assert part.status_code == 206 and "content-encoding" not in part.headers
+    assert body == data[1000:2000] and part.headers["content-range"] == f"bytes 1000-1999/{len(data)}"
+    head = client.head(url, headers={**accept, "Range": "bytes=-10"})
+    assert head.status_code == 206 and "content-encoding" not in head.headers and head.headers["content-length"] == "10"
+
+
 def test_file_changed_size_or_overwritten_is_missing(client, seed, storage_root):
     sim = seed.run().start()
     sha = write_file(storage_root / "demo" / "a.pt", 1000)

@@ -1,0 +1,175 @@
+"""Static files: versioned bundles cached as immutable, pages and modules revalidated,
+bodies compressed when the client accepts it, no path out of ``frontend/``, and the
+Plotly.js partial bundle served when installed, the plotly package's full one otherwise."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import logging
+import re
+from pathlib import Path
+from typing import Any
+
+import brotli
+import pytest
+from fastapi.testclient import TestClient
+from runcast_server.app import FRONTEND_DIR, create_app
+from runcast_server.assets import IMMUTABLE, REVALIDATE, Asset, FileAssets, accepted_codings, choose_coding
+from runcast_server.settings import Settings
+from runcast_server.vendor import PLOTLY_NPM_FILE, PLOTLY_NPM_PACKAGE, load_vendor, plotly_package_bundle
+
+VERSIONED = re.compile(r'"(/vendor/([0-9a-f]{16})/([\w.-]+))"')
+
+
+def raw_get(client: Any, url: str, **headers: str) -> tuple[Any, bytes]:
+    """The response and its body as sent (httpx would decode gzip and br)."""
+    with client.stream("GET", url, headers=headers) as res:
+        return res, b"".join(res.iter_raw())
+
+
+def decode(body: bytes, coding: str | None) -> bytes:
+    return {"gzip": gzip.decompress, "br": brotli.decompress, None: lambda b: b}[coding](body)
+
+
+def test_pages_link_versioned_bundles_served_immutable_and_compressed(client):
+    vendor = load_vendor(Settings().vendor_dir)
+    for page in ("/runs/some-run", "/compare"):
+        links = VERSIONED.findall(client.get(page).text)
+        assert [name for _, _, name in links] == ["plotly.min.js"]
+    url, digest, _ = links[0]
+    plotly = vendor.get("plotly.min.js")
+    assert digest == plotly.digest
+    expected = plotly.path.read_bytes()
+
+    etags = set()
+    for accept, coding in (("gzip, deflate, br, zstd", "br"), ("gzip, deflate", "gzip"), ("identity", None)):
+        res, body = raw_get(client, url, **{"Accept-Encoding": accept})
+        assert res.status_code == 200
+        assert res.headers["cache-control"] == IMMUTABLE == "public, max-age=31536000, immutable"
+        assert res.headers["vary"] == "Accept-Encoding"
+        assert res.headers.get("content-encoding") == coding
+        assert res.headers["content-type"].startswith("text/javascript")
+        assert int(res.headers["content-length"]) == len(body)
+        assert decode(body, coding) == expected
+        if coding:
+            assert len(body) < len(expected) / 2
+        etags.add(res.headers["etag"])
+        again = client.get(url, headers={"Accept-Encoding": accept, "If-None-Match": res.headers["etag"]})
+        assert (again.status_code, again.content, again.headers["etag"]) == (304, b"", res.headers["etag"])
+    assert len(etags) == 3 and all(re.fullmatch(r'"[0-9a-f]{32}(-br|-gzip)?"', e) for e in etags)
+
+    # The stable name and an out-of-date version: the same file, revalidated instead of kept.
+    for other in ("/vendor/plotly.min.js", "/vendor/0123456789abcdef/plotly.min.js"):
+        res = client.get(other)
+        assert res.status_code == 200 and res.content == expected
+        assert res.headers["cache-control"] == REVALIDATE
+    assert client.get(f"/vendor/{digest}/nothing.js").status_code == 404
+
+
+@pytest.mark.parametrize("path", ["/", "/runs/abc", "/compare", "/js/run.js", "/js/chart.js", "/style.css", "/docs", "/redoc"])
+def test_pages_modules_and_styles_are_revalidated(client, path):
+    res, body = raw_get(client, path, **{"Accept-Encoding": "gzip"})
+    assert res.status_code == 200
+    assert res.headers["cache-control"] == "no-cache"
+    etag = res.headers["etag"]
+    if len(decode(body, res.headers.get("content-encoding"))) >= 1024:
+        assert res.headers["content-encoding"] == "gzip"
+    unchanged = client.get(path, headers={"Accept-Encoding": "gzip", "If-None-Match": etag})
+    assert unchanged.status_code == 304 and unchanged.content == b""
+    changed = client.get(path, headers={"If-None-Match": '"' + "0" * 32 + '"'})
+    assert changed.status_code == 200 and changed.content == decode(body, res.headers.get("content-encoding"))
+    head = client.head(path, headers={"Accept-Encoding": "gzip"})
+    assert head.status_code == 200 and head.content == b"" and head.headers["etag"] == etag
+
+
+def test_frontend_files_are_the_files_on_disk(client):
+    assert client.get("/js/run.js").content == (FRONTEND_DIR / "js" / "run.js").read_bytes()
+    assert client.get("/").content == (FRONTEND_DIR / "index.html").read_bytes()
+    assert client.get("/style.css").headers["content-type"].startswith("text/css")
+
+
+def test_api_docs_load_only_local_bundles(client):
+    for page in ("/docs", "/redoc"):
+        html = client.get(page).text
+        refs = re.findall(r'(?:src|href)="([^"]*)"', html) + re.findall(r"url: '([^']*)'", html)
+        assert refs and all(r.startswith("/") or r == "data:," for r in refs), refs
+        assert not re.search(r"https?://", html)
+        for ref in refs:
+            if ref.startswith("/vendor/"):
+                res = client.get(ref)
+                assert res.status_code == 200 and res.headers["cache-control"] == IMMUTABLE
+    assert '"validatorUrl": null' in client.get("/docs").text
+    # ReDoc's side menu logo is the one address its bundle would fetch from elsewhere.
+    redoc_url = re.search(r'src="(/vendor/[^"]+/redoc.standalone.js)"', client.get("/redoc").text).group(1)
+    assert b"cdn.redoc.ly" not in client.get(redoc_url).content
+    assert client.get("/openapi.json").json()["info"]["title"] == "Runcast"
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["/../pyproject.toml", "/%2e%2e/pyproject.toml", "/js/..%2f..%2fpyproject.toml", "/js/%2e%2e/%2e%2e/pyproject.toml",
+     "/vendor/../../pyproject.toml", "/.git/HEAD", "/js", "/nothing.html", "/api/v1/nothing"],
+)
+def test_no_path_leaves_the_frontend(client, path):
+    res = client.get(path)
+    assert res.status_code == 404
+    assert "error" in res.json()
+
+
+def test_file_assets_refuse_links_out_and_follow_edits(tmp_path):
+    root = tmp_path / "site"
+    root.mkdir()
+    (tmp_path / "secret.txt").write_text("secret")
+    (root / "out.txt").symlink_to(tmp_path / "secret.txt")
+    (root / "page.html").write_text('<script src="/vendor/x.js"></script>')
+    files = FileAssets(root, transform={".html": lambda b: b.replace(b"/vendor/x.js", b"/vendor/1/x.js")})
+    assert files.get("out.txt") is None and files.get("../secret.txt") is None
+    first = files.get("page.html")
+    assert first.body == b'<script src="/vendor/1/x.js"></script>' and files.get("page.html") is first
+    (root / "page.html").write_text("<p>edited, longer than before</p>")
+    assert files.get("page.html").body == b"<p>edited, longer than before</p>"
+
+
+def test_content_coding_negotiation():
+    text = Asset.of(b"x" * 2000, "text/javascript")
+    assert accepted_codings("gzip;q=0, br;q=0.5, *;q=0") == {"br"}
+    assert choose_coding(text, "gzip, deflate, br, zstd") == "br"
+    assert choose_coding(text, "br;q=0, gzip") == "gzip"
+    assert choose_coding(text, "GZIP;q=0.1") == "gzip"
+    assert choose_coding(text, "*") == "gzip"
+    assert choose_coding(text, "identity") is None
+    assert choose_coding(text, "") is None
+    assert choose_coding(Asset.of(b"x" * 100, "text/css"), "gzip") is None  # too small to gain
+    assert choose_coding(Asset.of(b"x" * 5000, "image/png"), "gzip, br") is None  # already compressed
+
+
+def _app_client(vendor_dir: Path) -> TestClient:
+    return TestClient(create_app(Settings(vendor_dir=vendor_dir)))
+
+
+def test_partial_bundle_when_installed_full_bundle_otherwise(embedded_env, tmp_path, caplog):
+    modules = tmp_path / "node_modules"
+    package = modules / PLOTLY_NPM_PACKAGE
+    package.mkdir(parents=True)
+    partial = b"/* a partial Plotly.js */ window.Plotly = {};" * 40
+    (package / PLOTLY_NPM_FILE).write_bytes(partial)
+    (package / "package.json").write_text(json.dumps({"name": PLOTLY_NPM_PACKAGE, "version": "9.8.7"}))
+
+    caplog.set_level(logging.INFO, logger="runcast_server")
+    with _app_client(modules) as client:
+        assert client.get("/vendor/plotly.min.js").content == partial
+        url = VERSIONED.search(client.get("/runs/r").text).group(1)
+        assert client.get(url).content == partial
+    assert f"the partial bundle {PLOTLY_NPM_PACKAGE} 9.8.7" in caplog.text
+
+    caplog.clear()
+    with _app_client(tmp_path / "empty") as client:
+        full = plotly_package_bundle().read_bytes()
+        assert client.get("/vendor/plotly.min.js").content == full
+        url = VERSIONED.search(client.get("/compare").text).group(1)
+        assert client.get(url).content == full
+    warning = [r for r in caplog.records if r.levelno == logging.WARNING and "Plotly.js" in r.getMessage()]
+    assert len(warning) == 1
+    assert "full bundle of the plotly Python package" in warning[0].getMessage()
+    assert "scripts/install" in warning[0].getMessage()
