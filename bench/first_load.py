@@ -6,7 +6,11 @@ reuse it) with one run of ``--points`` steps of ``train/loss`` through the real 
 ``/runs/<id>`` in headless Chromium ``--repeat`` times:
 
 * cold: a fresh browser context each time (empty cache: Plotly.js comes over the wire);
-* warm: a reload in the same context (Plotly.js revalidated from the HTTP cache).
+* warm: a reload in the same context (Plotly.js from the HTTP cache, kept as immutable).
+
+The server serves the Plotly.js partial bundle when ``scripts/install`` installed it
+(``vendor/node_modules``); ``--full-bundle`` makes it serve the plotly package's full
+bundle instead (``RUNCAST_VENDOR_DIR`` pointed at an empty directory), to compare the two.
 
 Time to drawn = navigation start -> ``window.__runcastDrawn`` (set by the page after its
 first Plotly draw). Bytes = transfer sizes (headers + encoded bodies) of the document and
@@ -100,11 +104,13 @@ def fill(data_dir: Path, points: int) -> float:
     return time.perf_counter() - began
 
 
-def serve(data_dir: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
+def serve(data_dir: Path, port: int, log: Path, full_bundle: bool = False) -> subprocess.Popen[bytes]:
     import httpx
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("RUNCAST_")}
     env["RUNCAST_DATA_DIR"] = str(data_dir)
+    if full_bundle:
+        env["RUNCAST_VENDOR_DIR"] = str(data_dir / "no-node-modules")
     proc = subprocess.Popen(
         [str(Path(sys.executable).parent / "runcast"), "serve", "--host", "127.0.0.1", "--port", str(port)],
         env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT, start_new_session=True,
@@ -150,12 +156,14 @@ def measure(base: str, repeat: int, width: int) -> tuple[list[dict], list[dict],
                 ctx = browser.new_context()
                 page = ctx.new_page()
                 page.goto(f"{base}/healthz")
-                ms = page.evaluate(
+                got = page.evaluate(
                     """() => new Promise((ok) => { const t = performance.now(); const s = document.createElement('script');
-                         s.src = '/vendor/plotly.min.js'; s.onload = () => ok(performance.now() - t);
+                         s.src = '/vendor/plotly.min.js';
+                         s.onload = () => { const r = performance.getEntriesByType('resource').at(-1);
+                           ok({ms: performance.now() - t, wire: r.transferSize, size: r.decodedBodySize}); };
                          document.head.appendChild(s); })"""
                 )
-                floor.append({"drawn": ms, "bytes": 0, "requests": 1, "points": 0})
+                floor.append({"drawn": got["ms"], "bytes": got["wire"], "size": got["size"], "requests": 1, "points": 0})
                 ctx.close()
                 ctx = browser.new_context(viewport={"width": width, "height": 900})
                 page = ctx.new_page()
@@ -221,6 +229,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--width", type=int, default=1400, help="browser viewport width (px)")
     ap.add_argument("--data-dir", type=Path, help="keep the database here and reuse it when it exists")
+    ap.add_argument("--full-bundle", action="store_true", help="serve the plotly package's full Plotly.js bundle")
     ap.add_argument("--record", action="store_true", help="append the results to docs/performance.md")
     args = ap.parse_args()
 
@@ -235,7 +244,8 @@ def main() -> None:
         fill_s = fill(data_dir, args.points)
         print(f"filled in {fill_s:.0f} s", flush=True)
     port = free_port()
-    proc = serve(data_dir, port, data_dir / "serve.log")
+    load_before = os.getloadavg()[0]
+    proc = serve(data_dir, port, data_dir / "serve.log", args.full_bundle)
     try:
         cold, warm, floor = measure(f"http://127.0.0.1:{port}", args.repeat, args.width)
     finally:
@@ -247,8 +257,11 @@ def main() -> None:
     out = table(summaries)
     plotly_ms = statistics.median(f["drawn"] for f in floor)
     load = os.getloadavg()
-    out += (f"\n\nFor scale: loading Plotly.js alone (1.5 MB gzip, empty cache) took {plotly_ms:.0f} ms "
-            f"(median) in the same browser; load average during the run: {load[0]:.1f} on {os.cpu_count()} CPUs.")
+    size, wire = floor[0]["size"], floor[0]["bytes"]
+    out += (f"\n\nFor scale: loading Plotly.js alone ({size / 1e6:.1f} MB, {wire / 1e3:,.0f} kB on the wire, "
+            f"empty cache) took {plotly_ms:.0f} ms "
+            f"(median) in the same browser; load average (1 min): {load_before:.1f} at the start, {load[0]:.1f} "
+            f"at the end, on {os.cpu_count()} CPUs.")
     print(out)
     print("cold bytes by path:", {k: v for k, v in sorted(cold[0]["byName"].items())})
     if args.record:
