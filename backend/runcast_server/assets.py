@@ -17,7 +17,6 @@ import gzip
 import hashlib
 import mimetypes
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -133,13 +132,11 @@ def asset_response(request: Request, asset: Asset, cache_control: str) -> Respon
 class FileAssets:
     """The files under one directory as :class:`Asset` s, read once and again only when changed.
 
-    ``transform`` may rewrite a file's bytes by suffix (the pages' links to versioned
-    bundles). A path that leaves the directory, names a hidden part or a directory is None.
+    A path that leaves the directory, names a hidden part or a directory is None.
     """
 
-    def __init__(self, root: Path, transform: dict[str, Callable[[bytes], bytes]] | None = None) -> None:
+    def __init__(self, root: Path) -> None:
         self.root = root.resolve()
-        self.transform = transform or {}
         self._cache: dict[Path, tuple[tuple[int, int], Asset]] = {}
         self._lock = threading.Lock()
 
@@ -167,9 +164,7 @@ class FileAssets:
             cached = self._cache.get(path)
         if cached and cached[0] == stamp:
             return cached[1]
-        body = path.read_bytes()
-        rewrite = self.transform.get(path.suffix)
-        asset = Asset.of(rewrite(body) if rewrite else body, media_type_of(path))
+        asset = Asset.of(path.read_bytes(), media_type_of(path))
         with self._lock:
             self._cache[path] = (stamp, asset)
         return asset

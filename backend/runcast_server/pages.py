@@ -2,8 +2,10 @@
 
 * ``/``, ``/runs/{id}`` and ``/compare`` are ``frontend/index.html``, ``run.html`` and
   ``compare.html`` (the page's script reads the run id and the view from the URL); every
-  other path is a file under ``frontend/``. Pages, modules and styles are revalidated on
-  every use (``Cache-Control: no-cache`` with a strong ETag: a 304 when unchanged).
+  other path is a file under ``frontend/``. Pages are revalidated on every use
+  (``Cache-Control: no-cache`` with a strong ETag: a 304 when unchanged); they link their
+  scripts and styles by version (``frontend.py``), and a file asked for at its current
+  version is cached as immutable (at any other address it is revalidated).
 * ``/vendor/...``: Plotly.js, Swagger UI and ReDoc (``vendor.py``). The pages link the
   versioned address, which is cached as immutable.
 * ``/docs`` (Swagger UI) and ``/redoc`` (ReDoc) load those local bundles: no page of
@@ -17,8 +19,9 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response
 from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
 
-from runcast_server.assets import IMMUTABLE, REVALIDATE, Asset, FileAssets, asset_response
+from runcast_server.assets import IMMUTABLE, REVALIDATE, Asset, asset_response
 from runcast_server.errors import NotFound
+from runcast_server.frontend import Frontend
 from runcast_server.vendor import REDOC_JS, SWAGGER_CSS, SWAGGER_JS, Vendor
 
 _GET = ["GET", "HEAD"]
@@ -26,12 +29,12 @@ _GET = ["GET", "HEAD"]
 SWAGGER_UI_PARAMETERS = {"validatorUrl": None, "defaultModelsExpandDepth": 0}
 
 
-def pages_router(frontend: FileAssets, vendor: Vendor, *, title: str, openapi_url: str) -> APIRouter:
+def pages_router(frontend: Frontend, vendor: Vendor, *, title: str, openapi_url: str) -> APIRouter:
     """The routes above, over the frontend files and vendored bundles built at start."""
     router = APIRouter(include_in_schema=False)
 
     def page(request: Request, name: str) -> Response:
-        asset = frontend.get(name)
+        asset = frontend.page(name)
         if asset is None:
             raise NotFound(f"page {name}")
         return asset_response(request, asset, REVALIDATE)
@@ -91,9 +94,12 @@ def pages_router(frontend: FileAssets, vendor: Vendor, *, title: str, openapi_ur
 
     @router.api_route("/{path:path}", methods=_GET)
     def frontend_file(request: Request, path: str) -> Response:
-        asset = frontend.get(path)
+        if path.endswith(".html"):
+            return page(request, path)
+        asset = frontend.file(path)
         if asset is None:
             raise NotFound(f"/{path}")
-        return asset_response(request, asset, REVALIDATE)
+        current = request.query_params.get("v") == frontend.version(asset)
+        return asset_response(request, asset, IMMUTABLE if current else REVALIDATE)
 
     return router

@@ -16,6 +16,7 @@ import pytest
 from fastapi.testclient import TestClient
 from runcast_server.app import FRONTEND_DIR, create_app
 from runcast_server.assets import IMMUTABLE, REVALIDATE, Asset, FileAssets, accepted_codings, choose_coding
+from runcast_server.frontend import Frontend
 from runcast_server.settings import Settings
 from runcast_server.vendor import PLOTLY_NPM_FILE, PLOTLY_NPM_PACKAGE, load_vendor, plotly_package_bundle
 
@@ -85,8 +86,10 @@ def test_pages_modules_and_styles_are_revalidated(client, path):
 
 def test_frontend_files_are_the_files_on_disk(client):
     assert client.get("/js/run.js").content == (FRONTEND_DIR / "js" / "run.js").read_bytes()
-    assert client.get("/").content == (FRONTEND_DIR / "index.html").read_bytes()
     assert client.get("/style.css").headers["content-type"].startswith("text/css")
+    # Pages differ from the files only by the versions in their links.
+    unversioned = re.sub(r'\?v=[0-9a-f]{16}|<script type="importmap">.*?</script>\n  ', "", client.get("/").text)
+    assert unversioned == (FRONTEND_DIR / "index.html").read_text()
 
 
 def test_api_docs_load_only_local_bundles(client):
@@ -117,16 +120,52 @@ def test_no_path_leaves_the_frontend(client, path):
     assert "error" in res.json()
 
 
+def test_pages_link_modules_and_styles_by_version(client):
+    """A reload asks for the page alone: its scripts, modules and styles are kept as immutable."""
+    html = client.get("/runs/abc").text
+    modules = sorted(p.relative_to(FRONTEND_DIR).as_posix() for p in FRONTEND_DIR.glob("js/**/*.js"))
+    imports = json.loads(re.search(r'<script type="importmap">(.*?)</script>', html).group(1))["imports"]
+    assert sorted(imports) == [f"/{m}" for m in modules]
+    links = re.findall(r'(?:src|href)="(/(?:js/|style\.css)[^"]*)"', html)
+    assert imports["/js/run.js"] in links and any(u.startswith("/style.css?v=") for u in links)
+    assert all(re.search(r"\?v=[0-9a-f]{16}$", u) for u in links), links
+    assert {u for u in links if u.startswith("/js/")} <= set(imports.values())
+    # The import map precedes every module script and preload, which name the same versions.
+    assert html.index("importmap") < html.index("modulepreload") < html.index('type="module"')
+    for url in set(links) | set(imports.values()):
+        res = client.get(url)
+        path, version = url.split("?v=")
+        assert res.status_code == 200 and res.content == (FRONTEND_DIR / path.lstrip("/")).read_bytes()
+        assert re.fullmatch("[0-9a-f]{16}", version) and res.headers["cache-control"] == IMMUTABLE
+        assert client.get(path + "?v=0000000000000000").headers["cache-control"] == REVALIDATE
+    assert re.search(r'href="/style\.css\?v=[0-9a-f]{16}"', client.get("/").text)
+    assert '<a class="brand" href="/">' in html  # links to pages stay as they are
+
+
+def test_an_edited_module_gets_a_new_version(tmp_path):
+    root = tmp_path / "site"
+    (root / "js").mkdir(parents=True)
+    (root / "js" / "a.js").write_text("export const a = 1;")
+    (root / "page.html").write_text('<head><script type="module" src="/js/a.js"></script></head>')
+    frontend = Frontend(FileAssets(root), load_vendor(tmp_path / "none"))
+    first = frontend.page("page.html")
+    assert frontend.page("page.html") is first
+    (root / "js" / "a.js").write_text("export const a = 2; // edited")
+    second = frontend.page("page.html")
+    v1, v2 = (re.search(rb"a\.js\?v=(\w+)", p.body).group(1) for p in (first, second))
+    assert v1 != v2 and second.etag(None) != first.etag(None)
+
+
 def test_file_assets_refuse_links_out_and_follow_edits(tmp_path):
     root = tmp_path / "site"
     root.mkdir()
     (tmp_path / "secret.txt").write_text("secret")
     (root / "out.txt").symlink_to(tmp_path / "secret.txt")
-    (root / "page.html").write_text('<script src="/vendor/x.js"></script>')
-    files = FileAssets(root, transform={".html": lambda b: b.replace(b"/vendor/x.js", b"/vendor/1/x.js")})
+    (root / "page.html").write_text("<p>first</p>")
+    files = FileAssets(root)
     assert files.get("out.txt") is None and files.get("../secret.txt") is None
     first = files.get("page.html")
-    assert first.body == b'<script src="/vendor/1/x.js"></script>' and files.get("page.html") is first
+    assert first.body == b"<p>first</p>" and files.get("page.html") is first
     (root / "page.html").write_text("<p>edited, longer than before</p>")
     assert files.get("page.html").body == b"<p>edited, longer than before</p>"
 
