@@ -23,9 +23,9 @@ from pathlib import Path
 import brotli
 from fastapi import Request, Response
 
-# A versioned URL (its content hash in the path) never changes meaning.
+# A versioned address (the content's hash in its path or query) never changes meaning.
 IMMUTABLE = "public, max-age=31536000, immutable"
-# A stable URL (pages, modules) is revalidated on every use: a 304 when unchanged.
+# Pages and unversioned addresses are revalidated on every use: a 304 when unchanged.
 REVALIDATE = "no-cache"
 
 _COMPRESSIBLE = ("text/", "application/javascript", "application/json", "image/svg+xml")
