@@ -24,7 +24,7 @@ from runcast_server.db import get_engine
 from runcast_server.errors import install_error_handlers
 from runcast_server.frontend import Frontend
 from runcast_server.health import Probes, Readiness, probes
-from runcast_server.pages import pages_router
+from runcast_server.pages import FrontendFiles, pages_router
 from runcast_server.settings import Settings, get_settings
 from runcast_server.vendor import load_vendor
 
@@ -82,9 +82,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             return report
         return JSONResponse(report.model_dump(), status_code=503, headers={"Retry-After": "5"})
 
-    # Last: its catch-all serves frontend/ for whatever the API did not match.
     frontend = Frontend(FileAssets(FRONTEND_DIR), vendor)
     app.include_router(pages_router(frontend, vendor, title=app.title, openapi_url=app.openapi_url or "/openapi.json"))
+    app.mount("/", FrontendFiles(frontend), name="frontend")  # last: whatever no route matched
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
 

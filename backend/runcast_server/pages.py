@@ -2,7 +2,8 @@
 
 * ``/``, ``/runs/{id}`` and ``/compare`` are ``frontend/index.html``, ``run.html`` and
   ``compare.html`` (the page's script reads the run id and the view from the URL); every
-  other path is a file under ``frontend/``. Pages are revalidated on every use
+  other path is a file under ``frontend/`` (:class:`FrontendFiles`, mounted at ``/`` after
+  every route, so a method the API does not serve at a path stays a 405). Pages are revalidated on every use
   (``Cache-Control: no-cache`` with a strong ETag: a 304 when unchanged); they link their
   scripts and styles by version (``frontend.py``), and a file asked for at its current
   version is cached as immutable (at any other address it is revalidated).
@@ -18,9 +19,11 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
 from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.types import Receive, Scope, Send
 
 from runcast_server.assets import IMMUTABLE, REVALIDATE, Asset, asset_response
-from runcast_server.errors import NotFound
 from runcast_server.frontend import Frontend
 from runcast_server.vendor import REDOC_JS, SWAGGER_CSS, SWAGGER_JS, Vendor
 
@@ -29,15 +32,49 @@ _GET = ["GET", "HEAD"]
 SWAGGER_UI_PARAMETERS = {"validatorUrl": None, "defaultModelsExpandDepth": 0}
 
 
+def _not_found() -> HTTPException:
+    return HTTPException(404, "Not Found")
+
+
+def page_response(request: Request, frontend: Frontend, name: str) -> Response:
+    asset = frontend.page(name)
+    if asset is None:
+        raise _not_found()
+    return asset_response(request, asset, REVALIDATE)
+
+
+def file_response(request: Request, frontend: Frontend, path: str) -> Response:
+    """A page (``*.html``) or any other file of ``frontend/``; immutable when asked at its version."""
+    if path.endswith(".html"):
+        return page_response(request, frontend, path)
+    asset = frontend.file(path)
+    if asset is None:
+        raise _not_found()
+    current = request.query_params.get("v") == frontend.version(asset)
+    return asset_response(request, asset, IMMUTABLE if current else REVALIDATE)
+
+
+class FrontendFiles:
+    """The files of ``frontend/`` as an ASGI app, to mount at ``/`` after every route."""
+
+    def __init__(self, frontend: Frontend) -> None:
+        self.frontend = frontend
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        request = Request(scope, receive)
+        if request.method not in _GET:
+            raise HTTPException(405, "Method Not Allowed")
+        path = scope.get("path_params", {}).get("path", scope["path"].lstrip("/"))
+        response = await run_in_threadpool(file_response, request, self.frontend, path)
+        await response(scope, receive, send)
+
+
 def pages_router(frontend: Frontend, vendor: Vendor, *, title: str, openapi_url: str) -> APIRouter:
-    """The routes above, over the frontend files and vendored bundles built at start."""
+    """The routes above but the files' (:class:`FrontendFiles`), over the state built at start."""
     router = APIRouter(include_in_schema=False)
 
     def page(request: Request, name: str) -> Response:
-        asset = frontend.page(name)
-        if asset is None:
-            raise NotFound(f"page {name}")
-        return asset_response(request, asset, REVALIDATE)
+        return page_response(request, frontend, name)
 
     @router.api_route("/", methods=_GET)
     def index_page(request: Request) -> Response:
@@ -81,7 +118,7 @@ def pages_router(frontend: Frontend, vendor: Vendor, *, title: str, openapi_url:
     def vendor_versioned(request: Request, digest: str, name: str) -> Response:
         bundle = vendor.get(name)
         if bundle is None:
-            raise NotFound(f"/vendor/{name}")
+            raise _not_found()
         # A page older than the server's bundle still gets a script, but not one to keep.
         return asset_response(request, bundle.asset, IMMUTABLE if digest == bundle.digest else REVALIDATE)
 
@@ -89,17 +126,7 @@ def pages_router(frontend: Frontend, vendor: Vendor, *, title: str, openapi_url:
     def vendor_latest(request: Request, name: str) -> Response:
         bundle = vendor.get(name)
         if bundle is None:
-            raise NotFound(f"/vendor/{name}")
+            raise _not_found()
         return asset_response(request, bundle.asset, REVALIDATE)
-
-    @router.api_route("/{path:path}", methods=_GET)
-    def frontend_file(request: Request, path: str) -> Response:
-        if path.endswith(".html"):
-            return page(request, path)
-        asset = frontend.file(path)
-        if asset is None:
-            raise NotFound(f"/{path}")
-        current = request.query_params.get("v") == frontend.version(asset)
-        return asset_response(request, asset, IMMUTABLE if current else REVALIDATE)
 
     return router
