@@ -38,7 +38,9 @@ NO_RUN = {
     "/healthz": "no data",
     "/readyz": "no data",
     "/compare": "static page",
-    "/vendor/plotly.min.js": "static file",
+    "/": "static page",
+    "/vendor/{name}": "static file",
+    "/vendor/{digest}/{name}": "static file",
 }
 CODE = {"sha": "1" * 40, "branch": "main", "remote": "https://example.com/p/repo", "dirty": True,
         "diff": "diff --git a/secret.py b/secret.py\n+p's secret change\n", "diff_truncated": False}

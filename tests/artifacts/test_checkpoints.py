@@ -116,8 +116,9 @@ def test_downloads_are_never_compressed(client, seed, storage_root):
     """Static files go out gzip/br; a checkpoint never does, so byte ranges and sizes stay the file's."""
     sim = seed.run().start()
     data = b'{"weights": [' + b"0.0, " * 200_000 + b"1.0]}"  # as compressible as a file gets
-    (storage_root / "state.json").write_bytes(data)
-    sim.send([checkpoint_event(sim, "state.json", 7, len(data), hashlib.sha256(data).hexdigest())])
+    (storage_root / "demo").mkdir(parents=True, exist_ok=True)
+    (storage_root / "demo" / "state.json").write_bytes(data)
+    sim.send([checkpoint_event(sim, "demo/state.json", 7, len(data), hashlib.sha256(data).hexdigest())])
     url = f"/api/v1/runs/{sim.run}/checkpoints/{_ids(client, sim.run)[7]['id']}/download"
     accept = {"Accept-Encoding": "br, gzip, deflate, zstd"}
 
