@@ -11,10 +11,11 @@ its kind opens inside it (or within the detector's documented lag after it); an 
 of that kind that matches no injected anomaly is a false alert. Clean curves (no
 injection) give false alerts per 10,000 steps for every detector.
 
-Real: the CSVs in data/real/ (see its README) are fed segment by segment (a resumed
-segment inherits the previous one's detector state, as on ingest); every documented
-loss spike / divergence must overlap an alert, and alerts elsewhere are counted per
-10,000 logged steps.
+Real: every CSV in data/real/ (see its README), or in ``--data DIR``, is fed segment by
+segment (a resumed segment inherits the previous one's detector state, as on ingest);
+every documented loss spike / divergence must overlap an alert, and alerts elsewhere are
+false alerts, counted per detector per 10,000 logged rows and per 10,000 steps covered.
+``--real-only`` skips the synthetic part (seconds instead of minutes).
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ def baseline(rng: random.Random, steps: int = STEPS) -> dict[str, list[float]]:
     g0 = rng.uniform(0.2, 1.5)
     t0 = rng.uniform(5e4, 4e5)
     loss, grad, tput, val = [], [], [], []
+    jitter_left, jitter_factor, quiet_left = 0, 1.0, 0
     for t in range(steps):
         lr = min(1.0, (t + 1) / warm) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * t / steps)))
         smooth = floor + amp * (t + 20) ** -alpha - 0.05 * floor * (1 - lr) * (t > warm)
@@ -70,6 +72,16 @@ def baseline(rng: random.Random, steps: int = STEPS) -> dict[str, list[float]]:
         tp = t0 * (1 + rng.gauss(0, 0.02))
         if t % 1000 == 999:
             tp *= 0.5  # the step that saves a checkpoint is slow
+        if jitter_left > 0:
+            tp *= jitter_factor
+            jitter_left -= 1
+        elif quiet_left > 0:
+            quiet_left -= 1
+        elif rng.random() < 0.004:
+            # a busy neighbour: a burst of up to 60 slow steps, then at least as many normal ones
+            # (busier than that, for 100 steps and more, is a sustained drop, not jitter)
+            jitter_left, jitter_factor = rng.randint(1, 60), rng.uniform(0.15, 0.9)
+            quiet_left = jitter_left
         tput.append(tp)
         val.append(smooth * 1.03 * (1 + rng.gauss(0, 0.003)) if t % 250 == 0 and t > 0 else math.nan)
     return {"loss": loss, "grad_norm": grad, "tokens_per_s": tput, "val/loss": val}
@@ -132,7 +144,7 @@ def inject(kind: str, c: dict[str, list[float]], rng: random.Random) -> list[dic
             out.append({"start": s, "end": n - 1, "size": rate, "mode": "overfit"})
     elif kind == "throughput":
         for s in places(rng, 2, 1500, n - 3000, 5000):
-            length, drop = rng.randint(20, 2000), rng.uniform(0.3, 0.8)
+            length, drop = rng.randint(200, 2000), rng.uniform(0.35, 0.8)  # sustained: twice `confirm` blocks or more
             for t in range(s, min(n, s + length)):
                 c["tokens_per_s"][t] *= 1 - drop
             out.append({"start": s, "end": min(n, s + length) - 1, "size": drop})
@@ -300,86 +312,118 @@ def stalls(curves: int, seed: int) -> dict[str, Any]:
 
 # --- real logs --------------------------------------------------------------------------------
 
+# CSV column -> metric key fed to the detectors. Throughput: the first of these a log has;
+# an iteration time becomes a rate (iterations per second).
+REAL_COLUMNS = (("loss", "loss"), ("val_loss", "val/loss"), ("grad_norm", "grad_norm"))
+THROUGHPUT_COLUMNS = (("tokens_per_s", "tokens_per_s", False), ("samples_per_sec", "throughput", False),
+                      ("iter_time_ms", "throughput", True), ("iter_time_s", "throughput", True))
+LOSS_KINDS = ("spike", "divergence", "nonfinite", "grad_norm", "plateau")
+POINT_KINDS = ("spike", "nonfinite", "grad_norm", "plateau", "divergence", "throughput")
+
+
+def _points(r: dict[str, str], step: int) -> list[tuple[int, str, float]]:
+    pts = []
+    for col, key in REAL_COLUMNS:
+        if r.get(col) not in (None, ""):
+            v = float(r[col])
+            if col == "grad_norm" and v == 0.0:
+                continue  # "grad norm: 0.000" is a logger's placeholder, not a value
+            pts.append((step, key, v))
+    for col, key, inverse in THROUGHPUT_COLUMNS:
+        if r.get(col) not in (None, ""):
+            v = float(r[col])
+            if inverse:
+                v = 1.0 / v if v > 0 else math.inf
+            pts.append((step, key, v))
+            break
+    return pts
+
+
+def real_log(path: Path) -> dict[str, Any]:
+    """Feed one CSV log (columns ``step``, ``loss`` and optional others; ``run``/``segment``
+    group it) to the detectors; score against ``<name>.events.json`` when there is one.
+
+    A segment continues the history of the run's previous one, as a resume does on ingest,
+    except in logs whose events file says ``"segments": "separate"`` (excerpts of separate
+    launches). Every alert that opens outside a known anomaly (a documented loss spike or
+    divergence, or an observation) counts as a false alert.
+    """
+    name = path.name.removesuffix(".csv")
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    events_path = path.with_name(f"{name}.events.json")
+    doc = json.loads(events_path.read_text()) if events_path.exists() else {"events": []}
+    separate = doc.get("segments") == "separate"
+    cfg = effective(None)
+    groups: dict[tuple[str, str], list[dict[str, str]]] = {}
+    for r in rows:
+        groups.setdefault((r.get("run") or name, r.get("segment") or "main"), []).append(r)
+    alerts: list[dict[str, Any]] = []
+    prev_state: dict[str, dict[Any, Any]] = {}
+    spans_of_steps: dict[tuple[str, str, str], list[int]] = {}  # (run, segment, excerpt) -> [first, last]
+    for (run, seg), seg_rows in groups.items():  # dicts keep the log's order
+        base = None if separate else prev_state.get(run)
+        states = {k: inherit(v) for k, v in base.items()} if base else {}
+        runner = SegmentRunner(cfg, states)
+        seg_steps = [int(r["step"]) for r in seg_rows]
+        for r, step in zip(seg_rows, seg_steps):
+            span = spans_of_steps.setdefault((run, seg, r.get("excerpt") or ""), [step, step])
+            span[0], span[1] = min(span[0], step), max(span[1], step)
+        for r, step in zip(seg_rows, seg_steps):
+            for sig in runner.feed(_points(r, step)):
+                alerts.append({"run": run, "segment": seg, "kind": sig.kind, "phase": sig.phase, "step": sig.step,
+                               "key": sig.key})
+        prev_state[run] = states
+    steps_covered = sum(hi - lo + 1 for lo, hi in spans_of_steps.values())
+    spans = _open_spans(alerts)
+    documented = []
+    for e in doc["events"]:
+        if e["type"] not in ("loss_spike", "divergence") or e.get("step") is None or not e.get("in_csv"):
+            continue
+        lo, hi = e["step"], e.get("step_end") or e["step"]
+        run = e.get("run", name)
+        hits = [s for s in spans if s["run"] == run and s["segment"] == e["segment"]
+                and s["kind"] in ("spike", "divergence", "nonfinite")
+                and s["start"] <= hi and (s["end"] is None or s["end"] >= lo)]
+        documented.append({"run": run, "segment": e["segment"], "type": e["type"], "step": lo, "step_end": hi,
+                           "found": bool(hits), "by": sorted({h["kind"] for h in hits}),
+                           "delay": (min(h["start"] for h in hits) - lo) if hits else None})
+    # observations (visible in the numbers, not described by the source) count as known anomalies
+    observed = []
+    for o in doc.get("observations", []):
+        lo, hi = o["step"], o.get("step_end") or o["step"]
+        hits = [s for s in spans if s["kind"] in ("spike", "divergence", "nonfinite")
+                and s["start"] <= hi and (s["end"] is None or s["end"] >= lo)]
+        observed.append({"type": o["type"], "step": lo, "step_end": hi, "found": bool(hits),
+                         "by": sorted({(h["segment"], h["kind"], h["start"]) for h in hits})})
+    known = documented + [{"run": None, **o} for o in observed]
+    false = []
+    for s in spans:
+        # an alert of a loss detector opening inside a known loss anomaly describes that anomaly
+        inside = any((d["run"] is None or (s["run"] == d["run"] and s["segment"] == d["segment"]))
+                     and s["kind"] in LOSS_KINDS and d["step"] <= s["start"] <= d["step_end"]
+                     for d in known) or any(
+            (d["run"] is None or (s["run"] == d["run"] and s["segment"] == d["segment"]))
+            and s["kind"] in ("spike", "divergence", "nonfinite", "grad_norm")
+            and s["start"] <= d["step_end"] and (s["end"] is None or s["end"] >= d["step"])
+            for d in known)
+        if not inside:
+            false.append(s)
+    return {
+        "rows": len(rows),
+        "steps": steps_covered,
+        "documented": documented,
+        "observations": observed,
+        "alerts_by_kind": _count(spans),
+        "false_alerts": len(false),
+        "false_by_kind": _count(false),
+        "false_examples": false[:12],
+    }
+
 
 def real(data: Path) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    cfg = effective(None)
-    for name in ("pythia410m_seed4_loss", "smollm3_3b_48n_1004_loss", "bigscience_chronicles_log_excerpts"):
-        with open(data / f"{name}.csv", newline="") as f:
-            rows = list(csv.DictReader(f))
-        doc = json.loads((data / f"{name}.events.json").read_text())
-        groups: dict[tuple[str, str], list[dict[str, str]]] = {}
-        order: list[tuple[str, str]] = []
-        for r in rows:
-            g = (r.get("run", name), r["segment"])
-            if g not in groups:
-                groups[g] = []
-                order.append(g)
-            groups[g].append(r)
-        alerts: list[dict[str, Any]] = []
-        prev_state: dict[str, dict[Any, Any]] = {}
-        for run, seg in order:
-            # A resume continues its history (as on ingest); the BigScience segments are separate
-            # launches and excerpts with large gaps, so each starts fresh.
-            base = prev_state.get(run) if name != "bigscience_chronicles_log_excerpts" else None
-            states = {k: inherit(v) for k, v in base.items()} if base else {}
-            runner = SegmentRunner(cfg, states)
-            for r in groups[(run, seg)]:
-                step = int(r["step"])
-                pts = []
-                for col, key in (("loss", "loss"), ("val_loss", "val/loss"), ("grad_norm", "grad_norm"),
-                                 ("samples_per_sec", "throughput")):
-                    if r.get(col) not in (None, ""):
-                        v = float(r[col])
-                        if col == "grad_norm" and v == 0.0:
-                            continue  # "grad norm: 0.000" is that logger's limitation, not a value
-                        pts.append((step, key, v))
-                for sig in runner.feed(pts):
-                    alerts.append({"run": run, "segment": seg, "kind": sig.kind, "phase": sig.phase, "step": sig.step,
-                                   "key": sig.key})
-            prev_state[run] = states
-        # which documented spikes / divergences overlap an alert (open at some step in range)
-        spans = _open_spans(alerts)
-        documented = []
-        for e in doc["events"]:
-            if e["type"] not in ("loss_spike", "divergence") or e.get("step") is None or not e.get("in_csv"):
-                continue
-            lo, hi = e["step"], e.get("step_end") or e["step"]
-            run = e.get("run", name)
-            hits = [s for s in spans if s["run"] == run and s["segment"] == e["segment"]
-                    and s["kind"] in ("spike", "divergence", "nonfinite")
-                    and s["start"] <= hi and (s["end"] is None or s["end"] >= lo)]
-            documented.append({"run": run, "segment": e["segment"], "type": e["type"], "step": lo, "step_end": hi,
-                               "found": bool(hits), "by": sorted({h["kind"] for h in hits}),
-                               "delay": (min(h["start"] for h in hits) - lo) if hits else None})
-        # observations (visible in the numbers, not described by the source) count as known anomalies
-        observed = []
-        for o in doc.get("observations", []):
-            lo, hi = o["step"], o.get("step_end") or o["step"]
-            hits = [s for s in spans if s["kind"] in ("spike", "divergence", "nonfinite")
-                    and s["start"] <= hi and (s["end"] is None or s["end"] >= lo)]
-            observed.append({"type": o["type"], "step": lo, "step_end": hi, "found": bool(hits),
-                             "by": sorted({(h["segment"], h["kind"], h["start"]) for h in hits})})
-        known = documented + [{"run": None, **o} for o in observed]
-        obs = []
-        for s in spans:
-            inside = any((d["run"] is None or (s["run"] == d["run"] and s["segment"] == d["segment"]))
-                         and s["kind"] in ("spike", "divergence", "nonfinite", "grad_norm")
-                         and s["start"] <= d["step_end"] and (s["end"] is None or s["end"] >= d["step"])
-                         for d in known)
-            if not inside:
-                obs.append(s)
-        logged = len(rows)
-        out[name] = {
-            "rows": logged,
-            "documented": documented,
-            "observations": observed,
-            "other_alerts": len(obs),
-            "other_alerts_per_10k_rows": len(obs) / logged * 1e4,
-            "other_by_kind": _count(obs),
-            "other_examples": obs[:12],
-        }
-    return out
+    """Every ``*.csv`` log in ``data``, by name."""
+    return {p.name.removesuffix(".csv"): real_log(p) for p in sorted(data.glob("*.csv"))}
 
 
 def _open_spans(alerts: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -402,42 +446,61 @@ def _count(spans: list[dict[str, Any]]) -> dict[str, int]:
     return out
 
 
+def print_real(rl: dict[str, Any], data: Path) -> None:
+    rows = sum(r["rows"] for r in rl.values())
+    print(f"\nReal logs ({data}; {len(rl)} logs, {rows} rows)")
+    print("| log | rows | steps covered | documented spikes / divergences found | false alerts | "
+          "per 10k rows | per 10k steps |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for name, r in rl.items():
+        found = sum(d["found"] for d in r["documented"])
+        kinds = ", ".join(f"{k} {n}" for k, n in sorted(r["false_by_kind"].items()))
+        print(f"| {name} | {r['rows']} | {r['steps']} | {found} / {len(r['documented'])} | "
+              f"{r['false_alerts']}{' (' + kinds + ')' if kinds else ''} | {r['false_alerts'] / r['rows'] * 1e4:.2f} | "
+              f"{r['false_alerts'] / r['steps'] * 1e4:.3f} |")
+    steps = sum(r["steps"] for r in rl.values())
+    print("\nFalse alerts per detector, all logs together (per 10k rows / per 10k steps covered):")
+    for kind in POINT_KINDS:
+        n = sum(r["false_by_kind"].get(kind, 0) for r in rl.values())
+        print(f"- {kind}: {n} ({n / rows * 1e4:.3f} / {n / steps * 1e4:.4f})")
+    for name, r in rl.items():
+        for d in r["documented"]:
+            how = f"found by {','.join(d['by'])} (delay {d['delay']})" if d["found"] else "MISSED"
+            print(f"    {name}: {d['run']} {d['segment']} {d['type']} {d['step']}-{d['step_end']}: {how}")
+        for o in r["observations"]:
+            print(f"    {name}: observation {o['type']} {o['step']}-{o['step_end']}: "
+                  f"{'found by ' + str(o['by']) if o['found'] else 'MISSED'}")
+        for o in r["false_examples"]:
+            print(f"    {name}: false alert {o['run']} {o['segment']} {o['kind']} {o['key']} steps {o['start']}-{o['end']}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--curves", type=int, default=20, help="synthetic curves per detector")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--procs", type=int, default=2)
-    ap.add_argument("--data", type=Path, default=ROOT / "data" / "real")
+    ap.add_argument("--data", type=Path, default=ROOT / "data" / "real", help="a folder of CSV logs")
+    ap.add_argument("--real-only", action="store_true", help="only the real logs (seconds, not minutes)")
     ap.add_argument("--json", type=Path, default=None, help="also write the full results here")
     args = ap.parse_args()
-    syn = synthetic(args.curves, args.seed, args.procs)
-    print(f"Synthetic ({args.curves} curves of {STEPS} steps per detector, seed {args.seed}, default parameters)")
-    print("| detector | injected | found | false alerts | recall | precision | delay median | delay p90 |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
-    for kind in ("spike", "nonfinite", "grad_norm", "plateau", "divergence", "throughput"):
-        r = syn[kind]
-        print(f"| {kind} | {r['injected']} | {r['found']} | {r['false_alerts']} | {r['recall']:.3f} | "
-              f"{r['precision']:.3f} | {r['delay_median']} steps | {r['delay_p90']} steps |")
-    for kind in ("restart_loop", "stall"):
-        r = syn[kind]
-        print(f"| {kind} | {r['injected']} | {r['found']} | {r['false_alerts']} | {r['recall']:.3f} | "
-              f"{r['precision']:.3f} | {r['delay_median_s']:.0f} s | |")
-    print("\nFalse alerts per 10,000 steps on clean synthetic curves:",
-          ", ".join(f"{k} {v:.3f}" for k, v in syn["clean_false_per_10k"].items()))
+    syn: dict[str, Any] = {}
+    if not args.real_only:
+        syn = synthetic(args.curves, args.seed, args.procs)
+        print(f"Synthetic ({args.curves} curves of {STEPS} steps per detector, seed {args.seed}, default parameters)")
+        print("| detector | injected | found | false alerts | recall | precision | delay median | delay p90 |")
+        print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+        for kind in POINT_KINDS:
+            r = syn[kind]
+            print(f"| {kind} | {r['injected']} | {r['found']} | {r['false_alerts']} | {r['recall']:.3f} | "
+                  f"{r['precision']:.3f} | {r['delay_median']} steps | {r['delay_p90']} steps |")
+        for kind in ("restart_loop", "stall"):
+            r = syn[kind]
+            print(f"| {kind} | {r['injected']} | {r['found']} | {r['false_alerts']} | {r['recall']:.3f} | "
+                  f"{r['precision']:.3f} | {r['delay_median_s']:.0f} s | |")
+        print("\nFalse alerts per 10,000 steps on clean synthetic curves:",
+              ", ".join(f"{k} {v:.3f}" for k, v in syn["clean_false_per_10k"].items()))
     rl = real(args.data)
-    print("\nReal logs (data/real)")
-    for name, r in rl.items():
-        found = sum(d["found"] for d in r["documented"])
-        print(f"- {name}: {r['rows']} rows; documented spikes/divergences found {found}/{len(r['documented'])}; "
-              f"other alerts {r['other_alerts']} ({r['other_alerts_per_10k_rows']:.2f} per 10k rows) {r['other_by_kind']}")
-        for d in r["documented"]:
-            print(f"    {d['run']} {d['segment']} {d['type']} {d['step']}-{d['step_end']}: "
-                  f"{'found by ' + ','.join(d['by']) + f' (delay {d[chr(100)+chr(101)+chr(108)+chr(97)+chr(121)]})' if d['found'] else 'MISSED'}")
-        for o in r["observations"]:
-            print(f"    observation {o['type']} {o['step']}-{o['step_end']}: "
-                  f"{'found by ' + str(o['by']) if o['found'] else 'MISSED'}")
-        for o in r["other_examples"]:
-            print(f"    other: {o['run']} {o['segment']} {o['kind']} {o['key']} steps {o['start']}-{o['end']}")
+    print_real(rl, args.data)
     if args.json:
         args.json.write_text(json.dumps({"synthetic": syn, "real": rl}, indent=1, default=str))
 

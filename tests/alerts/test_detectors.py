@@ -96,12 +96,47 @@ def test_nonfinite_grad_norm_and_loss():
     ]
 
 
-def test_throughput_drop_needs_confirmation_and_ignores_single_slow_steps():
-    t = [1000.0] * 400
-    t[100] = 400.0  # one slow checkpoint step: no alert
-    for i in range(200, 300):
-        t[i] = 500.0
-    assert feed({"tokens_per_s": t}) == [("throughput", "open", 202), ("throughput", "close", 302)]
+def test_throughput_sustained_drop_opens_once_and_closes_on_recovery():
+    t = [1000.0 + 10 * math.sin(i) for i in range(1000)]
+    for i in range(100, 1000, 100):
+        t[i] = 400.0  # slow checkpoint steps: no alert
+    for i in range(400, 700):
+        t[i] = 500.0  # a sustained halving: 300 steps
+    runner = SegmentRunner(dconfig.effective(None), {})
+    sigs = [s for i, v in enumerate(t) for s in runner.feed([(i, "tokens_per_s", v)])]
+    # blocks of 10 points: the 10th low block ends at step 499; the 3rd recovered block at 729
+    assert [(s.kind, s.phase, s.step) for s in sigs] == [("throughput", "open", 499), ("throughput", "close", 729)]
+    opened = sigs[0].evidence
+    assert opened["value"] == 500.0 and opened["from_step"] == 400 and opened["points"] == 100
+    assert opened["drop"] == pytest.approx(0.5, abs=0.01)
+    assert sigs[1].evidence["reason"] == "recovered"
+
+
+def test_throughput_jitter_of_a_busy_neighbour_never_fires():
+    # bursts of 1..90 slow steps (down to a fifth), separated by normal stretches as long
+    t, i, burst = [], 0, 1
+    while len(t) < 5000:
+        t += [1000.0] * (burst + 5) + [1000.0 * (0.2 + 0.6 * (burst % 3) / 2)] * burst
+        burst = burst % 90 + 7
+    assert feed({"tokens_per_s": t}) == []
+
+
+def test_throughput_drop_shorter_than_confirm_blocks_is_ignored_and_joins_the_baseline():
+    t = [1000.0] * 600
+    t[300:390] = [300.0] * 90  # 9 low blocks: one short of confirming
+    states: dict = {}
+    assert feed({"tokens_per_s": t}, states=states) == []
+    assert states[("tokens_per_s", "throughput")]["blocks"].count(300.0) == 9
+
+
+def test_throughput_on_a_noisy_series_needs_a_drop_beyond_its_spread():
+    # block medians that wander +-10% around 1000 (robust sigma ~10%): a 35% drop is within k sigmas
+    base = [1000.0 * (1 + 0.1 * math.sin(i / 37)) for i in range(1200)]
+    drop = [v * 0.65 if 900 <= i < 1100 else v for i, v in enumerate(base)]
+    assert feed({"tokens_per_s": drop}) == []
+    # ... and an 80% drop is not
+    drop = [v * 0.2 if 900 <= i < 1100 else v for i, v in enumerate(base)]
+    assert [(k, ph) for k, ph, _ in feed({"tokens_per_s": drop})] == [("throughput", "open"), ("throughput", "close")]
 
 
 def test_plateau_after_the_loss_stops_improving():

@@ -43,12 +43,13 @@ DEFAULTS: Final[dict[str, Any]] = {
         "recover_points": 3,
         "max_open_points": 500,
     },
-    # The smoothed loss stopped improving: over the last window_steps it fell by less than
-    # ratio x what it fell over the window before (which must be >= min_rel of its level).
+    # The smoothed loss stopped improving: over the last w = min(window_steps, step / 4)
+    # steps it fell by less than ratio x what it fell over the w steps before (which must
+    # be >= min_rel x w / window_steps of its level).
     "plateau": {
         "enabled": True,
         "smooth": 50,  # points in the moving median that smooths the loss
-        "window_steps": 10000,
+        "window_steps": 10000,  # the longest window compared
         "ratio": 0.1,
         "min_rel": 0.01,
         "warmup_steps": 1000,
@@ -62,15 +63,19 @@ DEFAULTS: Final[dict[str, Any]] = {
         "val_rising_evals": 3,  # consecutive rising validation evaluations
         "val_min_rel": 0.02,  # validation loss this fraction above its best
     },
-    # Throughput below (1 - drop) x its recent median.
+    # A sustained throughput drop: `confirm` blocks of `block` points in a row whose medians
+    # are below the baseline (median of the last `window` block medians) by more than
+    # max(drop x baseline, k x robust sigma of those medians).
     "throughput": {
         "enabled": True,
-        "window": 20,
-        "warmup": 10,
-        "drop": 0.2,
-        "confirm": 3,
-        "recover_points": 3,
-        "max_open_points": 1000,
+        "block": 10,  # points per block; a block counts by its median
+        "window": 50,  # blocks in the baseline (500 points)
+        "warmup": 20,  # blocks seen before the first test (200 points)
+        "drop": 0.3,  # at least this fraction below the baseline ...
+        "k": 4.0,  # ... and at least k robust sigmas of the block medians
+        "confirm": 10,  # consecutive low blocks that open an alert (100 points)
+        "recover": 3,  # consecutive blocks back above half the margin close it
+        "max_open_points": 1000,  # a drop longer than this is closed as a new level
     },
     # No step or heartbeat for after_s seconds (periodic check).
     "stall": {"enabled": True, "after_s": 600.0},
@@ -137,6 +142,8 @@ def validate_overrides(overrides: Any) -> dict[str, Any]:
                         raise ConfigError(field, "must be a positive integer")
                     if param in ("window", "smooth") and raw > 1000:
                         raise ConfigError(field, "must be at most 1000")
+                    if param == "block" and raw > 100:
+                        raise ConfigError(field, "must be at most 100")
                 else:
                     if isinstance(raw, bool) or not isinstance(raw, (int, float)) or not raw >= 0 or raw > 1e12:
                         raise ConfigError(field, "must be a non-negative number")

@@ -140,10 +140,14 @@ def nonfinite(state: dict[str, Any], p: dict[str, Any], step: int, value: float,
 def plateau(state: dict[str, Any], p: dict[str, Any], step: int, value: float, ctx: dict[str, Any]) -> list[Signal]:
     """The smoothed loss fell by less than ``ratio`` x its fall over the window before.
 
-    Every ``window_steps / 4`` steps the moving median is recorded (9 marks kept: two
-    windows), so "recent" is the fall over the last window and "before" the fall over
-    the one preceding it; "before" must be at least ``min_rel`` of the level, so a run
-    that was never improving much (or is noise) does not count as stopping.
+    Every ``window_steps / 8`` steps the moving median (of ``smooth`` points) is recorded
+    as a mark (17 kept: two windows). "recent" is the fall over the last ``w`` steps and
+    "before" the fall over the ``w`` steps preceding them, with ``w = min(window_steps,
+    0.4 x step)``: a loss that follows a power law in the step falls, over two such
+    adjacent windows, by a ratio of at least ~0.2 (equal windows that reach back to the
+    first steps compare against the steep start, which made healthy curves look flat).
+    "before" must be at least ``min_rel`` of the level, so a run that was never improving
+    much (or is noise) does not count as stopping.
     """
     if not math.isfinite(value):
         return []
@@ -153,26 +157,36 @@ def plateau(state: dict[str, Any], p: dict[str, Any], step: int, value: float, c
     if len(ring) < p["smooth"] or step - state["first"] < p["warmup_steps"]:
         return []
     med = median(ring)
-    quarter = max(1, int(p["window_steps"]) // 4)
+    spacing = max(1, int(p["window_steps"]) // 8)
     marks: list[list[float]] = state.setdefault("marks", [])
-    if marks and step - marks[-1][0] < quarter:
+    if marks and step - marks[-1][0] < spacing:
         return []
     marks.append([step, med])
-    del marks[: max(0, len(marks) - 9)]
+    del marks[: max(0, len(marks) - 17)]
     if state.get("open"):
         if med < state["open"]["level"] * (1 - p["min_rel"]):
             state["open"] = None
             return [Signal("plateau", "close", step, {"reason": "improved", "smoothed": med})]
         return []
-    if len(marks) < 9:
+    w = min(int(p["window_steps"]), step // 4)
+    if w < 2 * spacing:
         return []
-    before = marks[0][1] - marks[4][1]
-    recent = marks[4][1] - marks[8][1]
-    if before >= p["min_rel"] * abs(marks[4][1]) and recent < p["ratio"] * before:
+    mid, start = _mark_near(marks, step - w, spacing), _mark_near(marks, step - 2 * w, spacing)
+    if mid is None or start is None:
+        return []
+    before = start[1] - mid[1]
+    recent = mid[1] - med
+    if before >= p["min_rel"] * abs(mid[1]) * w / p["window_steps"] and recent < p["ratio"] * before:
         state["open"] = {"level": med}
         return [Signal("plateau", "open", step, {"smoothed": med, "fall_recent": recent, "fall_before": before,
-                                                  "window_steps": p["window_steps"], "ratio": p["ratio"]})]
+                                                  "window_steps": w, "ratio": p["ratio"]})]
     return []
+
+
+def _mark_near(marks: list[list[float]], target: float, tolerance: int) -> list[float] | None:
+    """The mark whose step is nearest ``target``, if it is within ``tolerance`` steps."""
+    best = min(marks, key=lambda m: abs(m[0] - target))
+    return best if abs(best[0] - target) <= tolerance else None
 
 
 # --- divergence ----------------------------------------------------------------------------------
@@ -256,36 +270,64 @@ def divergence_val(state: dict[str, Any], p: dict[str, Any], step: int, value: f
 
 
 def throughput(state: dict[str, Any], p: dict[str, Any], step: int, value: float, ctx: dict[str, Any]) -> list[Signal]:
-    """Throughput below ``(1 - drop)`` x its moving median for ``confirm`` consecutive points."""
+    """A sustained drop: ``confirm`` consecutive blocks below the baseline by a clear margin.
+
+    Points are grouped in blocks of ``block`` and each block is summarised by its median,
+    so a block only reads low when most of its steps are slow (a checkpoint save or a
+    neighbour's burst of a few steps moves nothing). The baseline is the median of the
+    last ``window`` block medians before the drop, and its spread is their robust sigma
+    (1.4826 x MAD): the drop must exceed both ``drop`` x baseline and ``k`` x spread, so a
+    series that is jumpy by nature (a shared machine) needs a proportionally larger,
+    longer drop. Blocks being confirmed stay out of the baseline; blocks of a drop that was
+    not sustained join it (they are part of the series' normal jitter). While open the
+    baseline is frozen; the alert closes after ``recover`` blocks back above half the
+    margin, or as ``new_level`` after ``max_open_points`` (the baseline restarts there).
+    """
     if not math.isfinite(value):
         return []
-    ring: list[float] = state.setdefault("ring", [])
-    if state.get("open"):
-        o = state["open"]
-        o["n"] += 1
-        o["low"] = min(o["low"], value)
-        o["ok"] = o["ok"] + 1 if value >= o["recover"] else 0
-        reason = "recovered" if o["ok"] >= p["recover_points"] else ("new_level" if o["n"] >= p["max_open_points"] else None)
-        if reason:
-            if reason == "new_level":
-                ring.clear()
-            state["open"] = None
-            return [Signal("throughput", "close", step, {"reason": reason, "lowest": o["low"], "points": o["n"],
-                                                          "value": value, "baseline": o["baseline"]})]
+    for legacy in ("ring", "below"):  # per-point state of the earlier rule
+        state.pop(legacy, None)
+    cur: list[float] = state.setdefault("cur", [])
+    cur.append(value)
+    if len(cur) < p["block"]:
         return []
-    if len(ring) >= p["warmup"]:
-        med = median(ring)
-        threshold = med * (1 - p["drop"])
-        if value < threshold:
-            state["below"] = state.get("below", 0) + 1
-            if state["below"] >= p["confirm"]:
-                state["below"] = 0
-                state["open"] = {"baseline": med, "recover": med * (1 - p["drop"] / 2), "low": value, "n": 0, "ok": 0}
-                return [Signal("throughput", "open", step, {"value": value, "baseline": med, "threshold": threshold,
-                                                             "drop": 1 - value / med if med else None})]
-            return []  # a low point being confirmed stays out of the baseline
-        state["below"] = 0
-    _push(ring, value, p["window"])
+    level = median(cur)
+    cur.clear()
+    blocks: list[float] = state.setdefault("blocks", [])
+    pending: list[float] = state.setdefault("pending", [])
+    o = state.get("open")
+    if o:
+        o["n"] = o.get("n", 0) + p["block"]
+        o["low"] = min(o["low"], level)
+        o["ok"] = o["ok"] + 1 if level >= o["recover"] else 0
+        reason = "recovered" if o["ok"] >= p["recover"] else ("new_level" if o["n"] >= p["max_open_points"] else None)
+        if reason is None:
+            return []
+        state["open"] = None
+        if reason == "new_level":
+            blocks.clear()
+        return [Signal("throughput", "close", step, {"reason": reason, "lowest_block": o["low"], "points": o["n"],
+                                                      "value": level, "baseline": o["baseline"]})]
+    if len(blocks) >= min(p["warmup"], p["window"]):
+        base, mad = median_mad(blocks)
+        spread = MAD_SIGMA * mad
+        margin = max(p["drop"] * base, p["k"] * spread)
+        if level < base - margin:
+            pending.append(level)
+            if len(pending) < p["confirm"]:
+                return []
+            low = median(pending)
+            pending.clear()
+            first = step - p["confirm"] * p["block"] + 1
+            state["open"] = {"baseline": base, "threshold": base - margin, "recover": base - margin / 2,
+                             "low": low, "n": 0, "ok": 0, "from_step": first}
+            return [Signal("throughput", "open", step, {
+                "value": low, "baseline": base, "threshold": base - margin, "spread": spread,
+                "drop": 1 - low / base if base else None, "points": p["confirm"] * p["block"], "from_step": first})]
+    for b in pending:  # a drop that did not last is part of the series' normal variation
+        _push(blocks, b, p["window"])
+    pending.clear()
+    _push(blocks, level, p["window"])
     return []
 
 
@@ -401,7 +443,9 @@ def inherit(state: dict[str, Any]) -> dict[str, Any]:
     A resume continues the same training, so its baseline is the one before the restart
     (this is how a blow-up right after a resume is seen).
     """
-    out = {k: v for k, v in state.items() if k in ("ring", "best", "best_step", "marks", "first", "last", "times", "segments")}
-    if "ring" in out:
-        out["ring"] = list(out["ring"])
+    out = {k: v for k, v in state.items()
+           if k in ("ring", "blocks", "best", "best_step", "marks", "first", "last", "times", "segments")}
+    for k in ("ring", "blocks"):
+        if k in out:
+            out[k] = list(out[k])
     return out
