@@ -302,6 +302,7 @@ def register_runs(
             "project_id": project_id,
             "name": e["name"],
             "visibility": e["visibility"],
+            "public_paths": e.get("public_paths", False),
             "status": "running",
             "config": e["config"],
             "code": e["code"],

@@ -22,6 +22,11 @@ a missed last doorbell. A viewer whose queue is full is dropped: its connection 
 and the client's reconnect (with Last-Event-ID) replays from the database. Nothing a
 viewer does can block the channel or another viewer.
 
+Readers. A message's timeline events are shown as ``reads/published.py`` shows them: a
+frame holds the public form and, when it differs (a checkpoint path, a run's config or
+environment, a private checkpoint), the form for readers with a token of the run's project;
+each is encoded once per process, and each viewer is sent the one it may read.
+
 Joining. A viewer registers with the channel first and notes the last version the
 channel emitted (``c``), then replays ``(last_event_id, ...]`` from the channel's
 recent frames when they cover it, else from the database; afterwards it skips any
@@ -49,7 +54,7 @@ from starlette.concurrency import run_in_threadpool
 from runcast_server import hub
 from runcast_server.db import session_scope
 from runcast_server.models import Event, Point, Run, RunVersion, Segment, Series
-from runcast_server.reads.published import visible_payload
+from runcast_server.reads.published import published_payload
 from runcast_server.reads.values import stored_value, strict_json
 
 RETRY_MS: Final = 1000  # the reconnect delay suggested to EventSource clients
@@ -87,18 +92,34 @@ class Frame:
     """One encoded SSE message (shared, never copied, by every viewer of a process)."""
 
     version: int
-    data: bytes
+    data: bytes  # as every reader may see it
     reset: bool = False
+    project: bytes | None = None  # for readers with a token of the run's project, when it differs
+
+    def for_reader(self, project_reader: bool) -> bytes:
+        return self.project if project_reader and self.project is not None else self.data
 
 
 def _dumps(obj: Any) -> str:
     return json.dumps(obj, separators=(",", ":"), allow_nan=False)
 
 
-def batch_frame(message: dict[str, Any]) -> Frame:
-    """``id: <version>`` / ``event: batch`` / ``data: <message>``."""
+def _published(message: dict[str, Any], full: bool, project: bool) -> dict[str, Any]:
+    events = [{**e, "payload": published_payload(e["type"], e["payload"], full, project)} for e in message["events"]]
+    return {**message, "events": events}
+
+
+def batch_frame(message: dict[str, Any], public_paths: bool = False) -> Frame:
+    """``id: <version>`` / ``event: batch`` / ``data: <message>``, for both kinds of reader.
+
+    ``message`` is one of ``read_versions``'s (event payloads as stored); ``public_paths``:
+    the run opted in, so every reader sees its paths (not its private checkpoints' files).
+    """
     v = message["version"]
-    return Frame(v, f"id: {v}\nevent: batch\ndata: {_dumps(message)}\n\n".encode())
+    encode = lambda m: f"id: {v}\nevent: batch\ndata: {_dumps(m)}\n\n".encode()  # noqa: E731
+    public = encode(_published(message, public_paths, False))
+    project = encode(_published(message, True, True)) if message["events"] else public
+    return Frame(v, public, project=None if project == public else project)
 
 
 def reset_frame(version: int) -> Frame:
@@ -116,14 +137,21 @@ PREAMBLE: Final = f"retry: {RETRY_MS}\n\n".encode()
 @dataclass
 class Replay:
     """Versions ``(after, current]`` of a run as messages; ``messages`` is None when a
-    reset is due (too far behind, ahead of the run, or the log does not cover the range)."""
+    reset is due (too far behind, ahead of the run, or the log does not cover the range).
+    Event payloads are as stored: ``batch_frame`` publishes them for each kind of reader."""
 
     current: int
     messages: list[dict[str, Any]] | None = field(default_factory=list)
+    public_paths: bool = False  # the run shows its paths, host and pid to every reader
 
 
 def current_version(session: Session, run_id: str) -> int:
     return session.scalar(select(Run.version).where(Run.id == run_id)) or 0
+
+
+def _run_position(session: Session, run_id: str) -> tuple[int, bool]:
+    row = session.execute(select(Run.version, Run.public_paths).where(Run.id == run_id)).first()
+    return (0, False) if row is None else (row[0] or 0, bool(row[1]))
 
 
 def read_versions(
@@ -143,20 +171,20 @@ def read_versions(
     limits = stream_settings()
     max_versions = limits.replay_max_versions if max_versions is None else max_versions
     max_points = limits.replay_max_points if max_points is None else max_points
-    current = current_version(session, run_id)
+    current, public_paths = _run_position(session, run_id)
     if after == current:
-        return Replay(current)
+        return Replay(current, public_paths=public_paths)
     if after > current or current - after > max_versions:
-        return Replay(current, None)
+        return Replay(current, None, public_paths)
     logs: list[RunVersion] = list(session.execute(
         select(RunVersion)
         .where(RunVersion.run_id == run_id, RunVersion.version > after, RunVersion.version <= current)
         .order_by(RunVersion.version)
     ).scalars())
     if [r.version for r in logs] != list(range(after + 1, current + 1)):
-        return Replay(current, None)  # versions written without a log row (older data): reload
+        return Replay(current, None, public_paths)  # versions written without a log row (older data): reload
     if sum(r.points for r in logs) > max_points:
-        return Replay(current, None)
+        return Replay(current, None, public_paths)
     points = _read_points(session, run_id, logs, after, current)
     events = _read_events(session, [i for r in logs for i in r.event_ids])
     messages = [
@@ -170,7 +198,7 @@ def read_versions(
         }
         for r in logs
     ]
-    return Replay(current, messages)
+    return Replay(current, messages, public_paths)
 
 
 def _scan_groups(logs: list[RunVersion]) -> list[tuple[int, int, int]]:
@@ -234,7 +262,7 @@ def _read_points(
 
 
 def _read_events(session: Session, ids: list[int]) -> dict[int, dict[str, Any]]:
-    """Timeline events by id, shaped as in ``GET /runs/{id}/events``."""
+    """Timeline events by id, shaped as in ``GET /runs/{id}/events`` (payloads as stored)."""
     if not ids:
         return {}
     rows = session.execute(
@@ -249,9 +277,7 @@ def _read_events(session: Session, ids: list[int]) -> dict[int, dict[str, Any]]:
             "step": e.step,
             "ts": e.ts,
             "received_at": e.received_at,
-            # One frame for every viewer: a private checkpoint's file stays out (REST shows it
-            # to the project's token holders).
-            "payload": visible_payload(e.type, strict_json(e.payload or {}), private_ok=False),
+            "payload": strict_json(e.payload or {}),
         }
         for e, index in rows
     }
@@ -271,9 +297,13 @@ async def db(fn: Callable[[Session], T]) -> T:
 
 
 class Viewer:
-    """One connection's bounded queue of frames; filled by its channel, drained by its response."""
+    """One connection's bounded queue of frames; filled by its channel, drained by its response.
 
-    def __init__(self, maxsize: int | None = None) -> None:
+    ``project_reader``: the viewer holds a token of the run's project (reads/published.py).
+    """
+
+    def __init__(self, maxsize: int | None = None, *, project_reader: bool = False) -> None:
+        self.project_reader = project_reader
         self.frames: deque[Frame] = deque()
         self.wake = asyncio.Event()
         self.maxsize = stream_settings().viewer_queue if maxsize is None else maxsize
@@ -353,7 +383,7 @@ class RunChannel:
             self._emit(reset_frame(replay.current))
             return
         for message in replay.messages:
-            self._emit(batch_frame(message))
+            self._emit(batch_frame(message, replay.public_paths))
 
     async def _run(self) -> None:
         try:
@@ -490,7 +520,7 @@ async def viewer_frames(run_id: str, last_event_id: int | None, viewer: Viewer) 
             cached = channel.recent_after(last_event_id)
             if cached is not None:
                 for frame in cached:
-                    yield frame.data
+                    yield frame.for_reader(viewer.project_reader)
                 sent = joined_at
             else:
                 replay = await db(lambda s: read_versions(s, run_id, last_event_id))
@@ -498,7 +528,7 @@ async def viewer_frames(run_id: str, last_event_id: int | None, viewer: Viewer) 
                     yield reset_frame(replay.current).data
                 else:
                     for message in replay.messages:
-                        yield batch_frame(message).data
+                        yield batch_frame(message, replay.public_paths).for_reader(viewer.project_reader)
                 sent = replay.current  # >= joined_at: read after joining
         while True:
             if not viewer.frames and not viewer.closed:
@@ -515,7 +545,7 @@ async def viewer_frames(run_id: str, last_event_id: int | None, viewer: Viewer) 
                 frame = viewer.frames.popleft()
                 if frame.reset or frame.version > sent:
                     sent = frame.version
-                    yield frame.data
+                    yield frame.for_reader(viewer.project_reader)
     finally:
         channel.leave(viewer)
         viewer.close()

@@ -21,6 +21,7 @@ from sqlalchemy import (
     SmallInteger,
     String,
     UniqueConstraint,
+    false,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -78,6 +79,8 @@ class Run(Base):
     )
     name: Mapped[str] = mapped_column(String(200))
     visibility: Mapped[str] = mapped_column(String(16), default="public")
+    # The run opted in to showing its paths, host and pid to every reader (init(public_paths=True)).
+    public_paths: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     status: Mapped[str] = mapped_column(String(16), default="running")
     config: Mapped[dict[str, Any]] = mapped_column(default=dict)
     code: Mapped[dict[str, Any]] = mapped_column(default=dict)

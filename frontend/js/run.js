@@ -438,7 +438,7 @@ function describe(e) {
       const metrics = Object.entries(p.metrics || {}).map(([k, v]) => `${k} ${formatValue(decode(v))}`);
       return [
         `checkpoint ${p.status || ""}`.trim(), p.size !== undefined ? formatBytes(p.size) : null,
-        p.sha256 ? "sha256 " + String(p.sha256).slice(0, 12) : null, p.path ? String(p.path) : null, ...metrics,
+        p.sha256 ? "sha256 " + String(p.sha256).slice(0, 12) : null, p.filename ? String(p.filename) : null, ...metrics,
       ].filter(Boolean).join(" · ");
     }
     case "data_mix":

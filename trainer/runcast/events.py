@@ -40,7 +40,10 @@ as first written):
   segment at that step), ``visibility`` (public | unlisted | private),
   ``alerts`` (optional JSON object, <= 16 KiB encoded: per-run detector overrides,
   e.g. ``{"spike": {"k": 10}, "stall": {"after_s": 1800}}``; see docs/alerts.md; the
-  server checks the names and ignores an invalid object as a whole).
+  server checks the names and ignores an invalid object as a whole),
+  ``public_paths`` (optional bool, default false: show the run's filesystem paths, host
+  name, user and process id to every reader; otherwise only readers with a token of the
+  run's project see them, docs/sdk.md).
 * ``metrics`` (append-only, write-once per (segment, key, step)): ``step``,
   ``values`` (1..``MAX_METRICS_PER_EVENT`` entries of key -> number). Keys are
   1..200 bytes of UTF-8 with no control characters. Values are floats; NaN and
@@ -412,6 +415,11 @@ def _run_started(e: Mapping[str, Any]) -> dict[str, Any]:
     }
     if e.get("alerts") is not None:
         out["alerts"] = _json_obj(e, "alerts", MAX_ALERTS_BYTES)
+    public_paths = e.get("public_paths", False)
+    if not isinstance(public_paths, bool):
+        raise EventError("public_paths", "must be true or false")
+    if public_paths:
+        out["public_paths"] = True
     return out
 
 

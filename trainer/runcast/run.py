@@ -396,8 +396,14 @@ def init(
     retry_max: float = 30.0,
     alerts: dict[str, Any] | None = None,
     checkpoint_dir: str | os.PathLike[str] | None = None,
+    public_paths: bool = False,
 ) -> Run:
     """Start broadcasting a run (or, with ``resume=RUN_ID``, a new segment of one). See docs/sdk.md.
+
+    ``public_paths``: show this run's filesystem paths (checkpoint paths, path-like config
+    values), host name, user and process id to every reader. By default only readers
+    with a token of the run's project see them; everyone else sees file names and
+    ``[withheld]``.
 
     ``checkpoint_dir`` (or ``RUNCAST_CHECKPOINT_DIR``): the storage directory the server
     serves checkpoints from, as this machine sees it; checkpoints saved elsewhere are
@@ -434,6 +440,10 @@ def init(
     }
     if alerts is not None:  # per-run detector overrides (docs/alerts.md)
         started["alerts"] = json_object(alerts, "alerts")
+    if not isinstance(public_paths, bool):
+        raise ValueError("public_paths must be True or False")
+    if public_paths:
+        started["public_paths"] = True
     events.validate_event({"type": "run_started", "run": run_id, "segment": run_id, "seq": 0, "ts": 0, **started})
     sink: Transport | None = None
     if enabled:

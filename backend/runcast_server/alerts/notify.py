@@ -223,7 +223,7 @@ def deliver(delivery_id: int) -> str:
         if sub is None or alert is None or sub.status != "active":
             d.status = "dropped"
             return "dropped"
-        view = alert_view(session, alert, base_url=sub.base_url)
+        view = alert_view(session, alert, base_url=sub.base_url)  # as every reader may see it: subscribers are anonymous
         channel, target, secret, fmt_sub = sub.channel, sub.target, sub.secret, sub
         phase = d.phase
         session.expunge(sub)

@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 
 from runcast_server.alerts.models import Alert
 from runcast_server.models import Event, Project, Run, Segment
+from runcast_server.reads.published import published_checkpoint, sees_everything
 
 KINDS = ("spike", "nonfinite", "grad_norm", "plateau", "divergence", "throughput", "stall", "restart_loop")
 STATES = ("open", "closed")
@@ -26,19 +27,24 @@ TITLES = {
 }
 
 
-def _checkpoint(e: Event | None) -> dict[str, Any] | None:
+def _checkpoint(e: Event | None, full: bool) -> dict[str, Any] | None:
     if e is None:
         return None
     p = e.payload or {}
     if p.get("public", True) is False:  # a private checkpoint's file is its project's business
         return {"event": e.id, "step": e.step, "public": False, "ts": e.ts}
-    return {"event": e.id, "step": e.step, "path": p.get("path"), "sha256": p.get("sha256"),
-            "public": p.get("public", True), "ts": e.ts}
+    shown = published_checkpoint(p, full)
+    out = {"event": e.id, "step": e.step, "filename": shown["filename"], "sha256": shown.get("sha256"),
+           "public": True, "ts": e.ts}
+    if full:
+        out["path"] = shown.get("path")
+    return out
 
 
-def checkpoints_around(session: Session, run_id: str, step: int | None, opened_at: float) -> dict[str, Any]:
+def checkpoints_around(session: Session, run_id: str, step: int | None, opened_at: float,
+                       full: bool = False) -> dict[str, Any]:
     """The last checkpoint at or before the alert's step and the first after it (by step;
-    by time for alerts without a step)."""
+    by time for alerts without a step); recorded paths only when ``full``."""
     q = select(Event).where(Event.run_id == run_id, Event.type == "checkpoint")
     if step is not None:
         before = session.scalars(q.where(Event.step <= step).order_by(Event.step.desc(), Event.id.desc()).limit(1)).first()
@@ -46,14 +52,17 @@ def checkpoints_around(session: Session, run_id: str, step: int | None, opened_a
     else:
         before = session.scalars(q.where(Event.ts <= opened_at).order_by(Event.ts.desc()).limit(1)).first()
         after = session.scalars(q.where(Event.ts > opened_at).order_by(Event.ts).limit(1)).first()
-    return {"before": _checkpoint(before), "after": _checkpoint(after)}
+    return {"before": _checkpoint(before, full), "after": _checkpoint(after, full)}
 
 
 def alert_view(session: Session, alert: Alert, *, base_url: str | None = None,
-               run: Run | None = None, project: str | None = None) -> dict[str, Any]:
-    """One alert as the API, feeds and notifications show it."""
+               run: Run | None = None, project: str | None = None, full: bool | None = None) -> dict[str, Any]:
+    """One alert as the API, feeds and notifications show it. ``full``: with checkpoint
+    paths (reads/published.py); by default as every reader may see it."""
     if run is None:
         run = session.get(Run, alert.run_id)
+    if full is None:
+        full = run is not None and sees_everything(run, None)
     if project is None and run is not None:
         project = session.scalar(select(Project.name).where(Project.id == run.project_id))
     segment = session.scalar(select(Segment.index).where(Segment.id == alert.segment_id)) if alert.segment_id else None
@@ -73,7 +82,7 @@ def alert_view(session: Session, alert: Alert, *, base_url: str | None = None,
         "closed_at": alert.closed_at,
         "evidence": alert.evidence or {},
         "event": alert.event_id,
-        "checkpoints": checkpoints_around(session, alert.run_id, alert.step, alert.opened_at),
+        "checkpoints": checkpoints_around(session, alert.run_id, alert.step, alert.opened_at, full),
     }
     if base_url:
         out["url"] = f"{base_url.rstrip('/')}/runs/{alert.run_id}#alert-{alert.id}"
@@ -81,7 +90,7 @@ def alert_view(session: Session, alert: Alert, *, base_url: str | None = None,
 
 
 def list_alerts(session: Session, run: Run, project: str, *, kinds: list[str] | None, states: list[str] | None,
-                after: int | None, limit: int, base_url: str | None = None) -> dict[str, Any]:
+                after: int | None, limit: int, base_url: str | None = None, full: bool = False) -> dict[str, Any]:
     q = select(Alert).where(Alert.run_id == run.id)
     if kinds:
         q = q.where(Alert.kind.in_(kinds))
@@ -92,7 +101,7 @@ def list_alerts(session: Session, run: Run, project: str, *, kinds: list[str] | 
     rows = list(session.scalars(q.order_by(Alert.id).limit(limit + 1)))
     page = rows[:limit]
     return {
-        "alerts": [alert_view(session, a, base_url=base_url, run=run, project=project) for a in page],
+        "alerts": [alert_view(session, a, base_url=base_url, run=run, project=project, full=full) for a in page],
         "next_cursor": str(page[-1].id) if len(rows) > limit else None,
     }
 

@@ -11,6 +11,7 @@ from runcast_server.api.deps import SessionDep, ViewerDep
 from runcast_server.errors import NotFound, error_responses
 from runcast_server.models import Run
 from runcast_server.reads.access import readable_run
+from runcast_server.reads.published import sees_everything
 from runcast_server.settings import Settings, get_settings
 
 SettingsDep = Annotated[Settings, Depends(get_settings)]
@@ -31,3 +32,11 @@ ReadableRunDep = Annotated[tuple[Run, str], Depends(readable_run_dep)]
 
 # The errors of every route that reads one run: a bad token, a run missing or hidden, a bad parameter.
 RUN_ERRORS = error_responses(401, 404, 422)
+
+
+def full_view_dep(found: ReadableRunDep, viewer: ViewerDep) -> bool:
+    """Whether the caller sees the run's paths, host and pid (reads/published.py)."""
+    return sees_everything(found[0], viewer)
+
+
+FullViewDep = Annotated[bool, Depends(full_view_dep)]

@@ -22,6 +22,7 @@ from runcast_server.artifacts.lineage import SegmentRef, Window, in_lineage, lin
 from runcast_server.artifacts.manifests import MixEvent, ManifestEvent, in_force
 from runcast_server.artifacts.revisions import Revision, code_link
 from runcast_server.models import Event, Point, Run, Series
+from runcast_server.reads.published import published_config, published_remote
 from runcast_server.reads.values import stored_value, strict_json
 
 CARD_VERSION = 1
@@ -80,7 +81,9 @@ def build_card(
     mix: list[MixEvent],
     link_template: str,
     download_url: str | None,
+    full: bool = False,
 ) -> dict[str, Any]:
+    """The card (``full``: with path-like config values and a local remote, reads/published.py)."""
     windows = lineage(segments, record.segment)
     segment = next((s for s in segments if s.index == record.segment), None)
     started = _started(session, segment) if segment is not None else {}
@@ -127,13 +130,13 @@ def build_card(
                 "revision": revision.id,
                 "sha": revision.sha,
                 "branch": revision.branch,
-                "remote": revision.remote,
+                "remote": published_remote(revision.remote, full),
                 "dirty": revision.dirty,
                 "diff_truncated": revision.diff_truncated,
                 "diff_url": f"{base}/revisions/{revision.id}/diff" if revision.diff else None,
                 "link": code_link(link_template, revision),
             },
-            "config": started.get("config") or {},
+            "config": published_config(strict_json(started.get("config") or {}), full),
             "packages": {k: env[k] for k in PACKAGE_KEYS if env.get(k) is not None},
             "seed": started.get("seed"),
             "manifest": None

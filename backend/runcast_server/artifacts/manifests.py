@@ -127,12 +127,6 @@ def latest_of_version(manifests: list[ManifestEvent], version: str) -> ManifestE
     return found[-1] if found else None
 
 
-def published(manifest: dict[str, Any]) -> tuple[dict[str, Any], dict[str, int]]:
-    """The manifest as served: every string scrubbed; and the counts of what was replaced."""
-    out, counts = scrub_tree(strict_json(manifest))
-    return out, dict(counts)
-
-
 # --- normalising for the diff -----------------------------------------------------------
 
 _NAME_KEYS = ("name", "path", "file", "shard", "id")

@@ -8,7 +8,7 @@ from sqlalchemy.orm import Session
 from runcast_server.errors import ApiError
 from runcast_server.models import Event, Run, Segment
 from runcast_server.reads.schemas import EventList, TimelineEvent
-from runcast_server.reads.published import visible_payload
+from runcast_server.reads.published import published_payload
 from runcast_server.reads.values import strict_json
 
 
@@ -20,12 +20,12 @@ def list_events(
     segment: int | None,
     after: int | None,
     limit: int,
-    private_ok: bool,
+    full: bool = False,
+    private_ok: bool = False,
 ) -> EventList:
-    """Events of ``run`` with id > ``after``, filtered by type and segment index.
-
-    ``private_ok``: the viewer holds a token of the run's project (sees private checkpoints' files).
-    """
+    """Events of ``run`` with id > ``after``, filtered by type and segment index (payloads as
+    ``reads/published.py`` shows them: ``full`` with paths, host and pid; ``private_ok`` with
+    private checkpoints' files)."""
     query = (
         select(Event, Segment.index)
         .join(Segment, Segment.id == Event.segment_id)
@@ -48,7 +48,7 @@ def list_events(
             step=e.step,
             ts=e.ts,
             received_at=e.received_at,
-            payload=visible_payload(e.type, strict_json(e.payload or {}), private_ok=private_ok),
+            payload=published_payload(e.type, strict_json(e.payload or {}), full, private_ok),
         )
         for e, index in page
     ]

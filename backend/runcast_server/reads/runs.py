@@ -18,7 +18,7 @@ from runcast_server.reads.schemas import (
     RunSummary,
     SegmentInfo,
 )
-from runcast_server.reads.published import published_code
+from runcast_server.reads.published import published_code, published_config, published_env
 from runcast_server.reads.values import strict_json
 
 _CURSOR_TYPES = (float, str)
@@ -137,9 +137,10 @@ def list_runs(
 
 
 def run_detail(
-    session: Session, run: Run, project: str, *, stall_after_s: float
+    session: Session, run: Run, project: str, *, stall_after_s: float, full: bool = False
 ) -> RunDetail:
-    """A run's summary plus its config, code, environment, metric keys and segments."""
+    """A run's summary plus its config, code, environment, metric keys and segments
+    (``full``: with its paths, host and pid, reads/published.py)."""
     summary = summarize(run, project, stall_after_s=stall_after_s, now=time.time())
     keys = session.scalars(
         select(Series.key)
@@ -159,9 +160,10 @@ def run_detail(
     ).all()
     return RunDetail(
         **summary.model_dump(),
-        config=strict_json(run.config or {}),
-        code=published_code(strict_json(run.code or {})),
-        env=strict_json(run.env or {}),
+        config=published_config(strict_json(run.config or {}), full),
+        code=published_code(strict_json(run.code or {}), full),
+        env=published_env(strict_json(run.env or {}), full),
+        public_paths=bool(run.public_paths),
         seed=run.seed,
         keys=list(keys),
         segments=[

@@ -61,6 +61,9 @@ class RunDetail(RunSummary):
     config: dict[str, Any]
     code: dict[str, Any]
     env: dict[str, Any]
+    # The run shows its paths, host and pid to every reader; otherwise they are "[withheld]"
+    # except for a token of its project.
+    public_paths: bool = False
     seed: int | None
     keys: list[str]
     segments: list[SegmentInfo]

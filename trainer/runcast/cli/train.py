@@ -55,6 +55,10 @@ def train_command(
     project: str = typer.Option("runcast-train", help="Project the run belongs to.", rich_help_panel=BROADCAST),
     name: Optional[str] = typer.Option(None, help="Run name (default tinygpt-<layers>x<width>).", rich_help_panel=BROADCAST),
     visibility: str = typer.Option("public", help="public, unlisted or private.", rich_help_panel=BROADCAST),
+    public_paths: bool = typer.Option(
+        False, "--public-paths", help="Show this run's paths, host name and pid to every reader "
+        "(by default only readers with the project's token see them).", rich_help_panel=BROADCAST,
+    ),
 ) -> None:
     """Train the reference tiny GPT on local data (stdlib code + prose) and broadcast it live.
 

@@ -77,6 +77,7 @@ class TrainConfig:
     server: str | None = None
     token: str | None = None
     visibility: str = "public"
+    public_paths: bool = False  # show paths, host and pid to every reader (runcast.init(public_paths=...))
 
 
 # Per-invocation settings: never taken from a checkpoint's saved config on --resume.
@@ -364,6 +365,7 @@ def open_run(cfg: TrainConfig, n_params: int, resume_state: dict | None, log, ds
         token=token,
         seed=cfg.seed,
         visibility=cfg.visibility,
+        public_paths=cfg.public_paths,
         **resume,
     )
     log(f"broadcasting to {server} as run {getattr(run, 'id', '?')}" + (f" (resumed at step {resume['resume_step']})" if resume else ""))

@@ -12,7 +12,7 @@ from runcast.events import MAX_ALERTS_BYTES, check_json
 from runcast_server.alerts import service
 from runcast_server.alerts.models import AlertConfig
 from runcast_server.api.deps import SessionDep, WriterDep
-from runcast_server.api.read_deps import RUN_ERRORS, ReadableRunDep, SettingsDep
+from runcast_server.api.read_deps import RUN_ERRORS, FullViewDep, ReadableRunDep, SettingsDep
 from runcast_server.detectors import config as dconfig
 from runcast_server.errors import ApiError, NotFound, error_responses
 from runcast_server.reads.events import parse_after
@@ -33,6 +33,7 @@ def get_alerts(
     session: SessionDep,
     settings: SettingsDep,
     found: ReadableRunDep,
+    full: FullViewDep,
     kind: Annotated[list[AlertKind] | None, Query(description="Only these kinds (repeatable).")] = None,
     state: Annotated[list[AlertState] | None, Query(description="Only open or closed alerts.")] = None,
     after: Annotated[str | None, Query(max_length=20, description="next_cursor of the previous page.")] = None,
@@ -42,7 +43,7 @@ def get_alerts(
     run, project = found
     return service.list_alerts(session, run, project, kinds=list(kind) if kind else None,
                                states=list(state) if state else None, after=parse_after(after), limit=limit,
-                               base_url=base_url(request, settings))
+                               base_url=base_url(request, settings), full=full)
 
 
 @router.get("/runs/{run_id}/alerts/config", responses=RUN_ERRORS)

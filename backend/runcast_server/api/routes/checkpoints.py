@@ -9,7 +9,7 @@ from fastapi import APIRouter, Path, Query
 from fastapi.responses import Response
 
 from runcast_server.api.deps import SessionDep, ViewerDep
-from runcast_server.api.read_deps import RUN_ERRORS, ReadableRunDep, SettingsDep
+from runcast_server.api.read_deps import RUN_ERRORS, FullViewDep, ReadableRunDep, SettingsDep
 from runcast_server.artifacts import cards
 from runcast_server.artifacts.checkpoints import (
     as_json,
@@ -103,6 +103,7 @@ def checkpoint_card(
     session: SessionDep,
     viewer: ViewerDep,
     settings: SettingsDep,
+    full: FullViewDep,
     cid: CheckpointId,
     download: Annotated[bool, Query(description="Send as an attachment (a .json file).")] = False,
 ) -> Response:
@@ -126,6 +127,7 @@ def checkpoint_card(
         mix=load_mix(session, run.id),
         link_template=settings.code_link_template,
         download_url=as_json(v, run.id)["download_url"],
+        full=full,
     )
     headers = {}
     if download:

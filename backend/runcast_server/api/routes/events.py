@@ -7,8 +7,9 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from runcast_server.api.deps import SessionDep, ViewerDep
-from runcast_server.api.read_deps import RUN_ERRORS, ReadableRunDep
+from runcast_server.api.read_deps import RUN_ERRORS, FullViewDep, ReadableRunDep
 from runcast_server.reads.events import list_events, parse_after
+from runcast_server.reads.published import is_project_reader
 from runcast_server.reads.schemas import MAX_SEGMENT, EventList, TimelineType
 
 router = APIRouter(tags=["events"])
@@ -19,6 +20,7 @@ def get_events(
     session: SessionDep,
     viewer: ViewerDep,
     found: ReadableRunDep,
+    full: FullViewDep,
     type: Annotated[
         list[TimelineType] | None, Query(description="Only these types (repeatable).")
     ] = None,
@@ -40,5 +42,6 @@ def get_events(
         segment=segment,
         after=parse_after(after),
         limit=limit,
-        private_ok=viewer is not None and viewer.id == run.project_id,
+        full=full,
+        private_ok=is_project_reader(run, viewer),
     )

@@ -17,7 +17,7 @@ from sqlalchemy import select
 from runcast_server.alerts.models import Alert
 from runcast_server.alerts.service import alert_view, summary
 from runcast_server.api.deps import SessionDep
-from runcast_server.api.read_deps import RUN_ERRORS, ReadableRunDep, SettingsDep
+from runcast_server.api.read_deps import RUN_ERRORS, FullViewDep, ReadableRunDep, SettingsDep
 from runcast_server.api.routes.alerts import base_url
 from runcast_server.errors import NotFound, error_responses
 from runcast_server.models import Project, Run
@@ -72,12 +72,13 @@ _ATOM_200 = {200: {"content": {"application/atom+xml": {}}, "description": "An A
 
 
 @router.get("/runs/{run_id}/alerts.atom", response_class=Response, responses={**_ATOM_200, **RUN_ERRORS})
-def run_feed(request: Request, session: SessionDep, settings: SettingsDep, found: ReadableRunDep) -> Response:
+def run_feed(request: Request, session: SessionDep, settings: SettingsDep, found: ReadableRunDep,
+             full: FullViewDep) -> Response:
     """The run's newest alerts as an Atom feed."""
     run, project = found
     base = base_url(request, settings)
     alerts = session.scalars(select(Alert).where(Alert.run_id == run.id).order_by(Alert.id.desc()).limit(FEED_ENTRIES))
-    views = [alert_view(session, a, base_url=base, run=run, project=project) for a in alerts]
+    views = [alert_view(session, a, base_url=base, run=run, project=project, full=full) for a in alerts]
     self_url = f"{base}/api/v1/runs/{run.id}/alerts.atom"
     return _atom(render_feed(self_url, f"Runcast alerts: {project}/{run.name}", self_url, f"{base}/runs/{run.id}", views))
 

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Query
 from fastapi import Path as PathParam
 
 from runcast_server.api.deps import SessionDep
-from runcast_server.api.read_deps import RUN_ERRORS, ReadableRunDep
+from runcast_server.api.read_deps import RUN_ERRORS, FullViewDep, ReadableRunDep
 from runcast_server.artifacts.lineage import run_segments
 from runcast_server.artifacts.manifests import (
     diff,
@@ -17,10 +17,11 @@ from runcast_server.artifacts.manifests import (
     load_manifests,
     load_mix,
     mix_timeline,
-    published,
     versions,
 )
 from runcast_server.errors import NotFound
+from runcast_server.reads.published import published_manifest
+from runcast_server.reads.values import strict_json
 
 router = APIRouter(tags=["artifacts"])
 
@@ -28,15 +29,16 @@ Version = Annotated[str, Query(min_length=1, max_length=100)]
 
 
 @router.get("/runs/{run_id}/manifests", responses=RUN_ERRORS)
-def list_manifests(found: ReadableRunDep, session: SessionDep) -> dict[str, Any]:
+def list_manifests(found: ReadableRunDep, session: SessionDep, full: FullViewDep) -> dict[str, Any]:
     """Every manifest version the run recorded, in order: sources, file and token counts."""
     run, _ = found
     manifests = load_manifests(session, run.id, run_segments(session, run.id))
-    return {"manifests": published(versions(manifests))[0]}  # version strings are published text too
+    return {"manifests": published_manifest(strict_json(versions(manifests)), full)[0]}  # version strings too
 
 
 @router.get("/runs/{run_id}/manifests/diff", responses=RUN_ERRORS)
-def manifest_diff(found: ReadableRunDep, session: SessionDep, from_: Annotated[str, Query(alias="from", min_length=1, max_length=100)], to: Version) -> dict[str, Any]:
+def manifest_diff(found: ReadableRunDep, session: SessionDep, full: FullViewDep,
+                  from_: Annotated[str, Query(alias="from", min_length=1, max_length=100)], to: Version) -> dict[str, Any]:
     """Files added / removed / changed, token counts and weights between two versions."""
     run, _ = found
     segments = run_segments(session, run.id)
@@ -49,21 +51,23 @@ def manifest_diff(found: ReadableRunDep, session: SessionDep, from_: Annotated[s
     mix = load_mix(session, run.id)
     old_mix = in_force(mix, segments, old.segment, old.step)
     new_mix = in_force(mix, segments, new.segment, new.step)
-    return diff(old, new, old_mix.weights if old_mix else None, new_mix.weights if new_mix else None)
+    changed = diff(old, new, old_mix.weights if old_mix else None, new_mix.weights if new_mix else None)
+    return published_manifest(changed, full)[0]
 
 
 @router.get("/runs/{run_id}/manifests/{version:path}", responses=RUN_ERRORS)
 def get_manifest(
-    found: ReadableRunDep, session: SessionDep, version: Annotated[str, PathParam(min_length=1, max_length=100)]
+    found: ReadableRunDep, session: SessionDep, full: FullViewDep,
+    version: Annotated[str, PathParam(min_length=1, max_length=100)],
 ) -> dict[str, Any]:
     """One manifest version as recorded (the newest event of that version), every string scrubbed."""
     run, _ = found
     manifest = latest_of_version(load_manifests(session, run.id, run_segments(session, run.id)), version)
     if manifest is None:
         raise NotFound("manifest version", field="version")
-    body, counts = published(manifest.manifest)
+    body, counts = published_manifest(strict_json(manifest.manifest), full)
     return {
-        "version": published(manifest.version)[0],
+        "version": published_manifest(manifest.version, full)[0],
         "id": manifest.id,
         "segment": manifest.segment,
         "step": manifest.step,

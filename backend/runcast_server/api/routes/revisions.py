@@ -8,10 +8,11 @@ from fastapi import APIRouter, Path
 from fastapi.responses import PlainTextResponse
 
 from runcast_server.api.deps import SessionDep
-from runcast_server.api.read_deps import RUN_ERRORS, ReadableRunDep, SettingsDep
+from runcast_server.api.read_deps import RUN_ERRORS, FullViewDep, ReadableRunDep, SettingsDep
 from runcast_server.artifacts.http import content_disposition
 from runcast_server.artifacts.revisions import changes, load_revisions, published_diff, revision_json
 from runcast_server.errors import NotFound
+from runcast_server.reads.published import published_remote
 
 router = APIRouter(tags=["artifacts"])
 
@@ -19,12 +20,13 @@ RevisionId = Annotated[int, Path(ge=1, le=2**63 - 1, description="The revision i
 
 
 @router.get("/runs/{run_id}/revisions", responses=RUN_ERRORS)
-def list_revisions(found: ReadableRunDep, session: SessionDep, settings: SettingsDep) -> dict[str, Any]:
+def list_revisions(found: ReadableRunDep, session: SessionDep, settings: SettingsDep, full: FullViewDep) -> dict[str, Any]:
     """Each code state the run trained with, the segments that used it, and the code changes between segments."""
     run, _ = found
     revisions = load_revisions(session, run.id)
     return {
-        "revisions": [revision_json(r, run.id, settings.code_link_template) for r in revisions],
+        "revisions": [{**revision_json(r, run.id, settings.code_link_template), "remote": published_remote(r.remote, full)}
+                      for r in revisions],
         "changes": changes(revisions),
     }
 

@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from runcast_server.api.deps import SessionDep, ViewerDep
-from runcast_server.api.read_deps import RUN_ERRORS, ReadableRunDep, SettingsDep
+from runcast_server.api.read_deps import RUN_ERRORS, FullViewDep, ReadableRunDep, SettingsDep
 from runcast_server.errors import error_responses
 from runcast_server.reads import runs as reads
 from runcast_server.reads.schemas import RunDetail, RunList, RunStatus
@@ -46,8 +46,9 @@ def list_runs(
 
 @router.get("/runs/{run_id}", response_model=RunDetail, responses=RUN_ERRORS)
 def get_run(
-    session: SessionDep, settings: SettingsDep, found: ReadableRunDep
+    session: SessionDep, settings: SettingsDep, found: ReadableRunDep, full: FullViewDep
 ) -> RunDetail:
-    """A run's summary, config, code, environment, metric keys and segments."""
+    """A run's summary, config, code, environment, metric keys and segments. Paths, host
+    and pid only for a token of the run's project or a run with ``public_paths``."""
     run, project = found
-    return reads.run_detail(session, run, project, stall_after_s=settings.stall_after_s)
+    return reads.run_detail(session, run, project, stall_after_s=settings.stall_after_s, full=full)

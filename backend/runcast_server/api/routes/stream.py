@@ -25,6 +25,7 @@ from runcast_server.api.deps import TokenDep
 from runcast_server.auth import project_for_token
 from runcast_server.errors import ApiError, NotFound, error_responses
 from runcast_server.reads.access import readable_run
+from runcast_server.reads.published import is_project_reader
 
 router = APIRouter(tags=["stream"])
 
@@ -88,9 +89,9 @@ def _parse_version(raw: str | None, field: str) -> int | None:
     return int(raw)
 
 
-def _check_access(run_id: str, token: str | None) -> None:
+def _check_access(run_id: str, token: str | None) -> bool:
     """404 for a missing or hidden run, 401 for a bad token (a short session; no connection is
-    held for the stream's lifetime)."""
+    held for the stream's lifetime). Returns whether the caller holds a token of the run's project."""
     from runcast_server.db import session_scope
 
     with session_scope() as session:
@@ -99,7 +100,8 @@ def _check_access(run_id: str, token: str | None) -> None:
             viewer = project_for_token(session, token)
             if viewer is None:
                 raise ApiError(401, "invalid or revoked token", field="Authorization")
-        readable_run(session, run_id, viewer)
+        run, _ = readable_run(session, run_id, viewer)
+        return is_project_reader(run, viewer)
 
 
 @router.get(
@@ -134,6 +136,6 @@ async def stream(
     after = _parse_version(last_event_id_header, "Last-Event-ID")
     if after is None:
         after = _parse_version(last_event_id, "last_event_id")
-    await run_in_threadpool(_check_access, run_id, token)
-    viewer = live.Viewer()
+    project_reader = await run_in_threadpool(_check_access, run_id, token)
+    viewer = live.Viewer(project_reader=project_reader)
     return EventStream(live.viewer_frames(run_id, after, viewer), viewer)
