@@ -86,6 +86,7 @@ def start_training(url: str, token: str, out_dir: Path, tmp: Path, *extra: str) 
             *extra]
     if own_host_name():
         argv = ["unshare", "--uts", "--fork", "sh", "-c", f'hostname {HOST} && exec "$@"', "sh", *argv]
+    tmp.mkdir(parents=True, exist_ok=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith("RUNCAST_")}
     env.update({"RUNCAST_SPOOL_DIR": str(tmp / "spool"), "PYTHONUNBUFFERED": "1"})
     # cwd outside any git checkout: the code revision (and its diff) is tested elsewhere
