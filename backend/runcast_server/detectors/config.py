@@ -48,7 +48,7 @@ DEFAULTS: Final[dict[str, Any]] = {
     # be >= min_rel x w / window_steps of its level).
     "plateau": {
         "enabled": True,
-        "smooth": 50,  # points in the moving median that smooths the loss
+        "smooth": 50,  # points per block; a mark is the mean of the block medians since the last
         "window_steps": 10000,  # the longest window compared
         "ratio": 0.1,
         "min_rel": 0.01,
