@@ -279,18 +279,21 @@ def divergence_val(state: dict[str, Any], p: dict[str, Any], step: int, value: f
 
 
 def throughput(state: dict[str, Any], p: dict[str, Any], step: int, value: float, ctx: dict[str, Any]) -> list[Signal]:
-    """A sustained drop: ``confirm`` consecutive blocks below the baseline by a clear margin.
+    """A sustained drop: ``confirm`` of the last ``confirm + confirm // 5`` blocks below the
+    baseline by a clear margin.
 
     Points are grouped in blocks of ``block`` and each block is summarised by its median,
     so a block only reads low when most of its steps are slow (a checkpoint save or a
     neighbour's burst of a few steps moves nothing). The baseline is the median of the
-    last ``window`` block medians before the drop, and its spread is their robust sigma
-    (1.4826 x MAD): the drop must exceed both ``drop`` x baseline and ``k`` x spread, so a
-    series that is jumpy by nature (a shared machine) needs a proportionally larger,
-    longer drop. Blocks being confirmed stay out of the baseline; blocks of a drop that was
-    not sustained join it (they are part of the series' normal jitter). While open the
-    baseline is frozen; the alert closes after ``recover`` blocks back above half the
-    margin, or as ``new_level`` after ``max_open_points`` (the baseline restarts there).
+    last ``window`` block medians, and its spread is their robust sigma (1.4826 x MAD): a
+    block is low when it is below the baseline by more than both ``drop`` x baseline and
+    ``k`` x spread, so a series that is jumpy by nature (a shared machine) needs a
+    proportionally larger drop. After the warm-up a block waits in ``pending`` (the
+    confirmation window) before it joins the baseline: a drop confirms there (one odd
+    block inside a long drop does not reset it), and low blocks of a drop that did not
+    last join the baseline as the series' normal jitter. While open the baseline is
+    frozen; the alert closes after ``recover`` blocks back above half the margin, or as
+    ``new_level`` after ``max_open_points`` (the baseline restarts there).
     """
     if not math.isfinite(value):
         return []
@@ -303,7 +306,7 @@ def throughput(state: dict[str, Any], p: dict[str, Any], step: int, value: float
     level = median(cur)
     cur.clear()
     blocks: list[float] = state.setdefault("blocks", [])
-    pending: list[float] = state.setdefault("pending", [])
+    pending: list[list[Any]] = state.setdefault("pending", [])  # [block median, low?] in arrival order
     o = state.get("open")
     if o:
         o["n"] = o.get("n", 0) + p["block"]
@@ -317,26 +320,25 @@ def throughput(state: dict[str, Any], p: dict[str, Any], step: int, value: float
             blocks.clear()
         return [Signal("throughput", "close", step, {"reason": reason, "lowest_block": o["low"], "points": o["n"],
                                                       "value": level, "baseline": o["baseline"]})]
-    if len(blocks) >= min(p["warmup"], p["window"]):
-        base, mad = median_mad(blocks)
-        spread = MAD_SIGMA * mad
-        margin = max(p["drop"] * base, p["k"] * spread)
-        if level < base - margin:
-            pending.append(level)
-            if len(pending) < p["confirm"]:
-                return []
-            low = median(pending)
-            pending.clear()
-            first = step - p["confirm"] * p["block"] + 1
-            state["open"] = {"baseline": base, "threshold": base - margin, "recover": base - margin / 2,
-                             "low": low, "n": 0, "ok": 0, "from_step": first}
-            return [Signal("throughput", "open", step, {
-                "value": low, "baseline": base, "threshold": base - margin, "spread": spread,
-                "drop": 1 - low / base if base else None, "points": p["confirm"] * p["block"], "from_step": first})]
-    for b in pending:  # a drop that did not last is part of the series' normal variation
-        _push(blocks, b, p["window"])
-    pending.clear()
-    _push(blocks, level, p["window"])
+    if len(blocks) < min(p["warmup"], p["window"]):
+        _push(blocks, level, p["window"])
+        return []
+    base, mad = median_mad(blocks)
+    spread = MAD_SIGMA * mad
+    margin = max(p["drop"] * base, p["k"] * spread)
+    pending.append([level, level < base - margin])
+    lows = [b for b, low in pending if low]
+    if len(lows) >= p["confirm"]:
+        low = median(lows)
+        first = step - len(pending) * p["block"] + 1
+        pending.clear()
+        state["open"] = {"baseline": base, "threshold": base - margin, "recover": base - margin / 2,
+                         "low": low, "n": 0, "ok": 0, "from_step": first}
+        return [Signal("throughput", "open", step, {
+            "value": low, "baseline": base, "threshold": base - margin, "spread": spread,
+            "drop": 1 - low / base if base else None, "points": len(lows) * p["block"], "from_step": first})]
+    while len(pending) > p["confirm"] + p["confirm"] // 5 or (pending and not pending[0][1] and not lows):
+        _push(blocks, pending.pop(0)[0], p["window"])  # leaves the confirmation window: normal variation
     return []
 
 
