@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -69,7 +70,15 @@ class Training:
             time.sleep(0.1)
         return self.run_id
 
+    def pause(self) -> None:
+        """Stop the trainer (its whole process group) where it is; ``resume`` lets it go on."""
+        os.killpg(self.proc.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        os.killpg(self.proc.pid, signal.SIGCONT)
+
     def finish(self, timeout: float = 300) -> str:
+        self.resume()
         out, _ = self.proc.communicate(timeout=timeout)
         self.lines.append(out)
         assert self.proc.returncode == 0, "".join(self.lines)
@@ -90,7 +99,8 @@ def start_training(url: str, token: str, out_dir: Path, tmp: Path, *extra: str) 
     env = {k: v for k, v in os.environ.items() if not k.startswith("RUNCAST_")}
     env.update({"RUNCAST_SPOOL_DIR": str(tmp / "spool"), "PYTHONUNBUFFERED": "1"})
     # cwd outside any git checkout: the code revision (and its diff) is tested elsewhere
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=tmp)
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=tmp,
+                            start_new_session=True)  # its own process group, for pause()
     return Training(proc, out_dir)
 
 
@@ -103,6 +113,7 @@ class StreamReader:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         params = {} if last_event_id is None else {"last_event_id": str(last_event_id)}
         self._args = (f"{url}/api/v1/runs/{run_id}/stream", headers, params)
+        self.connected = threading.Event()
         self.thread = threading.Thread(target=self._read, daemon=True)
         self.thread.start()
 
@@ -112,14 +123,19 @@ class StreamReader:
             with httpx.stream("GET", target, headers=headers, params=params, timeout=httpx.Timeout(10, read=400)) as r:
                 for chunk in r.iter_bytes():
                     self.body += chunk
+                    if b"\n\n" in self.body:
+                        self.connected.set()
                     if re.search(rb'"status":"(finished|failed|killed)"', self.body):
                         return
         except BaseException as exc:  # noqa: BLE001 - reported by text()
             self.error = exc
+        finally:
+            self.connected.set()
 
     def text(self, timeout: float = 120) -> str:
         self.thread.join(timeout)
-        assert not self.thread.is_alive() and self.error is None, f"stream did not end: {self.error!r}"
+        assert not self.thread.is_alive() and self.error is None, (
+            f"stream did not end: {self.error!r}; it ended with {self.body[-600:]!r}")
         return self.body.decode()
 
 
