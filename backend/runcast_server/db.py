@@ -7,7 +7,7 @@ from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.orm import Session, sessionmaker
 
 from runcast_server.settings import get_settings
@@ -62,6 +62,21 @@ def session_scope() -> Iterator[Session]:
         raise
     finally:
         session.close()
+
+
+def read_snapshot(session: Session) -> Connection:
+    """End ``session``'s transaction and begin one whose reads all see one committed state.
+
+    PostgreSQL: ``REPEATABLE READ``. SQLite (WAL): an explicit ``BEGIN``, because the
+    driver opens a transaction only before a write; the snapshot is taken by the first
+    read after it. The request's ``session_scope`` ends the transaction as usual.
+    """
+    session.commit()
+    if session.get_bind().dialect.name == "postgresql":
+        return session.connection(execution_options={"isolation_level": "REPEATABLE READ"})
+    conn = session.connection()
+    conn.exec_driver_sql("BEGIN")
+    return conn
 
 
 def reset_engine() -> None:

@@ -68,10 +68,12 @@ def backend(engine: Any) -> Backend:
 def brute_force(
     points: dict[int, float], start: int, end: int, max_points: int
 ) -> dict[str, Any]:
-    """What the contract says the answer is, computed from the raw points alone."""
+    """What the contract says the answer is, computed from the raw points alone: the raw
+    points when they number at most ``max_points`` in the view, else aligned buckets."""
     e = 0
-    while (end >> e) - (start >> e) + 1 > max_points:
-        e += 1
+    if sum(1 for s in points if start <= s <= end) > max_points:
+        while (end >> e) - (start >> e) + 1 > max_points:
+            e += 1
     cols: dict[str, list[Any]] = {
         k: [] for k in ("step", "last_step", "min", "max", "mean", "last", "count")
     }
@@ -234,6 +236,58 @@ def test_nonfinite_values_round_trip(backend):
         "last": "NaN",
         "count": 0,
     }
+
+
+def test_raw_points_when_they_fit_whatever_the_span(backend):
+    """A sparse series (an eval every 50 steps) is answered raw when its points fit, at any
+    zoom; a dense one in the same span is bucketed. The answer's version is the run's."""
+    sparse = {s: 1.0 / (1 + s) for s in range(0, 40_001, 50)}  # 801 points over 40,001 steps
+    run_id = backend.new_run(sparse)
+    got = backend.query(run_id, max_points=1000)
+    assert got["level"] == 0 and got["series"][0]["step"] == sorted(sparse)
+    zoomed = backend.query(run_id, start=10_000, end=20_000, max_points=201)
+    assert zoomed["level"] == 0 and len(zoomed["series"][0]["step"]) == 201
+    tight = backend.query(run_id, start=10_000, end=20_000, max_points=200)
+    assert_matches(tight, brute_force(sparse, 10_000, 20_000, 200))
+    assert tight["level"] > 0
+    with backend.factory() as session:
+        run = session.get(Run, run_id)
+        assert run is not None and got["version"] == run.version >= 1
+
+
+def test_answer_and_version_are_one_snapshot_while_batches_commit(backend):
+    """Read while another thread commits batches: every answer holds exactly the points of
+    the versions up to the one it names, raw or bucketed (no point of a later batch)."""
+    import threading
+
+    sim = TrainerSim(backend.open_session, backend.project_id, "metrics")
+    sim.start()  # version 1
+    per_batch, batches = 7, 60
+    sim.log({"loss": [(s, 1.0 + s) for s in range(per_batch)]})  # version 2
+    done = threading.Event()
+
+    def write() -> None:
+        try:
+            for b in range(1, batches):
+                steps = range(b * per_batch, (b + 1) * per_batch)
+                sim.log({"loss": [(s, 1.0 + s) for s in steps]})
+        finally:
+            done.set()
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    answers = 0
+    try:
+        while not done.is_set() or answers < 4:
+            for max_points in (20_000, 4):
+                got = backend.query(sim.run, max_points=max_points)
+                series = got["series"]
+                held = sum(sum(s["count"]) for s in series)
+                assert held == per_batch * (got["version"] - 1), (max_points, got["version"], held)
+                answers += 1
+    finally:
+        writer.join()
+    assert backend.query(sim.run)["version"] == batches + 1
 
 
 def test_views_wider_than_the_top_level(backend):

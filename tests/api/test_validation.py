@@ -59,6 +59,7 @@ def test_metrics_response_shape(client, run_id):
     assert body == {
         "run": run_id,
         "key": "loss",
+        "version": 2,  # run_started, then the batch with the point
         "level": 0,
         "bucket_width": 1,
         "series": [

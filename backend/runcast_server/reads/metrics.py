@@ -1,6 +1,9 @@
 """The metrics read: any zoom level of a series from at most a few rows per bucket.
 
-For a view ``[start, end]`` and ``max_points`` the query picks the smallest
+For a view ``[start, end]`` and ``max_points`` the query answers with the raw points
+when every segment's series holds at most ``max_points`` points in the view (counted
+with a ``LIMIT max_points + 1``, so the count costs what the answer would). Otherwise
+it picks the smallest
 exponent ``e`` whose aligned buckets ``[b * 2**e, (b + 1) * 2**e)`` number at most
 ``max_points`` over the view, reads the stored rollup level ``L`` with the largest
 exponent ``<= e`` (raw points when ``e < 3``), and merges groups of ``2**(e - L)``
@@ -9,6 +12,10 @@ source rows (more only past the top level, for views wider than ``2**24 * max_po
 steps): the cost follows ``max_points``, never the run length. min/max are merged as
 min/max, so a one-step spike survives at every zoom; ``last`` is the ``last`` of
 the source row with the highest ``last_step``; mean is ``sum(sum) / sum(count)``.
+
+Every read of one answer happens in one snapshot (``db.read_snapshot``), together with
+the run's ``version``: the answer holds exactly the batches up to that version, so a
+viewer applies the live stream's messages after it and nothing is missed or counted twice.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from typing import Any
 from sqlalchemy import Connection, Select, case, func, select
 from sqlalchemy.orm import Session, aliased
 
+from runcast_server.db import read_snapshot
 from runcast_server.errors import ApiError, NotFound
 from runcast_server.models import Point, Rollup, Run, Segment, Series
 from runcast_server.reads.schemas import MetricSeries, MetricsResponse
@@ -39,6 +47,25 @@ def plan_level(start: int, end: int, max_points: int) -> int:
     while (end >> e) - (start >> e) + 1 > max_points:
         e += 1
     return e
+
+
+def fits_raw(conn: Connection, series: Any, start: int, end: int, max_points: int) -> bool:
+    """Whether ``series`` holds at most ``max_points`` points in ``[start, end]``.
+
+    The series' own counter answers when the view covers all of it; otherwise at most
+    ``max_points + 1`` primary-key entries are read.
+    """
+    if series.min_step is None:
+        return True
+    if start <= series.min_step and series.max_step <= end:
+        return bool(series.n_points <= max_points)
+    inside = (
+        select(Point.step)
+        .where(Point.series_id == series.id, Point.step >= start, Point.step <= end)
+        .limit(max_points + 1)
+        .subquery()
+    )
+    return (conn.scalar(select(func.count()).select_from(inside)) or 0) <= max_points
 
 
 def source_level(e: int) -> int:
@@ -192,9 +219,12 @@ def query_metrics(
     """The ``GET /runs/{id}/metrics`` answer: every (or one) segment's series of ``key``, one level for all."""
     if start is not None and end is not None and end < start:
         raise ApiError(422, "end must not be less than start", field="end")
+    conn = read_snapshot(session)
+    version = conn.scalar(select(Run.version).where(Run.id == run.id)) or 0
     query = (
         select(
             Series.id,
+            Series.count.label("n_points"),
             Series.min_step,
             Series.max_step,
             Segment.index.label("segment"),
@@ -208,10 +238,10 @@ def query_metrics(
         exists = select(Segment.id).where(
             Segment.run_id == run.id, Segment.index == segment
         )
-        if session.scalar(exists) is None:
+        if conn.scalar(exists) is None:
             raise NotFound(f"segment {segment}", field="segment")
         query = query.where(Segment.index == segment)
-    series = session.execute(query).all()
+    series = conn.execute(query).all()
     if not series:
         raise NotFound(f"metric {key!r}", field="key")
     lows = [s.min_step for s in series if s.min_step is not None]
@@ -219,7 +249,8 @@ def query_metrics(
     lo = start if start is not None else min(lows, default=0)
     hi = end if end is not None else max(highs, default=lo)
     e = plan_level(lo, hi, max_points) if hi >= lo else 0
-    conn = session.connection()
+    if e > 0 and all(fits_raw(conn, s, lo, hi, max_points) for s in series):
+        e = 0
     out = []
     for s in series:
         b = merged_buckets(conn, s.id, lo, hi, e) if hi >= lo else Buckets()
@@ -237,5 +268,5 @@ def query_metrics(
             )
         )
     return MetricsResponse(
-        run=run.id, key=key, level=e, bucket_width=1 << e, series=out
+        run=run.id, key=key, version=version, level=e, bucket_width=1 << e, series=out
     )

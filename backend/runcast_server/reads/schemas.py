@@ -86,6 +86,10 @@ class MetricSeries(BaseModel):
 class MetricsResponse(BaseModel):
     run: str
     key: str
+    version: int = Field(
+        description="The run version this answer reflects: every batch up to it and none after"
+        " (the live stream's message ids); apply the stream's messages after it."
+    )
     level: int = Field(description="log2 of the bucket width; 0 = raw points.")
     bucket_width: int
     series: list[MetricSeries]
