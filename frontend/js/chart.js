@@ -1,26 +1,35 @@
-// One Plotly chart of one or more metric sources (a source = one key of one run).
+// One Plotly chart of one or more metric sources (a source = one key of one run), drawn from
+// the page's store (store.js) and nothing else: the chart asks the store to answer its query
+// (the visible range and its pixel budget) and redraws whenever an entry changes.
 //
-// Data comes from /metrics as aligned buckets (docs/api.md): the server picks the bucket
-// width, and bucket edges never move, so a refetch redraws the same curve. Each segment
-// of a run is drawn in its own colour; the points of a segment that a later segment
-// replaced (steps >= that segment's start_step) are the abandoned branch, drawn grey.
-// Per part: a min–max band (when bucketed, so a one-step spike shows at any zoom), the
-// raw values faint and a smoothed line (debiased EMA, as TensorBoard draws it).
+// Each segment of a run is drawn in its own colour; the points of a segment that a later
+// segment replaced (steps >= that segment's start_step) are the abandoned branch, drawn grey.
+// Per part: a min–max band (when bucketed, so a one-step spike shows at any zoom), the raw
+// values (or bucket means) faint and a smoothed line (debiased EMA, as TensorBoard draws it).
 //
-// Live points arrive through append(); they are coalesced and drawn with one
-// Plotly.extendTraces per animation frame. Past a bound the chart refetches the rolled-up
-// view instead of growing, so a page left open for a week stays the same size.
+// Drawing happens at most once per animation frame. When the store only appended points at
+// the end of its series since the last draw, the new points go in with one
+// Plotly.extendTraces; anything else (a bucket that changed, a refetched view, markers,
+// smoothing) redraws with Plotly.react.
 
 /* global Plotly */
-import { decode, decodeMetrics, getMetrics } from "./api.js";
 import { GREY, alpha, color, debounce, escapeHtml, theme } from "./util.js";
 
+export { XMap, rangesEqual } from "./xmap.js";
+import { rangesEqual } from "./xmap.js";
+
 export const DEFAULT_SMOOTHING = 0.6;
-/** Raw points a trace may hold before the chart swaps them for the rolled-up view. */
-export const MAX_TRACE_POINTS = 20000;
+/** Points (or buckets) per CSS pixel of plot width that a chart asks for. */
+export const POINTS_PER_PIXEL = 2;
+export const MAX_POINTS = 20000;
+/** Exported images: publication size. */
+export const EXPORT_SIZE = { width: 1600, height: 900 };
 const FETCH_DEBOUNCE_MS = 150;
 const PAD = 0.1; // fetch this share of the visible width beyond each edge, for panning
+const GROUP_PX = 14; // anomaly markers closer than this are one marker
+const GROUP_LIST = 12; // anomalies named in a group's hover text
 const DASHES = ["solid", "dash", "dot", "dashdot", "longdash"];
+const LANE = { events: 0.96, anomalies: 0.86 };
 const MARKER_STYLE = {
   restart: { symbol: "triangle-down", color: "#D55E00", name: "restart" },
   checkpoint: { symbol: "diamond", color: "#009E73", name: "checkpoint" },
@@ -33,6 +42,30 @@ const MARKER_STYLE = {
 };
 export function markerStyle(type) {
   return MARKER_STYLE[type] || { symbol: "circle-open", color: GREY, name: type };
+}
+
+const SVG_ICON = { width: 1000, height: 1000, path: "M450 100h100v420l130-130 70 70-250 250-250-250 70-70 130 130z M150 800h700v100h-700z" };
+
+/**
+ * Plotly's options for every chart: no logo, no cloud ("Share chart" / Chart Studio), and
+ * image export at publication size, PNG (Plotly's camera button) and SVG.
+ */
+export function plotConfig(filename) {
+  const name = String(filename || "runcast").replace(/[^\w.-]+/g, "_").slice(0, 120);
+  return {
+    responsive: true,
+    displaylogo: false,
+    showSendToCloud: false,
+    showEditInChartStudio: false,
+    modeBarButtonsToRemove: ["select2d", "lasso2d", "sendDataToCloud", "sendChartToCloud", "editInChartStudio"],
+    toImageButtonOptions: { format: "png", filename: name, scale: 1, ...EXPORT_SIZE },
+    modeBarButtonsToAdd: [{
+      name: "downloadSvg",
+      title: `Download plot as SVG (${EXPORT_SIZE.width}×${EXPORT_SIZE.height})`,
+      icon: SVG_ICON,
+      click: (gd) => Plotly.downloadImage(gd, { format: "svg", filename: name, ...EXPORT_SIZE }),
+    }],
+  };
 }
 
 /** One step of TensorBoard's debiased exponential moving average; NaN/±Inf leave a gap. */
@@ -50,228 +83,212 @@ export function ema(values, weight) {
 }
 
 const finite = (v) => (v === null || v === undefined || !Number.isFinite(v) ? null : v);
-
-function bisect(arr, x) {
-  let lo = 0;
-  let hi = arr.length;
-  while (lo < hi) {
-    const mid = (lo + hi) >> 1;
-    if (arr[mid] < x) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
-}
-
-function interp(xs, ys, x) {
-  const n = xs.length;
-  if (n === 0) return null;
-  const i = bisect(xs, x);
-  if (i === 0) return ys[0];
-  if (i >= n) return ys[n - 1];
-  const x0 = xs[i - 1];
-  const x1 = xs[i];
-  return x1 === x0 ? ys[i] : ys[i - 1] + ((ys[i] - ys[i - 1]) * (x - x0)) / (x1 - x0);
-}
+const clamp = (v, lo, hi) => Math.max(lo, Math.min(hi, v));
 
 /**
- * The x axis: steps, or a logged monotonic key (tokens seen, wall time) mapped from steps
- * by interpolating between its logged points. Ranges are kept in x units; toStep turns
- * them back into steps for /metrics.
- */
-export class XMap {
-  constructor(mode = "step", key = null) {
-    this.mode = mode;
-    this.key = key;
-    this.steps = [];
-    this.values = [];
-    this.epoch = false;
-  }
-
-  get identity() {
-    return this.mode === "step" || !this.key;
-  }
-
-  async load(runId) {
-    if (this.identity) return this;
-    const body = await getMetrics(runId, this.key, { maxPoints: 5000 });
-    const byStep = new Map();
-    for (const s of body.series) {
-      for (let i = 0; i < s.step.length; i++) {
-        const v = s.last[i];
-        if (Number.isFinite(v)) byStep.set(s.last_step[i], v);
-      }
-    }
-    this.steps = [...byStep.keys()].sort((a, b) => a - b);
-    this.values = this.steps.map((s) => byStep.get(s));
-    this.epoch = this.mode === "time" && this.values.length > 0 && this.values[0] > 1e9;
-    return this;
-  }
-
-  /** Extend with live points of the mapping key. */
-  extend(steps, values) {
-    for (let i = 0; i < steps.length; i++) {
-      const v = decode(values[i]);
-      if (!Number.isFinite(v)) continue;
-      if (this.steps.length && steps[i] <= this.steps[this.steps.length - 1]) continue;
-      this.steps.push(steps[i]);
-      this.values.push(v);
-    }
-  }
-
-  toX(step) {
-    if (this.identity) return step;
-    return interp(this.steps, this.values, step);
-  }
-
-  toStep(x) {
-    if (this.identity) return x;
-    return interp(this.values, this.steps, x);
-  }
-
-  /** x units -> what Plotly plots (date axes take epoch milliseconds). */
-  toPlot(x) {
-    return this.epoch && x !== null ? x * 1000 : x;
-  }
-
-  fromPlot(p) {
-    if (this.epoch) {
-      const ms = typeof p === "number" ? p : Date.parse(String(p).replace(" ", "T") + (/[zZ]|[+-]\d\d:?\d\d$/.test(p) ? "" : "Z"));
-      return ms / 1000;
-    }
-    return typeof p === "number" ? p : Number(p);
-  }
-
-  get axisTitle() {
-    if (this.identity) return "step";
-    return this.key;
-  }
-}
-
-export function rangesEqual(a, b) {
-  if (a === null || b === null || a === undefined || b === undefined) return (a ?? null) === (b ?? null);
-  const tol = Math.max(1e-9, Math.abs(a[1] - a[0]) * 1e-6);
-  return Math.abs(a[0] - b[0]) <= tol && Math.abs(a[1] - b[1]) <= tol;
-}
-
-/**
- * view: shared page state {smoothing, log, range, xmapFor(run), onRange(range), segmentsOf(run),
+ * view: the page's shared view {smoothing, log, range, xmapFor(run), onRange(range), segmentsOf(run),
  *       colorBy: "segment" | "source"}
- * sources: [{run, key, label}]
+ * sources: [{run, key, label}]; store: the page's MetricStore.
  */
 export class MetricChart {
-  constructor(plotDiv, { title, sources, view, noteEl = null, onDrawn = null, prefetched = null }) {
+  constructor(plotDiv, { sources, view, store, noteEl = null, onDrawn = null, prefetched = null, filename = "runcast" }) {
     this.div = plotDiv;
-    this.title = title;
-    this.sources = sources.map((s, i) => ({ ...s, index: i, id: s.run + "\u0000" + s.key }));
     this.view = view;
+    this.store = store;
+    this.sources = sources.map((s, i) => ({ ...s, index: i, entry: store.acquire(s.run, s.key) }));
     this.noteEl = noteEl;
     this.onDrawn = onDrawn;
-    this.prefetched = prefetched; // (key, maxPoints) -> a read started before this chart existed
-    this.data = new Map(); // source id -> /metrics response
+    this.prefetched = prefetched; // (key, maxPoints) -> {maxPoints, body: Promise} read before this chart existed
+    this.config = plotConfig(filename);
     this.markers = [];
-    this.appliedRange = view.range ?? null;
-    this.fetchedRange = undefined;
     this.yRange = null;
-    this.live = new Map(); // "sourceId|segment" -> {traces, lastStep, ema}
-    this.pending = [];
-    this.frame = 0;
-    this.appended = 0;
+    this.active = false; // load() was called: the chart follows its entries
     this.drawn = false;
-    this.seq = 0;
-    this.abort = null;
-    this.replay = null;
-    this.scheduleFetch = debounce(() => this.fetch(), FETCH_DEBOUNCE_MS);
+    this.dirty = true; // the next draw is a full Plotly.react
+    this.frame = 0;
+    this.seen = new Map(); // entry -> {mutations, size} at the last draw
+    this.shape = []; // per drawn trace: {sig, length}
+    this.level = 0;
+    this.bucketWidth = 1;
+    this.unsubscribe = this.sources.map((s) => store.subscribe(s.entry, () => this.schedule()));
+    this.scheduleLoad = debounce(() => this.load(), FETCH_DEBOUNCE_MS);
   }
 
-  /** Plot area width in CSS pixels: one bucket per pixel. */
+  /** Plot area width in CSS pixels. */
   pixelWidth() {
     const size = this.div._fullLayout && this.div._fullLayout._size;
     const w = size ? size.w : this.div.clientWidth - 80;
-    return Math.max(100, Math.min(4000, Math.round(w || 800)));
+    return Math.max(50, Math.min(10000, Math.round(w || 800)));
   }
 
-  /** Fetch every source for the current range and redraw (the view is replaced, not merged). */
-  async fetch() {
+  /** Points the chart asks for across its width. */
+  budget() {
+    return clamp(Math.round(POINTS_PER_PIXEL * this.pixelWidth()), 100, MAX_POINTS);
+  }
+
+  /** The /metrics query for a source: the visible range plus PAD each side, in steps. */
+  query(src) {
     const range = this.view.range ?? null;
-    const seq = ++this.seq;
-    if (this.abort) this.abort.abort();
-    const abort = new AbortController();
-    this.abort = abort;
-    const width = this.pixelWidth();
-    this.replay = []; // live points that arrive while this fetch is in flight
-    const task = (async () => {
-      const results = await Promise.all(
-        this.sources.map(async (src) => {
-          let start = null;
-          let end = null;
-          let maxPoints = width;
-          if (range) {
-            const xmap = this.view.xmapFor(src.run);
-            const pad = (range[1] - range[0]) * PAD;
-            start = xmap.toStep(range[0] - pad);
-            end = xmap.toStep(range[1] + pad);
-            if (start !== null && end !== null && end < start) [start, end] = [end, start];
-            maxPoints = width * (1 + 2 * PAD);
-          }
-          if (!range && this.prefetched) {
-            const body = await this.prefetched(src.key, maxPoints);
-            if (body) return decodeMetrics(body);
-          }
-          try {
-            return await getMetrics(src.run, src.key, { start, end, maxPoints, signal: abort.signal });
-          } catch (err) {
-            if (err.name === "AbortError") throw err;
-            if (err.status === 404 || err.status === 422) return null; // no points (yet) in range
-            throw err;
-          }
-        }),
-      );
-      this.prefetched = null; // used once
-      if (seq !== this.seq) return;
-      this.data.clear();
-      results.forEach((body, i) => body && this.data.set(this.sources[i].id, body));
-      this.fetchedRange = range;
-      this.appended = 0;
-      this.render();
-      // Points that arrived during the fetch may be missing from its answer: queue them again
-      // (append skips any the answer already holds).
-      const again = this.replay;
-      this.replay = null;
-      if (again && again.length) this.pending.push(...again);
-      if (this.pending.length && !this.frame) this.frame = requestAnimationFrame(() => this.flush());
-    })();
-    return task.catch((err) => {
-      if (err.name !== "AbortError") this.showError(err);
-    });
+    const width = this.budget();
+    if (!range) return { start: null, end: null, maxPoints: width };
+    const xmap = this.view.xmapFor(src.run);
+    const pad = (range[1] - range[0]) * PAD;
+    let start = xmap.toStep(range[0] - pad);
+    let end = xmap.toStep(range[1] + pad);
+    if (start === null || end === null) return { start: null, end: null, maxPoints: width };
+    if (end < start) [start, end] = [end, start];
+    return {
+      start: Math.max(0, Math.floor(start)),
+      end: Math.max(0, Math.ceil(end)),
+      maxPoints: clamp(Math.round(width * (1 + 2 * PAD)), 1, MAX_POINTS),
+    };
   }
 
-  showError(err) {
-    if (this.noteEl) this.noteEl.textContent = "Could not load: " + err.message;
+  /** Make the store answer this chart's query for every source; the chart draws as answers land. */
+  async load() {
+    this.active = true;
+    const prefetched = this.prefetched;
+    this.prefetched = null; // used once
+    const range = this.view.range ?? null;
+    this.loadedRange = range;
+    await Promise.all(this.sources.map((src) => {
+      let query = this.query(src);
+      let body = null;
+      const early = !range && prefetched ? prefetched(src.key, query.maxPoints) : null;
+      if (early) {
+        query = { start: null, end: null, maxPoints: early.maxPoints };
+        body = early.body;
+      }
+      return this.store.request(src.entry, query, body);
+    }));
+    this.dirty = true;
+    this.schedule();
   }
 
   setMarkers(markers) {
     this.markers = markers;
-    if (this.drawn) this.render();
+    this.invalidate();
   }
 
-  /** Build every trace from the fetched buckets; registers the live targets. */
+  /** Redraw everything on the next frame (smoothing, log scale, segments, markers). */
+  invalidate() {
+    this.dirty = true;
+    this.schedule();
+  }
+
+  schedule() {
+    if (!this.active || this.frame) return;
+    this.frame = requestAnimationFrame(() => {
+      this.frame = 0;
+      this.draw();
+    });
+  }
+
+  destroy() {
+    if (this.frame) cancelAnimationFrame(this.frame);
+    this.frame = 0;
+    this.active = false;
+    this.scheduleLoad.cancel();
+    for (const off of this.unsubscribe) off();
+    for (const s of this.sources) this.store.release(s.entry);
+    if (this.drawn) Plotly.purge(this.div);
+  }
+
+  draw() {
+    const entries = this.sources.map((s) => s.entry);
+    if (!entries.some((e) => e.ready)) {
+      const failed = entries.find((e) => e.error);
+      if (failed && this.noteEl) this.noteEl.textContent = "Could not load: " + failed.error.message;
+      return;
+    }
+    const changed = this.dirty || entries.some((e) => {
+      const s = this.seen.get(e);
+      return !s || s.mutations !== e.mutations || s.size !== e.size;
+    });
+    if (!changed) return;
+    const traces = this.buildTraces();
+    traces.push(...this.markerTraces(traces));
+    const appendOnly = !this.dirty && this.drawn && entries.every((e) => this.seen.has(e) && this.seen.get(e).mutations === e.mutations);
+    if (appendOnly && this.extend(traces)) {
+      this.remember(entries, traces);
+    } else {
+      this.react(traces);
+      this.remember(entries, traces);
+    }
+    this.dirty = false;
+    this.writeNote();
+  }
+
+  remember(entries, traces) {
+    for (const e of entries) this.seen.set(e, { mutations: e.mutations, size: e.size });
+    this.shape = traces.map((t) => ({ sig: signature(t), length: t.x.length, fixed: fixedPart(t) }));
+  }
+
+  /** Append the new tails of every trace with one extendTraces; false when the traces changed shape. */
+  extend(traces) {
+    if (traces.length !== this.shape.length) return false;
+    const indices = [];
+    const xs = [];
+    const ys = [];
+    for (let i = 0; i < traces.length; i++) {
+      const old = this.shape[i];
+      const t = traces[i];
+      if (old.sig !== signature(t) || t.x.length < old.length || old.fixed !== fixedPart(t)) return false;
+      if (t.x.length === old.length) continue;
+      indices.push(i);
+      xs.push(t.x.slice(old.length));
+      ys.push(t.y.slice(old.length));
+    }
+    if (indices.length) Plotly.extendTraces(this.div, { x: xs, y: ys }, indices);
+    return true;
+  }
+
+  react(traces) {
+    const previous = new Map((this.div.data || []).map((tr) => [tr.name, tr.visible]));
+    for (const tr of traces) {
+      const visible = previous.get(tr.name);
+      if (visible !== undefined && visible !== true) tr.visible = visible;
+    }
+    const first = !this.drawn;
+    if (first) this.div.replaceChildren(); // the placeholder
+    const drawn = Plotly.react(this.div, traces, this.layout(), this.config);
+    if (first) {
+      this.drawn = true;
+      this.div.on("plotly_relayout", (ev) => this.onRelayout(ev));
+      if (this.onDrawn) Promise.resolve(drawn).then(() => this.onDrawn(this));
+    }
+  }
+
+  /** The note under the chart: what the store holds for the view. */
+  writeNote() {
+    if (!this.noteEl) return;
+    const entries = this.sources.map((s) => s.entry).filter((e) => e.ready);
+    const total = entries.reduce((n, e) => n + e.size, 0);
+    const bucketed = entries.filter((e) => e.bucketed);
+    const width = Math.max(1, ...bucketed.map((e) => e.bucketWidth));
+    this.noteEl.textContent = total === 0
+      ? "No points in this range yet."
+      : bucketed.length
+        ? `${total.toLocaleString()} buckets of ${width.toLocaleString()} steps: line = mean, band = min–max.`
+        : `${total.toLocaleString()} points (every logged step).`;
+  }
+
+  /** Every trace from the store's entries. */
   buildTraces() {
     const traces = [];
-    this.live.clear();
     const weight = this.view.smoothing;
-    const multiSource = this.sources.length > 1;
     let level = 0;
     let bucketWidth = 1;
     for (const src of this.sources) {
-      const body = this.data.get(src.id);
-      if (!body) continue;
-      level = Math.max(level, body.level);
-      bucketWidth = Math.max(bucketWidth, body.bucket_width);
+      const entry = src.entry;
+      if (!entry.ready) continue;
+      level = Math.max(level, entry.level);
+      bucketWidth = Math.max(bucketWidth, entry.bucketWidth);
       const xmap = this.view.xmapFor(src.run);
       const segments = this.view.segmentsOf(src.run) || [];
-      const multiSeg = segments.length > 1;
-      const bucketed = body.level > 0;
-      for (const series of body.series) {
+      const multiSeg = segments.length > 1 || entry.series.length > 1;
+      const bucketed = entry.bucketed;
+      for (const series of entry.series) {
         const later = segments.filter((s) => s.index > series.segment).map((s) => s.start_step);
         const cut = later.length ? Math.min(...later) : Infinity;
         let split = series.step.findIndex((s) => s >= cut);
@@ -290,50 +307,39 @@ export class MetricChart {
           if (multiSeg) name += " · segment " + series.segment;
           if (part.abandoned) name += " (abandoned)";
           const safe = escapeHtml(name);
-          const group = src.id + "|" + series.segment + "|" + part.abandoned;
+          const group = src.run + "|" + src.key + "|" + series.segment + "|" + part.abandoned;
+          const meta = (role) => ({ role, run: src.run, key: src.key, source: src.index, segment: series.segment, abandoned: part.abandoned });
           const steps = series.step.slice(part.from, part.to);
           const x = steps.map((s) => xmap.toPlot(xmap.toX(s)));
           const raw = (bucketed ? series.mean : series.last).slice(part.from, part.to).map(finite);
-          const indices = {};
           if (bucketed) {
-            indices.hi = traces.length;
             traces.push({
               type: "scatter", mode: "lines", x, y: series.max.slice(part.from, part.to).map(finite),
               line: { width: 0, color: c }, name: safe + " max", legendgroup: group, showlegend: false,
-              hovertemplate: "max %{y:.6g}<extra>" + safe + "</extra>",
+              hovertemplate: "max %{y:.6g}<extra>" + safe + "</extra>", meta: meta("max"),
             });
-            indices.lo = traces.length;
             traces.push({
               type: "scatter", mode: "lines", x, y: series.min.slice(part.from, part.to).map(finite),
               fill: "tonexty", fillcolor: alpha(c, part.abandoned ? 0.12 : 0.18),
               line: { width: 0, color: c }, name: safe + " min", legendgroup: group, showlegend: false,
-              hovertemplate: "min %{y:.6g}<extra>" + safe + "</extra>",
+              hovertemplate: "min %{y:.6g}<extra>" + safe + "</extra>", meta: meta("min"),
             });
           }
-          indices.raw = traces.length;
           traces.push({
             type: "scatter", mode: steps.length <= 80 ? "lines+markers" : "lines", x, y: raw,
             line: { width: 1, color: alpha(c, part.abandoned ? 0.5 : 0.35) },
             marker: { size: 4, color: alpha(c, 0.6) },
             name: safe + (bucketed ? " mean" : ""), legendgroup: group, showlegend: false,
             hovertemplate: (bucketed ? "mean " : "") + "%{y:.6g}<extra>" + safe + "</extra>",
-            meta: { role: "raw", source: src.index, segment: series.segment, abandoned: part.abandoned },
+            meta: meta("raw"),
           });
-          const smooth = ema(raw, weight);
-          indices.smooth = traces.length;
           traces.push({
-            type: "scatter", mode: "lines", x, y: smooth.y,
+            type: "scatter", mode: "lines", x, y: ema(raw, weight).y,
             line: { width: part.abandoned ? 1.5 : 2, color: c, dash: part.abandoned ? "dot" : dash },
             name: safe, legendgroup: group, showlegend: true,
             hovertemplate: "smoothed %{y:.6g}<extra>" + safe + "</extra>",
-            meta: { role: "smooth", source: src.index, segment: series.segment, abandoned: part.abandoned },
+            meta: meta("smooth"),
           });
-          if (!part.abandoned) {
-            this.live.set(src.id + "|" + series.segment, {
-              indices, bucketed, ema: smooth.state, lastStep: steps.length ? steps[steps.length - 1] : -1,
-              lastBucketEnd: bucketed ? series.last_step[part.to - 1] : -1,
-            });
-          }
         }
       }
     }
@@ -342,28 +348,75 @@ export class MetricChart {
     return traces;
   }
 
-  markerTrace() {
-    if (!this.markers.length) return null;
+  /** The timeline's markers in two lanes at the top: events, and anomalies grouped when dense. */
+  markerTraces(dataTraces) {
+    if (!this.markers.length) return [];
     const xmap = this.view.xmapFor(this.sources[0].run);
-    const x = [];
-    const text = [];
-    const symbols = [];
-    const colors = [];
+    const placed = [];
     for (const m of this.markers) {
-      const xv = xmap.toPlot(xmap.toX(m.step));
-      if (xv === null) continue;
+      const x = xmap.toPlot(xmap.toX(m.step));
+      if (x === null || x === undefined || !Number.isFinite(Number(x))) continue;
       const style = markerStyle(m.type);
-      x.push(xv);
-      text.push(escapeHtml(style.name + " @ step " + m.step + (m.label ? ": " + m.label : "")).replace(/\n/g, "<br>"));
-      symbols.push(style.symbol);
-      colors.push(style.color);
+      const text = escapeHtml(style.name + " @ step " + m.step + (m.label ? ": " + m.label : "")).replace(/\n/g, "<br>");
+      placed.push({ x, text, style, anomaly: m.type === "alert" });
     }
-    return {
-      type: "scatter", mode: "markers", x, y: x.map(() => 0.97), yaxis: "y2", text,
-      hovertemplate: "%{text}<extra></extra>", showlegend: false, name: "timeline",
-      marker: { size: 10, symbol: symbols, color: colors, line: { width: 1, color: colors } },
-      meta: { role: "markers" },
-    };
+    const out = [];
+    const events = placed.filter((p) => !p.anomaly);
+    if (events.length) {
+      out.push({
+        type: "scatter", mode: "markers", x: events.map((p) => p.x), y: events.map(() => LANE.events), yaxis: "y2",
+        text: events.map((p) => p.text), hovertemplate: "%{text}<extra></extra>", showlegend: false, name: "timeline",
+        marker: { size: 10, symbol: events.map((p) => p.style.symbol), color: events.map((p) => p.style.color),
+          line: { width: 1, color: events.map((p) => p.style.color) } },
+        meta: { role: "markers" },
+      });
+    }
+    const anomalies = placed.filter((p) => p.anomaly).sort((a, b) => a.x - b.x);
+    if (anomalies.length) {
+      const groups = this.groupAnomalies(anomalies, dataTraces, placed);
+      const style = markerStyle("alert");
+      out.push({
+        type: "scatter", mode: "markers+text", x: groups.map((g) => g.x), y: groups.map(() => LANE.anomalies), yaxis: "y2",
+        text: groups.map((g) => (g.items.length > 1 ? String(g.items.length) : "")),
+        hovertext: groups.map((g) => g.text),
+        textposition: "middle right", textfont: { size: 10, color: style.color },
+        hovertemplate: "%{hovertext}<extra></extra>", showlegend: false, name: "anomalies",
+        marker: { size: groups.map((g) => (g.items.length > 1 ? 13 : 9)), symbol: style.symbol, color: style.color,
+          line: { width: 1, color: style.color } },
+        meta: { role: "anomalies", counts: groups.map((g) => g.items.length) },
+      });
+    }
+    return out;
+  }
+
+  /** Anomalies closer than GROUP_PX on screen become one marker whose hover lists them. */
+  groupAnomalies(anomalies, dataTraces, placed) {
+    const xmap = this.view.xmapFor(this.sources[0].run);
+    let lo;
+    let hi;
+    if (this.view.range) {
+      lo = xmap.toPlot(this.view.range[0]);
+      hi = xmap.toPlot(this.view.range[1]);
+    } else {
+      const xs = [...placed.map((p) => p.x)];
+      for (const t of dataTraces) if (t.x.length) xs.push(t.x[0], t.x[t.x.length - 1]);
+      lo = Math.min(...xs);
+      hi = Math.max(...xs);
+    }
+    const perPixel = hi > lo ? (hi - lo) / this.pixelWidth() : 1;
+    const groups = [];
+    for (const a of anomalies) {
+      const g = groups[groups.length - 1];
+      if (g && (a.x - g.items[0].x) / perPixel < GROUP_PX) g.items.push(a);
+      else groups.push({ items: [a] });
+    }
+    for (const g of groups) {
+      g.x = g.items[0].x;
+      const shown = g.items.slice(0, GROUP_LIST).map((a) => a.text);
+      if (g.items.length > GROUP_LIST) shown.push(`… and ${g.items.length - GROUP_LIST} more`);
+      g.text = (g.items.length > 1 ? `${g.items.length} anomalies<br>` : "") + shown.join("<br>");
+    }
+    return groups;
   }
 
   layout() {
@@ -371,21 +424,22 @@ export class MetricChart {
     const xmap = this.view.xmapFor(this.sources[0].run);
     const range = this.view.range;
     const xaxis = {
-      title: { text: escapeHtml(xmap.axisTitle) }, gridcolor: t.grid, zeroline: false,
+      title: { text: escapeHtml(xmap.axisTitle), standoff: 6 }, gridcolor: t.grid, zeroline: false, automargin: true,
       type: xmap.epoch ? "date" : "linear",
     };
     if (range) {
       xaxis.range = [xmap.toPlot(range[0]), xmap.toPlot(range[1])];
       xaxis.autorange = false;
     } else xaxis.autorange = true;
-    const yaxis = { type: this.view.log ? "log" : "linear", gridcolor: t.grid, zeroline: false, exponentformat: "power" };
+    const yaxis = { type: this.view.log ? "log" : "linear", gridcolor: t.grid, zeroline: false, exponentformat: "power", automargin: true };
     if (this.yRange) {
       yaxis.range = this.yRange;
       yaxis.autorange = false;
     } else yaxis.autorange = true;
     const shapes = [];
-    if (this.markers.length <= 300) {
-      for (const m of this.markers) {
+    const lines = this.markers.filter((m) => m.type !== "alert");
+    if (lines.length <= 300) {
+      for (const m of lines) {
         const xv = xmap.toPlot(xmap.toX(m.step));
         if (xv === null) continue;
         shapes.push({
@@ -395,45 +449,17 @@ export class MetricChart {
       }
     }
     return {
-      title: { text: escapeHtml(this.title), x: 0, xanchor: "left", font: { size: 14 } },
-      margin: { l: 60, r: 16, t: 36, b: 44 },
+      // The title is the card's heading (HTML): the toolbar sits in the top margin alone.
+      margin: { l: 56, r: 12, t: 30, b: 8 },
       paper_bgcolor: t.bg, plot_bgcolor: t.bg, font: { color: t.fg },
       hovermode: "x unified", hoverlabel: { bgcolor: t.hoverbg, font: { color: t.fg } },
       xaxis, yaxis,
       yaxis2: { overlaying: "y", range: [0, 1], visible: false, fixedrange: true },
       shapes,
       showlegend: true,
-      legend: { orientation: "h", x: 0, y: -0.16, yanchor: "top", xanchor: "left", bgcolor: "rgba(0,0,0,0)", font: { size: 11 } },
+      // Below the axis title, in the bottom margin that Plotly grows to hold it.
+      legend: { orientation: "h", x: 0, xanchor: "left", y: 0, yref: "container", yanchor: "bottom", bgcolor: "rgba(0,0,0,0)", font: { size: 11 } },
     };
-  }
-
-  render() {
-    const previous = new Map((this.div.data || []).map((tr) => [tr.name, tr.visible]));
-    const traces = this.buildTraces();
-    const markers = this.markerTrace();
-    if (markers) traces.push(markers);
-    for (const tr of traces) {
-      const visible = previous.get(tr.name);
-      if (visible !== undefined && visible !== true) tr.visible = visible;
-    }
-    const layout = this.layout();
-    const first = !this.drawn;
-    const drawn = Plotly.react(this.div, traces, layout, {
-      responsive: true, displaylogo: false, modeBarButtonsToRemove: ["select2d", "lasso2d"],
-    });
-    if (first) {
-      this.drawn = true;
-      this.div.on("plotly_relayout", (ev) => this.onRelayout(ev));
-      if (this.onDrawn) Promise.resolve(drawn).then(() => this.onDrawn(this));
-    }
-    if (this.noteEl) {
-      const total = traces.filter((t) => t.meta && t.meta.role === "raw").reduce((n, t) => n + t.x.length, 0);
-      this.noteEl.textContent = total === 0
-        ? "No points in this range yet."
-        : this.level > 0
-          ? `${total.toLocaleString()} buckets of ${this.bucketWidth.toLocaleString()} steps: line = mean, band = min–max.`
-          : `${total.toLocaleString()} points (every logged step).`;
-    }
   }
 
   onRelayout(ev) {
@@ -450,16 +476,19 @@ export class MetricChart {
     this.view.onRange(range, this);
   }
 
-  /** The shared range changed (here or on another chart): follow it and fetch its points. */
+  /** The shared range changed (here or on another chart): follow it and load its points. */
   applyRange(range) {
-    if (!this.drawn) return;
-    const current = this.currentPlotRange();
-    if (!rangesEqual(current, range)) {
-      const xmap = this.view.xmapFor(this.sources[0].run);
-      if (range === null) Plotly.relayout(this.div, { "xaxis.autorange": true });
-      else Plotly.relayout(this.div, { "xaxis.range": [xmap.toPlot(range[0]), xmap.toPlot(range[1])] });
+    if (!this.active) return;
+    if (this.drawn) {
+      const current = this.currentPlotRange();
+      if (!rangesEqual(current, range)) {
+        const xmap = this.view.xmapFor(this.sources[0].run);
+        if (range === null) Plotly.relayout(this.div, { "xaxis.autorange": true });
+        else Plotly.relayout(this.div, { "xaxis.range": [xmap.toPlot(range[0]), xmap.toPlot(range[1])] });
+      }
     }
-    if (!rangesEqual(this.fetchedRange ?? null, range)) this.scheduleFetch();
+    if (!rangesEqual(this.loadedRange ?? null, range)) this.scheduleLoad();
+    else this.invalidate(); // anomaly groups follow the zoom
   }
 
   currentPlotRange() {
@@ -469,72 +498,19 @@ export class MetricChart {
     return [xmap.fromPlot(ax.range[0]), xmap.fromPlot(ax.range[1])];
   }
 
-  /** Live points of one run: [{key, segment, step: [], value: []}] (values wire-encoded). */
-  append(run, points) {
-    let any = false;
-    for (const p of points) {
-      const src = this.sources.find((s) => s.run === run && s.key === p.key);
-      if (!src) continue;
-      this.pending.push({ src, p });
-      if (this.replay) this.replay.push({ src, p });
-      any = true;
-    }
-    if (any && !this.frame) this.frame = requestAnimationFrame(() => this.flush());
-  }
-
-  /** Draw every point queued since the last frame with one extendTraces. */
-  flush() {
-    this.frame = 0;
-    if (!this.drawn) return; // kept in pending: the first fetch queues them again
-    const batch = this.pending;
-    this.pending = [];
-    const weight = this.view.smoothing;
-    const updates = new Map(); // trace index -> {x: [], y: []}
-    const add = (index, x, y) => {
-      let u = updates.get(index);
-      if (!u) updates.set(index, (u = { x: [], y: [] }));
-      u.x.push(x);
-      u.y.push(y);
-    };
-    let missing = false;
-    for (const { src, p } of batch) {
-      const target = this.live.get(src.id + "|" + p.segment);
-      if (!target) {
-        missing = true;
-        continue;
-      }
-      const xmap = this.view.xmapFor(src.run);
-      const range = this.view.range;
-      for (let i = 0; i < p.step.length; i++) {
-        const step = p.step[i];
-        if (step <= target.lastStep || step <= target.lastBucketEnd) continue; // already drawn
-        const xv = xmap.toX(step);
-        if (range && xv > range[1] + (range[1] - range[0]) * PAD) continue; // right of a zoomed view
-        target.lastStep = step;
-        const y = finite(decode(p.value[i]));
-        const x = xmap.toPlot(xv);
-        add(target.indices.raw, x, y);
-        add(target.indices.smooth, x, emaStep(target.ema, y, weight));
-        if (target.bucketed) {
-          add(target.indices.hi, x, y);
-          add(target.indices.lo, x, y);
-        }
-        this.appended += 1;
-      }
-    }
-    if (updates.size) {
-      const indices = [...updates.keys()];
-      Plotly.extendTraces(this.div, { x: indices.map((i) => updates.get(i).x), y: indices.map((i) => updates.get(i).y) }, indices);
-    }
-    const longest = Math.max(0, ...(this.div.data || []).map((t) => (t.x ? t.x.length : 0)));
-    // Following a bucketed view, or past the bound: swap the raw tail for the rolled-up view.
-    const bound = this.level > 0 ? Math.max(200, this.pixelWidth() / 2) : MAX_TRACE_POINTS;
-    const cap = Math.min(MAX_TRACE_POINTS, 4 * this.pixelWidth());
-    if (missing || longest > cap || this.appended > bound) this.scheduleFetch();
-  }
-
-  /** Points drawn in raw traces (tests read this). */
+  /** Points (or buckets) drawn in raw traces, the abandoned fork counted once per part. */
   pointCount() {
     return (this.div.data || []).filter((t) => t.meta && t.meta.role === "raw").reduce((n, t) => n + t.x.length, 0);
   }
+}
+
+/** Marker lanes are redrawn, never extended: any change in them (a regrouping) needs a react. */
+function fixedPart(t) {
+  const role = t.meta && t.meta.role;
+  return role === "markers" || role === "anomalies" ? JSON.stringify([t.x, t.text, t.hovertext]) : null;
+}
+
+function signature(t) {
+  const m = t.meta || {};
+  return [m.role, m.run, m.key, m.segment, m.abandoned, t.mode, t.name].join("|");
 }

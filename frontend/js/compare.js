@@ -1,47 +1,58 @@
 // The compare page (/compare?runs=a,b&key=train/loss): runs overlaid on one metric,
 // aligned by step or by tokens seen (each run's own tokens_seen key). URL state:
 // runs, key, x=step|tokens, smooth, log=1, start/end (x-axis units).
-/* global Plotly */
-import { ApiError, getRun } from "./api.js";
-import { DEFAULT_SMOOTHING, MetricChart, XMap, rangesEqual } from "./chart.js";
+//
+// Like the run page, one store holds what the chart draws: each run's /metrics answer plus
+// its live stream's messages after the answer's version. The page's state is made once.
+import { ApiError, getMetrics, getRun } from "./api.js";
+import { DEFAULT_SMOOTHING, MetricChart } from "./chart.js";
 import { LiveStream } from "./live.js";
+import { MetricStore } from "./store.js";
+import { XMap, rangesEqual } from "./xmap.js";
 import { color, el, lastLossKey } from "./util.js";
 
 const TOKEN_KEY = /^(tokens_seen|tokens|train\/tokens|tokens\/seen|num_tokens|consumed_tokens)$/i;
-const $ = (id) => document.getElementById(id);
-const q = new URLSearchParams(location.search);
-const num = (name) => (q.get(name) !== null && q.get(name) !== "" && Number.isFinite(Number(q.get(name))) ? Number(q.get(name)) : null);
-const state = {
-  runs: (q.get("runs") || "").split(",").map((s) => s.trim()).filter(Boolean),
-  key: q.get("key") || "",
-  x: q.get("x") === "tokens" ? "tokens" : "step",
-  smooth: num("smooth") ?? DEFAULT_SMOOTHING,
-  log: q.get("log") === "1",
-  range: num("start") !== null && num("end") !== null && num("end") > num("start") ? [num("start"), num("end")] : null,
-};
-const details = new Map();
-const xmaps = new Map();
-const streams = [];
-let chart = null;
-
-const view = {
-  smoothing: state.smooth,
-  log: state.log,
-  range: state.range,
-  colorBy: "source",
-  xmapFor: (run) => (state.x === "tokens" && xmaps.get(run)) || IDENTITY,
-  segmentsOf: (run) => (details.get(run) ? details.get(run).segments : []),
-  onRange(range) {
-    if (!rangesEqual(view.range, range)) {
-      view.range = state.range = range;
-      writeUrl();
-    }
-    if (chart) chart.applyRange(range);
-  },
-};
 const IDENTITY = new XMap("step");
+const $ = (id) => document.getElementById(id);
 
-function writeUrl() {
+function createPage() {
+  const q = new URLSearchParams(location.search);
+  const num = (name) => (q.get(name) !== null && q.get(name) !== "" && Number.isFinite(Number(q.get(name))) ? Number(q.get(name)) : null);
+  const state = {
+    runs: (q.get("runs") || "").split(",").map((s) => s.trim()).filter(Boolean),
+    key: q.get("key") || "",
+    x: q.get("x") === "tokens" ? "tokens" : "step",
+    smooth: num("smooth") ?? DEFAULT_SMOOTHING,
+    log: q.get("log") === "1",
+    range: num("start") !== null && num("end") !== null && num("end") > num("start") ? [num("start"), num("end")] : null,
+  };
+  const page = {
+    state,
+    details: new Map(),
+    xmaps: new Map(),
+    streams: [],
+    chart: null,
+    store: new MetricStore((run, key, query, signal) => getMetrics(run, key, { ...query, signal })),
+  };
+  page.view = {
+    smoothing: state.smooth,
+    log: state.log,
+    range: state.range,
+    colorBy: "source",
+    xmapFor: (run) => (state.x === "tokens" && page.xmaps.get(run)) || IDENTITY,
+    segmentsOf: (run) => (page.details.get(run) ? page.details.get(run).segments : []),
+    onRange(range) {
+      if (!rangesEqual(page.view.range, range)) {
+        page.view.range = state.range = range;
+        writeUrl(state);
+      }
+      if (page.chart) page.chart.applyRange(range);
+    },
+  };
+  return page;
+}
+
+function writeUrl(state) {
   const p = new URLSearchParams();
   if (state.runs.length) p.set("runs", state.runs.join(","));
   if (state.key) p.set("key", state.key);
@@ -55,7 +66,8 @@ function writeUrl() {
   history.replaceState(null, "", "/compare?" + p.toString().replace(/%2C/g, ",").replace(/%2F/g, "/"));
 }
 
-async function load() {
+async function load(page) {
+  const { state, details, xmaps } = page;
   const status = $("status");
   $("runs-input").value = state.runs.join(", ");
   if (state.runs.length === 0) {
@@ -92,12 +104,7 @@ async function load() {
     const d = details.get(id);
     return { run: id, key: state.key, label: `${d.name} (${d.project})` };
   });
-  chart = new MetricChart($("chart"), { title: state.key, sources, view, noteEl: $("chart-note") });
-  $("legend").replaceChildren(...sources.map((s, i) => el("li", {},
-    el("span", { className: "swatch", style: "background:" + color(i), "aria-hidden": "true" }),
-    el("a", { href: "/runs/" + encodeURIComponent(s.run), text: s.label }))));
-  await chart.fetch();
-  writeUrl();
+  // Subscribe first, read second: each answer applies the messages after its version.
   for (const s of sources) {
     const stream = new LiveStream(s.run, {
       onBatch: (m) => {
@@ -105,17 +112,24 @@ async function load() {
           const xm = xmaps.get(s.run);
           if (xm && xm.key === p.key) xm.extend(p.step, p.value);
         }
-        chart.append(s.run, m.points || []);
+        page.store.onBatch(s.run, m);
       },
-      onReset: () => chart.fetch(),
+      onReset: (version) => page.store.onReset(s.run, version),
     });
-    stream.start();
-    stream.release();
-    streams.push(stream);
+    page.streams.push(stream.start());
   }
+  $("chart-title").textContent = state.key;
+  page.chart = new MetricChart($("chart"), { sources, view: page.view, store: page.store, noteEl: $("chart-note"), filename: "compare-" + state.key });
+  $("legend").replaceChildren(...sources.map((s, i) => el("li", {},
+    el("span", { className: "swatch", style: "background:" + color(i), "aria-hidden": "true" }),
+    el("a", { href: "/runs/" + encodeURIComponent(s.run), text: s.label }))));
+  await page.chart.load();
+  writeUrl(state);
 }
 
 document.addEventListener("DOMContentLoaded", () => {
+  const page = createPage();
+  const { state, view } = page;
   $("xmode").value = state.x;
   $("smoothing").value = String(state.smooth);
   $("smoothing-value").textContent = state.smooth.toFixed(2);
@@ -132,20 +146,20 @@ document.addEventListener("DOMContentLoaded", () => {
   $("smoothing").addEventListener("input", (e) => {
     state.smooth = view.smoothing = Number(e.target.value);
     $("smoothing-value").textContent = state.smooth.toFixed(2);
-    if (chart && chart.drawn) chart.render();
-    writeUrl();
+    if (page.chart) page.chart.invalidate();
+    writeUrl(state);
   });
   $("logscale").addEventListener("change", (e) => {
     state.log = view.log = e.target.checked;
-    if (chart) {
-      chart.yRange = null;
-      if (chart.drawn) chart.render();
+    if (page.chart) {
+      page.chart.yRange = null;
+      page.chart.invalidate();
     }
-    writeUrl();
+    writeUrl(state);
   });
   $("reset-zoom").addEventListener("click", () => {
-    if (chart) chart.yRange = null;
+    if (page.chart) page.chart.yRange = null;
     view.onRange(null);
   });
-  load().catch((err) => ($("status").textContent = "Could not load: " + err.message));
+  load(page).catch((err) => ($("status").textContent = "Could not load: " + err.message));
 });

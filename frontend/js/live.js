@@ -1,28 +1,32 @@
-// The live stream of one run (docs/CONTRACTS.md, "Live stream"): Server-Sent Events,
-// one `batch` message per committed ingest batch, resumable by Last-Event-ID.
+// The live stream of one run (docs/live.md): Server-Sent Events, one `batch` message per
+// committed ingest batch (its id is the run version), resumable by Last-Event-ID.
 //
-// EventSource reconnects by itself after a dropped connection and sends Last-Event-ID,
-// so the server replays what was missed. When the browser gives up (an HTTP error, a
-// server that was down for long), this opens a new EventSource with ?last_event_id=,
-// backing off up to 30 s. Messages are held until release() so that the page can open
-// the stream before its first fetch and lose nothing in between. A fresh subscription
-// starts with `reset` (the current version): reads sent after it arrived are current,
-// and onSubscribed(time) lets the page re-read only what it read before that.
+// EventSource reconnects by itself after a dropped connection and sends Last-Event-ID, so
+// the server replays what was missed. When the browser gives up (an HTTP error, a server
+// that was down for long), this opens a new EventSource with ?last_event_id=, backing off
+// up to 30 s. A subscription starts with `reset` (the current version): everything after it
+// arrives as `batch` messages; the page's store reads what came before through REST.
+//
+// The page's inline head script may have opened the stream already (before Plotly loaded):
+// start() takes it over with the messages it kept, in order.
 
 const MAX_BACKOFF_MS = 30000;
 
 export class LiveStream {
-  constructor(runId, { onBatch, onReset, onState = () => {}, onOpen = () => {}, onSubscribed = () => {} }) {
+  /**
+   * onReset(version, {initial, at}): the stream (re)starts after `version`; `at` is when the
+   *   reset arrived (performance.now() clock), `initial` for the first one of this page.
+   * onBatch(message): {run, version, status, last_step, points, events}.
+   * onState(state): "live" | "reconnecting" | "offline" | "unsupported".
+   */
+  constructor(runId, { onBatch, onReset, onState = () => {} }, prefetch = null) {
     this.url = "/api/v1/runs/" + encodeURIComponent(runId) + "/stream";
     this.onBatch = onBatch;
     this.onReset = onReset;
     this.onState = onState;
-    this.onOpen = onOpen;
-    this.onSubscribed = onSubscribed; // (time the first reset arrived, performance.now() clock)
+    this.prefetch = prefetch;
     this.subscribed = false;
     this.lastId = null;
-    this.held = [];
-    this.holding = true;
     this.es = null;
     this.backoff = 1000;
     this.timer = null;
@@ -34,13 +38,13 @@ export class LiveStream {
       this.onState("unsupported");
       return this;
     }
-    const pre = this.adoptable();
-    if (pre) {
-      // The page's inline script opened this stream before Plotly loaded: take it over.
+    const pre = this.prefetch;
+    if (pre && pre.es && !pre.adopted && pre.streamUrl === this.url) {
       pre.adopted = true;
       this.attach(pre.es);
-      for (const e of pre.queue) (e.type === "reset" ? this.handleReset : this.handleBatch).call(this, e);
+      const queued = pre.queue;
       pre.queue = [];
+      for (const e of queued) (e.type === "reset" ? this.handleReset : this.handleBatch).call(this, e);
       if (pre.opened || pre.es.readyState === EventSource.OPEN) this.handleOpen();
       if (pre.es.readyState === EventSource.CLOSED) this.handleError(pre.es);
       return this;
@@ -48,12 +52,6 @@ export class LiveStream {
     const url = this.lastId === null ? this.url : this.url + "?last_event_id=" + encodeURIComponent(this.lastId);
     this.attach(new EventSource(url));
     return this;
-  }
-
-  adoptable() {
-    const pre = window.__runcastPrefetch;
-    if (!pre || !pre.es || pre.adopted || pre.streamUrl !== this.url) return null;
-    return pre;
   }
 
   attach(es) {
@@ -67,7 +65,6 @@ export class LiveStream {
   handleOpen() {
     this.backoff = 1000;
     this.onState("live");
-    this.onOpen();
   }
 
   handleBatch(e) {
@@ -78,30 +75,23 @@ export class LiveStream {
     } catch {
       return;
     }
-    if (this.holding) this.held.push(message);
-    else this.onBatch(message);
+    this.onBatch(message);
   }
 
   handleReset(e) {
-    // A fresh subscription begins with a reset that names the current version: data read
-    // through REST after it arrived is current, so it is not a reason to reload.
-    const initial = this.lastId === null && !this.subscribed;
-    this.subscribed = true;
-    if (e.lastEventId) this.lastId = e.lastEventId;
-    else {
+    let version = e.lastEventId ? Number(e.lastEventId) : NaN;
+    if (!Number.isFinite(version)) {
       try {
-        const v = JSON.parse(e.data).version;
-        if (v !== undefined && v !== null) this.lastId = String(v);
+        version = Number(JSON.parse(e.data).version);
       } catch {
-        /* keep the last id */
+        version = NaN;
       }
     }
-    if (initial) {
-      this.onSubscribed(e.timeStamp);
-      return;
-    }
-    this.held = [];
-    this.onReset();
+    if (!Number.isFinite(version)) return;
+    this.lastId = String(version);
+    const initial = !this.subscribed;
+    this.subscribed = true;
+    this.onReset(version, { initial, at: e.timeStamp });
   }
 
   handleError(es) {
@@ -117,23 +107,20 @@ export class LiveStream {
     }
   }
 
-  /** Deliver held messages and every later one as it comes. */
-  release() {
-    this.holding = false;
-    const held = this.held;
-    this.held = [];
-    for (const m of held) this.onBatch(m);
-  }
-
   close() {
     this.closed = true;
     clearTimeout(this.timer);
     if (this.es) this.es.close();
-    const pre = window.__runcastPrefetch;
-    if (pre && pre.es && !pre.adopted && pre.streamUrl === this.url) pre.es.close();
+    const pre = this.prefetch;
+    if (pre && pre.es && !pre.adopted) pre.es.close();
   }
 
   get open() {
     return this.es !== null && this.es.readyState === EventSource.OPEN;
+  }
+
+  /** The last version received (a number), or null before the first message. */
+  get version() {
+    return this.lastId === null ? null : Number(this.lastId);
   }
 }

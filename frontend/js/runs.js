@@ -1,5 +1,6 @@
 // The runs page: every public run, newest first; filter, sort, compare; badges stay live
-// by re-reading the list every few seconds. Run data is set with textContent only.
+// by re-reading the list every few seconds. Run data is set with textContent only. The
+// page's state is made once on load and passed to the functions that use it.
 import { decode, getJSON } from "./api.js";
 import { el, formatAge, formatTime, formatValue, lastLossKey } from "./util.js";
 
@@ -8,17 +9,21 @@ const PAGE = 50;
 const POLL_MS = 5000;
 const $ = (id) => document.getElementById(id);
 
-const runs = new Map(); // id -> summary (+ fetchedAt)
-const selected = new Set();
-let cursor = null;
-let loadedPages = 0;
-const query = new URLSearchParams(location.search);
-const state = {
-  q: query.get("q") || "",
-  status: query.get("status") || "",
-  sort: query.get("sort") || "started",
-  dir: query.get("dir") === "asc" ? 1 : query.get("dir") === "desc" ? -1 : -1,
-};
+function createPage() {
+  const query = new URLSearchParams(location.search);
+  return {
+    runs: new Map(), // id -> summary (+ fetchedAt)
+    selected: new Set(),
+    cursor: null,
+    loadedPages: 0,
+    state: {
+      q: query.get("q") || "",
+      status: query.get("status") || "",
+      sort: query.get("sort") || "started",
+      dir: query.get("dir") === "asc" ? 1 : -1,
+    },
+  };
+}
 
 function lossOf(run) {
   const key = lastLossKey(run.last_values);
@@ -40,14 +45,16 @@ const SORTS = {
   started: (r) => r.started_at ?? r.created_at,
 };
 
+/** A cell: its label (shown on phones, where the table is a card) and its value. */
 function cell(row, label, text, className) {
-  const td = el("td", { className, "data-label": label });
-  if (text !== undefined) td.textContent = text;
-  row.append(td);
-  return td;
+  const value = el("span", { className: "cell-value" });
+  if (text !== undefined) value.textContent = text;
+  row.append(el("td", { className }, el("span", { className: "cell-label", "aria-hidden": "true", text: label }), value));
+  return value;
 }
 
-function renderRun(run) {
+function renderRun(page, run) {
+  const { selected } = page;
   const row = el("tr", { "data-id": run.id });
   cell(row, "Project", run.project);
   const name = cell(row, "Name", undefined, "name");
@@ -69,7 +76,7 @@ function renderRun(run) {
   return row;
 }
 
-function visible() {
+function visible({ runs, state }) {
   const q = state.q.trim().toLowerCase();
   const list = [...runs.values()].filter((r) =>
     (!q || r.project.toLowerCase().includes(q) || r.name.toLowerCase().includes(q)) && (!state.status || r.status === state.status));
@@ -81,11 +88,12 @@ function visible() {
   });
 }
 
-function render() {
+function render(page) {
+  const { runs, state } = page;
   const table = $("runs");
   const tbody = table.tBodies[0];
-  const list = visible();
-  tbody.replaceChildren(...list.map(renderRun));
+  const list = visible(page);
+  tbody.replaceChildren(...list.map((run) => renderRun(page, run)));
   for (const th of table.tHead.rows[0].cells) {
     if (th.dataset.sort === state.sort) th.setAttribute("aria-sort", state.dir > 0 ? "ascending" : "descending");
     else th.removeAttribute("aria-sort");
@@ -95,7 +103,7 @@ function render() {
   $("status").textContent = runs.size === 0 ? "No public runs yet." : n === 0 ? "No runs match." : n + (n === 1 ? " run" : " runs");
 }
 
-function writeUrl() {
+function writeUrl(state) {
   const q = new URLSearchParams();
   if (state.q) q.set("q", state.q);
   if (state.status) q.set("status", state.status);
@@ -104,24 +112,24 @@ function writeUrl() {
   history.replaceState(null, "", location.pathname + (q.toString() ? "?" + q : ""));
 }
 
-function store(list) {
+function keep(page, list) {
   const now = Date.now();
-  for (const run of list) runs.set(run.id, { ...run, fetchedAt: now });
+  for (const run of list) page.runs.set(run.id, { ...run, fetchedAt: now });
 }
 
-async function loadPage() {
+async function loadPage(page) {
   const more = $("more");
   const params = new URLSearchParams({ limit: String(PAGE) });
-  if (cursor) params.set("cursor", cursor);
-  if (state.status) params.set("status", state.status);
+  if (page.cursor) params.set("cursor", page.cursor);
+  if (page.state.status) params.set("status", page.state.status);
   more.disabled = true;
   try {
     const body = await getJSON(API + "?" + params);
-    store(body.runs);
-    loadedPages += 1;
-    cursor = body.next_cursor;
-    more.hidden = !cursor;
-    render();
+    keep(page, body.runs);
+    page.loadedPages += 1;
+    page.cursor = body.next_cursor;
+    more.hidden = !page.cursor;
+    render(page);
   } catch (err) {
     $("status").textContent = "Could not load runs: " + err.message;
   } finally {
@@ -129,41 +137,44 @@ async function loadPage() {
   }
 }
 
-async function refresh() {
+async function refresh(page) {
   // The newest runs again (as many as are shown, up to 200): new runs, status, steps, heartbeats.
   if (document.hidden) return;
-  const params = new URLSearchParams({ limit: String(Math.min(200, Math.max(PAGE, loadedPages * PAGE))) });
+  const { runs, state } = page;
+  const params = new URLSearchParams({ limit: String(Math.min(200, Math.max(PAGE, page.loadedPages * PAGE))) });
   if (state.status) params.set("status", state.status);
   try {
     const body = await getJSON(API + "?" + params);
-    store(body.runs);
+    keep(page, body.runs);
     if (state.status) for (const [id, r] of runs) if (r.status !== state.status && !body.runs.some((b) => b.id === id)) runs.delete(id);
-    render();
+    render(page);
   } catch {
     /* try again next time */
   }
 }
 
-function restart() {
-  runs.clear();
-  cursor = null;
-  loadedPages = 0;
-  writeUrl();
-  loadPage();
+function restart(page) {
+  page.runs.clear();
+  page.cursor = null;
+  page.loadedPages = 0;
+  writeUrl(page.state);
+  loadPage(page);
 }
 
 document.addEventListener("DOMContentLoaded", () => {
+  const page = createPage();
+  const { runs, selected, state } = page;
   $("filter").value = state.q;
   $("status-filter").value = state.status;
   $("filter").addEventListener("input", (e) => {
     state.q = e.target.value;
-    writeUrl();
-    render();
+    writeUrl(state);
+    render(page);
   });
   $("filters").addEventListener("submit", (e) => e.preventDefault());
   $("status-filter").addEventListener("change", (e) => {
     state.status = e.target.value;
-    restart();
+    restart(page);
   });
   for (const th of $("runs").tHead.rows[0].cells) {
     th.querySelector("button").addEventListener("click", () => {
@@ -172,23 +183,23 @@ document.addEventListener("DOMContentLoaded", () => {
         state.sort = th.dataset.sort;
         state.dir = ["project", "name", "status"].includes(state.sort) ? 1 : -1;
       }
-      writeUrl();
-      render();
+      writeUrl(state);
+      render(page);
     });
   }
-  $("more").addEventListener("click", () => loadPage());
+  $("more").addEventListener("click", () => loadPage(page));
   $("compare").addEventListener("click", () => {
     const ids = [...selected];
     const first = runs.get(ids[0]);
     const key = (first && lastLossKey(first.last_values)) || "train/loss";
     location.href = "/compare?" + new URLSearchParams({ runs: ids.join(","), key }).toString().replace(/%2C/g, ",").replace(/%2F/g, "/");
   });
-  loadPage();
-  setInterval(refresh, POLL_MS);
+  loadPage(page);
+  setInterval(() => refresh(page), POLL_MS);
   setInterval(() => {
     for (const row of $("runs").tBodies[0].rows) {
       const run = runs.get(row.dataset.id);
-      const age = row.querySelector("td.age");
+      const age = row.querySelector("td.age .cell-value");
       if (run && age) age.textContent = formatAge(heartbeatAge(run));
     }
   }, 1000);

@@ -111,3 +111,27 @@ export function theme() {
     ? { dark, fg: "#e6e6e6", grid: "rgba(255,255,255,0.12)", bg: "rgba(0,0,0,0)", hoverbg: "#222" }
     : { dark, fg: "#1f2328", grid: "rgba(0,0,0,0.1)", bg: "rgba(0,0,0,0)", hoverbg: "#fff" };
 }
+
+/** A two-column table (th = name, td = value), every cell set as text. */
+export function table(rows) {
+  const t = el("table", { className: "kv" });
+  const body = el("tbody");
+  for (const [k, v] of rows) body.append(el("tr", {}, el("th", { scope: "row", text: k }), el("td", { text: v })));
+  t.append(body);
+  return t;
+}
+
+/** A small button that copies `value` to the clipboard and says whether it did. */
+export function copyButton(value, what) {
+  const button = el("button", { type: "button", className: "copy", text: "copy", "aria-label": "Copy the " + what });
+  button.addEventListener("click", async () => {
+    try {
+      await navigator.clipboard.writeText(value);
+      button.textContent = "copied";
+    } catch {
+      button.textContent = "copy failed";
+    }
+    setTimeout(() => (button.textContent = "copy"), 1500);
+  });
+  return button;
+}

@@ -1,0 +1,82 @@
+// Alerts (GET /runs/{id}/alerts, docs/alerts.md) as the timeline shows them: the anomaly
+// timeline event is the entry (kept current by the stream); the alert adds its title, state,
+// the checkpoints around it and its evidence.
+
+import { getJSON, runUrl } from "../api.js";
+import { formatValue } from "../util.js";
+
+/** Every alert of the run (pages of 1000) as a Map id -> alert; null when it could not be read. */
+export async function loadAlerts(runId) {
+  const fresh = new Map();
+  let after = null;
+  try {
+    for (let page = 0; page < 20; page++) {
+      const params = new URLSearchParams({ limit: "1000" });
+      if (after) params.set("after", after);
+      const body = await getJSON(runUrl(runId) + "/alerts?" + params);
+      for (const a of body.alerts || []) fresh.set(a.id, a);
+      if (!body.next_cursor || !(body.alerts || []).length) break;
+      after = body.next_cursor;
+    }
+  } catch {
+    return null; // the timeline still shows the anomaly events
+  }
+  return fresh;
+}
+
+export function alertOf(alerts, e) {
+  const p = e.payload || {};
+  const id = Number.isSafeInteger(p.alert) ? p.alert : e.seq < 0 ? -e.seq : null;
+  if (id !== null && alerts.has(id)) return alerts.get(id);
+  for (const a of alerts.values()) if (a.event === e.id) return a;
+  return null;
+}
+
+/** The alert as the timeline shows it: the event's payload is live, so it wins, except that
+ * an alert never reopens (whichever source saw it close first says closed). */
+export function alertState(alert, e, step) {
+  const p = (e && e.payload) || {};
+  const a = alert || {};
+  const closed = p.state === "closed" || a.state === "closed";
+  const endStep = p.end_step ?? a.end_step ?? null;
+  const at = step ?? a.step ?? null;
+  return {
+    id: Number.isSafeInteger(a.id) ? a.id : Number.isSafeInteger(p.alert) ? p.alert : null,
+    kind: p.kind || a.kind || "alert",
+    title: a.title || null,
+    key: p.key || a.key || null,
+    state: closed ? "closed" : "open",
+    step: Number.isFinite(at) ? at : null,
+    endStep: Number.isFinite(endStep) ? endStep : null,
+    evidence: (closed && a.evidence && a.evidence.close ? a.evidence : p.evidence) || a.evidence || {},
+    checkpoints: a.checkpoints || null,
+  };
+}
+
+export function describeAlert(a) {
+  const what = a.title ? `${a.title} (${a.kind})` : a.kind;
+  const where = a.key ? ` on ${a.key}` : "";
+  const span = a.state === "closed" && a.endStep !== null ? ` until step ${a.endStep}` : "";
+  return `anomaly: ${what}${where} (${a.state}${span})`;
+}
+
+/** Evidence as plain lines for a hover title: "open: value 9.1, baseline 2.3, …". */
+export function evidenceText(evidence) {
+  const lines = [];
+  for (const [phase, facts] of Object.entries(evidence || {}).slice(0, 4)) {
+    if (!facts || typeof facts !== "object") {
+      lines.push(`${phase}: ${formatEvidence(facts)}`);
+      continue;
+    }
+    const parts = Object.entries(facts).slice(0, 16).map(([k, v]) => `${k} ${formatEvidence(v)}`);
+    lines.push(`${phase}: ${parts.join(", ")}`);
+  }
+  return lines.join("\n").slice(0, 2000);
+}
+
+function formatEvidence(v) {
+  if (typeof v === "number") return formatValue(v);
+  if (typeof v === "string") return v in { NaN: 1, Infinity: 1, "-Infinity": 1 } ? v : v.slice(0, 200);
+  if (v === null || v === undefined) return "–";
+  return JSON.stringify(v).slice(0, 200);
+}

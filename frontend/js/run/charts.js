@@ -1,0 +1,178 @@
+// The run page's charts: the loss chart (every loss-like key, or the keys picked) and one
+// panel per other key. Each card has its title and a placeholder before its chart loads; a
+// panel loads when it scrolls into view. Charts draw from the page's store; rebuilding a
+// chart keeps the store's entries (and their live points) of the keys it still shows.
+
+import { MetricChart, XMap } from "../chart.js";
+import { el } from "../util.js";
+import { writeUrl } from "./url.js";
+
+const $ = (id) => document.getElementById(id);
+const PANEL_ORDER = [/^(lr|learning_rate)$/i, /grad_?norm/i, /(tokens?_per_s|throughput|tok\/s)/i, /loss_scale/i];
+const PANEL_TITLES = [
+  [/^(lr|learning_rate)$/i, "learning rate"],
+  [/grad_?norm/i, "gradient norm"],
+  [/(tokens?_per_s|throughput)/i, "throughput (tokens/s)"],
+  [/loss_scale/i, "loss scale"],
+];
+const TOKEN_KEY = /^(tokens_seen|tokens|train\/tokens|tokens\/seen|num_tokens|consumed_tokens)$/i;
+const TIME_KEY = /^(wall_?time|time|timestamp|elapsed(_s)?|time\/elapsed|_runtime)$/i;
+export const isLossKey = (k) => /(^|[/_.])loss$/i.test(k) && !/scale/i.test(k);
+
+/** Every chart of the page, the loss chart first. */
+export function allCharts(page) {
+  return page.mainChart ? [page.mainChart, ...page.panelCharts] : page.panelCharts;
+}
+
+/** The x-axis choices the run's keys allow; loads the mapping of the one in use. */
+export async function setupXmaps(page) {
+  const { detail, xmaps, state } = page;
+  const select = $("xmode");
+  const tokens = detail.keys.find((k) => TOKEN_KEY.test(k));
+  const time = detail.keys.find((k) => TIME_KEY.test(k));
+  select.replaceChildren(el("option", { value: "step", text: "step" }));
+  if (tokens) select.append(el("option", { value: "tokens", text: "tokens seen (" + tokens + ")" }));
+  if (time) select.append(el("option", { value: "time", text: "wall time (" + time + ")" }));
+  for (const [mode, key] of [["tokens", tokens], ["time", time]]) {
+    if (key && !xmaps.has(mode)) xmaps.set(mode, new XMap(mode, key));
+  }
+  if (!xmaps.has(state.x)) state.x = "step";
+  select.value = state.x;
+  if (state.x !== "step") await xmaps.get(state.x).load(page.runId);
+}
+
+function mainKeys(page) {
+  const { detail, state } = page;
+  const wanted = state.keys ? state.keys.filter((k) => detail.keys.includes(k)) : [];
+  if (wanted.length) return wanted;
+  const losses = detail.keys.filter(isLossKey);
+  const ordered = losses.sort((a, b) => rank(a) - rank(b) || a.localeCompare(b));
+  return ordered.length ? ordered.slice(0, 6) : detail.keys.slice(0, 1);
+}
+
+function rank(key) {
+  if (/^(train[/_])?loss$/i.test(key)) return 0;
+  if (/^train/i.test(key)) return 1;
+  if (/^(val|valid|eval)/i.test(key)) return 2;
+  return 3;
+}
+
+function panelKeys(page) {
+  const main = new Set(page.mainChart ? page.mainChart.sources.map((s) => s.key) : []);
+  let keys = page.detail.keys.filter((k) => !main.has(k));
+  if (page.state.panels) keys = keys.filter((k) => page.state.panels.includes(k));
+  const order = (k) => {
+    const i = PANEL_ORDER.findIndex((re) => re.test(k));
+    return i < 0 ? PANEL_ORDER.length : i;
+  };
+  return keys.sort((a, b) => order(a) - order(b) || a.localeCompare(b));
+}
+
+function placeholder(text) {
+  return el("p", { className: "placeholder", text });
+}
+
+/**
+ * (Re)build the loss chart for the keys it should show; true when its keys changed (the caller
+ * loads it). `options`: {onDrawn, prefetched, markers}.
+ */
+export function buildMainChart(page, options = {}) {
+  const keys = mainKeys(page);
+  renderKeyPicker(page, keys, options);
+  const before = page.mainChart ? page.mainChart.sources.map((s) => s.key).join("\u0000") : null;
+  if (before === keys.join("\u0000") && page.mainChart) return false;
+  const title = $("chart-main-title");
+  title.textContent = keys.length ? keys.join(", ") : "Loss";
+  const old = page.mainChart;
+  page.mainChart = null;
+  if (!keys.length) {
+    if (old) old.destroy();
+    $("chart-main").replaceChildren(placeholder("No metrics logged yet."));
+    $("chart-main-note").textContent = "No metrics logged yet.";
+    return false;
+  }
+  const div = $("chart-main");
+  const fresh = el("div", { id: "chart-main", className: div.className });
+  fresh.append(placeholder("Loading " + keys.join(", ") + "…"));
+  const chart = new MetricChart(fresh, {
+    sources: keys.map((key) => ({ run: page.runId, key, label: key })),
+    view: page.view,
+    store: page.store,
+    noteEl: $("chart-main-note"),
+    onDrawn: options.onDrawn,
+    prefetched: options.prefetched || null,
+    filename: page.detail.name + "-" + keys[0],
+  });
+  if (old) old.destroy(); // after the new chart holds the store's entries it shares
+  div.replaceWith(fresh);
+  chart.setMarkers(options.markers || []);
+  page.mainChart = chart;
+  return true;
+}
+
+function renderKeyPicker(page, selected, options) {
+  const box = $("key-picker");
+  box.querySelectorAll("label").forEach((n) => n.remove());
+  for (const key of page.detail.keys) {
+    const input = el("input", { type: "checkbox", value: key });
+    input.checked = selected.includes(key);
+    input.addEventListener("change", () => {
+      const keys = [...box.querySelectorAll("input:checked")].map((i) => i.value);
+      page.state.keys = keys.length ? keys : null;
+      writeUrl(page.state);
+      if (buildMainChart(page, { ...options, prefetched: null }) && page.mainChart) page.mainChart.load();
+      buildPanels(page, options.markers || []);
+    });
+    box.append(el("label", { className: "check" }, input, " " + key));
+  }
+}
+
+/** (Re)build the panels: a titled card each, charted once it scrolls into view. */
+export function buildPanels(page, markers) {
+  const old = page.panelCharts;
+  page.panelCharts = [];
+  if (page.panelObserver) page.panelObserver.disconnect();
+  const box = $("panels");
+  const observer = new IntersectionObserver((entries) => {
+    for (const entry of entries) {
+      if (!entry.isIntersecting) continue;
+      observer.unobserve(entry.target);
+      const chart = page.panelCharts.find((c) => c.div === entry.target);
+      if (chart) chart.load();
+    }
+  }, { rootMargin: "300px" });
+  page.panelObserver = observer;
+  const cards = [];
+  for (const key of panelKeys(page)) {
+    const hint = PANEL_TITLES.find(([re]) => re.test(key));
+    const title = hint ? `${key} — ${hint[1]}` : key;
+    const plot = el("div", { className: "plot plot-panel" }, placeholder("Loads when scrolled into view."));
+    const note = el("p", { className: "note" });
+    cards.push(el("section", { className: "card panel", "aria-label": title }, el("h2", { className: "chart-title", text: title }), plot, note));
+    const chart = new MetricChart(plot, {
+      sources: [{ run: page.runId, key, label: key }],
+      view: page.view,
+      store: page.store,
+      noteEl: note,
+      filename: page.detail.name + "-" + key,
+    });
+    chart.setMarkers(markers);
+    page.panelCharts.push(chart);
+  }
+  for (const c of old) c.destroy();
+  box.replaceChildren(...cards);
+  for (const c of page.panelCharts) observer.observe(c.div);
+}
+
+/** Every chart drawn so far reads its entries again (a view change, or the stream is down). */
+export function reloadCharts(page) {
+  for (const c of allCharts(page)) if (c.active) c.load();
+}
+
+export function setMarkers(page, markers) {
+  for (const c of allCharts(page)) c.setMarkers(markers);
+}
+
+export function redraw(page) {
+  for (const c of allCharts(page)) c.invalidate();
+}

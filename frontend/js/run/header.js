@@ -1,0 +1,60 @@
+// The run's header: name, status badge, live indicator, step, loss, heartbeat, segments.
+
+import { decode } from "../api.js";
+import { formatAge, formatTime, formatValue, lastLossKey } from "../util.js";
+
+const $ = (id) => document.getElementById(id);
+const LIVE_STATUSES = new Set(["running", "stalled"]);
+const STREAM_LABELS = { live: "● live", reconnecting: "reconnecting…", offline: "stream offline", unsupported: "" };
+
+export function renderHeader(page) {
+  const d = page.detail;
+  document.title = d.name + " · " + d.project + " · Runcast";
+  $("run-project").textContent = d.project;
+  $("run-name").textContent = d.name;
+  renderStatus(page);
+  $("fact-step").textContent = d.last_step === null ? "–" : d.last_step.toLocaleString();
+  const lossKey = lastLossKey(d.last_values);
+  $("fact-loss-key").textContent = lossKey || "Loss";
+  $("fact-loss").textContent = lossKey ? formatValue(decode(d.last_values[lossKey].value)) : "–";
+  page.heartbeatAt = d.heartbeat_at;
+  tickHeartbeat(page);
+  $("fact-started").textContent = formatTime(d.started_at ?? d.created_at);
+  const resumed = d.segments.filter((s) => s.resumed).length;
+  $("fact-segments").textContent = d.segments.length + (resumed ? ` (${resumed} resumed)` : "");
+}
+
+/** The status badge and the live indicator: "live" only while the run runs and the stream is up. */
+export function renderStatus(page) {
+  const status = page.detail.status;
+  const badge = $("run-status");
+  badge.textContent = status;
+  badge.className = "badge badge-" + status;
+  const node = $("live-state");
+  const running = LIVE_STATUSES.has(status);
+  const state = running ? page.streamState : "ended";
+  node.textContent = running ? STREAM_LABELS[state] ?? "" : "";
+  node.dataset.state = state;
+  node.title = running ? "" : `The run is ${status}: nothing more is expected (a resume would show up here live).`;
+}
+
+export function tickHeartbeat(page) {
+  $("fact-heartbeat").textContent = page.heartbeatAt ? formatAge(Date.now() / 1000 - page.heartbeatAt) : "–";
+}
+
+/** A live message's status, step and newest loss. */
+export function applyLive(page, message) {
+  const d = page.detail;
+  if (message.status) d.status = message.status;
+  if (message.last_step !== undefined && message.last_step !== null) {
+    d.last_step = message.last_step;
+    $("fact-step").textContent = message.last_step.toLocaleString();
+  }
+  renderStatus(page);
+  page.heartbeatAt = Date.now() / 1000;
+  tickHeartbeat(page);
+  const lossKey = $("fact-loss-key").textContent;
+  for (const p of message.points || []) {
+    if (p.key === lossKey && p.value.length) $("fact-loss").textContent = formatValue(decode(p.value[p.value.length - 1]));
+  }
+}

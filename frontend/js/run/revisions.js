@@ -1,0 +1,58 @@
+// The run's code revisions (GET /runs/{id}/revisions): sha (copy button), branch, remote, dirty
+// badge, the segments that used it, a code-host link (http(s) only) and the diff as text.
+
+import { getJSON, runUrl } from "../api.js";
+import { copyButton, el, formatBytes, safeHttpUrl, table } from "../util.js";
+
+const $ = (id) => document.getElementById(id);
+
+export async function loadRevisions(runId) {
+  let body;
+  try {
+    body = await getJSON(runUrl(runId) + "/revisions");
+  } catch {
+    return;
+  }
+  renderRevisions(runId, body.revisions || []);
+}
+
+function renderRevisions(runId, revisions) {
+  const box = $("revisions");
+  box.replaceChildren();
+  if (!revisions.length) return;
+  box.append(el("h3", { text: revisions.length > 1 ? "Code revisions" : "Code revision" }));
+  const list = el("ul", { className: "revisions" });
+  for (const r of revisions.slice(0, 200)) {
+    const li = el("li", { className: "revision" });
+    const sha = r.sha ? String(r.sha) : null;
+    const head = el("div", { className: "rev-head" });
+    head.append(sha ? el("code", { className: "rev-sha", title: sha, text: sha.slice(0, 12) }) : el("span", { text: "no sha" }));
+    if (sha) head.append(" ", copyButton(sha, "commit sha"));
+    if (r.dirty) head.append(" ", el("span", { className: "badge rev-dirty", text: "dirty" }));
+    li.append(head);
+    const rows = [];
+    if (r.branch) rows.push(["branch", String(r.branch)]);
+    if (r.remote) rows.push(["remote", String(r.remote)]);
+    if (Array.isArray(r.segments) && r.segments.length) rows.push(["segments", r.segments.join(", ")]);
+    if (Array.isArray(r.start_steps) && r.start_steps.length) rows.push(["from steps", r.start_steps.map((s) => Number(s).toLocaleString()).join(", ")]);
+    rows.push(["dirty", r.dirty ? "yes" + (r.diff_truncated ? " (diff truncated)" : "") : "no"]);
+    li.append(table(rows));
+    const links = el("p", { className: "rev-links" });
+    const href = safeHttpUrl(r.link);
+    if (href) {
+      const a = el("a", { className: "rev-link", text: "on the code host", rel: "noopener noreferrer nofollow" });
+      a.href = href;
+      links.append(a);
+    }
+    if (r.diff_url && Number.isSafeInteger(r.id)) {
+      if (links.childNodes.length) links.append(" · ");
+      links.append(el("a", {
+        className: "rev-diff", href: runUrl(runId) + "/revisions/" + r.id + "/diff",
+        text: "diff" + (typeof r.diff_bytes === "number" ? ` (${formatBytes(r.diff_bytes)})` : ""),
+      }));
+    }
+    if (links.childNodes.length) li.append(links);
+    list.append(li);
+  }
+  box.append(list);
+}

@@ -1,0 +1,164 @@
+// The timeline: every event of the run (start, code revisions, restarts, checkpoints, data-mix
+// changes, manifests, notes, anomalies) as a list beside the charts and as markers on them.
+// Events change markers only; the charts' data comes from the store.
+
+import { decode } from "../api.js";
+import { markerStyle } from "../chart.js";
+import { el, formatBytes, formatTime, formatValue } from "../util.js";
+import { alertOf, alertState, describeAlert, evidenceText } from "./alerts.js";
+
+const baseName = (path) => String(path).split(/[\\/]/).filter(Boolean).pop() || String(path);
+
+/**
+ * The size of each checkpoint event as the checkpoints panel shows it: a "pruned" event (the file
+ * is gone, its own size 0) takes the size of the checkpoint it prunes, the newest earlier event
+ * that recorded the same path and step (reads the same as artifacts/checkpoints.py).
+ */
+function checkpointSizes(events) {
+  const sizes = new Map(); // event id -> size
+  const recorded = new Map(); // path \0 step -> size
+  for (const e of [...events].filter((x) => x.type === "checkpoint").sort((a, b) => a.id - b.id)) {
+    const p = e.payload || {};
+    const where = String(p.path ?? p.filename ?? "") + "\u0000" + e.step;
+    if (p.status === "pruned" && recorded.has(where)) sizes.set(e.id, recorded.get(where));
+    else {
+      sizes.set(e.id, p.size);
+      if (p.status !== "pruned") recorded.set(where, p.size);
+    }
+  }
+  return sizes;
+}
+
+function describe(e, sizes) {
+  const p = e.payload || {};
+  switch (e.type) {
+    case "run_started": {
+      const bits = [];
+      if (p.resume_step !== null && p.resume_step !== undefined) bits.push(`resumed at step ${p.resume_step} (segment ${e.segment})`);
+      else bits.push("run started");
+      if (p.code && p.code.sha) bits.push("code " + String(p.code.sha).slice(0, 12) + (p.code.dirty ? " (dirty)" : ""));
+      return bits.join("; ");
+    }
+    case "checkpoint": {
+      const metrics = Object.entries(p.metrics || {}).map(([k, v]) => `${k} ${formatValue(decode(v))}`);
+      const size = sizes.get(e.id);
+      return [
+        `checkpoint ${p.status || ""}`.trim(), typeof size === "number" ? formatBytes(size) : null,
+        p.sha256 ? "sha256 " + String(p.sha256).slice(0, 12) : null, p.filename ? String(p.filename) : p.path ? baseName(p.path) : null, ...metrics,
+      ].filter(Boolean).join(" · ");
+    }
+    case "data_mix":
+      return "data mix: " + Object.entries(p.weights || {}).map(([k, v]) => `${k} ${formatValue(decode(v))}`).join(", ");
+    case "manifest":
+      return "dataset manifest " + (p.version ?? "");
+    case "note":
+      return String(p.text ?? "");
+    case "finished":
+      return "run " + (p.status || "finished");
+    case "anomaly": {
+      const where = p.key ? ` on ${p.key}` : "";
+      const span = p.end_step !== null && p.end_step !== undefined ? ` until step ${p.end_step}` : "";
+      return `anomaly: ${p.kind || "alert"}${where} (${p.state || "open"}${span})`;
+    }
+    default:
+      return e.type;
+  }
+}
+
+function markerType(e) {
+  if (e.type === "run_started") return e.payload && e.payload.resume_step !== null && e.payload.resume_step !== undefined ? "restart" : "code";
+  if (e.type === "anomaly") return "alert";
+  return e.type;
+}
+
+function eventStep(page, e) {
+  if (e.step !== null && e.step !== undefined) return e.step;
+  if (e.type === "run_started") {
+    const seg = page.detail.segments.find((s) => s.index === e.segment);
+    return seg ? seg.start_step : 0;
+  }
+  return null;
+}
+
+/** One item per event; one per alert (the anomaly event carries it, or the alert alone). */
+export function timelineItems(page) {
+  const matched = new Set();
+  const sizes = checkpointSizes(page.events);
+  const items = page.events.map((e) => {
+    const item = { type: markerType(e), step: eventStep(page, e), label: describe(e, sizes), ts: e.ts, event: e };
+    if (e.type === "anomaly") {
+      const alert = alertOf(page.alerts, e);
+      if (alert) matched.add(alert.id);
+      item.alert = alertState(alert, e, eventStep(page, e));
+      item.label = describeAlert(item.alert);
+    }
+    return item;
+  });
+  for (const alert of page.alerts.values()) {
+    if (matched.has(alert.id)) continue;
+    const a = alertState(alert, null, null);
+    items.push({ type: "alert", step: a.step, label: describeAlert(a), ts: alert.opened_at, alert: a });
+  }
+  return items;
+}
+
+export function markers(page) {
+  return timelineItems(page).filter((m) => m.step !== null && m.type !== "finished").map((m) => ({
+    step: m.step, type: m.type, label: m.label.length > 300 ? m.label.slice(0, 300) + "…" : m.label,
+  }));
+}
+
+/** The list beside the charts, newest first; `zoomTo(step)` is what a step button does. */
+export function renderTimeline(page, zoomTo) {
+  const list = document.getElementById("timeline");
+  list.replaceChildren();
+  const items = timelineItems(page);
+  for (const item of items.slice(-500).reverse()) {
+    const style = markerStyle(item.type);
+    const li = el("li", { className: "tl-" + item.type });
+    li.append(el("span", { className: "tl-dot", style: "--c:" + style.color, "aria-hidden": "true" }));
+    const body = el("div", { className: "tl-body" });
+    const head = el("div", { className: "tl-head" }, el("strong", { text: style.name }));
+    if (item.step !== null) {
+      head.append(" ", el("button", {
+        type: "button", className: "link", text: "step " + item.step.toLocaleString(),
+        "aria-label": `Zoom to step ${item.step} (${style.name})`, onclick: () => zoomTo(item.step),
+      }));
+    }
+    if (item.alert) {
+      head.append(" ", el("span", { className: "badge alert-state alert-" + item.alert.state, text: item.alert.state }));
+      if (item.alert.id !== null) li.id = "alert-" + item.alert.id;
+      const hover = evidenceText(item.alert.evidence);
+      if (hover) body.title = hover;
+    }
+    if (item.ts) head.append(el("time", { className: "tl-time", text: formatTime(item.ts) }));
+    body.append(head, el("p", { className: "tl-text", text: item.label }));
+    if (item.alert && item.alert.checkpoints) {
+      const around = ["before", "after"].map((side) => {
+        const c = item.alert.checkpoints[side];
+        return c && Number.isFinite(c.step) ? `${side} step ${c.step.toLocaleString()}` : null;
+      }).filter(Boolean);
+      if (around.length) body.append(el("p", { className: "tl-note", text: "nearest checkpoints: " + around.join(", ") }));
+    }
+    if (item.event && item.event.type === "manifest" && item.event.payload && item.event.payload.manifest) {
+      body.append(el("details", {}, el("summary", { text: "Manifest" }),
+        el("pre", { text: JSON.stringify(item.event.payload.manifest, null, 2).slice(0, 200000) })));
+    }
+    li.append(body);
+    list.append(li);
+  }
+  if (!items.length) list.append(el("li", { className: "empty", text: "Nothing on the timeline yet." }));
+}
+
+/** Merge events from the stream or a re-read (an anomaly closing replaces its event). */
+export function mergeEvents(page, fresh) {
+  const at = new Map(page.events.map((e, i) => [e.id, i]));
+  for (const e of fresh) {
+    if (at.has(e.id)) page.events[at.get(e.id)] = e;
+    else {
+      at.set(e.id, page.events.length);
+      page.events.push(e);
+    }
+  }
+  page.events.sort((a, b) => a.id - b.id);
+}

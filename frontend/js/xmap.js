@@ -1,0 +1,102 @@
+// The x axis of a chart: steps, or a logged monotonic key (tokens seen, wall time) mapped from
+// steps by interpolating between its logged points. Ranges are kept in x units; toStep turns
+// them back into steps for /metrics.
+
+import { decode, getMetrics } from "./api.js";
+
+function bisect(arr, x) {
+  let lo = 0;
+  let hi = arr.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (arr[mid] < x) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+function interp(xs, ys, x) {
+  const n = xs.length;
+  if (n === 0) return null;
+  const i = bisect(xs, x);
+  if (i === 0) return ys[0];
+  if (i >= n) return ys[n - 1];
+  const x0 = xs[i - 1];
+  const x1 = xs[i];
+  return x1 === x0 ? ys[i] : ys[i - 1] + ((ys[i] - ys[i - 1]) * (x - x0)) / (x1 - x0);
+}
+
+export class XMap {
+  constructor(mode = "step", key = null) {
+    this.mode = mode;
+    this.key = key;
+    this.steps = [];
+    this.values = [];
+    this.epoch = false;
+  }
+
+  get identity() {
+    return this.mode === "step" || !this.key;
+  }
+
+  async load(runId) {
+    if (this.identity) return this;
+    const body = await getMetrics(runId, this.key, { maxPoints: 5000 });
+    const byStep = new Map();
+    for (const s of body.series) {
+      for (let i = 0; i < s.step.length; i++) {
+        const v = s.last[i];
+        if (Number.isFinite(v)) byStep.set(s.last_step[i], v);
+      }
+    }
+    this.steps = [...byStep.keys()].sort((a, b) => a - b);
+    this.values = this.steps.map((s) => byStep.get(s));
+    this.epoch = this.mode === "time" && this.values.length > 0 && this.values[0] > 1e9;
+    return this;
+  }
+
+  /** Extend with live points of the mapping key. */
+  extend(steps, values) {
+    for (let i = 0; i < steps.length; i++) {
+      const v = decode(values[i]);
+      if (!Number.isFinite(v)) continue;
+      if (this.steps.length && steps[i] <= this.steps[this.steps.length - 1]) continue;
+      this.steps.push(steps[i]);
+      this.values.push(v);
+    }
+  }
+
+  toX(step) {
+    if (this.identity) return step;
+    return interp(this.steps, this.values, step);
+  }
+
+  toStep(x) {
+    if (this.identity) return x;
+    return interp(this.values, this.steps, x);
+  }
+
+  /** x units -> what Plotly plots (date axes take epoch milliseconds). */
+  toPlot(x) {
+    return this.epoch && x !== null ? x * 1000 : x;
+  }
+
+  fromPlot(p) {
+    if (this.epoch) {
+      const ms = typeof p === "number" ? p : Date.parse(String(p).replace(" ", "T") + (/[zZ]|[+-]\d\d:?\d\d$/.test(p) ? "" : "Z"));
+      return ms / 1000;
+    }
+    return typeof p === "number" ? p : Number(p);
+  }
+
+  get axisTitle() {
+    if (this.identity) return "step";
+    return this.key;
+  }
+}
+
+export function rangesEqual(a, b) {
+  if (a === null || b === null || a === undefined || b === undefined) return (a ?? null) === (b ?? null);
+  const tol = Math.max(1e-9, Math.abs(a[1] - a[0]) * 1e-6);
+  return Math.abs(a[0] - b[0]) <= tol && Math.abs(a[1] - b[1]) <= tol;
+}
