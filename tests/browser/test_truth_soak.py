@@ -1,8 +1,10 @@
 """The truth soak: a real `runcast train` (a loss spike with its note, a data-mix change,
 checkpoints with retention, a crash, a resume in a new segment) watched by three pages
-without reload -- one opened before the first step, one opened mid-run at phone width, one
-zoomed on a range. At three moments mid-run and after the finish, every page's store and
-every Plotly trace equal ``GET /metrics`` for the same query, for every metric.
+without reload -- one opened before the first step, one opened mid-run at phone width (its
+budget of points is small: raw points give way to buckets, then to wider buckets, live),
+one zoomed on a range (zoomed again later, then reset). At three moments mid-run and after
+the finish, every page's store and every Plotly trace equal ``GET /metrics`` for the same
+query, for every metric.
 
 At a moment the trainer is paused (SIGSTOP) so that the comparison is exact rather than
 "all but the last few seconds"; it resumes (SIGCONT) afterwards. Runs in the embedded
@@ -30,9 +32,9 @@ from .truth import assert_page_tells_the_truth
 
 pytestmark = pytest.mark.slow
 
-STEPS = 1500
-CRASH_AT = 700
-RESUME_FROM = 600
+STEPS = 1200
+CRASH_AT = 600
+RESUME_FROM = 500
 TRAIN = [
     "--n-layer", "1", "--n-embd", "16", "--n-head", "2", "--block-size", "16", "--batch-size", "2",
     "--data-limit", "20", "--max-steps", str(STEPS), "--warmup-steps", "10",
@@ -159,6 +161,12 @@ def new_page(browser: Any, width: int, height: int) -> tuple[Any, Any]:
     return context, page
 
 
+def zoom(page: Any, steps: list[int]) -> None:
+    """Zoom the loss chart as a drag does (every chart follows)."""
+    page.evaluate("r => Plotly.relayout(document.getElementById('chart-main'), {'xaxis.range': r})", steps)
+    page.wait_for_function(f"location.search.includes('start={steps[0]}')")
+
+
 @pytest.fixture(params=["embedded", pytest.param("production", marks=pytest.mark.services)])
 def api(request: pytest.FixtureRequest) -> Iterator[tuple[str, str]]:
     """(base URL, token of project "soak") of a real server in either wiring."""
@@ -200,7 +208,7 @@ def test_three_pages_equal_the_api_through_a_crash_and_a_resume(api, browser, tm
         # Page C: zoomed on a range that the run is still filling.
         ctx, zoomed = new_page(browser, 1280, 2600)
         contexts.append(ctx)
-        zoomed.goto(f"{base}/runs/{run}?start=200&end=900")
+        zoomed.goto(f"{base}/runs/{run}?start=150&end=700")
         pages = {"opened before the first step": before, "opened mid-run": mid, "zoomed": zoomed}
 
         def check(moment: str) -> None:
@@ -210,23 +218,24 @@ def test_three_pages_equal_the_api_through_a_crash_and_a_resume(api, browser, tm
                 assert n > 0
                 assert page.errors == [], (label, page.errors)
 
-        wait_step(base, run, 450)
+        wait_step(base, run, 400)
         first.pause()
         try:
-            check("mid-run at step 450+")
+            check("mid-run at step 400+")
         finally:
             first.go_on()
 
         assert first.wait() == 1, first.output()  # --crash-at: exits uncleanly, not finished
-        check("after the crash")
+        zoom(zoomed, [350, 1100])
+        check("after the crash, zoomed again")
 
         second = Trainer(tmp_path, base, token, "--resume", str(tmp_path / "out" / f"ckpt_{RESUME_FROM:07d}.pt"))
         trainers.append(second)
-        wait_step(base, run, 1000)
+        wait_step(base, run, 900)
         second.pause()
         try:
             assert len(summary(base, run)["segments"]) == 2
-            check("resumed, at step 1000+")
+            check("resumed, at step 900+")
         finally:
             second.go_on()
 
@@ -234,6 +243,9 @@ def test_three_pages_equal_the_api_through_a_crash_and_a_resume(api, browser, tm
         done = summary(base, run)
         assert done["status"] == "finished" and done["last_step"] == STEPS
         check("after the finish")
+        zoomed.keyboard.press("Escape")  # back to the whole run
+        zoomed.wait_for_function("!location.search.includes('start=')")
+        check("after the finish, zoom reset")
         for label, page in pages.items():
             page.wait_for_function("document.getElementById('run-status').textContent === 'finished'", timeout=10000)
             state = page.get_attribute("#live-state", "data-state")

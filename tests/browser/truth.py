@@ -136,11 +136,20 @@ def plot_problems(entry: dict[str, Any], plotted: list[dict[str, Any]]) -> list[
     return out
 
 
+def scroll_through(page: Any) -> None:
+    """Scroll every chart into view, as a reader would (panels load when they come into view)."""
+    cards = page.locator("#run .card")
+    for i in range(cards.count()):
+        cards.nth(i).scroll_into_view_if_needed()
+        page.wait_for_timeout(30)
+
+
 def settle(page: Any, base: str, run: str, keys: list[str], timeout: float = 45) -> list[dict[str, Any]]:
     """Wait until the page shows every key, nothing is loading and every entry is at the run's
     current version (the API answers with that version); return the store's entries."""
     deadline = time.monotonic() + timeout
     last: Any = None
+    scroll_through(page)
     while True:
         version = run_version(base, run, keys[0])
         entries = page.evaluate(SNAPSHOT)
@@ -149,6 +158,8 @@ def settle(page: Any, base: str, run: str, keys: list[str], timeout: float = 45)
         if ready:
             return entries
         last = (version, shown, [(e["key"], e["loading"], e["version"]) for e in entries])
+        if sorted(keys) != shown:
+            scroll_through(page)  # a panel made since (a new key)
         if time.monotonic() > deadline:
             raise AssertionError(f"page did not settle at the run's version: {last}")
         time.sleep(0.25)
