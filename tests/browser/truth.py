@@ -138,7 +138,7 @@ def plot_problems(entry: dict[str, Any], plotted: list[dict[str, Any]]) -> list[
 
 def scroll_through(page: Any) -> None:
     """Scroll every chart into view, as a reader would (panels load when they come into view)."""
-    cards = page.locator("#run .card")
+    cards = page.locator("#run .card:visible")
     for i in range(cards.count()):
         cards.nth(i).scroll_into_view_if_needed()
         page.wait_for_timeout(30)
