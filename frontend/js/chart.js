@@ -357,7 +357,7 @@ export class MetricChart {
       const x = xmap.toPlot(xmap.toX(m.step));
       if (x === null || x === undefined || !Number.isFinite(Number(x))) continue;
       const style = markerStyle(m.type);
-      const text = escapeHtml(style.name + " @ step " + m.step + (m.label ? ": " + m.label : "")).replace(/\n/g, "<br>");
+      const text = wrap(style.name + " @ step " + m.step + (m.label ? ": " + m.label : "")).map(escapeHtml).join("<br>");
       placed.push({ x, text, style, anomaly: m.type === "alert" });
     }
     const out = [];
@@ -502,6 +502,22 @@ export class MetricChart {
   pointCount() {
     return (this.div.data || []).filter((t) => t.meta && t.meta.role === "raw").reduce((n, t) => n + t.x.length, 0);
   }
+}
+
+/** Hover text in lines of at most `width` characters (a phone's hover box stays on screen). */
+function wrap(text, width = 56) {
+  const lines = [];
+  for (const para of String(text).split("\n")) {
+    let line = "";
+    for (const word of para.split(" ")) {
+      if (line && line.length + 1 + word.length > width) {
+        lines.push(line);
+        line = word;
+      } else line = line ? line + " " + word : word;
+    }
+    lines.push(line);
+  }
+  return lines;
 }
 
 /** Marker lanes are redrawn, never extended: any change in them (a regrouping) needs a react. */
