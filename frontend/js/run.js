@@ -129,7 +129,7 @@ async function reloadDetail(page) {
   }
   const keysChanged = fresh.keys.join("\u0000") !== page.detail.keys.join("\u0000");
   const segsChanged = fresh.segments.length !== page.detail.segments.length;
-  page.detail = { ...fresh, status: fresh.status };
+  page.detail = fresh;
   renderHeader(page);
   if (keysChanged) {
     await setupXmaps(page);
