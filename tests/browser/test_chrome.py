@@ -253,13 +253,13 @@ def test_toolbar_has_no_cloud_button_and_exports_svg_and_png(live_server, page):
     with page.expect_download() as got:
         page.click("#chart-main .modebar-btn[data-title='Download plot as a PNG']")
     png = got.value
-    data = open(png.path(), "rb").read()
+    data = png.path().read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and struct.unpack(">II", data[16:24]) == (1600, 900)
     assert png.suggested_filename.endswith(".png") and "export_me" in png.suggested_filename
 
     with page.expect_download() as got:
         page.click("#chart-main .modebar-btn[data-title^='Download plot as SVG']")
-    svg = open(got.value.path(), encoding="utf-8").read()
+    svg = got.value.path().read_text(encoding="utf-8")
     assert svg.startswith("<svg") and 'width="1600"' in svg and 'height="900"' in svg
     assert got.value.suggested_filename.endswith(".svg")
     assert page.errors == []

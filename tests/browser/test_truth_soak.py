@@ -62,7 +62,7 @@ class GateProxy:
             def log_message(self, *args: Any) -> None:
                 pass
 
-            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+            def do_POST(self) -> None:  # http.server's name
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 status, headers, content = proxy.forward(self.path, self.headers, body)
                 self.send_response(status)
@@ -90,7 +90,7 @@ class GateProxy:
         first = next((i for i, e in enumerate(events) if e["type"] == "run_started"), None)
         if first is not None and self.run_id is None:
             head = events[: first + 1]
-            status, h, content = self.post(path, headers, json.dumps({**batch, "events": head}).encode())
+            status, _, content = self.post(path, headers, json.dumps({**batch, "events": head}).encode())
             assert status == 202, content
             self.run_id = events[first]["run"]
             self.started.set()
