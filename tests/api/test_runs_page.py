@@ -55,7 +55,8 @@ def test_runs_page_lists_public_runs_as_text(server, seed):
             page.wait_for_selector("#runs tbody tr")
             rows = page.eval_on_selector_all(
                 "#runs tbody tr",
-                "rows => rows.map(r => [...r.cells].map(c => c.textContent))",
+                # a cell's value (phone layouts put a label beside it, in its own element)
+                "rows => rows.map(r => [...r.cells].map(c => (c.querySelector('.cell-value') || c).textContent))",
             )
             images = page.eval_on_selector_all("#runs img", "imgs => imgs.length")
         finally:
