@@ -21,7 +21,10 @@
 
 import { decode } from "./api.js";
 
-const LOG_MESSAGES = 2000; // stream messages kept per run for answers still in flight
+// Stream messages kept per run for answers still in flight (an answer names a version at
+// least as new as the stream's when it was asked for, so only the last moments are needed).
+const LOG_MESSAGES = 1000;
+const LOG_POINTS = 100000;
 const GAP_RETRIES = 3;
 
 /** The server's bucket exponent for a view (reads/metrics.py plan_level). */
@@ -46,6 +49,8 @@ function fromAnswer(s, bucketed) {
   if (bucketed) out.sum = s.mean.map((m, i) => (m === null ? 0 : m * s.count[i]));
   return out;
 }
+
+const pointsIn = (m) => m.points.reduce((n, p) => n + p.step.length, 0);
 
 function bisect(arr, x) {
   let lo = 0;
@@ -98,12 +103,12 @@ export class MetricStore {
   constructor(load) {
     this.load = load;
     this.entries = new Map(); // run \0 key -> Entry
-    this.runs = new Map(); // run -> {subscribed, logFrom, log: [messages]}
+    this.runs = new Map(); // run -> {subscribed, logFrom, log: [messages], logPoints}
   }
 
   runState(run) {
     let r = this.runs.get(run);
-    if (!r) this.runs.set(run, (r = { subscribed: false, logFrom: null, log: [] }));
+    if (!r) this.runs.set(run, (r = { subscribed: false, logFrom: null, log: [], logPoints: 0 }));
     return r;
   }
 
@@ -204,9 +209,15 @@ export class MetricStore {
     entry.series = body.series.map((s) => fromAnswer(s, body.level > 0)).sort((a, b) => a.segment - b.segment);
     entry.mutations += 1;
     let stale = false;
-    for (const m of r.log) if (m.version > entry.version) stale = this.applyTo(entry, m) || stale;
+    let applied = false;
+    for (const m of r.log) {
+      if (m.version <= entry.version) continue;
+      stale = this.applyTo(entry, m) || stale;
+      applied = true;
+    }
     this.notify(entry);
-    if (stale || this.wouldChange(entry)) this.fetch(entry, query, null);
+    // The answer alone is what the server picked: read again only for what came after it.
+    if (stale || (applied && this.wouldChange(entry))) this.fetch(entry, query, null);
   }
 
   /** The stream (re)started at `version`: it brings every message after it, nothing before. */
@@ -215,6 +226,7 @@ export class MetricStore {
     r.subscribed = true;
     r.logFrom = version;
     r.log = [];
+    r.logPoints = 0;
     for (const entry of this.entries.values()) {
       if (entry.run === run && entry.ready && entry.version < version) this.refetch(entry);
     }
@@ -227,7 +239,12 @@ export class MetricStore {
     const r = this.runState(run);
     const m = { version, points: message.points || [] };
     r.log.push(m);
-    if (r.log.length > LOG_MESSAGES) r.logFrom = r.log.shift().version;
+    r.logPoints += pointsIn(m);
+    while (r.log.length > 1 && (r.log.length > LOG_MESSAGES || r.logPoints > LOG_POINTS)) {
+      const old = r.log.shift();
+      r.logPoints -= pointsIn(old);
+      r.logFrom = old.version;
+    }
     for (const entry of this.entries.values()) {
       if (entry.run !== run || !entry.ready || version <= entry.version) continue;
       const stale = this.applyTo(entry, m);
