@@ -39,7 +39,11 @@ function createPage() {
     streamState: "offline",
     detail: null,
     events: [],
-    eventsReadAt: -Infinity, // when the events read was sent (performance.now clock)
+    // When the reads of the run and of its events were sent, and when the stream's first
+    // message arrived (performance.now clock): a read sent before it is read again.
+    detailReadAt: -Infinity,
+    eventsReadAt: -Infinity,
+    subscribedAt: null,
     alerts: new Map(),
     checkpoints: null,
     xmaps: new Map([["step", new XMap("step")]]),
@@ -123,6 +127,7 @@ function loadArtifacts(page) {
 async function reloadDetail(page) {
   let fresh;
   try {
+    page.detailReadAt = performance.now();
     fresh = await getRun(page.runId);
   } catch {
     return;
@@ -188,16 +193,21 @@ function onBatch(page, message) {
 }
 
 function onReset(page, version, { initial, at }) {
-  page.store.onReset(page.runId, version);
-  if (!page.detail) return; // the first reads are still to come, after this
-  // Events read before this reset arrived may miss some; a later reset means messages were lost.
-  if (!initial || page.eventsReadAt < at) {
-    rereadEvents(page);
-    if (!initial) {
-      page.soon.detail();
-      loadArtifacts(page);
-    }
-  }
+  page.store.onReset(page.runId, version); // metrics: each entry checks its own version
+  if (initial) page.subscribedAt = at;
+  if (!page.loaded) return; // start() catches up once its first reads are in
+  if (initial) return catchUp(page);
+  // A later reset: messages were lost; read the run, its events and artifacts again.
+  page.soon.detail();
+  rereadEvents(page);
+  loadArtifacts(page);
+}
+
+/** The run and its events read again if they were sent before the stream started. */
+function catchUp(page) {
+  if (page.subscribedAt === null) return;
+  if (page.detailReadAt < page.subscribedAt) page.soon.detail();
+  if (page.eventsReadAt < page.subscribedAt) rereadEvents(page);
 }
 
 function onFirstDraw() {
@@ -229,15 +239,19 @@ async function start(page) {
   const pre = page.prefetch;
   let eventsPromise;
   try {
+    page.eventsReadAt = (pre && pre.eventsSentAt) ?? performance.now();
     eventsPromise = fromPrefetch(pre, "events", () => {
       page.eventsReadAt = performance.now();
       return getJSON(runUrl(page.runId) + "/events?limit=1000");
     }).then(async (first) => {
-      if (pre && pre.eventsSentAt !== undefined && page.eventsReadAt === -Infinity) page.eventsReadAt = pre.eventsSentAt;
       if (!first.next_cursor || first.events.length < 1000) return first.events;
       return getEvents(page.runId); // long timelines: every page
     }).catch(() => []);
-    page.detail = await fromPrefetch(pre, "detail", () => getRun(page.runId));
+    page.detailReadAt = (pre && pre.detailSentAt) ?? performance.now();
+    page.detail = await fromPrefetch(pre, "detail", () => {
+      page.detailReadAt = performance.now();
+      return getRun(page.runId);
+    });
   } catch (err) {
     page.stream.close();
     $("loading").hidden = true;
@@ -259,6 +273,7 @@ async function start(page) {
   renderEvents(page);
   loadArtifacts(page);
   page.loaded = true;
+  catchUp(page);
   setInterval(() => pollDetail(page), 30000);
   setInterval(() => tickHeartbeat(page), 1000);
 }
