@@ -128,6 +128,7 @@ export function renderTimeline(page, zoomTo) {
     if (item.alert) {
       head.append(" ", el("span", { className: "badge alert-state alert-" + item.alert.state, text: item.alert.state }));
       if (item.alert.id !== null) li.id = "alert-" + item.alert.id;
+      if (page.hashShown && "#" + li.id === location.hash) li.classList.add("target"); // kept across re-renders
       const hover = evidenceText(item.alert.evidence);
       if (hover) body.title = hover;
     }
