@@ -24,8 +24,10 @@ from runcast_server.db import get_engine
 from runcast_server.errors import install_error_handlers
 from runcast_server.frontend import Frontend
 from runcast_server.health import Probes, Readiness, probes
+from runcast_server.inbox.sweep import SweepTimer
 from runcast_server.pages import FrontendFiles, pages_router
 from runcast_server.settings import Settings, get_settings
+from runcast_server.tasks import enqueue_ingest
 from runcast_server.vendor import load_vendor
 
 log = logging.getLogger(__name__)
@@ -57,7 +59,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             log.info(vendor.describe())
         else:  # a slower first page load: worth a line in every server log
             log.warning(vendor.describe())
-        yield
+        # Embedded, this process also sweeps the ingest inbox (production: Celery beat).
+        timer = SweepTimer(settings, enqueue_ingest).start() if settings.embedded else None
+        try:
+            yield
+        finally:
+            if timer is not None:
+                timer.stop()
 
     # /docs and /redoc are pages.py's: the same UIs from local bundles instead of a CDN.
     app = FastAPI(title="Runcast", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None)

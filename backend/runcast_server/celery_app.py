@@ -43,8 +43,9 @@ def configure(settings: Settings) -> Celery:
         # Fail fast when the broker is down: the API answers 503 and the SDK spools.
         task_publish_retry_policy={"max_retries": 2, "interval_start": 0, "interval_step": 0.5, "interval_max": 1},
         worker_hijack_root_logger=False,
-        # The alerts' periodic tasks (stalls, quiet restart loops; delivery pruning):
-        # `celery -A runcast_server.celery_app beat` or `runcast worker --beat`.
+        # Periodic tasks (`runcast worker --beat`, or `celery -A runcast_server.celery_app beat`):
+        # the alerts' checks (stalls, quiet restart loops; delivery pruning) and the ingest
+        # inbox sweeper.
         beat_schedule={
             "runcast-alerts-sweep": {
                 "task": "runcast.alerts.sweep",
@@ -56,6 +57,11 @@ def configure(settings: Settings) -> Celery:
                 "task": "runcast.alerts.prune",
                 "schedule": settings.delivery_prune_interval_s,
                 "options": {"expires": settings.delivery_prune_interval_s},
+            },
+            "runcast-inbox-sweep": {
+                "task": "runcast.inbox.sweep",
+                "schedule": settings.inbox_sweep_interval_s,
+                "options": {"expires": settings.inbox_sweep_interval_s},
             },
         },
     )

@@ -25,7 +25,6 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from runcast.events import encode_event, encode_value
-from runcast_server.detectors.hook import run_detectors
 from runcast_server.models import Event, Point, Project, Rollup, Run, RunVersion, Segment, Series
 from runcast_server.rollups import merge_set, rollup_deltas
 
@@ -87,6 +86,8 @@ class IngestResult:
     events_inserted: int = 0
     # Alerts this batch opened or closed: {"id", "run", "phase", "kind"} (detectors.hook).
     alerts: list[dict[str, Any]] = field(default_factory=list)
+    # (run, segment uid) -> segment id of every segment of the batch's runs (for the detectors).
+    segments: dict[tuple[str, str], int] = field(default_factory=dict)
 
     def messages(self) -> list[tuple[str, dict[str, Any]]]:
         """``(run_id, message)`` for every run the batch changed, to publish after commit."""
@@ -251,7 +252,7 @@ def _check_owners(
             )
 
 
-def _lock_runs(conn: Connection, run_ids: Iterable[str]) -> dict[str, Any]:
+def lock_runs(conn: Connection, run_ids: Iterable[str]) -> dict[str, Any]:
     """Lock the runs' rows in id order and return them by id."""
     ids = sorted(set(run_ids))
     stmt = (
@@ -319,7 +320,7 @@ def register_runs(
         for run, e in sorted(firsts.items())
     ]
     conn.execute(_insert(conn, RUNS).on_conflict_do_nothing(index_elements=["id"]), rows)
-    _lock_runs(conn, firsts)
+    lock_runs(conn, firsts)
     existing = {
         (r, u)
         for r, u in conn.execute(
@@ -368,7 +369,8 @@ def store_batch(
 
     Raises ForeignRun / UnknownRun (nothing written) when an event may not be
     stored. ``received_at`` is the server time the batch arrived (default: now);
-    it stamps events and the runs' heartbeat. The caller commits.
+    it stamps events and the runs' heartbeat. The caller commits. The detectors
+    are not run here: they run after the commit (``detectors.hook.detect_batch``).
     """
     conn = session.connection()
     now = received_at if received_at is not None else time.time()
@@ -380,7 +382,7 @@ def store_batch(
         created_segments = register_runs(session, project_id, events, received_at=now)
     # Without run_started (the usual batch) the checks read the rows locked here: the
     # same answer as check_batch, two round trips fewer.
-    runs = _lock_runs(conn, (e["run"] for e in events))
+    runs = lock_runs(conn, (e["run"] for e in events))
     segments = {
         (r, u): sid
         for sid, r, u in conn.execute(
@@ -389,7 +391,9 @@ def store_batch(
     }
     if not started:
         _check_owners(events, project_id, {rid: row.project_id for rid, row in runs.items()}, segments, started)
-    result = IngestResult(runs={rid: RunChange(run=rid, version=row.version + 1) for rid, row in runs.items()})
+    result = IngestResult(
+        runs={rid: RunChange(run=rid, version=row.version + 1) for rid, row in runs.items()}, segments=segments
+    )
     if created_segments:
         for e in events:
             if e["type"] == "run_started":
@@ -398,9 +402,25 @@ def store_batch(
     new_points = _write_metrics(conn, events, segments, result)
     inserted_types = _write_events(conn, events, segments, result, now)
     _update_runs(conn, events, runs, result, new_points, inserted_types, now)
-    run_detectors(conn, events, segments, result, now)
+    _write_lost(conn, events, segments)
     _write_version_log(conn, result, now)
     return result
+
+
+def _write_lost(conn: Connection, events: Sequence[dict[str, Any]], segments: dict[tuple[str, str], int]) -> None:
+    """Keep the highest count of lost events each segment's SDK reported (a hole in the run)."""
+    lost: dict[int, int] = {}
+    for e in events:
+        n = e.get("lost")
+        if n:
+            seg = segments[(e["run"], e["segment"])]
+            lost[seg] = max(n, lost.get(seg, 0))
+    if lost:
+        c = SEGMENTS.c
+        conn.execute(
+            update(SEGMENTS).where(c.id == bindparam("sid"), c.lost_events < bindparam("n")).values(lost_events=bindparam("n")),
+            [{"sid": sid, "n": n} for sid, n in sorted(lost.items())],
+        )
 
 
 def _write_metrics(

@@ -66,6 +66,19 @@ class IngestToken(Base):
     revoked_at: Mapped[float | None] = mapped_column(Float)
 
 
+class AdminToken(Base):
+    """An operator's token for the admin routes (quarantine, inbox). Stored like ingest tokens."""
+
+    __tablename__ = "admin_tokens"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    prefix: Mapped[str] = mapped_column(String(16))
+    label: Mapped[str | None] = mapped_column(String(200))
+    created_at: Mapped[float] = mapped_column(Float)
+    revoked_at: Mapped[float | None] = mapped_column(Float)
+
+
 class Run(Base):
     __tablename__ = "runs"
     __table_args__ = (
@@ -113,6 +126,8 @@ class Segment(Base):
     start_step: Mapped[int] = mapped_column(BigInteger, default=0)
     resumed: Mapped[bool] = mapped_column(Boolean, default=False)
     started_at: Mapped[float | None] = mapped_column(Float)
+    # Events this segment's SDK reported it could not keep (a hole): the highest count reported.
+    lost_events: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
 
 
 class Series(Base):
@@ -212,3 +227,4 @@ class RunVersion(Base):
     ranges: Mapped[list[Any]] = mapped_column(JSON)
     event_ids: Mapped[list[Any]] = mapped_column(JSON)
 from runcast_server.alerts import models as _alert_models  # noqa: E402,F401  (alerts tables, migration 0003)
+from runcast_server.inbox import models as _inbox_models  # noqa: E402,F401  (ingest inbox, migration 0005)

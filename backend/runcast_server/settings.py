@@ -51,6 +51,21 @@ class Settings(BaseSettings):
     broker_visibility_timeout_s: int = Field(
         default=3600, description="Redelivery of an unacknowledged task after this."
     )
+    # --- the ingest inbox (docs/ingest.md) ---
+    inbox_redeliver_after_s: float = Field(
+        default=30.0, gt=0,
+        description="A batch accepted this long ago and still not stored is enqueued again by the sweeper "
+        "(then after twice as long, and so on, up to 10 minutes).",
+    )
+    inbox_sweep_interval_s: float = Field(
+        default=10.0, gt=0, description="How often the inbox sweeper runs (Celery beat, or a timer when embedded)."
+    )
+    inbox_retention_s: float = Field(
+        default=24 * 3600, ge=0, description="Stored batches' inbox rows (without their body) are deleted after this."
+    )
+    ingest_retry_max_s: float = Field(
+        default=60.0, gt=0, description="Cap of the ingest task's back-off while the database is unavailable."
+    )
     max_body_bytes: int = Field(
         default=8 * 1024 * 1024, ge=1, description="Largest ingest request body accepted."
     )

@@ -1,8 +1,12 @@
-"""Celery tasks. ``runcast.ingest_batch`` stores one batch of wire events.
+"""Celery tasks of the write path: ``runcast.ingest_batch`` and ``runcast.inbox.sweep``.
 
-The task is safe to run twice: ``store_batch`` writes every row under its natural
-key, and a worker killed mid-batch rolls its transaction back, so the redelivered
-message (``acks_late``) stores each point exactly once.
+The ingest task's message is ``{"contract": 2, "inbox_id": <id>}``: the batch itself is
+in the inbox table, committed by the API before it answered 202 (``inbox.service``).
+A message of the first contract (the events themselves, from an API or SDK of the
+previous release still queued in the broker during an upgrade) is put into the inbox
+and handled the same way; a message of any other contract is refused with an error in
+the log, and its batch, still in the inbox, is enqueued again by the sweeper of a
+worker that speaks it. Details: docs/CONTRACTS.md.
 """
 
 from __future__ import annotations
@@ -12,71 +16,64 @@ import time
 from typing import Any, Final
 
 from celery import Task
-from sqlalchemy.exc import OperationalError
 
-from runcast.events import EventError, validate_event
 from runcast_server import hub
-from runcast_server.auth import project_for_token
 from runcast_server.celery_app import app, get_app
-from runcast_server.db import session_scope
-from runcast_server.ingest import ForeignRun, IngestResult, UnknownRun, store_batch
-from runcast_server.settings import get_settings
+from runcast_server.inbox import sweep as inbox_sweep
+from runcast_server.inbox.service import Policy, adopt_legacy, process
+from runcast_server.ingest import IngestResult
+from runcast_server.settings import Settings, get_settings
 
 INGEST_TASK: Final = "runcast.ingest_batch"
-UNKNOWN_RUN_RETRIES: Final = 12
-UNKNOWN_RUN_COUNTDOWN_S: Final = 5.0
+SWEEP_TASK: Final = "runcast.inbox.sweep"
+CONTRACT: Final = 2
 
 log = logging.getLogger(__name__)
 
 
-@app.task(
-    name=INGEST_TASK,
-    bind=True,
-    acks_late=True,
-    autoretry_for=(OperationalError,),
-    retry_backoff=1,
-    retry_backoff_max=60,
-    retry_jitter=True,
-    max_retries=20,
-)
-def ingest_batch(
-    self: Task,
-    events: list[dict[str, Any]],
-    project_id: int | None = None,
-    token: str | None = None,
-    received_at: float | None = None,
-) -> dict[str, int]:
-    """Store ``events`` for ``project_id`` (or the project of ``token``) and publish live messages.
+def policy(settings: Settings) -> Policy:
+    return Policy(retention_s=settings.inbox_retention_s, retry_max_s=settings.ingest_retry_max_s)
 
-    Invalid events, bad tokens and runs of other projects are logged and dropped: a
-    retry cannot fix them. An event for a run not registered yet (a batch that
-    overtook its run_started) is retried with a countdown.
+
+@app.task(name=INGEST_TASK, bind=True, acks_late=True)
+def ingest_batch(self: Task, **message: Any) -> dict[str, Any]:
+    """Store the inbox batch the message names, then run its detectors (``inbox.service.process``).
+
+    While the database is unavailable the task retries with a capped back-off, for as
+    long as it takes (the sweeper also re-enqueues what a lost message leaves behind).
     """
-    try:
-        validated = [validate_event(e) for e in events]
-    except EventError as exc:
-        log.error("ingest: dropping invalid batch of %d events: %s", len(events), exc)
-        return {"dropped": len(events)}
-    try:
-        with session_scope() as session:
-            if project_id is None:
-                project = project_for_token(session, token)
-                if project is None:
-                    log.error("ingest: dropping batch of %d events: invalid or revoked token", len(events))
-                    return {"dropped": len(events)}
-                project_id = project.id
-            result = store_batch(session, project_id, validated, received_at=received_at or time.time())
-    except ForeignRun as exc:
-        log.error("ingest: dropping batch of %d events: event %d: %s", len(events), exc.index, exc.message)
-        return {"dropped": len(events)}
-    except UnknownRun as exc:
-        if any(e["type"] == "run_started" for e in validated) or self.request.retries >= UNKNOWN_RUN_RETRIES:
-            log.error("ingest: dropping batch of %d events: event %d: %s", len(events), exc.index, exc.message)
-            return {"dropped": len(events)}
-        raise self.retry(exc=exc, countdown=UNKNOWN_RUN_COUNTDOWN_S, max_retries=UNKNOWN_RUN_RETRIES)
+    settings = get_settings()
+    inbox_id = _inbox_id(message, settings)
+    if inbox_id is None:
+        return {"state": None}
+    outcome = process(inbox_id, policy(settings), publish, attempt=self.request.retries)
+    if outcome.retry_in is not None and not self.request.is_eager:
+        raise self.retry(countdown=outcome.retry_in, max_retries=None)
+    return outcome.summary()
+
+
+def _inbox_id(message: dict[str, Any], settings: Settings) -> int | None:
+    """The inbox row a message is about (contract 1 messages are put into the inbox first)."""
+    contract = message.get("contract")
+    if contract == CONTRACT:
+        return int(message["inbox_id"])
+    if contract is None and "events" in message:
+        return adopt_legacy(
+            message["events"], message.get("project_id"), message.get("token"), message.get("received_at"),
+            redeliver_after=settings.inbox_redeliver_after_s,
+        )
+    log.error(
+        "ingest: refused a %s message of contract %r (this worker speaks %d): upgrade the worker; "
+        "the batch stays in the inbox and is enqueued again by the sweeper",
+        INGEST_TASK, contract, CONTRACT,
+    )
+    return None
+
+
+def publish(result: IngestResult) -> None:
+    """After a commit: live messages, then notifications of the alerts it opened or closed."""
     publish_result(result)
     after_commit_alerts(result)
-    return {"points": result.points_inserted, "events": result.events_inserted}
 
 
 def publish_result(result: IngestResult) -> None:
@@ -100,11 +97,34 @@ def after_commit_alerts(result: IngestResult) -> None:
         log.warning("ingest: could not dispatch alerts", exc_info=True)
 
 
-def enqueue_ingest(events: list[dict[str, Any]], project_id: int, *, received_at: float | None = None) -> None:
-    """Send a validated-then-wire-encoded batch to the ingest task (runs now when embedded)."""
+def enqueue_ingest(inbox_id: int) -> None:
+    """Send the ingest task for an inbox row (runs now, in this thread, when embedded).
+
+    Raises kombu's OperationalError when the broker is down; the batch is safe in the
+    inbox all the same, and the sweeper enqueues it once the broker is back.
+    """
     settings = get_settings()
     get_app()  # follow settings changes (tests swap them)
     ingest_batch.apply_async(
-        kwargs={"events": events, "project_id": project_id, "token": None, "received_at": received_at},
-        expires=settings.ingest_task_expires_s,
+        kwargs={"contract": CONTRACT, "inbox_id": inbox_id}, expires=settings.ingest_task_expires_s
     )
+
+
+@app.task(name=SWEEP_TASK, ignore_result=True)
+def sweep_inbox() -> dict[str, int]:
+    """Periodic (Celery beat): re-enqueue inbox rows not stored in time, delete old done rows.
+
+    A Redis ``SET NX EX`` lock makes an overlapping sweep skip its turn.
+    """
+    settings = get_settings()
+    if not _sweep_lock(settings):
+        return {"skipped": 1}
+    return inbox_sweep.sweep(time.time(), settings, enqueue_ingest).as_dict()
+
+
+def _sweep_lock(settings: Settings) -> bool:
+    import redis
+
+    client = redis.Redis.from_url(settings.redis_url or "", socket_connect_timeout=2, socket_timeout=5)
+    ttl = max(1, int(settings.inbox_sweep_interval_s))
+    return bool(client.set("runcast:inbox:sweep", str(time.time()), nx=True, ex=ttl))

@@ -58,8 +58,10 @@ as first written):
 * ``manifest``: ``step`` (or null), ``version`` (<= 100 chars), ``manifest``
   (JSON object, <= 1 MiB encoded).
 * ``note``: ``step`` (or null), ``text`` (1..10,000 chars).
-* ``heartbeat``: ``step`` (or null).
-* ``finished``: ``step`` (or null), ``status`` (one of ``FINAL_STATUSES``).
+* ``heartbeat``: ``step`` (or null), ``lost`` (optional int >= 0: events of this
+  segment the SDK could not keep so far, e.g. with the disk full; a hole in the run).
+* ``finished``: ``step`` (or null), ``status`` (one of ``FINAL_STATUSES``), ``lost``
+  (as in ``heartbeat``).
 
 A batch (the body of ``POST /api/v1/ingest``) is ``{"v": 1, "events": [...]}``
 with at most ``MAX_BATCH_EVENTS`` events and ``MAX_BATCH_BYTES`` bytes.
@@ -484,14 +486,20 @@ def _note(e: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _heartbeat(e: Mapping[str, Any]) -> dict[str, Any]:
-    return {"step": check_step(e.get("step"), optional=True)}
+    out = {"step": check_step(e.get("step"), optional=True)}
+    if e.get("lost") is not None:
+        out["lost"] = check_step(e["lost"], "lost")
+    return out
 
 
 def _finished(e: Mapping[str, Any]) -> dict[str, Any]:
-    return {
+    out = {
         "step": check_step(e.get("step"), optional=True),
         "status": _choice(e, "status", FINAL_STATUSES),
     }
+    if e.get("lost") is not None:
+        out["lost"] = check_step(e["lost"], "lost")
+    return out
 
 
 _BODY_VALIDATORS = {

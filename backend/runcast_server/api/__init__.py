@@ -8,6 +8,7 @@ from runcast_server.api.routes import events, export, ingest, metrics, runs, str
 from runcast_server.api.routes import checkpoints, manifests, revisions
 from runcast_server.api.routes import alerts, feeds, subscriptions
 from runcast_server.api.routes import estimate
+from runcast_server.api.routes import admin
 from runcast_server.errors import error_responses
 
 # Any route may answer 413 (the body limit, before reading) and 503 (database or queue down).
@@ -17,3 +18,4 @@ for module in (ingest, runs, metrics, events, export, stream, checkpoints, revis
 for module in (alerts, feeds, subscriptions):  # docs/alerts.md
     api_router.include_router(module.router)
 api_router.include_router(estimate.router)  # the ZeRO memory estimate (runcast.estimate)
+api_router.include_router(admin.router)  # the ingest inbox for operators (docs/api.md)

@@ -9,7 +9,7 @@ from fastapi import Depends, Request
 from fastapi.security import HTTPBearer
 from sqlalchemy.orm import Session
 
-from runcast_server.auth import project_for_token
+from runcast_server.auth import is_admin_token, project_for_token
 from runcast_server.db import session_scope
 from runcast_server.errors import ApiError
 from runcast_server.models import Project
@@ -68,3 +68,17 @@ def writer_project(session: SessionDep, token: TokenDep) -> Project:
 
 ViewerDep = Annotated[Project | None, Depends(viewer_project)]
 WriterDep = Annotated[Project, Depends(writer_project)]
+
+
+def admin(session: SessionDep, token: TokenDep) -> None:
+    """Only an admin token (``runcast token create --admin``) passes: 401 without one, 403 for a project token."""
+    if token is None:
+        raise ApiError(401, "an admin token is required (Authorization: Bearer <admin token>)", field="Authorization")
+    if is_admin_token(session, token):
+        return
+    if project_for_token(session, token) is not None:
+        raise ApiError(403, "a project token cannot use the admin routes", field="Authorization")
+    raise ApiError(401, "invalid or revoked token", field="Authorization")
+
+
+AdminDep = Depends(admin)

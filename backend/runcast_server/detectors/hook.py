@@ -1,10 +1,13 @@
-"""The detectors in the write path: called by ``ingest.store_batch`` inside its transaction.
+"""The detectors in the write path: ``detect_batch`` runs them on a batch after the
+batch itself was committed, in a transaction of their own (``inbox.process``).
 
-Per batch: read the runs' overrides and the detector state rows of the segments the
-batch touches (one query each), feed the new points in step order, write alerts, their
-``anomaly`` timeline events and the changed state rows. The runs are already locked by
-``store_batch``, so two workers never run one run's detectors at once, and a redelivered
-batch changes nothing (its steps are <= each detector's last step).
+Per batch: lock the batch's runs (so two workers never run one run's detectors at once),
+read the runs' overrides and the detector state rows of the segments the batch touches
+(one query each), feed the points in step order, write alerts, their ``anomaly``
+timeline events (as a new run version, so the live stream carries them) and the changed
+state rows. A redelivered batch changes nothing: each detector state keeps the last step
+it consumed and skips steps at or below it, and a restart loop remembers the segments it
+counted.
 """
 
 from __future__ import annotations
@@ -14,13 +17,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from runcast.events import encode_value
-from sqlalchemy import Connection, Table, select, update
+from sqlalchemy import Connection, Table, bindparam, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from runcast_server.alerts.models import Alert, AlertConfig, DetectorState
 from runcast_server.detectors import config as dconfig
 from runcast_server.detectors.core import SegmentRunner, Signal, inherit, restart
-from runcast_server.models import Event, Segment
+from runcast_server.ingest import IngestResult, RunChange, _take_write_lock, _write_version_log, lock_runs
+from runcast_server.models import Event, Run, Segment
 
 ALERTS: Table = Alert.__table__  # type: ignore[assignment]
 STATES: Table = DetectorState.__table__  # type: ignore[assignment]
@@ -56,6 +60,42 @@ def load_configs(conn: Connection, run_ids: Sequence[str]) -> dict[str, dict[str
 def save_overrides(conn: Connection, run_id: str, overrides: dict[str, Any], now: float) -> None:
     stmt = _insert(conn, CONFIGS).values(run_id=run_id, overrides=overrides, updated_at=now)
     conn.execute(stmt.on_conflict_do_update(index_elements=["run_id"], set_={"overrides": overrides, "updated_at": now}))
+
+
+def detect_batch(
+    conn: Connection,
+    events: Sequence[dict[str, Any]],
+    now: float,
+    segments: dict[tuple[str, str], int] | None = None,
+) -> IngestResult:
+    """Run the detectors on a stored batch of validated events, in the caller's transaction.
+
+    ``segments`` maps (run, segment uid) to segment ids (``IngestResult.segments``; read
+    here when not given). Returns the runs whose version moved (alerts opened or closed)
+    and ``alerts`` for notifications; the caller commits, then publishes and dispatches.
+    """
+    _take_write_lock(conn)
+    runs = lock_runs(conn, (e["run"] for e in events))
+    if segments is None:
+        segments = {
+            (r, u): sid
+            for sid, r, u in conn.execute(
+                select(SEGMENTS.c.id, SEGMENTS.c.run_id, SEGMENTS.c.uid).where(SEGMENTS.c.run_id.in_(sorted(runs)))
+            ).all()
+        }
+    result = IngestResult(
+        runs={rid: RunChange(run=rid, version=row.version + 1, status=row.status, last_step=row.last_step)
+              for rid, row in runs.items()},
+        segments=segments,
+    )
+    stored = [e for e in events if e["run"] in runs and (e["run"], e["segment"]) in segments]
+    run_detectors(conn, stored, segments, result, now)
+    changed = [(rid, ch.version) for rid, ch in sorted(result.runs.items()) if ch.changed]
+    if changed:
+        conn.execute(update(Run).where(Run.id == bindparam("rid")).values(version=bindparam("ver")),
+                     [{"rid": rid, "ver": ver} for rid, ver in changed])
+        _write_version_log(conn, result, now)
+    return result
 
 
 def run_detectors(
@@ -198,9 +238,10 @@ def apply_signal(
             if event_id is not None:
                 conn.execute(update(ALERTS).where(a.id == alert_id).values(event_id=event_id))
                 change = result.runs.get(run) if result is not None else None
-                if change is not None and change.changed:
+                if change is not None:  # the run's next version carries the event (live stream)
                     change.event_ids.append(event_id)
                     change.events.append("anomaly")
+                    change.changed = True
         return {"id": alert_id, "run": run, "phase": "open", "kind": sig.kind}
     cond = (a.run_id == run) & (a.kind == sig.kind) & (a.state == "open") & (a.key == sig.key)
     cond = cond & (a.segment_id.is_(None) if seg is None else a.segment_id == seg)

@@ -60,27 +60,40 @@ def worker_command(
 
 
 def token_create_command(
-    project: str = typer.Option(..., "--project", "-p", help="Project name (created if missing)."),
+    project: str = typer.Option(None, "--project", "-p", help="Project name (created if missing)."),
+    admin: bool = typer.Option(False, "--admin", help="An admin token (the /api/v1/admin routes) instead of a project's."),
     label: str = typer.Option(None, "--label", help="A note to tell tokens apart."),
 ) -> None:
-    """Create an ingest token for PROJECT and print it (shown once; only its hash is stored)."""
+    """Create an ingest token for PROJECT (or, with --admin, an admin token) and print it once.
+
+    Only its hash is stored.
+    """
     from runcast.events import PROJECT_RE
+    from runcast_server.auth import create_admin_token, create_token
+    from runcast_server.db import session_scope
+
+    if admin == (project is not None):
+        raise typer.BadParameter("give either --project P or --admin", param_hint="--project")
+    if project is not None and not PROJECT_RE.match(project):
+        raise typer.BadParameter("1-100 characters of A-Z, a-z, 0-9, '.', '_' or '-'", param_hint="--project")
+    ensure_schema()
+    with session_scope() as session:
+        token = create_admin_token(session, label) if admin else create_token(session, project, label)
+    typer.echo(token)
+
+
+def ensure_schema() -> None:
+    """Embedded: create or upgrade the database. Otherwise: exit 1 unless it is at the newest revision."""
     from runcast_server import migrate
-    from runcast_server.auth import create_token
-    from runcast_server.db import get_engine, session_scope
+    from runcast_server.db import get_engine
     from runcast_server.settings import get_settings
 
-    if not PROJECT_RE.match(project):
-        raise typer.BadParameter("1-100 characters of A-Z, a-z, 0-9, '.', '_' or '-'", param_hint="--project")
     settings = get_settings()
     if settings.sqlalchemy_url.startswith("sqlite"):
         migrate.upgrade(settings.sqlalchemy_url)  # the embedded database manages itself
-    else:
-        try:
-            migrate.check_schema(get_engine())
-        except migrate.SchemaOutOfDate as exc:
-            typer.echo(f"error: {exc}", err=True)
-            raise typer.Exit(1) from exc
-    with session_scope() as session:
-        token = create_token(session, project, label)
-    typer.echo(token)
+        return
+    try:
+        migrate.check_schema(get_engine())
+    except migrate.SchemaOutOfDate as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from exc

@@ -13,7 +13,7 @@ app = typer.Typer(
     add_completion=False,
 )
 db_app = typer.Typer(help="Manage the database schema.", no_args_is_help=True)
-token_app = typer.Typer(help="Manage project ingest tokens.", no_args_is_help=True)
+token_app = typer.Typer(help="Manage project ingest tokens and admin tokens.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
 app.add_typer(token_app, name="token")
 app.command("export")(export_cmd.export)
@@ -98,6 +98,9 @@ from runcast.cli.ingest_cmds import token_create_command, worker_command  # noqa
 
 app.command("worker")(worker_command)
 token_app.command("create")(token_create_command)
+from runcast.cli.quarantine import quarantine_app  # noqa: E402  (server imported on use)
+
+app.add_typer(quarantine_app, name="quarantine")
 
 
 # --- the one-command demo: embedded server + a real training run streaming to it ---------

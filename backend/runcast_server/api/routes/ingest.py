@@ -1,9 +1,12 @@
 """``POST /api/v1/ingest``: accept a batch of events for the token's project.
 
 The request is checked in full (size, JSON, schema, runs and project) before
-anything is written; then the batch's run_started events are registered at once
-(so the next batch can be checked against them) and the batch is handed to the
-ingest task. 202 means "queued"; storage is idempotent, so the SDK may resend.
+anything is written; then, in one transaction, the batch's run_started events are
+registered (so the next batch can be checked against them) and the batch is written
+to the ingest inbox. Only after that commit does the API answer 202: an accepted batch
+survives a restart of any component. The ingest task, which carries only the inbox
+id, stores it (at once, in this process, when embedded). Storage is idempotent, so
+the SDK may resend.
 """
 
 from __future__ import annotations
@@ -19,11 +22,13 @@ from kombu.exceptions import OperationalError as BrokerError
 from pydantic import BaseModel
 from sqlalchemy.orm import Session
 
-from runcast.events import EventError, encode_event, validate_batch
+from runcast.events import EventError, validate_batch
 from runcast_server.api.deps import SessionDep, WriterDep
 from runcast_server.api.ingest_doc import BODY_DOC
-from runcast_server.errors import RETRY_AFTER_S, ApiError, error_responses
+from runcast_server.errors import ApiError, error_responses
+from runcast_server.inbox import service as inbox
 from runcast_server.ingest import IngestRejected, check_batch, register_runs
+from runcast_server.settings import get_settings
 from runcast_server.tasks import enqueue_ingest
 
 router = APIRouter(tags=["ingest"])
@@ -48,7 +53,7 @@ def _parse(body: bytes) -> Any:
 
 
 def _accept(session: Session, project_id: int, body: bytes, received_at: float) -> int:
-    """Parse and check the batch, register new runs, commit, then enqueue; returns the event count."""
+    """Parse and check the batch, register new runs, commit it to the inbox, enqueue; returns the event count."""
     try:
         events = validate_batch(_parse(body))
     except EventError as exc:
@@ -57,26 +62,31 @@ def _accept(session: Session, project_id: int, body: bytes, received_at: float) 
         check_batch(session, project_id, events)
     except IngestRejected as exc:
         raise ApiError(exc.status, exc.message, field=exc.field, index=exc.index) from exc
+    settings = get_settings()
     register_runs(session, project_id, events, received_at=received_at)
-    session.commit()  # visible to the ingest task (and to the next batch's checks)
+    inbox_id = inbox.add(session, project_id, body, len(events), received_at,
+                         next_sweep_at=received_at + settings.inbox_redeliver_after_s)
+    session.commit()  # durable from here on; visible to the task and to the next batch's checks
     try:
-        enqueue_ingest([encode_event(e) for e in events], project_id, received_at=received_at)
+        enqueue_ingest(inbox_id)
     except BrokerError as exc:
-        log.warning("ingest: broker unreachable: %s", exc)
-        raise ApiError(503, "ingest queue unavailable; retry later", headers={"Retry-After": str(RETRY_AFTER_S)}) from exc
+        log.warning("ingest: broker unreachable (%s); inbox %d waits for the sweeper", exc, inbox_id)
+    except Exception:  # embedded: the task ran here and failed; the timer sweeps the row again
+        log.exception("ingest: inbox %d could not be stored now; the sweeper will retry", inbox_id)
     return len(events)
 
 
 @router.post("/ingest", status_code=202, response_model=Accepted,
              responses=error_responses(400, 401, 403, 404, 409, 422), openapi_extra=BODY_DOC)
 async def ingest(request: Request, project: WriterDep, session: SessionDep) -> Accepted:
-    """Queue a batch ``{"v": 1, "events": [...]}`` for the token's project.
+    """Accept a batch ``{"v": 1, "events": [...]}`` for the token's project.
 
-    Errors are ``{"error": {"message", "field", "index"?}}``: 400 not JSON, 401 token,
-    403 a run_started naming another project, 404 unknown run or segment (another
-    project's run answers exactly the same), 409 a run_started for an id another project
-    holds, 413 too large (the body limit, before reading), 422 schema, 503 queue down.
-    A rejected batch writes nothing.
+    202: the batch is committed to the ingest inbox and will be stored. Errors are
+    ``{"error": {"message", "field", "index"?}}``: 400 not JSON, 401 token, 403 a
+    run_started naming another project, 404 unknown run or segment (another project's
+    run answers exactly the same), 409 a run_started for an id another project holds,
+    413 too large (the body limit, before reading), 422 schema, 503 database unavailable
+    (with Retry-After). A rejected batch writes nothing.
     """
     received_at = time.time()
     body = await request.body()  # at most RUNCAST_MAX_BODY_BYTES: api.limits.BodyLimit
