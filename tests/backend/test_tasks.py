@@ -1,14 +1,15 @@
-"""The ingest task, run eagerly: token auth, drops what can never succeed, retries what may."""
+"""The ingest task, run eagerly: the contract-2 message (an inbox id), messages of the first
+contract still in a broker during an upgrade, and refused unknown contracts."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
-from celery.exceptions import Retry
 from runcast_server.auth import create_token
 from runcast_server.db import get_engine, session_scope
-from runcast_server.tasks import INGEST_TASK, ingest_batch
+from runcast_server.inbox.models import InboxRow
+from runcast_server.tasks import CONTRACT, INGEST_TASK, ingest_batch
 
 from backend.helpers import counts, metrics, started
 
@@ -19,35 +20,65 @@ def token(embedded: Any) -> str:
         return create_token(session, "demo")
 
 
-def test_task_name_is_the_contract() -> None:
+def inbox_rows() -> list[tuple[str, int, str | None]]:
+    with session_scope() as session:
+        return [(r.state, r.events, r.error) for r in session.query(InboxRow).order_by(InboxRow.id)]
+
+
+def test_task_name_and_contract() -> None:
     assert ingest_batch.name == INGEST_TASK == "runcast.ingest_batch"
+    assert CONTRACT == 2
 
 
-def test_token_path_stores_batch(token: str) -> None:
-    out = ingest_batch.apply(kwargs={"events": [started(), metrics(1, {"a": "NaN"})], "project_id": None, "token": token}).get()
-    assert out == {"points": 1, "events": 1}
+def test_legacy_message_with_token_is_adopted_and_stored(token: str) -> None:
+    """A contract-1 message (events and token in the message) goes through the inbox."""
+    out = ingest_batch.apply(kwargs={"events": [started(), metrics(1, {"a": "NaN"})], "project_id": None,
+                                     "token": token}).get()
+    assert out == {"state": "done", "points": 1, "events": 1}
     assert counts(get_engine())["points"] == 1
+    assert inbox_rows() == [("done", 2, None)]
+
+
+def test_legacy_message_with_bad_token_is_quarantined_not_dropped(token: str) -> None:
+    before = counts(get_engine())
+    out = ingest_batch.apply(kwargs={"events": [started()], "project_id": None, "token": "rc_wrong"}).get()
+    assert out == {"state": None}
+    assert counts(get_engine()) == before
+    [(state, events, error)] = inbox_rows()
+    assert (state, events) == ("quarantined", 1) and "token" in error
 
 
 @pytest.mark.parametrize(
-    "kwargs",
+    "events, stored_points, bad",
     [
-        {"events": [started(), metrics(-1, {"a": 1})], "token": "TOKEN"},  # invalid event
-        {"events": [started()], "token": "rc_wrong"},  # bad token
-        {"events": [started(project="other")], "token": "TOKEN"},  # project mismatch
+        ([started(), metrics(-1, {"a": 1}), metrics(2, {"a": 2.0})], 1, [1]),  # one invalid event
+        ([started(project="other")], 0, [0]),  # run_started of another project
     ],
-    ids=["invalid-event", "bad-token", "other-project"],
+    ids=["invalid-event", "other-project"],
 )
-def test_hopeless_batches_are_dropped(token: str, kwargs: dict[str, Any]) -> None:
-    kwargs = {**kwargs, "token": token if kwargs["token"] == "TOKEN" else kwargs["token"], "project_id": None}
-    before = counts(get_engine())
-    assert ingest_batch.apply(kwargs=kwargs).get() == {"dropped": len(kwargs["events"])}
-    assert counts(get_engine()) == before
+def test_hopeless_events_are_quarantined_and_their_siblings_stored(
+    token: str, events: list[dict[str, Any]], stored_points: int, bad: list[int]
+) -> None:
+    out = ingest_batch.apply(kwargs={"events": events, "project_id": None, "token": token}).get()
+    assert out["state"] == "quarantined"
+    assert counts(get_engine())["points"] == stored_points
+    with session_scope() as session:
+        [row] = session.query(InboxRow).all()
+        assert [b["index"] for b in row.bad_events] == bad
+        assert row.body is not None  # kept for `runcast quarantine retry`
 
 
-def test_unknown_run_is_retried(token: str) -> None:
-    # A batch that overtook its run_started (redis:// path): retried, not dropped.
-    with pytest.raises(Retry) as retry:
-        ingest_batch.apply(kwargs={"events": [metrics(1, {"a": 1}, run="run_later001")], "project_id": None, "token": token})
-    assert retry.value.when == 5.0
+def test_unknown_run_is_retried_then_quarantined(token: str) -> None:
+    """A legacy batch that overtook its run_started: retried (eager: the caller is told when)."""
+    kwargs = {"events": [metrics(1, {"a": 1}, run="run_later001")], "project_id": None, "token": token}
+    out = ingest_batch.apply(kwargs=kwargs).get()
+    assert out["state"] == "pending" and out["retry_in"] == 5.0
     assert counts(get_engine())["runs"] == 0
+    assert [s for s, _, _ in inbox_rows()] == ["pending"]
+
+
+def test_unknown_contract_is_refused_loudly(token: str, caplog: pytest.LogCaptureFixture) -> None:
+    before = counts(get_engine())
+    assert ingest_batch.apply(kwargs={"contract": 99, "inbox_id": 1}).get() == {"state": None}
+    assert counts(get_engine()) == before
+    assert "contract 99" in caplog.text and "upgrade the worker" in caplog.text
