@@ -1,19 +1,15 @@
-"""Environment and code-revision capture, and the redis:// (Celery) transport against a real Redis."""
+"""Environment and code-revision capture; the retired redis:// transport."""
 
 from __future__ import annotations
 
-import base64
 import json
-import shutil
 import subprocess
 import sys
-import time
 
 import pytest
 import runcast
 from runcast import runtime
 from runcast.transport import public_url
-from sdk_receiver import free_port
 
 
 def _git(repo, *args):
@@ -58,108 +54,28 @@ def test_public_url_strips_credentials():
     assert public_url("http://host:8000") == "http://host:8000"
 
 
-def _start_redis(tmp_path, port: int):
-    binary = shutil.which("redis-server")
-    if binary is None:
-        pytest.skip("redis-server is not installed")
-    proc = subprocess.Popen(
-        [binary, "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly", "no",
-         "--dir", str(tmp_path)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    import redis
-
-    client = redis.Redis(port=port)
-    deadline = time.monotonic() + 10
-    while True:
-        try:
-            client.ping()
-            return proc, client
-        except redis.ConnectionError:
-            if time.monotonic() > deadline:
-                proc.kill()
-                raise
-            time.sleep(0.05)
-
-
-@pytest.fixture
-def redis_url(tmp_path):
-    port = free_port()
-    proc, client = _start_redis(tmp_path, port)
-    yield f"redis://127.0.0.1:{port}/0", client
-    proc.terminate()
-    proc.wait(10)
-
-
-def _task_messages(client) -> list[dict]:
-    out = []
-    for raw in reversed(client.lrange("celery", 0, -1)):  # LPUSH: newest first
-        message = json.loads(raw)
-        args, kwargs, _embed = json.loads(base64.b64decode(message["body"]))
-        out.append({"task": message["headers"]["task"], "kwargs": kwargs})
-    return out
-
-
-def test_redis_transport_sends_the_celery_task(redis_url, tmp_path, monkeypatch):
-    url, client = redis_url
+def test_redis_transport_is_retired_with_a_clear_error(tmp_path, monkeypatch):
+    """A batch handed straight to the broker was lost with a Redis restart: the SDK sends over HTTP."""
     monkeypatch.delenv("RANK", raising=False)
-    run = runcast.init("sdk-tests", "redis", transport=url, token="tok-r", spool_dir=tmp_path,
-                       capture_code=False, flush_interval=0.05)
-    assert run.url is None
-    run.log({"loss": float("nan")}, step=0)
-    run.finish()
-    messages = _task_messages(client)
-    assert {m["task"] for m in messages} == {"runcast.ingest_batch"}
-    kwargs = messages[0]["kwargs"]
-    assert kwargs["project_id"] is None and kwargs["token"] == "tok-r"
-    events_ = [e for m in messages for e in m["kwargs"]["events"]]
-    assert [e["type"] for e in events_] == ["run_started", "metrics", "finished"]
-    assert events_[1]["values"] == {"loss": "NaN"}
+    for url in ("redis://127.0.0.1:6379/0", "rediss://:pw@redis:6380/0"):
+        with pytest.raises(ValueError, match="redis:// transport was retired.*HTTP address") as err:
+            runcast.init("sdk-tests", "x", transport=url, spool_dir=tmp_path, capture_code=False)
+        assert "pw" not in str(err.value)
+    with pytest.raises(ValueError, match="retired"):
+        runcast.init("sdk-tests", "x", server="redis://127.0.0.1:6379/0", spool_dir=tmp_path, capture_code=False)
 
 
-def test_redis_outage_spools_and_replays(redis_url, tmp_path, monkeypatch):
-    url, client = redis_url
-    down = f"redis://127.0.0.1:{free_port()}/0"
-    monkeypatch.delenv("RANK", raising=False)
-    run = runcast.init("sdk-tests", "redis-down", transport=down, token="t", spool_dir=tmp_path,
-                       capture_code=False, flush_interval=0.05, finish_timeout=0.5)
-    run.log({"a": 1.0}, step=0)
-    run.finish()
-    assert run.stats.spooled == 3 and run.stats.sent == 0
+def test_sync_of_a_spool_recorded_for_redis_says_to_pass_the_http_server(tmp_path):
+    """A spool left by an SDK of the previous release that sent to redis://: nothing lost,
+    and the message names what to do."""
     from runcast.cli.main import app
+    from runcast.spool import Spool
     from typer.testing import CliRunner
 
-    result = CliRunner().invoke(app, ["sync", str(tmp_path), "--server", url, "--token", "t"])
-    assert result.exit_code == 0, result.output
-    assert [e["type"] for m in _task_messages(client) for e in m["kwargs"]["events"]] == [
-        "run_started", "metrics", "finished",
-    ]
-
-
-def test_redis_comes_back_during_the_run(tmp_path, monkeypatch):
-    port = free_port()
-    monkeypatch.delenv("RANK", raising=False)
-    run = runcast.init("sdk-tests", "redis-back", transport=f"redis://127.0.0.1:{port}/0", token="t",
-                       spool_dir=tmp_path / "spool", capture_code=False, flush_interval=0.05,
-                       retry_initial=0.05, retry_max=0.2)
-    run.log({"a": 1.0}, step=0)
-    assert run.flush() is False and run.stats.spooled == 2
-    proc, client = _start_redis(tmp_path, port)
-    try:
-        deadline = time.monotonic() + 10
-        while run.stats.replayed < 2 and time.monotonic() < deadline:
-            time.sleep(0.02)
-        run.log({"a": 2.0}, step=1)
-        run.finish()
-        steps = [e.get("step") for m in _task_messages(client) for e in m["kwargs"]["events"]]
-        assert steps == [None, 0, 1, 1]  # run_started, two metrics, finished (at the last step)
-        assert run.stats.replayed == 2 and run.stats.sent == 4
-    finally:
-        proc.terminate()
-        proc.wait(10)
-
-
-def test_missing_celery_says_what_to_install(monkeypatch, tmp_path):
-    monkeypatch.setitem(sys.modules, "celery", None)
-    with pytest.raises(ImportError, match="pip install 'celery\\[redis\\]'"):
-        runcast.init("sdk-tests", "x", transport="redis://127.0.0.1:1/0", spool_dir=tmp_path, capture_code=False)
+    spool = Spool.create(tmp_path, {"run": "run-aaaaaaaa", "segment": "seg-bbbbbbbb", "url": "redis://redis:6379/0"})
+    spool.append(b'{"v":1,"events":[]}')
+    spool.close()
+    result = CliRunner().invoke(app, ["sync", str(tmp_path)])
+    assert result.exit_code == 1
+    assert "retired" in result.output and "HTTP address" in result.output
+    assert (spool.path / "batches.jsonl").stat().st_size > 0  # kept for a sync with --server

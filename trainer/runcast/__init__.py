@@ -5,8 +5,8 @@
     run.log({"train/loss": loss, "lr": lr}, step=step)
     run.finish()
 
-Importing this package needs only the standard library and httpx (torch, numpy and
-Celery are used only when present and needed). See docs/sdk.md.
+Importing this package needs only the standard library and httpx (torch and numpy
+are used only when present and needed). See docs/sdk.md.
 """
 
 from .run import Run, RunStats, init

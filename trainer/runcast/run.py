@@ -8,6 +8,7 @@ problems never reach the caller: they end in the spool, or as counted drops.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import operator
 import os
@@ -21,8 +22,10 @@ from typing import Any
 
 from . import events, lifecycle, runtime
 from .events import MAX_METRICS_PER_EVENT, MAX_STEP, EventError, check_key, new_id
+from .overflow import FORMAT as OVERFLOW_FORMAT
+from .overflow import Overflow
 from .sender import Counters, Item, Sender, SenderConfig, Wakeup
-from .spool import default_dir
+from .spool import Spool, SpoolBusy, default_dir
 from .transport import Transport, make_transport, public_url
 from .values import Deferred, coerce, int_to_float, json_object
 
@@ -35,10 +38,12 @@ __all__ = ["Run", "RunStats", "init"]
 class RunStats:
     """Event counts of a run (every event type, including run_started, heartbeats, finished).
 
-    ``logged``: accepted into the queue. ``sent``: acknowledged by the service
-    (``replayed`` of them from the spool). ``spooled``: written to the spool.
-    ``dropped``: lost, because the queue was full or the service rejected them
-    (each cause is logged once). ``queued``: waiting in memory right now.
+    ``logged``: accepted by the run. ``sent``: acknowledged by the service (``replayed``
+    of them from the spool). ``spooled``: written to the spool. ``spilled``: written to
+    the overflow file by ``log()`` because the queue was full or behind (they are sent
+    from there in order). ``dropped``: lost, because the service rejected them or the
+    disk could not take them (each cause is logged once); the run reports the count to
+    the service, and its page shows the hole. ``queued``: waiting in memory right now.
     """
 
     logged: int
@@ -47,6 +52,12 @@ class RunStats:
     dropped: int
     replayed: int
     queued: int
+    spilled: int = 0
+
+    @property
+    def has_hole(self) -> bool:
+        """True when some events of this run will never reach the service."""
+        return self.dropped > 0
 
 
 class Run:
@@ -83,8 +94,12 @@ class Run:
         self._batch_size = batch_size
         self._max_queue = max_queue
         self._queue: deque[Item] = deque()
+        self._seq = itertools.count()  # the segment's event numbers, shared with the sender (heartbeats)
         self._wake = Wakeup()
         self._counters = Counters()
+        self._overflow: Overflow | None = None
+        self._spilling = False  # an overflow episode is open: events go to disk, in order
+        self._spill_after = max(2.0, 2 * flush_interval)  # the oldest queued event's age that starts one
         self._full_warned = False
         self._closed_warned = False
         resume_step = started.get("resume_step")
@@ -96,7 +111,7 @@ class Run:
         self._sender: Sender | None = None
         if not enabled:
             return
-        self._put(("run_started", time.time(), None, started))
+        self._put("run_started", time.time(), None, started)
         config = SenderConfig(
             run=run_id,
             segment=self.segment,
@@ -114,10 +129,15 @@ class Run:
                 "name": self.name,
                 "url": transport.url if transport is not None else None,
                 "created": time.time(),
+                "overflow": OVERFLOW_FORMAT,
             },
         )
+        spool = _open_spool(spool_dir, config.spool_meta)  # made now: the overflow file lives in it
+        if spool is not None:
+            self._overflow = Overflow(spool.path)
         self._sender = Sender(
-            config, self._queue, self._wake, transport, self._counters, self._heartbeat
+            config, self._queue, self._wake, transport, self._counters, self._heartbeat, self._overflow, self._lost,
+            spool,
         )
         self._sender.start()
         lifecycle.register(self)
@@ -163,7 +183,7 @@ class Run:
         key_steps.update(dict.fromkeys(values, step))
         if step > self._step:
             self._step = step
-        self._put(("metrics", time.time(), step, values))
+        self._put("metrics", time.time(), step, values)
 
     def checkpoint(
         self,
@@ -213,7 +233,7 @@ class Run:
                 body["_copy_dir"] = is_dir
         if self._live and not is_dir and status == "available":
             body["_hash"] = True
-        self._put(("checkpoint", time.time(), None, body))
+        self._put("checkpoint", time.time(), None, body)
 
     def _copy_target(self, path: str, step: Any) -> str | None:
         """Where ``checkpoint_dir`` puts a copy of ``path``; None when there is no copy to make."""
@@ -232,7 +252,7 @@ class Run:
         """Record that from ``step`` on, data is drawn with ``weights`` (source -> weight >= 0)."""
         body = {"step": _check_step(step), "weights": self._numbers(weights, "weights")}
         self._check("data_mix", body)
-        self._put(("data_mix", time.time(), None, body))
+        self._put("data_mix", time.time(), None, body)
 
     def manifest(self, manifest: Mapping[str, Any], version: str, step: int | None = None) -> None:
         """Record a dataset manifest (a JSON object, <= 1 MiB) under ``version``."""
@@ -242,13 +262,13 @@ class Run:
             "manifest": json_object(manifest, "manifest"),
         }
         self._check("manifest", body)
-        self._put(("manifest", time.time(), None, body))
+        self._put("manifest", time.time(), None, body)
 
     def note(self, text: str, step: int | None = None) -> None:
         """Add an operator note to the run's timeline."""
         body = {"step": _check_step(step, optional=True), "text": text}
         self._check("note", body)
-        self._put(("note", time.time(), None, body))
+        self._put("note", time.time(), None, body)
 
     def flush(self, timeout: float | None = 10.0) -> bool:
         """Wait until everything logged so far was sent or spooled; True if nothing is left unsent."""
@@ -272,8 +292,8 @@ class Run:
         if self._sender is None:
             return
         step = self._step if self._step >= 0 else None
-        self._queue.append(("finished", time.time(), None, {"step": step, "status": status}))
-        self._counters.logged += 1
+        self._put("finished", time.time(), None, {"step": step, "status": status, "lost": self._lost() or None},
+                  final=True)
         if self._sender.close(self._finish_timeout if timeout is None else timeout):
             return
         where = self._sender.unsent_dir
@@ -297,7 +317,7 @@ class Run:
     def stats(self) -> RunStats:
         """A snapshot of the event counts."""
         c = self._counters
-        return RunStats(c.logged, c.sent, c.spooled, c.dropped + c.dropped_full, c.replayed, len(self._queue))
+        return RunStats(c.logged, c.sent, c.spooled, self._lost(), c.replayed, len(self._queue), c.spilled)
 
     @property
     def step(self) -> int:
@@ -320,28 +340,73 @@ class Run:
 
     # --- internals ---------------------------------------------------------------------
 
-    def _put(self, item: Item) -> None:
-        if not self._live:
+    def _put(self, kind: str, ts: float, step: int | None, body: Any, *, final: bool = False) -> None:
+        if not self._live and not final:
             if self._closed and not self._closed_warned:
                 self._closed_warned = True
                 log.warning("runcast: run %s is finished; further events are ignored", self.id)
             return
         queue = self._queue
-        if len(queue) >= self._max_queue:
-            self._counters.dropped_full += 1
-            if not self._full_warned:
-                self._full_warned = True
-                log.warning(
-                    "runcast: the event queue of run %s is full (max_queue=%d): events are being dropped "
-                    "(the sender cannot keep up); run.stats.dropped counts them",
-                    self.id,
-                    self._max_queue,
-                )
-            return
-        queue.append(item)
+        if self._spilling:
+            # Stay on disk until the sender has read back all of it: the order is kept.
+            if not self._overflow.try_close():  # type: ignore[union-attr]
+                self._spill(kind, ts, step, body)
+                return
+            self._spilling = False
+        elif len(queue) >= self._max_queue or (queue and ts - queue[0][2] > self._spill_after):
+            if self._start_spilling():
+                self._spill(kind, ts, step, body)
+                return
+            if len(queue) >= self._max_queue:
+                self._counters.dropped_full += 1
+                if not self._wake.pending:
+                    self._wake.set()  # the sender reports the hole at once
+                if not self._full_warned:
+                    self._full_warned = True
+                    log.warning(
+                        "runcast: the event queue of run %s is full (max_queue=%d) and the overflow file cannot "
+                        "be written: events are being dropped; run.stats.dropped counts them",
+                        self.id,
+                        self._max_queue,
+                    )
+                return
+        queue.append((next(self._seq), kind, ts, step, body))
         self._counters.logged += 1
         if len(queue) >= self._batch_size and not self._wake.pending:
             self._wake.set()
+
+    def _start_spilling(self) -> bool:
+        """Open an overflow episode (the sender is behind); False if the disk refuses."""
+        overflow = self._overflow
+        if overflow is None:
+            return False
+        try:
+            overflow.open()
+        except OSError as exc:
+            if not self._full_warned:
+                self._full_warned = True
+                log.error("runcast: cannot write the overflow file in %s (%s)", overflow.directory, exc)
+            return False
+        self._spilling = True
+        return True
+
+    def _spill(self, kind: str, ts: float, step: int | None, body: Any) -> None:
+        """Write one event to the overflow file (a device tensor is read now: the queue is behind)."""
+        if kind == "metrics":
+            body = _resolved(body)
+        overflow = self._overflow
+        assert overflow is not None
+        c = self._counters
+        c.logged += 1
+        c.spilled += 1
+        if overflow.put((next(self._seq), kind, ts, step, body)) and not self._wake.pending:
+            self._wake.set()
+
+    def _lost(self) -> int:
+        """Events that will never reach the service (rejected, or not writable to disk)."""
+        c = self._counters
+        failed = self._overflow.failed if self._overflow is not None else 0
+        return c.dropped + c.dropped_full + failed
 
     def _new_key(self, key: Any) -> None:
         try:
@@ -368,7 +433,11 @@ class Run:
         )
 
     def _heartbeat(self) -> Item:
-        return ("heartbeat", time.time(), None, {"step": self._step if self._step >= 0 else None})
+        body: dict[str, Any] = {"step": self._step if self._step >= 0 else None}
+        lost = self._lost()
+        if lost:
+            body["lost"] = lost
+        return (next(self._seq), "heartbeat", time.time(), None, body)
 
 
 def init(
@@ -475,6 +544,30 @@ def init(
         retry_max=retry_max,
         checkpoint_dir=Path(checkpoint_dir).expanduser().absolute() if checkpoint_dir is not None else None,
     )
+
+
+def _open_spool(spool_dir: Path, meta: dict[str, Any]) -> Spool | None:
+    try:
+        return Spool.create(spool_dir, meta)
+    except (OSError, SpoolBusy) as exc:
+        log.warning("runcast: cannot prepare the spool under %s (%s)", spool_dir, exc)
+        return None
+
+
+def _resolved(values: dict[str, Any]) -> dict[str, Any]:
+    """Metric values with device tensors read (for the overflow file); unreadable ones are left out."""
+    if all(type(v) is not Deferred for v in values.values()):
+        return values
+    out = {}
+    for key, value in values.items():
+        if type(value) is Deferred:
+            try:
+                value = value.resolve()
+            except Exception as exc:  # a device error must not stop the run
+                log.warning("runcast: could not read tensor %r (%s); value dropped", key, exc)
+                continue
+        out[key] = value
+    return out
 
 
 def _check_step(raw: Any, *, optional: bool = False, field: str = "step") -> Any:

@@ -1,15 +1,18 @@
-"""The background flusher: the only consumer of a run's queue.
+"""The background flusher: the only consumer of a run's queue and of its overflow file.
 
-The training thread appends queue items and returns; this daemon thread turns them
-into wire events (numbering ``seq``, reading device tensors, hashing checkpoints),
-cuts batches (``batch_size`` events, or whatever is waiting once ``flush_interval``
-has passed; never more than ``MAX_BATCH_EVENTS`` or ``MAX_BATCH_BYTES``) and hands
-them to the transport.
+The training thread appends queue items (numbered: ``seq``) and returns; this daemon
+thread turns them into wire events (reading device tensors, hashing checkpoints), cuts
+batches (``batch_size`` events, or whatever is waiting once ``flush_interval`` has
+passed; never more than ``MAX_BATCH_EVENTS`` or ``MAX_BATCH_BYTES``) and hands them to
+the transport. When the training thread writes to the overflow file instead (the queue
+is full or behind, ``overflow.py``), the sender reads it back after the queue, in order.
 
 When the service is unavailable the batch goes to the spool and so does every
 later batch, so order is kept; the spool is replayed (with exponential back-off)
 and live sending resumes once it is empty. A batch the service rejects for good
-is counted as dropped and its error logged once.
+is counted as dropped and its error logged once. The run's spool directory is made
+when the sender starts (the overflow file lives there) and deleted when the run
+closes with nothing left unsent.
 """
 
 from __future__ import annotations
@@ -24,22 +27,24 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, cast
+from typing import Any, Final
 
 from . import events
-from .spool import Spool, replay
+from .overflow import Overflow
+from .spool import Spool, batch_bodies, replay
 from .transport import Rejected, Retryable, Transport
 from .values import Deferred
 
 log = logging.getLogger("runcast")
 
-Item = tuple[str, float, "int | None", Any]  # (type, ts, step, values or body)
+Item = tuple[int, str, float, "int | None", Any]  # (seq, type, ts, step, values or body)
 
 DEFAULT_SEND_TIMEOUT: Final = 10.0
 REPLAY_BATCHES_PER_PASS: Final = 32
+OVERFLOW_BATCHES_PER_PASS: Final = 8
 _HASH_CHUNK: Final = 1 << 20
 
 
@@ -47,8 +52,8 @@ _HASH_CHUNK: Final = 1 << 20
 class Counters:
     """Event counts shared by a run and its sender (see ``RunStats``).
 
-    Each field has one writer, so no lock is needed: ``logged`` and ``dropped_full``
-    are written by the training thread, the others by the sender.
+    Each field has one writer, so no lock is needed: ``logged``, ``spilled`` and
+    ``dropped_full`` are written by the training thread, the others by the sender.
     """
 
     logged: int = 0
@@ -57,6 +62,7 @@ class Counters:
     dropped: int = 0
     dropped_full: int = 0
     replayed: int = 0
+    spilled: int = 0
 
 
 class Wakeup:
@@ -112,6 +118,9 @@ class Sender:
         transport: Transport | None,
         counters: Counters,
         heartbeat: Callable[[], Item],
+        overflow: Overflow | None = None,
+        lost: Callable[[], int] | None = None,
+        spool: Spool | None = None,
     ) -> None:
         self.config = config
         self._queue = queue
@@ -119,8 +128,10 @@ class Sender:
         self._transport = transport
         self._counters = counters
         self._heartbeat = heartbeat
-        self._seq = 0
-        self._spool: Spool | None = None
+        self._overflow = overflow
+        self._lost = lost or (lambda: counters.dropped + counters.dropped_full)
+        self._lost_reported = 0
+        self._spool: Spool | None = spool  # made by the run, so its directory exists from the start
         self._spooling = transport is None
         self._backoff = config.retry_initial
         self._retry_at = 0.0
@@ -146,7 +157,7 @@ class Sender:
         self._wake.set()
         with self._cond:
             self._cond.wait_for(lambda: self._served >= ticket or not self._thread.is_alive(), timeout)
-        return not self._queue and not self._spooling
+        return not self._queue and not self._overflow_pending() and not self._spooling
 
     def close(self, timeout: float) -> bool:
         """Send what is queued within ``timeout`` seconds, spool the rest, stop the thread.
@@ -172,8 +183,13 @@ class Sender:
 
     @property
     def unsent_dir(self) -> Path | None:
-        """The spool still holding unsent batches after ``close``, if any."""
-        return self._spool.path if self._spool is not None and self._spooling else None
+        """The spool directory still holding unsent events after ``close``, if any."""
+        if self._spool is None or not (self._spooling or self._overflow_pending()):
+            return None
+        return self._spool.path
+
+    def _overflow_pending(self) -> int:
+        return self._overflow.pending() if self._overflow is not None else 0
 
     # --- the sender thread ------------------------------------------------------------
 
@@ -193,12 +209,13 @@ class Sender:
                 if self._spooling and self._transport is not None and now >= self._retry_at:
                     self._replay()
                 due = closing or serving > self._served or now - last_flush >= cfg.flush_interval
-                pending: list[Item] = []
-                if now >= next_heartbeat and not closing:
+                lost = self._lost()
+                beat = not closing and not self._spooling and (now >= next_heartbeat or lost > self._lost_reported)
+                if beat:
                     next_heartbeat = now + cfg.heartbeat_interval
-                    if not self._spooling:
-                        pending.append(self._heartbeat())
-                        self._counters.logged += 1
+                    self._lost_reported = lost  # a hole is reported at once, not at the next heartbeat
+                    due = True  # after everything queued before it
+                pending: list[Item] = []
                 available = len(self._queue)
                 take = available if due else available - available % cfg.batch_size
                 for _ in range(take):
@@ -206,25 +223,48 @@ class Sender:
                     if len(pending) >= min(cfg.batch_size, events.MAX_BATCH_EVENTS):
                         self._ship(pending)
                         pending = []
+                if beat and not self._overflow_pending():
+                    pending.append(self._heartbeat())
+                    self._counters.logged += 1
                 if pending:
                     self._ship(pending)
+                if not self._queue and self._overflow is not None:
+                    self._ship_overflow(self._overflow, closing)
+                    if due:
+                        self._overflow.sync()
             except Exception:  # the sender must outlive any bug
                 log.exception("runcast: internal error in the sender thread")
             if due:
                 last_flush = now
-                with self._cond:
-                    self._served = serving
-                    self._cond.notify_all()
+                if closing or not (self._queue or self._overflow_pending()):
+                    with self._cond:
+                        self._served = serving
+                        self._cond.notify_all()
             if closing and not self._queue and self._finished_closing():
                 break
         self._shutdown()
 
+    def _ship_overflow(self, overflow: Overflow, closing: bool) -> None:
+        """Send (or spool) a few batches of the overflow file, in order."""
+        size = min(self.config.batch_size, events.MAX_BATCH_EVENTS)
+        for _ in range(OVERFLOW_BATCHES_PER_PASS):
+            if closing and self._past_deadline():
+                return  # what is left stays in the file, for `runcast sync`
+            records, used = overflow.read(size)
+            if not records:
+                return
+            self._ship([(r[0], r[1], r[2], r[3], r[4]) for r in records])
+            overflow.mark_shipped(len(records), used)
+
     def _wait_time(self, last_flush: float, next_heartbeat: float) -> float:
         now = time.monotonic()
         if self._deadline is not None:
-            if self._queue or not self._spooling or self._transport is None or now >= self._deadline:
+            if self._queue or self._overflow_pending() or not self._spooling or self._transport is None \
+                    or now >= self._deadline:
                 return 0.0
             return max(0.0, min(self._retry_at, self._deadline) - now)
+        if self._overflow is not None and self._overflow.written > self._overflow.shipped:
+            return 0.0  # a backlog on disk: keep going
         until = min(last_flush + self.config.flush_interval, next_heartbeat)
         if self._spooling and self._transport is not None:
             until = min(until, self._retry_at)
@@ -232,14 +272,22 @@ class Sender:
 
     def _finished_closing(self) -> bool:
         assert self._deadline is not None
-        return not self._spooling or self._transport is None or time.monotonic() >= self._deadline
+        if time.monotonic() >= self._deadline:
+            return True
+        if self._overflow_pending():
+            return False
+        return not self._spooling or self._transport is None
 
     def _shutdown(self) -> None:
         with self._cond:
             self._served = self._requested
             self._cond.notify_all()
+        if self._overflow is not None:
+            self._overflow.write()
+            self._overflow.sync()
+            self._overflow.try_close()  # nothing left in it: its file goes (the training thread is done)
         if self._spool is not None:
-            if self._spooling:
+            if self._spooling or self._overflow_pending():
                 self._spool.close()
             else:
                 self._spool.remove()
@@ -256,7 +304,7 @@ class Sender:
                 self._drop(1)
             else:
                 wire.append(event)
-        for body, batch in _bodies(wire):
+        for body, batch in batch_bodies(wire):
             self._deliver(body, batch)
 
     def _deliver(self, body: bytes, batch: list[dict[str, Any]]) -> None:
@@ -278,8 +326,8 @@ class Sender:
         try:
             if self._spool is None:
                 self._spool = Spool.create(self.config.spool_dir, self.config.spool_meta)
-                if self._transport is None:
-                    log.warning("runcast: no server configured; spooling events to %s", self._spool.path)
+            if self._transport is None and not self._spooling:
+                log.warning("runcast: no server configured; spooling events to %s", self._spool.path)
             self._spool.append(body)
         except OSError as exc:
             if not self._spool_error_logged:
@@ -329,8 +377,7 @@ class Sender:
             self._schedule_retry(result.retry_after)
         elif result.done:
             log.info("runcast: %s is reachable again; the spool was replayed", self._transport.url)
-            self._spool.remove()
-            self._spool = None
+            self._spool.reset()
             self._spooling = False
             self._backoff = self.config.retry_initial
             self._failure_logged = False
@@ -360,7 +407,7 @@ class Sender:
     # --- events -----------------------------------------------------------------------
 
     def _to_wire(self, item: Item) -> dict[str, Any] | None:
-        kind, ts, step, body = item
+        seq, kind, ts, step, body = item
         if kind == "metrics":
             values = self._values(body)
             if not values:
@@ -373,11 +420,10 @@ class Sender:
             "type": kind,
             "run": self.config.run,
             "segment": self.config.segment,
-            "seq": self._seq,
+            "seq": seq,
             "ts": ts,
         }
         event.update(body)
-        self._seq += 1
         return event
 
     def _values(self, raw: dict[str, Any]) -> dict[str, float | str]:
@@ -410,17 +456,6 @@ class Sender:
         if hash_it:
             body["sha256"] = _sha256(Path(body["path"]), body["size"], self._past_deadline)
         return body
-
-
-def _bodies(wire: list[dict[str, Any]]) -> list[tuple[bytes, list[dict[str, Any]]]]:
-    """Encode ``wire`` as one batch, halving it until each part is under MAX_BATCH_BYTES."""
-    if not wire:
-        return []
-    body = events.dumps_batch(cast("list[Mapping[str, Any]]", wire))
-    if len(body) <= events.MAX_BATCH_BYTES or len(wire) == 1:
-        return [(body, wire)]
-    half = len(wire) // 2
-    return _bodies(wire[:half]) + _bodies(wire[half:])
 
 
 def _sha256(path: Path, size: int, stop: Callable[[], bool]) -> str | None:

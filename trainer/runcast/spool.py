@@ -19,11 +19,13 @@ import contextlib
 import json
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, cast
 
+from . import events as schema
+from . import overflow
 from .transport import Rejected, Retryable, Transport
 
 try:
@@ -119,6 +121,16 @@ class Spool:
         """No complete batch is left to send."""
         return next(self.pending(), None) is None
 
+    def reset(self) -> None:
+        """Everything was delivered: empty the spool, keep the directory (and the lock)."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        for name in (BATCHES, OFFSET, OFFSET + ".tmp"):
+            with contextlib.suppress(FileNotFoundError):
+                (self.path / name).unlink()
+        self._offset = 0
+
     def remove(self) -> None:
         """Delete the spool directory (after everything was delivered) and release it."""
         self.close()
@@ -185,6 +197,40 @@ def replay(
         spool.ack(end)
     result.done = True
     return result
+
+
+def batch_bodies(wire: list[dict[str, Any]]) -> list[tuple[bytes, list[dict[str, Any]]]]:
+    """Encode ``wire`` as one batch, halving it until each part is under MAX_BATCH_BYTES."""
+    if not wire:
+        return []
+    body = schema.dumps_batch(cast("list[Mapping[str, Any]]", wire))
+    if len(body) <= schema.MAX_BATCH_BYTES or len(wire) == 1:
+        return [(body, wire)]
+    half = len(wire) // 2
+    return batch_bodies(wire[:half]) + batch_bodies(wire[half:])
+
+
+def absorb_overflow(spool: Spool) -> int:
+    """Move what a crashed run left in its overflow file into the spool's batches; returns events moved.
+
+    The records become wire events as the sender would have made them (a checkpoint
+    keeps its original path and gets no sha256: the sender's copy and hash never ran).
+    """
+    found = overflow.leftover(spool.path)
+    if found is None:
+        return 0
+    meta = spool.meta
+    if meta.get("overflow", overflow.FORMAT) != overflow.FORMAT:
+        raise ValueError(
+            f"{spool.path}: the overflow file was written as {meta.get('overflow')}, this runcast reads "
+            f"{overflow.FORMAT}: run `runcast sync` with the Python that ran the training"
+        )
+    records, _ = found
+    wire = [e for e in (overflow.to_wire(r, meta["run"], meta["segment"]) for r in records) if e is not None]
+    for body, _events in batch_bodies(wire):
+        spool.append(body)
+    overflow.remove(spool.path)
+    return len(wire)
 
 
 def find_spools(root: Path) -> list[Path]:

@@ -1,4 +1,4 @@
-"""Delivering one wire batch: over HTTP to ``/api/v1/ingest``, or as a Celery task to the broker.
+"""Delivering one wire batch over HTTP to ``/api/v1/ingest``.
 
 A transport either returns (the batch was accepted), raises ``Retryable`` (the
 service is unreachable or busy: try again later) or raises ``Rejected`` (the batch
@@ -12,8 +12,12 @@ from typing import Any, Final, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
 INGEST_PATH: Final = "/api/v1/ingest"
-INGEST_TASK: Final = "runcast.ingest_batch"
 DEFAULT_TIMEOUT: Final = 10.0
+REDIS_RETIRED: Final = (
+    "the redis:// transport was retired: a batch handed straight to the broker is lost if Redis "
+    "restarts before a worker stores it. Send to the server's HTTP address instead "
+    "(server='http://<runcast api>:8000'): its 202 means the batch is committed"
+)
 
 
 class TransportError(Exception):
@@ -60,13 +64,13 @@ def public_url(url: str) -> str:
 
 
 def make_transport(url: str, token: str | None) -> Transport:
-    """The transport for a ``http(s)://`` server or a ``redis(s)://`` broker URL."""
+    """The transport for a ``http(s)://`` server URL."""
     scheme = urlsplit(url).scheme.lower()
     if scheme in ("http", "https"):
         return HttpTransport(url, token)
     if scheme in ("redis", "rediss"):
-        return CeleryTransport(url, token)
-    raise ValueError(f"unsupported transport {public_url(url)!r}: use http(s)://host:port or redis://host:port/db")
+        raise ValueError(f"{public_url(url)}: {REDIS_RETIRED}")
+    raise ValueError(f"unsupported transport {public_url(url)!r}: use the server's address, http(s)://host:port")
 
 
 class HttpTransport:
@@ -100,53 +104,6 @@ class HttpTransport:
 
     def close(self) -> None:
         self._client.close()
-
-
-class CeleryTransport:
-    """Send ``runcast.ingest_batch`` straight to the Celery broker (inside the cluster)."""
-
-    def __init__(self, broker: str, token: str | None, timeout: float = DEFAULT_TIMEOUT) -> None:
-        try:
-            import celery
-        except ImportError as exc:
-            raise ImportError(
-                "the redis:// transport needs Celery: pip install 'celery[redis]' (or 'runcast[trainer]')"
-            ) from exc
-        self.url = public_url(broker)
-        self._token = token
-        self._app = celery.Celery("runcast-sdk", broker=broker, set_as_current=False)
-        self._app.conf.update(
-            broker_connection_retry=False,
-            broker_connection_retry_on_startup=False,
-            broker_connection_max_retries=0,
-            broker_connection_timeout=timeout,
-            broker_transport_options={
-                "socket_timeout": timeout,
-                "socket_connect_timeout": timeout,
-                "max_retries": 0,  # fail fast: the sender spools and retries on its own schedule
-                "connect_retries_timeout": timeout,
-            },
-            task_serializer="json",
-            accept_content=["json"],
-        )
-
-    def send(self, body: bytes, events: list[dict[str, Any]], timeout: float) -> None:
-        from kombu.exceptions import OperationalError
-
-        try:
-            self._app.send_task(
-                INGEST_TASK,
-                kwargs={"events": events, "project_id": None, "token": self._token},
-                retry=False,
-            )
-        except (OperationalError, OSError, TimeoutError) as exc:
-            raise Retryable(f"broker {self.url}: {exc}") from exc
-
-    def close(self) -> None:
-        try:
-            self._app.close()
-        except Exception:  # closing must never raise into the caller
-            pass
 
 
 def _error_message(content: bytes) -> str:

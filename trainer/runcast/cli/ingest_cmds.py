@@ -23,7 +23,7 @@ def worker_command(
     loglevel: str = typer.Option("INFO", help="DEBUG, INFO, WARNING, ERROR."),
     beat: bool = typer.Option(
         False, "--beat", "-B",
-        help="Also run Celery beat (the periodic stall check) inside this worker. For single-worker "
+        help="Also run Celery beat (the stall check and the ingest inbox sweeper) inside this worker. For single-worker "
         "deployments: exactly one process of the deployment may run beat.",
     ),
     schedule: str = typer.Option(

@@ -1,7 +1,8 @@
 """``runcast sync DIR``: send the batches that runs left in their local spools.
 
 Spools are replayed oldest first (so a resumed run's segments stay in order), each
-from its recorded offset. A spool that is fully delivered is deleted. The command
+from its recorded offset; what a crashed run left in its overflow file is sent after
+its spooled batches. A spool that is fully delivered is deleted. The command
 stops at the first batch the service cannot take now (unreachable, busy, or a
 wrong token), keeping what is left for the next try, and exits non-zero whenever
 something was not delivered.
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import typer
 
-from runcast.spool import Spool, SpoolBusy, default_dir, find_spools, replay
+from runcast.spool import Spool, SpoolBusy, absorb_overflow, default_dir, find_spools, replay
 from runcast.transport import Transport, make_transport
 
 
@@ -69,8 +70,17 @@ def _sync_one(
         if not url:
             typer.echo(f"{label}: no server recorded; pass --server")
             return False, 0, False
+        try:
+            absorb_overflow(spool)  # what a crashed run left on disk beyond its queue
+        except ValueError as exc:
+            typer.echo(f"{label}: {exc}")
+            return False, 0, False
         if url not in transports:
-            transports[url] = make_transport(url, token)
+            try:
+                transports[url] = make_transport(url, token)
+            except ValueError as exc:
+                typer.echo(f"{label}: {exc}")
+                return False, 0, True
         result = replay(spool, transports[url], timeout=timeout, stop_on=(401,))
         line = f"{label}: sent {result.sent_events} events in {result.sent_batches} batches to {transports[url].url}"
         if result.rejections:
