@@ -339,3 +339,102 @@ class Driver:
         done = [d for d in self._lines() if d.get("done")]
         assert code == 0 and done, f"{self.proc.name} exited {code}:\n{self.proc.log()}"
         return done[-1]
+
+
+# --- fault injection: beat, restartable servers, a broken detector ------------------------------
+
+
+def start_beat(stack: Any, name: str = "beat", **env: str) -> Any:
+    """``celery beat`` for the stack (the inbox sweeper and the alerts' check), as docker-compose runs it."""
+    import sys
+
+    from services import Process, child_env, wait_until
+
+    schedule = stack.tmp / f"{name}-schedule"
+    argv = [str(Path(sys.executable).parent / "celery"), "-A", "runcast_server.celery_app:app", "beat",
+            "--schedule", str(schedule), "--loglevel", "INFO"]
+    proc = Process(name, argv, child_env({**stack.env, **env}), stack._log_path(name))
+    stack.processes.append(proc)
+    wait_until(lambda: proc.check_alive("starting") or "beat: Starting" in proc.output(), 60,
+               f"{name} to start", interval=0.2)
+    return proc
+
+
+def restart_redis(server: Any) -> None:
+    """Kill ``services.RedisServer``'s process (no persistence: its data is gone) and start a fresh
+    one on the same port."""
+    server.proc.kill()
+    server.dir.mkdir(parents=True, exist_ok=True)
+    server.start()
+
+
+class RestartablePostgres:
+    """A PostgreSQL cluster of its own for one test, that can be stopped and started again on
+    the same port and data (the test suite's settings: fsync off)."""
+
+    def __init__(self) -> None:
+        from services import PostgresServer
+
+        self.server = PostgresServer()
+        self.server.start()
+        self._opts = self._read_opts()
+
+    def _read_opts(self) -> list[str]:
+        import shlex
+
+        argv = shlex.split((self.server.data / "postmaster.opts").read_text())
+        return argv[1:]  # without the postgres binary
+
+    def url(self, database: str) -> str:
+        return self.server.url(database)
+
+    def stop(self, mode: str = "fast") -> None:
+        s = self.server
+        s._run([s.pg_ctl, "-D", str(s.data), "-m", mode, "-w", "stop"], "pg_ctl stop")
+
+    def start(self) -> None:
+        import shlex
+
+        s = self.server
+        opts = " ".join(shlex.quote(a) for a in self._opts if a not in ("-D", str(s.data)))
+        s._run([s.pg_ctl, "-D", str(s.data), "-l", str(s.log_path), "-w", "-t", "60", "-o", opts, "start"],
+               "pg_ctl start")
+
+    def close(self) -> None:
+        self.server.stop()
+
+
+BROKEN_DETECTORS = '''
+import runcast_server.detectors.hook as _hook
+
+
+def _broken(*args, **kwargs):
+    raise RuntimeError("a detector bug, injected by the test")
+
+
+_hook.run_detectors = _broken
+'''
+
+
+def broken_detectors_path(tmp: Path) -> str:
+    """A directory whose ``sitecustomize.py`` makes every detector pass raise; put it first on a
+    worker's PYTHONPATH."""
+    import os
+
+    folder = tmp / "broken-detectors"
+    folder.mkdir(exist_ok=True)
+    (folder / "sitecustomize.py").write_text(BROKEN_DETECTORS)
+    return os.pathsep.join([str(folder), os.environ.get("PYTHONPATH", "")])
+
+
+def inbox_states(engine: Any) -> dict[str, int]:
+    with engine.connect() as conn:
+        return dict(conn.execute(text("SELECT state, count(*) FROM ingest_inbox GROUP BY state")).all())
+
+
+def export_steps(api_url: str, run_id: str, token: str | None = None) -> dict[str, list[int]]:
+    """key -> stored steps in export order (a repeat would show twice)."""
+    out: dict[str, list[int]] = defaultdict(list)
+    for row in export_rows(api_url, run_id, token):
+        out[row["key"]].append(row["step"])
+    return dict(out)

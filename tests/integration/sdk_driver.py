@@ -3,8 +3,9 @@
     python sdk_driver.py --server URL --token T --project P --steps N --metrics K [options]
 
 Prints one JSON line ``{"run": <id>}`` once the run exists and ``{"done": true, ...}`` after
-``finish()``. With ``--progress FILE`` it writes the last logged step there every
-``--progress-every`` steps, so a test can act (kill a process) at a known point.
+``finish()``. ``--defaults`` keeps the SDK's own batching, queue and retry settings.
+With ``--progress FILE`` it writes the last logged step there every ``--progress-every``
+steps, so a test can act (kill a process) at a known point.
 Values are ``helpers.value_at(step, k)`` for metric ``m{k}``; with ``--special`` metric
 ``m0`` is NaN / +Inf / -Inf at the steps in ``helpers.SPECIAL``.
 """
@@ -26,7 +27,7 @@ from helpers import SPECIAL, value_at
 
 def main() -> int:
     p = argparse.ArgumentParser()
-    p.add_argument("--server", required=True, help="http(s):// API base or redis:// broker URL")
+    p.add_argument("--server", required=True, help="http(s):// API base")
     p.add_argument("--token", required=True)
     p.add_argument("--project", required=True)
     p.add_argument("--name", default="driver")
@@ -40,21 +41,29 @@ def main() -> int:
     p.add_argument("--finish-timeout", type=float, default=600)
     p.add_argument("--max-queue", type=int, default=100_000)
     p.add_argument("--batch-size", type=int, default=500)
+    p.add_argument("--defaults", action="store_true",
+                   help="the SDK's own defaults for batching, queue, retries and finish (ignores the options above)")
+    p.add_argument("--flush-timeout", type=float, default=0.0,
+                   help="before finish(), wait up to this long for everything to be delivered")
+    p.add_argument("--retry-max", type=float, default=2.0)
     a = p.parse_args()
 
     import runcast
 
     keys = [f"m{k}" for k in range(a.metrics)]
+    tuning = {} if a.defaults else {
+        "finish_timeout": a.finish_timeout,
+        "max_queue": a.max_queue,
+        "batch_size": a.batch_size,
+        "retry_max": a.retry_max,  # come back quickly once the server is back (the restart tests)
+    }
     run = runcast.init(
         project=a.project,
         name=a.name,
         config={"steps": a.steps, "metrics": a.metrics},
         server=a.server,
         token=a.token,
-        finish_timeout=a.finish_timeout,
-        max_queue=a.max_queue,
-        batch_size=a.batch_size,
-        retry_max=2.0,  # come back quickly once the server is back (the API-restart test)
+        **tuning,
     )
     print(json.dumps({"run": run.id}), flush=True)
     t0 = time.monotonic()
@@ -64,10 +73,14 @@ def main() -> int:
             values["m0"] = SPECIAL[step]
         run.log(values, step=step)
         if a.progress and (step % a.progress_every == 0 or step == a.start + a.steps - 1):
-            a.progress.write_text(str(step))
+            tmp = a.progress.with_name(a.progress.name + ".tmp")
+            tmp.write_text(str(step))
+            tmp.replace(a.progress)  # a reader never sees it half written
         if a.sleep:
             time.sleep(a.sleep)
     logged = time.monotonic() - t0
+    if a.flush_timeout:
+        run.flush(timeout=a.flush_timeout)
     run.finish()
     stats = run.stats
     print(json.dumps({"done": True, "log_s": round(logged, 3), "total_s": round(time.monotonic() - t0, 3),

@@ -173,7 +173,9 @@ def run_detail(
                 resumed=s.resumed,
                 started_at=s.started_at,
                 last_step=last_steps.get(s.id),
+                lost_events=s.lost_events,
             )
             for s in segments
         ],
+        lost_events=sum(s.lost_events for s in segments),
     )

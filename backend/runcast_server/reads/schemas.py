@@ -55,6 +55,7 @@ class SegmentInfo(BaseModel):
     resumed: bool
     started_at: float | None
     last_step: int | None
+    lost_events: int = Field(0, description="Events this segment's SDK reported it could not keep.")
 
 
 class RunDetail(RunSummary):
@@ -67,6 +68,9 @@ class RunDetail(RunSummary):
     seed: int | None
     keys: list[str]
     segments: list[SegmentInfo]
+    lost_events: int = Field(
+        0, description="Events the trainer's SDK could not keep (e.g. its disk was full): a hole in the run. 0 normally."
+    )
 
 
 class MetricSeries(BaseModel):

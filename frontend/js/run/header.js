@@ -22,6 +22,9 @@ export function renderHeader(page) {
   $("fact-started").textContent = formatTime(d.started_at ?? d.created_at);
   const resumed = d.segments.filter((s) => s.resumed).length;
   $("fact-segments").textContent = d.segments.length + (resumed ? ` (${resumed} resumed)` : "");
+  const lost = d.lost_events || 0; // events the trainer's SDK could not keep
+  $("run-hole").hidden = lost === 0;
+  $("run-hole").textContent = lost ? `This run has a hole: its trainer could not keep ${lost.toLocaleString()} events.` : "";
 }
 
 /** The status badge and the live indicator: "live" only while the run runs and the stream is up. */
