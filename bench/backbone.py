@@ -12,8 +12,8 @@ Production mode, measured through the real processes:
 (b) End-to-end ingest: ``run.log()`` of ``--steps`` steps x 8 scalars in a tight loop,
     clock stopped when the last point is visible in PostgreSQL (``sum(series.count)``
     of the run, polled every 10 ms from another connection, so it only sees committed
-    rows). Transports ``http://`` (SDK -> ``runcast serve`` -> Redis -> worker) and
-    ``redis://`` (SDK -> Redis -> worker). ONE Celery worker process, ``--pool solo``
+    rows), over HTTP: SDK -> ``runcast serve`` (checks the batch, commits it to the ingest
+    inbox, enqueues its id) -> Redis -> worker. ONE Celery worker process, ``--pool solo``
     (one process, one task at a time; the same as prefork with concurrency 1 minus
     the pool's parent process).
 (c) ``GET /api/v1/runs/{id}/metrics?key=loss&max_points=2000`` through the real API,
@@ -300,7 +300,7 @@ def committed_points(conn: psycopg.Connection, run_id: str) -> int:
 def one_ingest(stack: Stack, transport: str, steps: int, batch_size: int | None, timeout: float) -> dict[str, Any]:
     meter = CpuMeter(stack)
     cpu0 = meter.sample()
-    dest = stack.api_url if transport == "http" else stack.redis_url
+    dest = stack.api_url
     values = [{k: math.sin(i * 0.01 + j) for j, k in enumerate(KEYS)} for i in range(1024)]
     expected = steps * len(KEYS)
     with tempfile.TemporaryDirectory() as spool, psycopg.connect(stack.libpq(), autocommit=True) as conn:
@@ -595,7 +595,7 @@ def main() -> None:
     parser.add_argument("--calls", type=int, help="log() calls per SDK-cost repeat (default 50000)")
     parser.add_argument("--steps", type=int, help="steps (x 8 scalars) per ingest repeat (default 100000)")
     parser.add_argument("--batch-size", type=int, help="SDK batch_size for the ingest runs (default: the SDK's)")
-    parser.add_argument("--transports", default="http,redis")
+    parser.add_argument("--transports", default="http", help="kept for old command lines: only http remains")
     parser.add_argument("--sizes", help="series lengths for the query bench (default 10000,1000000,10000000)")
     parser.add_argument("--requests", type=int, default=50, help="requests per query repeat")
     parser.add_argument("--load-batch", type=int, default=100_000, help="events per store_batch when loading series")
