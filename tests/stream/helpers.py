@@ -45,7 +45,8 @@ async def sse(response: httpx.Response) -> AsyncIterator[Message]:
 
 @dataclass
 class RunWriter:
-    """One run, written as an SDK would: each ``batch`` is one POST /ingest (one run version)."""
+    """One run, written as an SDK would: each ``batch`` is one POST /ingest (one run version,
+    with the detectors off)."""
 
     api: httpx.Client
     token: str
@@ -66,8 +67,13 @@ class RunWriter:
         r = self.api.post("/api/v1/ingest", json={"v": 1, "events": list(events)}, headers={"Authorization": f"Bearer {self.token}"})
         assert r.status_code == 202, r.text
 
-    def start(self, visibility: str = "public", name: str = "stream test") -> RunWriter:
-        self.post([self._event("run_started", project=self.project, name=name, visibility=visibility)])
+    def start(self, visibility: str = "public", name: str = "stream test", alerts: bool = False) -> RunWriter:
+        """Open the run. The detectors are off unless ``alerts``: they run after each batch's
+        commit, and each alert they open or close is a run version of its own."""
+        started = self._event("run_started", project=self.project, name=name, visibility=visibility)
+        if not alerts:
+            started["alerts"] = {"enabled": False}
+        self.post([started])
         return self
 
     def batch(self, steps: int = 5, keys: Iterable[str] = ("loss", "lr"), note: str | None = None) -> None:

@@ -59,6 +59,29 @@ def test_live_batches_arrive_in_version_order_each_point_once(server: Any) -> No
     assert "NaN" in [v for m in batches for p in m.data["points"] for v in p["value"]]
 
 
+def test_an_alert_arrives_in_the_version_after_its_batch(server: Any) -> None:
+    """The detectors run after the batch's commit: the batch is one version, the alert it
+    opened the next one, whose message carries the anomaly event."""
+    w = server.writer().start(alerts=True)
+
+    async def main() -> list[Message]:
+        async with httpx.AsyncClient(timeout=30) as client:
+            got: list[Message] = []
+            task = asyncio.create_task(collect(client, server.stream_url(w.run), 3, into=got))
+            while not got:
+                await asyncio.sleep(0.02)
+            await asyncio.to_thread(w.batch, 4, ("loss",))  # step 3 of loss is NaN: a nonfinite alert
+            return await task
+
+    messages = asyncio.run(main())
+    batch, alert = [m for m in messages if m.event == "batch"][-2:]
+    assert (batch.version, alert.version) == (2, 3)
+    assert [p["step"] for p in batch.data["points"]] == [[0, 1, 2, 3]]
+    assert alert.data["points"] == []
+    [event] = alert.data["events"]
+    assert (event["type"], event["step"], event["payload"]["kind"]) == ("anomaly", 3, "nonfinite")
+
+
 def test_resume_by_last_event_id_while_logging_continues(server: Any) -> None:
     """Disconnect mid-run, keep logging, reconnect with Last-Event-ID: no gap, no duplicate,
     even though batches commit while the replay is being read."""
