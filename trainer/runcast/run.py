@@ -357,7 +357,7 @@ class Run:
             if self._start_spilling():
                 self._spill(kind, ts, step, body)
                 return
-            if len(queue) >= self._max_queue:
+            if len(queue) >= self._max_queue and not final:  # the finished event always gets in
                 self._counters.dropped_full += 1
                 if not self._wake.pending:
                     self._wake.set()  # the sender reports the hole at once
