@@ -44,7 +44,7 @@ def main() -> int:
     p.add_argument("--defaults", action="store_true",
                    help="the SDK's own defaults for batching, queue, retries and finish (ignores the options above)")
     p.add_argument("--flush-timeout", type=float, default=0.0,
-                   help="before finish(), wait up to this long for everything to be delivered")
+                   help="before finish(), wait up to this long until everything is delivered (spool replayed)")
     p.add_argument("--retry-max", type=float, default=2.0)
     a = p.parse_args()
 
@@ -79,8 +79,9 @@ def main() -> int:
         if a.sleep:
             time.sleep(a.sleep)
     logged = time.monotonic() - t0
-    if a.flush_timeout:
-        run.flush(timeout=a.flush_timeout)
+    deadline = time.monotonic() + a.flush_timeout
+    while a.flush_timeout and not run.flush(timeout=5) and time.monotonic() < deadline:
+        time.sleep(0.5)  # flush() is True once nothing is left unsent (the spool replayed too)
     run.finish()
     stats = run.stats
     print(json.dumps({"done": True, "log_s": round(logged, 3), "total_s": round(time.monotonic() - t0, 3),

@@ -14,7 +14,6 @@ import time
 
 import httpx
 import pytest
-from runcast.events import dumps_batch
 from runcast_server.rollups import LEVELS
 from services import wait_until
 from sqlalchemy import text

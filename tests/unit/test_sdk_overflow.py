@@ -3,16 +3,13 @@ dropping them; they are sent in order; what the disk refuses is counted and repo
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
-import pytest
 from runcast import overflow
 from runcast.cli.main import app
 from runcast.spool import find_spools

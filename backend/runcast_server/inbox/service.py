@@ -34,7 +34,7 @@ from typing import Any, Final
 from sqlalchemy import Connection, func, insert, select, update
 from sqlalchemy.orm import Session
 
-from runcast.events import EventError, validate_batch, validate_event
+from runcast.events import validate_batch, validate_event
 from runcast_server.db import session_scope
 from runcast_server.detectors.hook import detect_batch
 from runcast_server.inbox.models import InboxRow
