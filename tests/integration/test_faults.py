@@ -109,6 +109,7 @@ def test_redis_restarted_without_persistence_under_a_backlog(stack, redis_server
     wait_until(lambda: inbox_states(stack.engine) == {"done": 17}, 60, "every inbox row done")
 
 
+@pytest.mark.timeout(int(PG_OUTAGE_S) + 1200)
 def test_postgres_down_for_long_then_back(stack):
     """PostgreSQL stops while the SDK logs and tasks wait: the API answers 503 (the SDK spools),
     the tasks back off and never give up; once it is back everything is stored once."""
