@@ -353,7 +353,7 @@ class Run:
                 self._spill(kind, ts, step, body)
                 return
             self._spilling = False
-        elif len(queue) >= self._max_queue or (queue and ts - queue[0][2] > self._spill_after):
+        elif len(queue) >= self._max_queue or self._behind(queue, ts):
             if self._start_spilling():
                 self._spill(kind, ts, step, body)
                 return
@@ -374,6 +374,13 @@ class Run:
         self._counters.logged += 1
         if len(queue) >= self._batch_size and not self._wake.pending:
             self._wake.set()
+
+    def _behind(self, queue: deque[Item], ts: float) -> bool:
+        """The oldest queued event has waited longer than the sender should ever let it."""
+        try:
+            return ts - queue[0][2] > self._spill_after
+        except IndexError:  # empty (the sender may take the last item while we look)
+            return False
 
     def _start_spilling(self) -> bool:
         """Open an overflow episode (the sender is behind); False if the disk refuses."""

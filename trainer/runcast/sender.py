@@ -11,8 +11,8 @@ When the service is unavailable the batch goes to the spool and so does every
 later batch, so order is kept; the spool is replayed (with exponential back-off)
 and live sending resumes once it is empty. A batch the service rejects for good
 is counted as dropped and its error logged once. The run's spool directory is made
-when the sender starts (the overflow file lives there) and deleted when the run
-closes with nothing left unsent.
+with the run (the overflow file lives there) and deleted when the run closes with
+nothing left unsent.
 """
 
 from __future__ import annotations
@@ -136,6 +136,7 @@ class Sender:
         self._backoff = config.retry_initial
         self._retry_at = 0.0
         self._rejected_logged = False
+        self._offline_logged = False
         self._failure_logged = False
         self._spool_error_logged = False
         self._deadline: float | None = None
@@ -223,7 +224,7 @@ class Sender:
                     if len(pending) >= min(cfg.batch_size, events.MAX_BATCH_EVENTS):
                         self._ship(pending)
                         pending = []
-                if beat and not self._overflow_pending():
+                if beat:
                     pending.append(self._heartbeat())
                     self._counters.logged += 1
                 if pending:
@@ -234,6 +235,7 @@ class Sender:
                         self._overflow.sync()
             except Exception:  # the sender must outlive any bug
                 log.exception("runcast: internal error in the sender thread")
+                self._wake.wait(0.5)  # never a busy loop of errors
             if due:
                 last_flush = now
                 if closing or not (self._queue or self._overflow_pending()):
@@ -326,7 +328,8 @@ class Sender:
         try:
             if self._spool is None:
                 self._spool = Spool.create(self.config.spool_dir, self.config.spool_meta)
-            if self._transport is None and not self._spooling:
+            if self._transport is None and not self._offline_logged:
+                self._offline_logged = True
                 log.warning("runcast: no server configured; spooling events to %s", self._spool.path)
             self._spool.append(body)
         except OSError as exc:
