@@ -18,7 +18,7 @@ from runcast import __version__
 from runcast_server import migrate
 from runcast_server.assets import FileAssets
 from runcast_server.api import api_router
-from runcast_server.api.deps import bearer_token, writer_project
+from runcast_server.api.deps import admin, bearer_token, writer_project
 from runcast_server.api.limits import BodyLimit
 from runcast_server.db import get_engine
 from runcast_server.errors import install_error_handlers
@@ -116,7 +116,7 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
         if not isinstance(route.original_route, APIRoute) or not route.include_in_schema:
             continue
         calls = _calls(route.dependant)
-        if writer_project in calls:
+        if writer_project in calls or admin in calls:
             security: list[dict[str, list[str]]] = [{"bearer": []}]
         elif bearer_token in calls:
             security = [{}, {"bearer": []}]

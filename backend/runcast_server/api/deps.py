@@ -41,7 +41,8 @@ bearer_token = BearerToken(
     scheme_name="bearer",
     auto_error=False,
     description="A project token (`runcast token create`): required for writes; on reads it shows "
-    "that project's private and unlisted runs.",
+    "that project's private and unlisted runs. The /admin routes take an admin token instead "
+    "(`runcast token create --admin`).",
 )
 TokenDep = Annotated[str | None, Depends(bearer_token)]
 

@@ -14,11 +14,11 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Path, Query
 
 from runcast_server.api.deps import AdminDep, SessionDep
-from runcast_server.errors import ApiError, NotFound
+from runcast_server.errors import ApiError, NotFound, error_responses
 from runcast_server.inbox import quarantine
 
 log = logging.getLogger(__name__)
-router = APIRouter(prefix="/admin", tags=["admin"], dependencies=[AdminDep])
+router = APIRouter(prefix="/admin", tags=["admin"], dependencies=[AdminDep], responses=error_responses(401, 403, 422))
 
 InboxId = Annotated[int, Path(ge=1, le=2**63 - 1, description="The inbox row's id.")]
 
@@ -42,7 +42,7 @@ def list_inbox(
     return quarantine.list_rows(session, state=None if state == "all" else state, after=after, limit=limit)
 
 
-@router.get("/inbox/{inbox_id}")
+@router.get("/inbox/{inbox_id}", responses=error_responses(404))
 def show_inbox(session: SessionDep, inbox_id: InboxId) -> dict[str, Any]:
     """One row, with the content of each event that could not be stored."""
     found = quarantine.show(session, inbox_id)
@@ -51,7 +51,7 @@ def show_inbox(session: SessionDep, inbox_id: InboxId) -> dict[str, Any]:
     return found
 
 
-@router.post("/inbox/{inbox_id}/retry", status_code=202)
+@router.post("/inbox/{inbox_id}/retry", status_code=202, responses=error_responses(404, 409))
 def retry_inbox(session: SessionDep, inbox_id: InboxId) -> dict[str, Any]:
     """Send a quarantined batch through the worker again (it is quarantined again if it fails again)."""
     from runcast_server.tasks import enqueue_ingest
