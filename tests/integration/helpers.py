@@ -97,7 +97,8 @@ def celery_client(redis_url: str):  # type: ignore[no-untyped-def]
 
 
 def send_batch_task(client: Any, events: list[dict[str, Any]], token: str) -> None:
-    """Enqueue ``runcast.ingest_batch`` as the SDK's redis:// transport does (token auth in the task)."""
+    """Enqueue a ``runcast.ingest_batch`` message of the first task contract (the events in the
+    message, token auth in the task), as the previous release's ``redis://`` transport did."""
     client.send_task(INGEST_TASK, kwargs={"events": events, "project_id": None, "token": token})
 
 
