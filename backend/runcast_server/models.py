@@ -227,4 +227,4 @@ class RunVersion(Base):
     ranges: Mapped[list[Any]] = mapped_column(JSON)
     event_ids: Mapped[list[Any]] = mapped_column(JSON)
 from runcast_server.alerts import models as _alert_models  # noqa: E402,F401  (alerts tables, migration 0003)
-from runcast_server.inbox import models as _inbox_models  # noqa: E402,F401  (ingest inbox, migration 0005)
+from runcast_server.inbox import models as _inbox_models  # noqa: E402,F401  (ingest inbox, migration 0006)

@@ -1,4 +1,4 @@
-"""The ingest inbox table (migration 0005): every accepted batch, committed before 202."""
+"""The ingest inbox table (migration 0006): every accepted batch, committed before 202."""
 
 from __future__ import annotations
 
