@@ -67,9 +67,11 @@ def serve(
 from runcast.cli.train import train_command  # noqa: E402  (light: torch is imported on use)
 
 app.command("train")(train_command)
-from runcast.cli.replay import import_command, replay_command  # noqa: E402  (standard library and the SDK)
+from runcast.cli.replay import replay_command  # noqa: E402  (standard library and the SDK)
 
 app.command("replay")(replay_command)
+from runcast.cli.import_cmd import import_command  # noqa: E402  (readers import their tool on use)
+
 app.command("import")(import_command)
 from runcast.cli.estimate import estimate_command  # noqa: E402  (standard library only)
 

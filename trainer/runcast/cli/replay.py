@@ -1,20 +1,12 @@
 """``runcast replay FILE``: stream a recorded training log into Runcast as if it were live.
 
-Formats:
-
-* JSONL, one object per line: ``step``, ``loss``, ``learning_rate``, ``grad_norm``,
-  ``tokens_seen``, ``timestamp`` (epoch seconds or ISO 8601); other numeric fields are
-  sent under their own names; an optional ``segment`` (and ``run``) as in CSV.
-* CSV with a header: ``step`` plus numeric columns; an optional ``segment`` column (a
-  new value is a resume: a new ``init(resume=RUN_ID, resume_step=...)``, the previous
-  segment ends as "killed") and an optional ``run`` column (a new value is a new run).
-  Non-numeric columns and empty cells are skipped.
-
-Column names are mapped to Runcast's conventions (``COLUMN_NAMES``): ``loss`` ->
-``train/loss``, ``val_loss`` -> ``val/loss``, ``learning_rate`` -> ``lr``, ``tokens`` /
-``consumed_tokens`` -> ``tokens_seen``. A segment's resume step is its first step minus
-one (the checkpoint the job restarted from). Rows whose step does not increase within a
-segment are skipped and counted (a metric is written once per step).
+The log is read as ``runcast import`` reads it (``runcast.importers.training_log``:
+JSONL or CSV, names mapped to Runcast's conventions, ``segment`` and ``run`` columns).
+A new ``segment`` value is a resume: a new ``init(resume=RUN_ID, resume_step=...)``, the
+previous segment ends as "killed"; a new ``run`` value is a new run. A segment's resume
+step is its first step minus one (the checkpoint the job restarted from). Rows whose
+step does not increase within a segment are skipped and counted (a metric is written
+once per step).
 
 Events: a ``FILE.events.json`` beside the log (or ``--events``) with ``events[]`` of
 ``run``, ``segment``, ``step``, ``type``, ``quote``, ``source``, ``note`` becomes notes on
@@ -27,97 +19,16 @@ possible. Gaps are capped at ``--max-gap`` seconds of wall time.
 
 from __future__ import annotations
 
-import csv
-import json
 import math
 import time
-from collections.abc import Callable, Iterator
-from datetime import datetime
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Optional
 
 import typer
 
-COLUMN_NAMES = {
-    "loss": "train/loss",
-    "lm_loss": "train/loss",
-    "val_loss": "val/loss",
-    "learning_rate": "lr",
-    "lr": "lr",
-    "grad_norm": "grad_norm",
-    "tokens": "tokens_seen",
-    "consumed_tokens": "tokens_seen",
-    "tokens_seen": "tokens_seen",
-}
-NOT_METRICS = {"step", "segment", "run", "timestamp", "time", "ts"}
-
-
-def read_rows(path: Path) -> Iterator[dict[str, Any]]:
-    """Rows as dicts, in file order, from JSONL or CSV (by extension; .csv is CSV)."""
-    if path.suffix.lower() == ".csv":
-        with open(path, newline="", encoding="utf-8") as f:
-            yield from csv.DictReader(f)
-        return
-    with open(path, encoding="utf-8") as f:
-        for number, line in enumerate(f, 1):
-            if line.strip():
-                try:
-                    yield json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise ValueError(f"{path}:{number}: not a JSON object ({exc.msg})") from None
-
-
-def _number(raw: Any) -> float | None:
-    if raw is None or isinstance(raw, bool):
-        return None
-    if isinstance(raw, (int, float)):
-        return float(raw)
-    if isinstance(raw, str) and raw.strip():
-        try:
-            return float(raw)  # also "nan", "inf", "1.5E+00"
-        except ValueError:
-            return None
-    return None
-
-
-def _timestamp(raw: Any) -> float | None:
-    value = _number(raw)
-    if value is not None:
-        return value
-    if isinstance(raw, str) and raw.strip():
-        try:
-            return datetime.fromisoformat(raw.strip().replace("Z", "+00:00")).timestamp()
-        except ValueError:
-            return None
-    return None
-
-
-def metrics_of(row: dict[str, Any]) -> dict[str, float]:
-    out: dict[str, float] = {}
-    for key, raw in row.items():
-        if key is None or key in NOT_METRICS:
-            continue
-        value = _number(raw)
-        if value is not None:
-            out[COLUMN_NAMES.get(key, key)] = value
-    return out
-
-
-def load_events(path: Path | None) -> list[dict[str, Any]]:
-    if path is None or not path.exists():
-        return []
-    return list(json.loads(path.read_text()).get("events", []))
-
-
-def _note_text(event: dict[str, Any]) -> str:
-    text = f"[{event.get('type', 'event')}] {event.get('quote', '')}".strip()
-    if event.get("segment"):
-        text += f" (segment {event['segment']})"
-    if event.get("source"):
-        text += f" (source: {event['source']})"
-    if event.get("note"):
-        text += f" Note: {event['note']}"
-    return text[:10_000]
+from runcast.importers.model import ImportFailed
+from runcast.importers.training_log import load_events, metrics_of, note_text, number, read_rows, timestamp
 
 
 def replay(
@@ -153,7 +64,7 @@ def replay(
         mine = [e for e in events if e.get("segment") == segment and (not has_run_column or e.get("run") == run_value)]
         return sorted(mine, key=lambda e: (e.get("step") is not None, e.get("step") or 0))
 
-    rows = list(read_rows(path))
+    rows = [row for _, row in read_rows(path)]
     has_run_column = any("run" in row for row in rows[:1])
     present = {(str(r.get("run") or ""), str(r.get("segment") or "")) for r in rows}
 
@@ -169,11 +80,11 @@ def replay(
     def send_notes(upto: float) -> None:
         while pending and (pending[0].get("step") is None or pending[0]["step"] <= upto):
             event = pending.pop(0)
-            current.note(_note_text(event), step=event.get("step"))
+            current.note(note_text(event), step=event.get("step"))
             counts["notes"] += 1
 
     for row in rows:
-        step_value = _number(row.get("step"))
+        step_value = number(row.get("step"))
         if step_value is None:
             counts["skipped"] += 1
             continue
@@ -205,7 +116,7 @@ def replay(
             counts["skipped"] += 1
             continue
         # pacing: recorded time between rows, divided by the speed-up
-        now = _timestamp(row.get("timestamp"))
+        now = timestamp(row.get("timestamp"))
         if speed > 0:
             if now is None:
                 now = (last_time or 0.0) + (seconds_per_step * (step - last_step) if last_step >= 0 else 0.0)
@@ -241,19 +152,7 @@ def replay_command(
     token: Optional[str] = typer.Option(None, envvar="RUNCAST_TOKEN", help="Project ingest token.", show_default=False),
 ) -> None:
     """Stream a recorded training log (JSONL or CSV) into Runcast as if it were live, segments and events included."""
-    _send(file, speed, seconds_per_step, max_gap, events, project, name, server, token, verb="replayed")
-
-
-def import_command(
-    file: Path = typer.Argument(..., exists=True, dir_okay=False, help="A .jsonl or .csv training log."),
-    events: Optional[Path] = typer.Option(None, help="Events JSON to show as notes (default: FILE's .events.json)."),
-    project: str = typer.Option("replay", help="Project the imported runs belong to."),
-    name: Optional[str] = typer.Option(None, help="Run name (default: the file name; ':<run>' per run column value)."),
-    server: Optional[str] = typer.Option(None, envvar="RUNCAST_SERVER", help="Runcast server URL."),
-    token: Optional[str] = typer.Option(None, envvar="RUNCAST_TOKEN", help="Project ingest token.", show_default=False),
-) -> None:
-    """Import a finished run's training log (JSONL or CSV) at once: `replay --speed 0`."""
-    _send(file, 0.0, 0.0, 0.0, events, project, name, server, token, verb="imported")
+    _send(file, speed, seconds_per_step, max_gap, events, project, name, server, token)
 
 
 def _send(
@@ -266,8 +165,6 @@ def _send(
     name: str | None,
     server: str | None,
     token: str | None,
-    *,
-    verb: str,
 ) -> None:
     if not server:
         raise typer.BadParameter("needs a server: --server or RUNCAST_SERVER", param_hint="--server")
@@ -279,9 +176,9 @@ def _send(
     try:
         counts = replay(file, init, project=project, name=name, speed=speed, seconds_per_step=seconds_per_step,
                         max_gap=max_gap, events_path=events, log=typer.echo)
-    except ValueError as exc:
+    except (ValueError, ImportFailed) as exc:
         raise typer.BadParameter(str(exc)) from exc
     typer.echo(
-        f"{verb} {counts['rows']} rows ({counts['skipped']} skipped) as {counts['runs']} run(s), "
+        f"replayed {counts['rows']} rows ({counts['skipped']} skipped) as {counts['runs']} run(s), "
         f"{counts['segments']} segment(s), {counts['notes']} note(s)"
     )

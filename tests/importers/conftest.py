@@ -1,0 +1,143 @@
+"""Fixtures for the importer tests: the embedded app as the import target, and ways to read it back.
+
+``hub.load(sources)`` runs the importer's own pipeline (read, plan, send) against the
+real ingest route of the embedded app (SQLite, eager tasks) through the app's test
+client, so what is checked is what the server stored. CLI tests start ``runcast serve``.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+import services
+from runcast import importers
+from runcast.importers.plan import Plan
+from runcast.transport import Rejected, Retryable
+from runcast_server.auth import create_token
+from runcast_server.db import session_scope
+
+
+class AppTransport:
+    """A runcast Transport that posts to the app through its TestClient (``fail_after``: batches, then 503)."""
+
+    def __init__(self, client: Any, token: str, fail_after: int | None = None) -> None:
+        self.client = client
+        self.url = "testclient"
+        self.headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+        self.fail_after = fail_after
+        self.batches = 0
+
+    def send(self, body: bytes, events: list[dict[str, Any]], timeout: float) -> None:
+        if self.fail_after is not None and self.batches >= self.fail_after:
+            raise Retryable("HTTP 503: down for the test")
+        response = self.client.post("/api/v1/ingest", content=body, headers=self.headers)
+        if response.status_code >= 300:
+            raise Rejected(f"HTTP {response.status_code}: {response.text}", response.status_code)
+        self.batches += 1
+
+    def close(self) -> None:
+        pass
+
+
+class Hub:
+    """The embedded app seen by an importer and by a reader of the API."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        self._tokens: dict[str, str] = {}
+
+    def token(self, project: str = "demo") -> str:
+        if project not in self._tokens:
+            with session_scope() as session:
+                self._tokens[project] = create_token(session, project, label="tests")
+        return self._tokens[project]
+
+    def load(
+        self,
+        sources: Sequence[str | Path],
+        *,
+        fmt: str | None = None,
+        project: str = "demo",
+        name: str | None = None,
+        options: importers.ReadOptions = importers.ReadOptions(),
+        transport: AppTransport | None = None,
+        **target: Any,
+    ) -> list[Plan]:
+        runs = importers.read_all([str(s) for s in sources], fmt, options)
+        plans = importers.plan_all(runs, importers.Target(project=project, **target), name=name)
+        importers.send(plans, transport or AppTransport(self.client, self.token(project)), sleep=lambda s: None)
+        return plans
+
+    def auth(self, project: str = "demo") -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token(project)}"}
+
+    def run(self, run_id: str) -> dict[str, Any]:
+        response = self.client.get(f"/api/v1/runs/{run_id}", headers=self.auth())
+        assert response.status_code == 200, response.text
+        return response.json()
+
+    def runs(self) -> list[dict[str, Any]]:
+        return self.client.get("/api/v1/runs", params={"limit": 200}, headers=self.auth()).json()["runs"]
+
+    def export(self, run_id: str, fmt: str = "jsonl") -> str:
+        response = self.client.get(f"/api/v1/runs/{run_id}/export", params={"format": fmt}, headers=self.auth())
+        assert response.status_code == 200, response.text
+        return response.text
+
+    def points(self, run_id: str) -> dict[tuple[int, str], list[tuple[int, float]]]:
+        """(segment, key) -> [(step, value)] from the JSONL export ("NaN" etc. as floats)."""
+        out: dict[tuple[int, str], list[tuple[int, float]]] = {}
+        for line in self.export(run_id).splitlines():
+            row = json.loads(line)
+            value = row["value"] if not isinstance(row["value"], str) else float(row["value"].replace("Infinity", "inf"))
+            out.setdefault((row["segment"], row["key"]), []).append((row["step"], value))
+        return out
+
+    def events(self, run_id: str, kind: str | None = None) -> list[dict[str, Any]]:
+        params = {"limit": 1000, **({"type": kind} if kind else {})}
+        return self.client.get(f"/api/v1/runs/{run_id}/events", params=params, headers=self.auth()).json()["events"]
+
+
+@pytest.fixture
+def hub(embedded: Any) -> Hub:
+    return Hub(embedded)
+
+
+@pytest.fixture
+def server(embedded_env: Path, tmp_path: Path) -> Iterator[str]:
+    """``runcast serve`` (embedded SQLite) on the data dir the ``hub`` reads."""
+    proc, url = services.start_api({"RUNCAST_DATA_DIR": str(embedded_env)}, tmp_path / "api.log")
+    try:
+        yield url
+    finally:
+        proc.stop()
+
+
+def runcast_cli(*args: str, timeout: float = 300, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(services.BIN / "runcast"), *args],
+        env=services.child_env(env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def run_python(script: str, cwd: Path, timeout: float = 300, **env: str) -> None:
+    """Run ``script`` in a fresh interpreter (the real tools write their files there)."""
+    res = subprocess.run(
+        [str(services.BIN / "python"), "-c", script],
+        cwd=cwd,
+        env=services.child_env(env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    assert res.returncode == 0, f"{res.stdout}\n{res.stderr}"

@@ -1,0 +1,175 @@
+"""What every importer produces: source runs made of segments of metric series.
+
+A reader turns one source (a file, a directory, a tracking server) into ``SourceRun``
+objects, entirely in memory, before anything is sent: a source that fails to parse
+sends nothing. Points are kept in typed arrays (24 bytes a point), so a run of 10^6
+points costs tens of megabytes, not hundreds.
+
+``RunBuilder`` applies the one mapping rule every format shares: points arrive in the
+order they were recorded; a step lower than the previous step of the same metric
+opens a new segment (the job restarted from an earlier checkpoint, as Runcast's own
+resumes do), and a step equal to it is a repeat: the first value is kept (a metric
+is written once per step) and the repeat is counted.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from runcast.events import MAX_STEP, MAX_TS, check_key
+
+# A restart opens a segment; a source whose steps go back more often than this is not
+# a run that restarted but data in another order (pass --format or fix the source).
+MAX_SEGMENTS: Final = 1000
+
+
+class ImportFailed(Exception):
+    """A source that cannot be imported. ``where`` names the file and line, record or run."""
+
+    def __init__(self, where: str, message: str) -> None:
+        super().__init__(f"{where}: {message}")
+        self.where = where
+        self.message = message
+
+
+class MissingExtra(ImportFailed):
+    """A format's reader needs a package that is not installed."""
+
+    def __init__(self, where: str, package: str, extra: str) -> None:
+        super().__init__(
+            where, f"reading this needs the {package!r} package: pip install 'runcast[{extra}]'"
+        )
+        self.package = package
+        self.extra = extra
+
+
+@dataclass
+class Series:
+    """One metric of one segment, in step order: steps, values, wall times (NaN: unknown)."""
+
+    steps: array[int] = field(default_factory=lambda: array("q"))
+    values: array[float] = field(default_factory=lambda: array("d"))
+    times: array[float] = field(default_factory=lambda: array("d"))
+
+
+@dataclass
+class Segment:
+    """One stretch of a run between restarts. ``label`` is the source's name for it, if any."""
+
+    label: str | None = None
+    series: dict[str, Series] = field(default_factory=dict)
+
+    @property
+    def points(self) -> int:
+        return sum(len(s.steps) for s in self.series.values())
+
+    def first_step(self) -> int | None:
+        firsts = [s.steps[0] for s in self.series.values() if s.steps]
+        return min(firsts) if firsts else None
+
+    def last_step(self) -> int | None:
+        lasts = [s.steps[-1] for s in self.series.values() if s.steps]
+        return max(lasts) if lasts else None
+
+    def time_range(self) -> tuple[float, float] | None:
+        """The earliest and latest known wall time of the segment's points."""
+        low, high = math.inf, -math.inf
+        for series in self.series.values():
+            known = [t for t in series.times if t == t]
+            if known:
+                low, high = min(low, min(known)), max(high, max(known))
+        return (low, high) if low <= high else None
+
+
+@dataclass
+class Note:
+    """A timeline note of a segment (index into ``SourceRun.segments``)."""
+
+    segment: int
+    step: int | None
+    text: str
+
+
+@dataclass
+class SourceRun:
+    """One run of the source, ready to be planned into Runcast events.
+
+    ``identity`` is stable across imports of the same source (the Runcast run id is
+    derived from it and the project); ``status`` is finished, failed or killed, or None
+    for a run the source says is still running (no ``finished`` event is sent).
+    """
+
+    format: str
+    identity: str
+    name: str
+    segments: list[Segment]
+    config: dict[str, Any] = field(default_factory=dict)
+    env: dict[str, Any] = field(default_factory=dict)
+    status: str | None = "finished"
+    notes: list[Note] = field(default_factory=list)
+    repeats: int = 0
+
+    @property
+    def points(self) -> int:
+        return sum(seg.points for seg in self.segments)
+
+
+class RunBuilder:
+    """Collects one source run's points in recorded order (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self.segments: list[Segment] = [Segment()]
+        self.repeats = 0
+        self._good_keys: set[str] = set()
+
+    @property
+    def current(self) -> Segment:
+        return self.segments[-1]
+
+    def new_segment(self, label: str | None = None) -> None:
+        """Start a segment now (an explicit restart); an empty current segment is reused."""
+        if self.current.series:
+            self._open(label)
+        else:
+            self.current.label = label
+
+    def add(self, key: str, step: int, value: float, ts: float = math.nan) -> None:
+        """Add one point; raises ValueError naming what is wrong with it."""
+        series = self.current.series.get(key)
+        if series is None:
+            if key not in self._good_keys:
+                check_key(key, "metric")
+                self._good_keys.add(key)
+            if type(step) is not int or not 0 <= step <= MAX_STEP:
+                raise ValueError(f"step {step!r} of {key!r} is not an integer in [0, {MAX_STEP}]")
+            series = self.current.series[key] = Series()
+        elif type(step) is not int or not 0 <= step <= MAX_STEP:
+            raise ValueError(f"step {step!r} of {key!r} is not an integer in [0, {MAX_STEP}]")
+        if not (0.0 <= ts <= MAX_TS or ts != ts):
+            raise ValueError(f"time {ts!r} of {key!r} is not seconds since the epoch in [0, {MAX_TS:.0f}]")
+        if series.steps:
+            last = series.steps[-1]
+            if step == last:
+                self.repeats += 1
+                return
+            if step < last:
+                self._open(self.current.label)
+                series = self.current.series[key] = Series()
+        series.steps.append(step)
+        series.values.append(value)
+        series.times.append(ts)
+
+    def _open(self, label: str | None) -> None:
+        if len(self.segments) >= MAX_SEGMENTS:
+            raise ValueError(
+                f"steps go back more than {MAX_SEGMENTS} times: this is not a run that restarted"
+            )
+        self.segments.append(Segment(label=label))
+
+    def build(self, **fields: Any) -> SourceRun:
+        """The finished run (``fields``: SourceRun's format, identity, name, config, env, status, notes)."""
+        return SourceRun(segments=self.segments, repeats=self.repeats, **fields)
+

@@ -1,0 +1,192 @@
+"""From a source run to Runcast wire events, with every id and number derived from the source.
+
+Importing the same source twice must change nothing, so nothing here is random:
+
+* the run id is a hash of the project, the format and the source run's identity
+  (22 URL-safe characters), a segment id a hash of the run id and the segment's index;
+* ``seq`` per segment: ``run_started`` 0, metrics events 1, 2, ... in step order, notes
+  from ``NOTE_SEQ`` and ``finished`` at ``FINISHED_SEQ``, so a source that grew since
+  the last import keeps the numbers of its notes and of its end.
+
+The server stores a timeline event once per (segment, seq) and a point once per
+(series, step), so a second import stores nothing new.
+
+Times: every event carries the source's wall time (``ts``): ``run_started`` of a
+segment the time of its first point (the run's start), ``finished`` of its last, a
+metrics event the earliest time any value of its step was recorded. The server keeps
+run and segment times from them; it keeps no time per point, so the wall time of each
+step is also written as the metric ``ELAPSED_KEY``: seconds since the run's first
+point (absolute time = the run's ``started_at`` + this value). A source without times
+gets the import's time and no such metric.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import heapq
+import math
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from itertools import repeat
+from typing import Any, Final
+
+from runcast import events
+from runcast.importers.model import ImportFailed, Segment, SourceRun
+
+ELAPSED_KEY: Final = "time/elapsed_s"
+NOTE_SEQ: Final = 2**52
+FINISHED_SEQ: Final = events.MAX_SEQ
+# Segments must reach the server in order of their start time (it numbers them so):
+# a segment that starts no later than the previous one ended is moved this much after.
+_SEGMENT_GAP_S: Final = 0.001
+_CONTROL: Final = re.compile(r"[\x00-\x1f\x7f-\x9f]+")
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where and how runs are imported: the project (the token's), visibility, detectors on or off."""
+
+    project: str
+    visibility: str = "public"
+    alerts: bool = True
+
+
+def run_id(project: str, run: SourceRun) -> str:
+    """The Runcast run id of ``run`` imported into ``project``: the same on every import."""
+    digest = hashlib.sha256(f"{project}\0{run.format}\0{run.identity}".encode()).digest()
+    return base64.urlsafe_b64encode(digest[:16]).decode().rstrip("=")
+
+
+def segment_id(run: str, index: int) -> str:
+    digest = hashlib.sha256(f"{run}\0{index}".encode()).digest()
+    return base64.urlsafe_b64encode(digest[:12]).decode()
+
+
+def clean_name(name: str, fallback: str) -> str:
+    """A run name the server accepts: control characters folded to spaces, at most 200 characters."""
+    text = _CONTROL.sub(" ", name).strip()[: events.MAX_NAME_CHARS].strip()
+    return text or fallback
+
+
+@dataclass
+class Plan:
+    """One source run as Runcast events: ``started`` (validated) first, then ``body()``."""
+
+    run: SourceRun
+    run_id: str
+    name: str
+    started: list[dict[str, Any]]
+    starts: list[float]
+    ends: list[float]
+    t0: float | None  # the run's first known time; None when the source has none
+
+    def body(self) -> Iterator[tuple[dict[str, Any], int]]:
+        """Metrics, notes and finished events after ``started``, each with its count of source points."""
+        run = self.run
+        elapsed = self.t0 is not None and not any(ELAPSED_KEY in s.series for s in run.segments)
+        last = len(run.segments) - 1
+        for index, segment in enumerate(run.segments):
+            sid = self.started[index]["segment"]
+            notes = sorted(
+                (n for n in run.notes if n.segment == index), key=lambda n: (n.step is not None, n.step or 0)
+            )
+            times: dict[int, float] = {}
+            seq = 0
+            for step, values, t in merged_steps(segment):
+                ts = t if t == t else self.starts[index]
+                if notes:
+                    times[step] = ts
+                if elapsed and t == t:
+                    values[ELAPSED_KEY] = t - self.t0  # type: ignore[operator]
+                points = len(values) - (1 if elapsed and t == t else 0)
+                items = [(k, events.encode_value(v)) for k, v in values.items()]
+                for start in range(0, len(items), events.MAX_METRICS_PER_EVENT):
+                    seq += 1
+                    chunk = dict(items[start : start + events.MAX_METRICS_PER_EVENT])
+                    yield _envelope("metrics", self.run_id, sid, seq, ts, step=step, values=chunk), points
+                    points = 0
+            for n, note in enumerate(notes):
+                ts = times.get(note.step, self.starts[index]) if note.step is not None else self.starts[index]
+                yield _envelope("note", self.run_id, sid, NOTE_SEQ + n, ts, step=note.step, text=note.text), 0
+            status = "killed" if index < last else run.status
+            if status is not None:
+                yield _envelope(
+                    "finished", self.run_id, sid, FINISHED_SEQ, self.ends[index], step=segment.last_step(), status=status
+                ), 0
+
+
+def plan_run(run: SourceRun, target: Target, *, name: str, now: float) -> Plan:
+    """Ids, times and the validated ``run_started`` events of ``run``; raises ImportFailed."""
+    rid = run_id(target.project, run)
+    ranges = [segment.time_range() for segment in run.segments]
+    known = [r for r in ranges if r is not None]
+    t0 = min(r[0] for r in known) if known else None
+    starts: list[float] = []
+    ends: list[float] = []
+    for r in ranges:
+        start = r[0] if r is not None else (ends[-1] if ends else (t0 if t0 is not None else now))
+        if ends:
+            start = max(start, ends[-1] + _SEGMENT_GAP_S)
+        starts.append(start)
+        ends.append(max(r[1], start) if r is not None else start)
+    started = []
+    previous_last: int | None = None
+    for index, segment in enumerate(run.segments):
+        first = segment.first_step()
+        resume = None
+        if index > 0:
+            resume = max(0, first - 1) if first is not None else (previous_last or 0)
+        previous_last = segment.last_step() if segment.last_step() is not None else previous_last
+        event = _envelope(
+            "run_started",
+            rid,
+            segment_id(rid, index),
+            0,
+            starts[index],
+            project=target.project,
+            name=name,
+            config=run.config,
+            code={},
+            env=run.env,
+            seed=None,
+            resume_step=resume,
+            visibility=target.visibility,
+        )
+        if not target.alerts:
+            event["alerts"] = {"enabled": False}
+        try:
+            events.validate_event(event)
+        except events.EventError as exc:
+            raise ImportFailed(f"{run.format} run {name!r}", str(exc)) from None
+        started.append(event)
+    return Plan(run=run, run_id=rid, name=name, started=started, starts=starts, ends=ends, t0=t0)
+
+
+def merged_steps(segment: Segment) -> Iterator[tuple[int, dict[str, float], float]]:
+    """(step, {key: value}, earliest known time or NaN) for every step of the segment, in order."""
+    series = segment.series
+    if len(series) == 1:
+        ((key, only),) = series.items()
+        for step, value, t in zip(only.steps, only.values, only.times):
+            yield step, {key: value}, t
+        return
+    merged = heapq.merge(*(zip(s.steps, repeat(key), s.values, s.times) for key, s in sorted(series.items())))
+    current: int | None = None
+    values: dict[str, float] = {}
+    earliest = math.nan
+    for step, key, value, t in merged:
+        if step != current:
+            if values:
+                yield current, values, earliest  # type: ignore[misc]
+            current, values, earliest = step, {}, t
+        values[key] = value
+        if t < earliest or earliest != earliest:
+            earliest = t
+    if values:
+        yield current, values, earliest  # type: ignore[misc]
+
+
+def _envelope(kind: str, run: str, segment: str, seq: int, ts: float, **body: Any) -> dict[str, Any]:
+    return {"v": events.SCHEMA_VERSION, "type": kind, "run": run, "segment": segment, "seq": seq, "ts": ts, **body}

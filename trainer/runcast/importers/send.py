@@ -1,0 +1,116 @@
+"""Sending planned runs to the ingest API in batches, one batch in flight while the next is encoded.
+
+A run's ``run_started`` events go first (the server must know a segment before its
+points), then its metrics, notes and ``finished`` events. Batches hold at most
+``MAX_BATCH_EVENTS`` events and ``MAX_BATCH_BYTES`` bytes. A batch the service cannot
+take now (``Retryable``) is tried again with back-off; one it refuses (``Rejected``)
+stops the import. Whatever was sent before a failure is stored, and a second run of
+the same import sends it again without storing anything twice: that is how an
+interrupted import resumes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Final, cast
+
+from runcast import events
+from runcast.importers.plan import Plan
+from runcast.transport import Rejected, Retryable, Transport
+
+BACKOFF_S: Final = (0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0)
+SEND_TIMEOUT_S: Final = 60.0
+
+
+class SendFailed(Exception):
+    """The service did not take a batch; the message says what to do."""
+
+
+@dataclass
+class Batch:
+    body: bytes
+    events: list[dict[str, Any]]
+    points: int
+
+
+def batches(plans: Iterable[Plan], size: int = events.MAX_BATCH_EVENTS) -> Iterator[Batch]:
+    """Every plan's events cut into batches (a batch never mixes runs)."""
+    for plan in plans:
+        pending: list[dict[str, Any]] = []
+        counts: list[int] = []
+        for event, points in _events_of(plan):
+            pending.append(event)
+            counts.append(points)
+            if len(pending) >= size:
+                yield from _encode(pending, counts)
+                pending, counts = [], []
+        if pending:
+            yield from _encode(pending, counts)
+
+
+def send(
+    plans: Iterable[Plan],
+    transport: Transport,
+    *,
+    on_batch: Callable[[Batch], None] = lambda batch: None,
+    sleep: Callable[[float], None] = time.sleep,
+    backoff: tuple[float, ...] = BACKOFF_S,
+) -> int:
+    """Send every plan's events in order; returns the events sent. Raises SendFailed."""
+    sent = 0
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="runcast-import") as pool:
+        pending: deque[tuple[Future[None], Batch]] = deque()
+
+        def settle() -> None:
+            nonlocal sent
+            future, batch = pending.popleft()
+            future.result()
+            sent += len(batch.events)
+            on_batch(batch)
+
+        try:
+            for batch in batches(plans):
+                pending.append((pool.submit(_deliver, transport, batch, sleep, backoff), batch))
+                if len(pending) > 1:
+                    settle()
+            while pending:
+                settle()
+        finally:
+            for future, _ in pending:
+                future.cancel()
+    return sent
+
+
+def _deliver(transport: Transport, batch: Batch, sleep: Callable[[float], None], backoff: tuple[float, ...]) -> None:
+    for attempt in range(len(backoff) + 1):
+        try:
+            transport.send(batch.body, batch.events, SEND_TIMEOUT_S)
+            return
+        except Rejected as exc:
+            raise SendFailed(f"{transport.url} refused a batch: {exc}") from None
+        except Retryable as exc:
+            if attempt == len(backoff):
+                raise SendFailed(
+                    f"{transport.url} did not take a batch after {attempt + 1} tries ({exc}); "
+                    "run the same command again to resume: what was stored is not stored twice"
+                ) from None
+            sleep(exc.retry_after if exc.retry_after is not None else backoff[attempt])
+
+
+def _events_of(plan: Plan) -> Iterator[tuple[dict[str, Any], int]]:
+    for event in plan.started:
+        yield event, 0
+    yield from plan.body()
+
+
+def _encode(wire: list[dict[str, Any]], counts: list[int]) -> list[Batch]:
+    """One batch, halved until each part is under MAX_BATCH_BYTES."""
+    body = events.dumps_batch(cast("list[Mapping[str, Any]]", wire))
+    if len(body) <= events.MAX_BATCH_BYTES or len(wire) == 1:
+        return [Batch(body, wire, sum(counts))]
+    half = len(wire) // 2
+    return _encode(wire[:half], counts[:half]) + _encode(wire[half:], counts[half:])
