@@ -8,7 +8,6 @@ client, so what is checked is what the server stored. CLI tests start ``runcast 
 from __future__ import annotations
 
 import json
-import subprocess
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -116,28 +115,3 @@ def server(embedded_env: Path, tmp_path: Path) -> Iterator[str]:
         yield url
     finally:
         proc.stop()
-
-
-def runcast_cli(*args: str, timeout: float = 300, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(services.BIN / "runcast"), *args],
-        env=services.child_env(env),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
-
-
-def run_python(script: str, cwd: Path, timeout: float = 300, **env: str) -> None:
-    """Run ``script`` in a fresh interpreter (the real tools write their files there)."""
-    res = subprocess.run(
-        [str(services.BIN / "python"), "-c", script],
-        cwd=cwd,
-        env=services.child_env(env),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
-    assert res.returncode == 0, f"{res.stdout}\n{res.stderr}"

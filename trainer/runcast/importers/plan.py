@@ -5,8 +5,10 @@ Importing the same source twice must change nothing, so nothing here is random:
 * the run id is a hash of the project, the format and the source run's identity
   (22 URL-safe characters), a segment id a hash of the run id and the segment's index;
 * ``seq`` per segment: ``run_started`` 0, metrics events 1, 2, ... in step order, notes
-  from ``NOTE_SEQ`` and ``finished`` at ``FINISHED_SEQ``, so a source that grew since
-  the last import keeps the numbers of its notes and of its end.
+  from ``NOTE_SEQ``, ``finished`` at ``FINISHED_SEQ`` minus the status's place in
+  ``FINAL_STATUSES``: a source that grew since the last import keeps the numbers of its
+  notes and of its end, and a run that ended differently since (a crashed run that was
+  resumed) adds its new end, which is later and so decides the status.
 
 The server stores a timeline event once per (segment, seq) and a point once per
 (series, step), so a second import stores nothing new.
@@ -112,8 +114,9 @@ class Plan:
                 yield _envelope("note", self.run_id, sid, NOTE_SEQ + n, ts, step=note.step, text=note.text), 0
             status = "killed" if index < last else run.status
             if status is not None:
+                seq = FINISHED_SEQ - events.FINAL_STATUSES.index(status)
                 yield _envelope(
-                    "finished", self.run_id, sid, FINISHED_SEQ, self.ends[index], step=segment.last_step(), status=status
+                    "finished", self.run_id, sid, seq, self.ends[index], step=segment.last_step(), status=status
                 ), 0
 
 

@@ -16,7 +16,9 @@ History rows give the points: ``_step`` the step, ``_timestamp`` the time, every
 number a metric (``"NaN"``, ``"Infinity"`` included); keys starting with ``_`` (W&B's
 bookkeeping) and values that are not numbers (text, media, histograms) are left out.
 The ``exit`` record decides the status (exit code 0: finished, else failed); a log with
-no ``exit`` record is a run that crashed: failed.
+no ``exit`` record is a run that crashed (its log ends cut short): failed. W&B's
+reader skips a damaged stretch of a log and says so on standard error: that is an
+error here, since the records after it would be missing.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from runcast.importers.model import ImportFailed, MissingExtra, Note, RunBuilder
 NAME: Final = "wandb"
 _NONFINITE: Final = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 _INSPECT_TIMEOUT_S: Final = 600
+_CUT_SHORT: Final = "reached the end of an incomplete .wandb file"
 
 
 def log_files(root: Path) -> list[Path]:
@@ -93,7 +96,7 @@ def _run(identity: str, parts: list[_Log]) -> SourceRun:
     return builder.build(
         format=NAME,
         identity=identity,
-        name=last.name or last.run_id,
+        name=next((log.name for log in reversed(parts) if log.name), last.run_id),
         config=config,
         env={
             "imported_from": {"format": NAME, "project": last.project or None, "run_id": last.run_id},
@@ -128,8 +131,11 @@ def _inspect(core: str, path: Path, on_points: Callable[[int], None]) -> _Log:
             _take(log, record, path)
         stderr = proc.stderr.read() if proc.stderr else ""
         code = proc.wait(timeout=_INSPECT_TIMEOUT_S)
-    if code != 0:
-        raise ImportFailed(str(path), f"W&B's reader could not read it: {stderr.strip()[:500] or f'exit status {code}'}")
+    # The reader skips a damaged stretch and goes on (exit status 0), saying so on standard
+    # error; the one message that loses nothing is the end of a log cut short (a crash).
+    complaints = [line for line in stderr.splitlines() if line.strip() and _CUT_SHORT not in line]
+    if code != 0 or complaints:
+        raise ImportFailed(str(path), f"W&B's reader: {' '.join(complaints)[:500] or f'exit status {code}'}")
     if not log.run_id:
         raise ImportFailed(str(path), "no run record: not a W&B run log")
     on_points(sum(len(values) for _, _, values in log.rows))
