@@ -1,4 +1,4 @@
-"""`runcast replay` on copies of real training logs (data/real) and on JSONL, against a real receiver."""
+"""`runcast replay` on copies of real training logs (data/real) and on JSONL, against a real receiver (`runcast import`: tests/importers)."""
 
 from __future__ import annotations
 
@@ -115,15 +115,3 @@ def test_metric_name_mapping_and_cli(receiver, tmp_path):
         (1, 3.0), (2, 2.9), (2, 2.8), (3, 2.7)]
     assert [e["resume_step"] for e in receiver.of_type("run_started")] == [None, 1]
 
-
-def test_import_sends_a_finished_log_at_once(receiver, tmp_path):
-    log = tmp_path / "done.csv"
-    log.write_text("step,loss\n1,3.0\n2,2.9\n3,2.8\n")
-    env = {**os.environ, "RUNCAST_SPOOL_DIR": str(tmp_path / "spool")}
-    res = subprocess.run([sys.executable, "-m", "runcast.cli.main", "import", str(log),
-                          "--server", receiver.url, "--token", "t", "--project", "demo"],
-                         capture_output=True, text=True, env=env, timeout=60)
-    assert res.returncode == 0, res.stderr
-    assert "imported 3 rows (0 skipped) as 1 run(s), 1 segment(s), 0 note(s)" in res.stdout
-    assert [(e["step"], e["values"]["train/loss"]) for e in receiver.of_type("metrics")] == [
-        (1, 3.0), (2, 2.9), (3, 2.8)]

@@ -1,0 +1,64 @@
+"""Runcast's own exports: export -> import -> export gives the same bytes, for JSONL and CSV."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from runcast import importers
+from runcast_server.db import session_scope
+
+from api.writer import TrainerSim, project_token
+
+
+@pytest.fixture
+def source_run(hub):
+    """A run with three segments (the middle one without points) and values that are hard to carry."""
+    hub.token()
+    with session_scope() as session:
+        _, project_id = project_token(session, "demo")
+    sim = TrainerSim(session_scope, project_id, "demo", name="source").start()
+    sim.log({
+        "train/loss": [(s, 3.0 / (1 + s)) for s in range(1, 1500)] + [(1500, math.nan), (1501, math.inf), (1502, -math.inf)],
+        "=HYPERLINK(\"x\")": [(1, 1.0)],  # a name the CSV export guards against spreadsheets
+        "-neg": [(2, -0.5)],
+        "ü/tiny": [(3, 5e-324), (4, 1.7976931348623157e308), (5, -0.0), (6, 0.1 + 0.2)],
+        "lr": [(s, 1e-3) for s in range(1, 1500, 7)],
+    })
+    sim.resume(1502)
+    sim.resume(1400)
+    sim.log({"train/loss": [(s, 2.0 - s / 10_000) for s in range(1401, 2000)], "lr": [(2000, 5e-4)]})
+    sim.finish()
+    return sim.run
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "csv"])
+def test_export_import_export_is_byte_identical(hub, source_run, tmp_path, fmt):
+    exported = hub.export(source_run, fmt)
+    path = tmp_path / f"runcast-{source_run}.{fmt}"
+    path.write_bytes(exported.encode())
+
+    (plan,) = hub.load([path])
+
+    assert plan.run_id != source_run
+    assert hub.export(plan.run_id, fmt) == exported
+    assert [s["index"] for s in hub.run(plan.run_id)["segments"]] == [0, 1, 2]
+    # and once more: nothing changes
+    hub.load([path])
+    assert hub.export(plan.run_id, fmt) == exported
+
+
+def test_a_damaged_export_names_the_line(hub, source_run, tmp_path):
+    lines = hub.export(source_run, "csv").splitlines(keepends=True)
+    lines[7] = lines[7].replace(",", ";", 1)
+    path = tmp_path / "damaged.csv"
+    path.write_text("".join(lines))
+    with pytest.raises(importers.ImportFailed, match=r"damaged\.csv:8: expected 4 cells"):
+        hub.load([path])
+    out_of_order = tmp_path / "shuffled.jsonl"
+    rows = hub.export(source_run, "jsonl").splitlines(keepends=True)
+    rows[2], rows[3] = rows[3], rows[2]
+    out_of_order.write_text("".join(rows))
+    with pytest.raises(importers.ImportFailed, match=r"shuffled\.jsonl:4: step \d+ of .* is not after step"):
+        hub.load([out_of_order])
+    assert [r["id"] for r in hub.runs()] == [source_run]
