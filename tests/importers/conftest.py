@@ -63,7 +63,7 @@ class Hub:
         fmt: str | None = None,
         project: str = "demo",
         name: str | None = None,
-        options: importers.ReadOptions = importers.ReadOptions(),
+        options: importers.ReadOptions | None = None,
         transport: AppTransport | None = None,
         **target: Any,
     ) -> list[Plan]:

@@ -6,7 +6,6 @@ import math
 import os
 import subprocess
 import time
-from pathlib import Path
 
 import pytest
 import services
@@ -105,25 +104,24 @@ def test_a_store_without_metrics_is_an_error(hub, tmp_path, monkeypatch):
 def test_tracking_server(hub, tmp_path):
     port = services.free_port()
     url = f"http://127.0.0.1:{port}"
-    log = open(tmp_path / "mlflow-server.log", "w")
-    proc = subprocess.Popen(
-        [str(services.BIN / "mlflow"), "server", "--backend-store-uri", f"sqlite:///{tmp_path / 'server.db'}",
-         "--default-artifact-root", str(tmp_path / "artifacts"), "--host", "127.0.0.1", "--port", str(port),
-         "--workers", "1"],
-        stdout=log, stderr=subprocess.STDOUT, env=services.child_env({}), start_new_session=True,
-    )
-    try:
-        services.wait_until(lambda: _up(url), 180, f"mlflow server at {url} (log {tmp_path / 'mlflow-server.log'})", interval=0.5)
-        ids = log_runs(url)
+    with open(tmp_path / "mlflow-server.log", "w") as log:
+        proc = subprocess.Popen(
+            [str(services.BIN / "mlflow"), "server", "--backend-store-uri", f"sqlite:///{tmp_path / 'server.db'}",
+             "--default-artifact-root", str(tmp_path / "artifacts"), "--host", "127.0.0.1", "--port", str(port),
+             "--workers", "1"],
+            stdout=log, stderr=subprocess.STDOUT, env=services.child_env({}), start_new_session=True,
+        )
+        try:
+            services.wait_until(lambda: _up(url), 180, f"mlflow server at {url} (log {log.name})", interval=0.5)
+            ids = log_runs(url)
 
-        plans = hub.load([url], options=importers.ReadOptions(experiments=("pretrain",)))
+            plans = hub.load([url], options=importers.ReadOptions(experiments=("pretrain",)))
 
-        check_baseline(hub, plans, ids)
-        assert "127.0.0.1" not in str(hub.run(plans[0].run_id))  # the server's address is not published
-    finally:
-        os.killpg(proc.pid, 15)
-        proc.wait(timeout=30)
-        log.close()
+            check_baseline(hub, plans, ids)
+            assert "127.0.0.1" not in str(hub.run(plans[0].run_id))  # the server's address is not published
+        finally:
+            os.killpg(proc.pid, 15)
+            proc.wait(timeout=30)
 
 
 def _up(url: str) -> bool:
@@ -134,3 +132,9 @@ def _up(url: str) -> bool:
     except httpx.HTTPError:
         time.sleep(0.5)
         return False
+
+
+def test_a_tracking_server_that_does_not_answer(hub):
+    url = f"http://127.0.0.1:{services.free_port()}"
+    with pytest.raises(importers.ImportFailed, match=f"{url}: the MLflow tracking server does not answer"):
+        hub.load([url])

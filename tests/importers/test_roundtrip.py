@@ -5,10 +5,9 @@ from __future__ import annotations
 import math
 
 import pytest
+from api.writer import TrainerSim, project_token
 from runcast import importers
 from runcast_server.db import session_scope
-
-from api.writer import TrainerSim, project_token
 
 
 @pytest.fixture

@@ -70,7 +70,7 @@ def test_logdir_with_two_runs_hparams_and_times(hub, tmp_path):
 
 def test_a_restart_in_the_same_directory_is_a_new_segment(hub, tmp_path):
     logdir = tmp_path / "tb" / "run"
-    write_run(logdir, range(0, 120))
+    write_run(logdir, range(120))
     write_run(logdir, range(100, 150), offset=500)  # resumed from the checkpoint at step 99
 
     (plan,) = hub.load([tmp_path / "tb"])

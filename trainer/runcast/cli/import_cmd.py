@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
@@ -20,19 +20,19 @@ def import_command(
     sources: Annotated[list[str], typer.Argument(
         metavar="PATH...", show_default=False,
         help="Files, directories (TensorBoard logdir, wandb/, mlruns) or an MLflow tracking URI.")],
-    fmt: Annotated[Optional[FormatName], typer.Option(
+    fmt: Annotated[FormatName | None, typer.Option(
         "--format", case_sensitive=False, help="Read every PATH as this format (default: recognised per PATH).")] = None,
     project: Annotated[str, typer.Option(help="Project the runs go to (the token's).")] = "replay",
-    name: Annotated[Optional[str], typer.Option(
+    name: Annotated[str | None, typer.Option(
         help="Run name (default: the source's); with several runs, a prefix: NAME:<source name>.")] = None,
     visibility: Annotated[Visibility, typer.Option(help="Who may read the imported runs.")] = Visibility.public,
     alerts: Annotated[bool, typer.Option("--alerts/--no-alerts", help="Run the alert detectors on the imported points.")] = True,
-    events: Annotated[Optional[Path], typer.Option(
+    events: Annotated[Path | None, typer.Option(
         help="Training logs: events JSON to show as notes (default: FILE's .events.json).")] = None,
-    experiment: Annotated[Optional[list[str]], typer.Option(
+    experiment: Annotated[list[str] | None, typer.Option(
         help="MLflow: only this experiment (name or id); repeatable.", show_default=False)] = None,
-    server: Annotated[Optional[str], typer.Option(envvar="RUNCAST_SERVER", help="Runcast server URL.")] = None,
-    token: Annotated[Optional[str], typer.Option(
+    server: Annotated[str | None, typer.Option(envvar="RUNCAST_SERVER", help="Runcast server URL.")] = None,
+    token: Annotated[str | None, typer.Option(
         envvar="RUNCAST_TOKEN", help="Project ingest token.", show_default=False)] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
 ) -> None:
@@ -87,7 +87,14 @@ class _Progress:
         if not enabled:
             return
         from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TimeElapsedColumn, TimeRemainingColumn
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            SpinnerColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
 
         self._bar = Progress(
             SpinnerColumn(), "[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),

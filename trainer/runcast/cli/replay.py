@@ -28,7 +28,14 @@ from typing import Any, Optional
 import typer
 
 from runcast.importers.model import ImportFailed
-from runcast.importers.training_log import load_events, metrics_of, note_text, number, read_rows, timestamp
+from runcast.importers.training_log import (
+    load_events,
+    metrics_of,
+    note_text,
+    number,
+    read_rows,
+    timestamp,
+)
 
 
 def replay(

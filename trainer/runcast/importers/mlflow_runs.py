@@ -60,14 +60,16 @@ def tracking_uri(source: str) -> str:
 
 
 def read(source: str, experiments: Sequence[str] = (), on_points: Callable[[int], None] = lambda n: None) -> list[SourceRun]:
+    uri = tracking_uri(source)
+    shown = source if not is_uri(source) else _public(source)
+    if uri.lower().startswith(("http://", "https://")):
+        _reachable(uri, shown)
     try:
         from mlflow import MlflowClient
         from mlflow.entities import ViewType
         from mlflow.exceptions import MlflowException
     except ImportError:
-        raise MissingExtra(f"MLflow store {source}", "mlflow-skinny", "mlflow") from None
-    uri = tracking_uri(source)
-    shown = source if not is_uri(source) else _public(source)
+        raise MissingExtra(f"MLflow store {shown}", "mlflow-skinny", "mlflow") from None
     try:
         with _file_store_allowed(uri):
             client = MlflowClient(tracking_uri=uri)
@@ -158,6 +160,16 @@ def _file_store_allowed(uri: str) -> Iterator[None]:
             del os.environ["MLFLOW_ALLOW_FILE_STORE"]
         else:
             os.environ["MLFLOW_ALLOW_FILE_STORE"] = before
+
+
+def _reachable(uri: str, shown: str) -> None:
+    """Fail at once on a server that does not answer (MLflow's client would retry for minutes)."""
+    import httpx
+
+    try:
+        httpx.get(uri.rstrip("/") + "/health", timeout=10)
+    except httpx.HTTPError as exc:
+        raise ImportFailed(shown, f"the MLflow tracking server does not answer ({type(exc).__name__}: {exc})") from None
 
 
 def _is_sqlite(path: Path) -> bool:

@@ -78,7 +78,7 @@ class Segment:
         """The earliest and latest known wall time of the segment's points."""
         low, high = math.inf, -math.inf
         for series in self.series.values():
-            known = [t for t in series.times if t == t]
+            known = [t for t in series.times if not math.isnan(t)]
             if known:
                 low, high = min(low, min(known)), max(high, max(known))
         return (low, high) if low <= high else None
@@ -148,7 +148,7 @@ class RunBuilder:
             series = self.current.series[key] = Series()
         elif type(step) is not int or not 0 <= step <= MAX_STEP:
             raise ValueError(f"step {step!r} of {key!r} is not an integer in [0, {MAX_STEP}]")
-        if not (0.0 <= ts <= MAX_TS or ts != ts):
+        if not (0.0 <= ts <= MAX_TS or math.isnan(ts)):
             raise ValueError(f"time {ts!r} of {key!r} is not seconds since the epoch in [0, {MAX_TS:.0f}]")
         if series.steps:
             last = series.steps[-1]

@@ -14,8 +14,9 @@ from runcast.importers.plan import Plan, Target, clean_name, plan_run
 from runcast.importers.registry import ReadOptions, read
 
 
-def read_all(sources: Sequence[str], fmt: str | None = None, options: ReadOptions = ReadOptions()) -> list[SourceRun]:
+def read_all(sources: Sequence[str], fmt: str | None = None, options: ReadOptions | None = None) -> list[SourceRun]:
     """The runs of every source, in order; ImportFailed at the first source that cannot be read."""
+    options = options or ReadOptions()
     runs: list[SourceRun] = []
     for source in sources:
         found = read(source, fmt, options)

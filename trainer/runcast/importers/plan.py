@@ -97,12 +97,13 @@ class Plan:
             times: dict[int, float] = {}
             seq = 0
             for step, values, t in merged_steps(segment):
-                ts = t if t == t else self.starts[index]
+                known = not math.isnan(t)
+                ts = t if known else self.starts[index]
                 if notes:
                     times[step] = ts
-                if elapsed and t == t:
+                points = len(values)
+                if elapsed and known:
                     values[ELAPSED_KEY] = t - self.t0  # type: ignore[operator]
-                points = len(values) - (1 if elapsed and t == t else 0)
                 items = [(k, events.encode_value(v)) for k, v in values.items()]
                 for start in range(0, len(items), events.MAX_METRICS_PER_EVENT):
                     seq += 1
@@ -185,7 +186,7 @@ def merged_steps(segment: Segment) -> Iterator[tuple[int, dict[str, float], floa
                 yield current, values, earliest  # type: ignore[misc]
             current, values, earliest = step, {}, t
         values[key] = value
-        if t < earliest or earliest != earliest:
+        if t < earliest or math.isnan(earliest):
             earliest = t
     if values:
         yield current, values, earliest  # type: ignore[misc]

@@ -24,7 +24,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from runcast.importers import mlflow_runs, runcast_export, tensorboard_logs, training_log, wandb_csv, wandb_offline
+from runcast.importers import (
+    mlflow_runs,
+    runcast_export,
+    tensorboard_logs,
+    training_log,
+    wandb_csv,
+    wandb_offline,
+)
 from runcast.importers.model import ImportFailed, SourceRun
 
 FORMATS: Final = (
@@ -77,8 +84,9 @@ def detect(source: str) -> str:
     return _text_format(path)
 
 
-def read(source: str, fmt: str | None = None, options: ReadOptions = ReadOptions()) -> list[SourceRun]:
+def read(source: str, fmt: str | None = None, options: ReadOptions | None = None) -> list[SourceRun]:
     """Every run of ``source`` (format ``fmt``, else detected), fully read and checked."""
+    options = options or ReadOptions()
     fmt = fmt or detect(source)
     if fmt == mlflow_runs.NAME:
         return mlflow_runs.read(source, options.experiments, options.on_points)

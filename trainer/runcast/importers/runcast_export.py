@@ -19,7 +19,13 @@ from pathlib import Path
 from typing import Any, Final
 
 from runcast import events
-from runcast.importers.model import MAX_SEGMENTS, ImportFailed, Segment, Series, SourceRun
+from runcast.importers.model import (
+    MAX_SEGMENTS,
+    ImportFailed,
+    Segment,
+    Series,
+    SourceRun,
+)
 
 NAME: Final = "runcast"
 COLUMNS: Final = ("segment", "key", "step", "value")

@@ -92,12 +92,17 @@ class _Reader:
 
     def __init__(self) -> None:
         try:
-            from tensorboard.backend.event_processing.event_file_loader import RawEventFileLoader
+            from tensorboard.backend.event_processing.event_file_loader import (
+                RawEventFileLoader,
+            )
             from tensorboard.compat.proto import event_pb2
             from tensorboard.plugins.hparams import metadata as hparams_metadata
             from tensorboard.util import tensor_util
         except ImportError:
             raise MissingExtra("TensorBoard event files", "tensorboard", "tensorboard") from None
+        from google.protobuf.message import DecodeError
+
+        self._decode_error = DecodeError
         self._loader = RawEventFileLoader
         self._event = event_pb2.Event
         self._hparams = hparams_metadata
@@ -118,7 +123,7 @@ class _Reader:
                 where = f"{path} (record {record})"
                 try:
                     event = self._event.FromString(raw)
-                except Exception as exc:  # protobuf's DecodeError
+                except self._decode_error as exc:
                     raise ImportFailed(where, f"not a TensorBoard event ({exc})") from None
                 if not event.HasField("summary"):
                     continue
@@ -164,7 +169,7 @@ class _Reader:
         """The hparams of a session start: numbers (non-finite ones as "NaN", "Infinity"), text, booleans."""
         try:
             data = self._hparams.parse_session_start_info_plugin_data(content)
-        except Exception as exc:
+        except (self._decode_error, ValueError) as exc:
             raise ImportFailed(where, f"hparams session data that does not parse ({exc})") from None
         out: dict[str, Any] = {}
         for name, value in sorted(data.hparams.items()):

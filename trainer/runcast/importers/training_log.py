@@ -86,7 +86,7 @@ def timestamp(raw: Any) -> float | None:
         return value
     if isinstance(raw, str) and raw.strip():
         try:
-            return datetime.fromisoformat(raw.strip().replace("Z", "+00:00")).timestamp()
+            return datetime.fromisoformat(raw.strip()).timestamp()
         except ValueError:
             return None
     return None

@@ -32,7 +32,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from runcast.importers.model import ImportFailed, MissingExtra, Note, RunBuilder, SourceRun
+from runcast.importers.model import (
+    ImportFailed,
+    MissingExtra,
+    Note,
+    RunBuilder,
+    SourceRun,
+)
 
 NAME: Final = "wandb"
 _NONFINITE: Final = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
