@@ -160,10 +160,13 @@ class _Reader:
         return builder, hparams
 
     def _scalar(self, tensor: Any, tag: str, where: str) -> float:
-        array = self._tensor.make_ndarray(tensor)
-        if array.size != 1:
-            raise ImportFailed(where, f"scalar {tag!r} holds {array.size} values")
-        return float(array.reshape(()))
+        try:
+            array = self._tensor.make_ndarray(tensor)
+            if array.size == 1:
+                return float(array.reshape(()))
+        except (TypeError, ValueError) as exc:
+            raise ImportFailed(where, f"scalar {tag!r} is not a number ({exc})") from None
+        raise ImportFailed(where, f"scalar {tag!r} holds {array.size} values")
 
     def _session_hparams(self, content: bytes, where: str) -> dict[str, Any]:
         """The hparams of a session start: numbers (non-finite ones as "NaN", "Infinity"), text, booleans."""

@@ -27,6 +27,7 @@ import json
 import math
 import os
 import subprocess
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -126,7 +127,9 @@ def _inspect(core: str, path: Path, on_points: Callable[[int], None]) -> _Log:
     command = [core, "leet", "inspect", "--no-observability", "--json", "--run-file", str(path), str(path.parent.parent)]
     env = {**os.environ, "WANDB_MODE": "offline", "WANDB_ERROR_REPORTING": "false"}
     log = _Log(path=path)
-    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True) as proc:
+    with tempfile.TemporaryFile("w+") as errors, subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=errors, env=env, text=True
+    ) as proc:
         assert proc.stdout is not None
         for line in proc.stdout:
             try:
@@ -135,8 +138,9 @@ def _inspect(core: str, path: Path, on_points: Callable[[int], None]) -> _Log:
                 proc.kill()
                 raise ImportFailed(str(path), f"W&B's reader printed something that is not a record: {line[:200]!r}") from None
             _take(log, record, path)
-        stderr = proc.stderr.read() if proc.stderr else ""
         code = proc.wait(timeout=_INSPECT_TIMEOUT_S)
+        errors.seek(0)
+        stderr = errors.read()
     # The reader skips a damaged stretch and goes on (exit status 0), saying so on standard
     # error; the one message that loses nothing is the end of a log cut short (a crash).
     complaints = [line for line in stderr.splitlines() if line.strip() and _CUT_SHORT not in line]
