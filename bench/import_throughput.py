@@ -105,7 +105,7 @@ class Server:
         self.token = out.stdout.strip().splitlines()[-1]
         with socket_port() as port:
             self.url = f"http://127.0.0.1:{port}"
-        self.log = open(self.data_dir / "serve.log", "w")
+        self.log = open(self.data_dir / "serve.log", "w")  # noqa: SIM115 (the server's log; closed in stop())
         self.proc = subprocess.Popen([str(BIN / "runcast"), "serve", "--port", self.url.rsplit(":", 1)[1]], env=env,
                                      stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 120

@@ -20,6 +20,8 @@ from runcast.transport import Rejected, Retryable
 from runcast_server.auth import create_token
 from runcast_server.db import session_scope
 
+from importers.tools import run_python
+
 
 class AppTransport:
     """A runcast Transport that posts to the app through its TestClient (``fail_after``: batches, then 503)."""
@@ -115,3 +117,37 @@ def server(embedded_env: Path, tmp_path: Path) -> Iterator[str]:
         yield url
     finally:
         proc.stop()
+
+
+WANDB_RUNS = """
+import wandb
+run = wandb.init(project="pretrain", name="baseline", config={"lr": 1e-3, "model": {"layers": 4}},
+                 tags=["sweep-a", "fp32"], notes="first try")
+run.config.update({"batch_size": 32})
+for s in range(100):
+    row = {"train/loss": 3.0 / (1 + s), "lr": 1e-3, "nested": {"depth": s}}
+    if s % 10 == 0:
+        row["val/loss"] = 2.5 - s / 1000
+    if s == 50:
+        row.update({"spike": float("nan"), "blowup": float("inf"), "comment": "text is left out"})
+    run.log(row, step=s)
+run.finish()
+
+run = wandb.init(project="pretrain", id="resumed01", name="resumed", resume="allow")
+for s in range(10):
+    run.log({"loss": 1 - s / 100}, step=s)
+run.finish(exit_code=1)
+run = wandb.init(project="pretrain", id="resumed01", resume="allow")
+for s in range(5, 15):
+    run.log({"loss": 0.5 - s / 100}, step=s)
+run.finish()
+"""
+
+
+@pytest.fixture(scope="session")
+def wandb_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Two offline W&B runs written by the real ``wandb`` package (no network): ``baseline`` and ``resumed``."""
+    root = tmp_path_factory.mktemp("wandb-runs")
+    run_python(WANDB_RUNS, root, WANDB_MODE="offline", WANDB_SILENT="true", WANDB_DIR=str(root),
+               WANDB_DISABLE_GIT="true", WANDB_API_KEY="")
+    return root / "wandb"

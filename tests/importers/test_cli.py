@@ -62,6 +62,11 @@ def test_errors_exit_non_zero_and_send_nothing(hub, server, tmp_path):
     res = runcast_cli("import", str(empty), *base)
     assert (res.returncode, res.stderr) == (1, f"error: {empty}: no metric points to import\n")
 
+    damaged = tmp_path / "mlflow.db"
+    damaged.write_bytes(b"SQLite format 3\x00" + b"\x00" * 100)
+    res = runcast_cli("import", str(good), str(damaged), *base)
+    assert res.returncode == 1 and res.stderr.startswith(f"error: {damaged}: MLflow cannot read this store (DatabaseError")
+
     res = runcast_cli("import", str(tmp_path / "missing.jsonl"), *base)
     assert (res.returncode, res.stderr) == (1, f"error: {tmp_path / 'missing.jsonl'}: no such file or directory\n")
 

@@ -100,6 +100,29 @@ def test_a_store_without_metrics_is_an_error(hub, tmp_path, monkeypatch):
         hub.load([tmp_path / "mlruns"])
 
 
+def test_a_damaged_store_names_the_file_and_line(hub, tmp_path, monkeypatch):
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
+    store = tmp_path / "mlruns"
+    ids = log_runs(store.as_uri())
+    monkeypatch.delenv("MLFLOW_ALLOW_FILE_STORE")
+    (metric,) = store.glob(f"*/{ids['baseline']}/metrics/train/loss")
+    lines = metric.read_text().splitlines(keepends=True)
+    lines[41] = "1700000041000 0.07x 41\n"
+    metric.write_text("".join(lines))
+
+    with pytest.raises(importers.ImportFailed) as caught:
+        hub.load([store])
+
+    assert str(caught.value).startswith(f"{metric}:42: MLflow cannot read this store (ValueError: ")
+    assert hub.runs() == []
+
+    damaged = tmp_path / "mlflow.db"
+    damaged.write_bytes(b"SQLite format 3\x00" + b"\x00" * 100)
+    with pytest.raises(importers.ImportFailed, match=r"mlflow\.db: MLflow cannot read this store \(DatabaseError: "):
+        hub.load([damaged])
+    assert hub.runs() == []
+
+
 @pytest.mark.slow
 def test_tracking_server(hub, tmp_path):
     port = services.free_port()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Self
 
 import typer
 
@@ -102,7 +102,7 @@ class _Progress:
             console=Console(stderr=True),
         )
 
-    def __enter__(self) -> _Progress:
+    def __enter__(self) -> Self:
         if self._bar is not None:
             self._bar.start()
         return self

@@ -70,15 +70,23 @@ def read(source: str, experiments: Sequence[str] = (), on_points: Callable[[int]
         from mlflow.exceptions import MlflowException
     except ImportError:
         raise MissingExtra(f"MLflow store {shown}", "mlflow-skinny", "mlflow") from None
+    store = Path(uri.removeprefix("file://")) if uri.startswith("file:") else None
     try:
         with _file_store_allowed(uri):
             client = MlflowClient(tracking_uri=uri)
             experiment_ids = _experiments(client, ViewType, experiments, shown)
             runs = []
             for run in _runs(client, ViewType, experiment_ids):
-                runs.append(_read_run(client, run, shown, on_points))
+                runs.append(_read_run(client, run, shown, store, on_points))
+    except ImportFailed:
+        raise
     except MlflowException as exc:
         raise ImportFailed(shown, f"MLflow: {exc.message}") from None
+    except Exception as exc:  # noqa: BLE001
+        # A damaged store fails inside MLflow's store layer with whatever it raises
+        # (SQLAlchemy's DatabaseError for a damaged database, ValueError, YAML errors).
+        where = (_bad_metric_line(store) if store is not None else None) or shown
+        raise ImportFailed(where, f"MLflow cannot read this store ({_first_line(exc)})") from None
     return runs
 
 
@@ -107,11 +115,17 @@ def _runs(client: Any, view: Any, experiment_ids: list[str]) -> Iterator[Any]:
             return
 
 
-def _read_run(client: Any, run: Any, shown: str, on_points: Callable[[int], None]) -> SourceRun:
+def _read_run(client: Any, run: Any, shown: str, store: Path | None, on_points: Callable[[int], None]) -> SourceRun:
     info, data = run.info, run.data
     histories = []
     for key in sorted(data.metrics):
-        history = client.get_metric_history(info.run_id, key)
+        try:
+            history = client.get_metric_history(info.run_id, key)
+        except Exception as exc:  # noqa: BLE001 (see read)
+            where = f"{shown} (run {info.run_id}, metric {key!r})"
+            if store is not None:
+                where = _bad_metric_line(store) or where
+            raise ImportFailed(where, f"MLflow cannot read this metric ({_first_line(exc)})") from None
         # In time order (ties: as stored); MLflow objects are dropped as soon as they are read.
         order = sorted(range(len(history)), key=lambda i: history[i].timestamp)
         renumber = len(history) > 1 and all(m.step == 0 for m in history)
@@ -170,6 +184,32 @@ def _reachable(uri: str, shown: str) -> None:
         httpx.get(uri.rstrip("/") + "/health", timeout=10)
     except httpx.HTTPError as exc:
         raise ImportFailed(shown, f"the MLflow tracking server does not answer ({type(exc).__name__}: {exc})") from None
+
+
+def _bad_metric_line(root: Path) -> str | None:
+    """``FILE:LINE`` of the first line of a file store's metric files (``<experiment>/<run>/metrics/<key>``)
+    that is not ``ms value [step]``: only to name the place in an error, MLflow's own message does not.
+    """
+    files = sorted(p for p in root.glob("*/*/metrics/**/*") if p.is_file())
+    for path in files:
+        try:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                for number, line in enumerate(f, 1):
+                    parts = line.split()
+                    try:
+                        if len(parts) not in (2, 3, 5):
+                            raise ValueError(line)
+                        int(parts[0]), float(parts[1]), int(parts[2]) if len(parts) > 2 else 0
+                    except ValueError:
+                        return f"{path}:{number}"
+        except OSError:
+            continue
+    return None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(getattr(exc, "message", None) or exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
 
 def _is_sqlite(path: Path) -> bool:

@@ -49,7 +49,7 @@ def read(path: Path) -> list[SourceRun]:
             first = json.dumps(raw)
         try:
             segment, key, step, value = _fields(raw, good_keys)
-        except ValueError as exc:
+        except (TypeError, ValueError) as exc:
             raise ImportFailed(where, str(exc)) from None
         series = segments.setdefault(segment, Segment(label=str(segment))).series.setdefault(key, Series())
         if series.steps and step <= series.steps[-1]:
@@ -95,7 +95,7 @@ def _rows(path: Path) -> Iterator[tuple[int, Any]]:
 
 
 def _fields(raw: Any, good_keys: set[str]) -> tuple[int, str, int, float]:
-    """(segment, key, step, value) of a JSONL object or a CSV row; ValueError naming the field."""
+    """(segment, key, step, value) of a JSONL object or a CSV row; TypeError or ValueError naming the field."""
     if isinstance(raw, dict):
         if set(raw) != set(COLUMNS):
             raise ValueError(f"an export row has exactly the fields {', '.join(COLUMNS)}")
@@ -105,7 +105,7 @@ def _fields(raw: Any, good_keys: set[str]) -> tuple[int, str, int, float]:
                 raise ValueError(f"'value' {value!r} is not a number")
             value = _NONFINITE[value]
         elif isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ValueError(f"'value' {value!r} is not a number")
+            raise TypeError(f"'value' {value!r} is not a number")
     elif isinstance(raw, list):
         if len(raw) != len(COLUMNS):
             raise ValueError(f"expected {len(COLUMNS)} cells ({','.join(COLUMNS)}), got {len(raw)}")
@@ -118,7 +118,7 @@ def _fields(raw: Any, good_keys: set[str]) -> tuple[int, str, int, float]:
         except ValueError:
             raise ValueError(f"'value' {value!r} is not a number") from None
     else:
-        raise ValueError("not a JSON object")
+        raise TypeError("not a JSON object")
     if isinstance(segment, bool) or not isinstance(segment, int) or segment < 0:
         raise ValueError(f"'segment' {segment!r} is not an index >= 0")
     if isinstance(step, bool) or not isinstance(step, int) or not 0 <= step <= events.MAX_STEP:

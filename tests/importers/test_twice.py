@@ -1,0 +1,52 @@
+"""Every format imported twice in one go: the second import stores nothing, counted in the database."""
+
+from __future__ import annotations
+
+import json
+
+from mlflow import MlflowClient
+from mlflow.entities import Metric
+from runcast_server.db import session_scope
+from runcast_server.models import Event, Point, Rollup, Run, RunVersion, Segment, Series
+from sqlalchemy import func, select
+from torch.utils.tensorboard import SummaryWriter
+
+T0 = 1_700_000_000.0
+TABLES = (Run, Segment, Series, Point, Rollup, Event, RunVersion)
+
+
+def stored() -> dict[str, int]:
+    """Row count of every table an import writes."""
+    with session_scope() as session:
+        return {t.__tablename__: session.scalar(select(func.count()).select_from(t)) for t in TABLES}
+
+
+def test_every_format_twice(hub, wandb_dir, tmp_path):
+    with SummaryWriter(str(tmp_path / "tb" / "run")) as w:
+        for s in range(100):
+            w.add_scalar("loss", 1.0 / (1 + s), s, walltime=T0 + s)
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    run = client.create_run(client.create_experiment("e"), run_name="m").info.run_id
+    client.log_batch(run, metrics=[Metric("loss", 1.0 / (1 + s), int(T0 * 1000) + 1000 * s, s) for s in range(50)])
+    client.set_terminated(run, "FINISHED")
+    seed = tmp_path / "seed.jsonl"
+    seed.write_text("".join(
+        json.dumps({"step": s, "loss": 3 - s / 100, "learning_rate": 1e-3, "grad_norm": 1.0, "tokens_seen": 10 * s,
+                    "timestamp": T0 + s}) + "\n" for s in range(1, 21)))
+    chart = tmp_path / "chart.csv"
+    chart.write_text('"Step","a - loss","a - loss__MIN","a - loss__MAX"\n0,3.1,3.1,3.1\n10,2.5,2.4,2.6\n')
+    sources = [tmp_path / "tb", tmp_path / "mlflow.db", wandb_dir, seed, chart]
+
+    first = hub.load(sources)
+
+    counts = stored()
+    # points: each source's own plus one time/elapsed_s point per step where the source has times
+    # (TensorBoard 100 + 100, MLflow 50 + 50, W&B 312 + 100 and 20 + 20, seed log 80 + 20, chart 2)
+    assert counts["points"] == 200 + 100 + 412 + 40 + 100 + 2
+    assert sum(p.run.points for p in first) == 100 + 50 + 312 + 20 + 80 + 2
+    assert counts["runs"] == len(first) == 6 and counts["segments"] == 7
+
+    again = hub.load(sources)
+
+    assert [p.run_id for p in again] == [p.run_id for p in first]
+    assert stored() == counts
