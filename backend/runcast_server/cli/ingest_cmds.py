@@ -19,7 +19,7 @@ class Pool(str, Enum):
 
 def worker_command(
     concurrency: int = typer.Option(None, "--concurrency", "-c", min=1, help="Worker processes/threads (default: CPU count)."),
-    pool: Pool = typer.Option(Pool.prefork, help="Celery execution pool."),
+    pool: Pool = typer.Option(Pool.prefork, help="Celery execution pool."),  # noqa: B008 - typer declares options as defaults
     loglevel: str = typer.Option("INFO", help="DEBUG, INFO, WARNING, ERROR."),
     beat: bool = typer.Option(
         False, "--beat", "-B",
@@ -69,6 +69,7 @@ def token_create_command(
     Only its hash is stored.
     """
     from runcast.events import PROJECT_RE
+
     from runcast_server.auth import create_admin_token, create_token
     from runcast_server.db import session_scope
 

@@ -143,6 +143,7 @@ class _Server:
         import asyncio
 
         import uvicorn
+
         from runcast_server.app import create_app
 
         self.loop = asyncio.new_event_loop()

@@ -12,7 +12,7 @@ import time
 
 import typer
 
-from runcast.cli.ingest_cmds import ensure_schema
+from runcast_server.cli.ingest_cmds import ensure_schema
 
 quarantine_app = typer.Typer(
     help="Batches the worker could not store (the ingest inbox's dead letters).", no_args_is_help=True
@@ -42,7 +42,7 @@ def list_command(
     states = ", ".join(f"{k} {v}" for k, v in counts["states"].items())
     typer.echo(f"inbox: {states}; detector failures {counts['detector_errors']}")
     for row in page["rows"]:
-        when = dt.datetime.fromtimestamp(row["received_at"], dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+        when = dt.datetime.fromtimestamp(row["received_at"], dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
         reason = row["error"] or row["detector_error"] or ""
         typer.echo(f"{row['id']:>10}  {row['state']:<11} {when}  {row['project'] or '-':<20} "
                    f"{row['events']:>5} events  {len(row['bad_events']):>4} bad  {reason[:100]}")

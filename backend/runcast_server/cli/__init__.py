@@ -1,0 +1,32 @@
+"""The server's verbs of the ``runcast`` command: serve, worker, demo, db, token, storage, quarantine.
+
+``register`` is the ``runcast.cli_plugins`` entry point (pyproject.toml) that adds them to
+the SDK's Typer group; the SDK never imports this package. Each module imports only typer
+at load time and the server inside its commands, so ``runcast sync`` or ``runcast train``
+stay cheap to start.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from runcast_server.cli.demo import demo_command
+from runcast_server.cli.ingest_cmds import token_create_command, worker_command
+from runcast_server.cli.quarantine import quarantine_app
+from runcast_server.cli.serve import db_upgrade_command, serve_command
+from runcast_server.cli.storage import storage_app
+
+
+def register(app: typer.Typer) -> None:
+    """Add the server's verbs to the ``runcast`` group."""
+    app.command("serve")(serve_command)
+    app.command("worker")(worker_command)
+    app.command("demo")(demo_command)
+    db_app = typer.Typer(help="Manage the database schema.", no_args_is_help=True)
+    db_app.command("upgrade")(db_upgrade_command)
+    app.add_typer(db_app, name="db")
+    token_app = typer.Typer(help="Manage project ingest tokens and admin tokens.", no_args_is_help=True)
+    token_app.command("create")(token_create_command)
+    app.add_typer(token_app, name="token")
+    app.add_typer(storage_app, name="storage")
+    app.add_typer(quarantine_app, name="quarantine")

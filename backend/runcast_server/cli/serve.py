@@ -1,0 +1,47 @@
+"""``runcast serve`` and ``runcast db upgrade``: run the API, make the schema."""
+
+from __future__ import annotations
+
+import typer
+
+
+def db_upgrade_command(revision: str = typer.Argument("head", help="Target revision.")) -> None:
+    """Create or migrate the database schema to REVISION (default: the newest)."""
+    from runcast_server import migrate
+    from runcast_server.settings import get_settings
+
+    url = get_settings().sqlalchemy_url
+    migrate.upgrade(url, revision)
+    typer.echo(f"database at {migrate.head_revision(url) if revision == 'head' else revision}")
+
+
+def serve_command(
+    host: str = typer.Option(None, help="Address to bind (default RUNCAST_HOST or 127.0.0.1)."),
+    port: int = typer.Option(None, help="Port to listen on (default RUNCAST_PORT or 8000)."),
+    workers: int = typer.Option(1, min=1, help="API processes (production mode only)."),
+) -> None:
+    """Run the API and dashboard. With no RUNCAST_REDIS_URL it runs embedded (SQLite, eager tasks)."""
+    import copy
+
+    import uvicorn
+    from uvicorn.config import LOGGING_CONFIG
+
+    from runcast_server.settings import get_settings
+
+    settings = get_settings()
+    if workers > 1 and settings.embedded:
+        raise typer.BadParameter("--workers > 1 needs production mode (set RUNCAST_REDIS_URL)", param_hint="--workers")
+    # The server's own messages (which Plotly.js bundle it serves, live resets) beside uvicorn's.
+    log_config = copy.deepcopy(LOGGING_CONFIG)
+    log_config["loggers"]["runcast_server"] = {"handlers": ["default"], "level": "INFO", "propagate": False}
+    uvicorn.run(
+        "runcast_server.app:create_app",
+        factory=True,
+        host=host or settings.host,
+        port=port or settings.port,
+        workers=workers,
+        log_level="info",
+        log_config=log_config,
+        # Live streams never end by themselves: give them a few seconds, then stop.
+        timeout_graceful_shutdown=5,
+    )
