@@ -21,11 +21,6 @@ RollupKey = tuple[int, int, int]
 """``(series_id, level, bucket)``: the primary key of a rollup row."""
 
 
-def bucket_of(step: int, level: int) -> int:
-    """The bucket holding ``step`` at ``level``."""
-    return step >> level
-
-
 def rollup_deltas(
     points: Iterable[tuple[int, int, float | None]],
 ) -> dict[RollupKey, list[Any]]:

@@ -12,12 +12,15 @@
 from __future__ import annotations
 
 import atexit
+import logging
 import os
 import signal
 import sys
 import threading
 from types import FrameType, TracebackType
 from typing import Any, Protocol
+
+log = logging.getLogger("runcast")
 
 
 class Finishable(Protocol):
@@ -48,7 +51,7 @@ def _finish_all(status: str) -> None:
         try:
             run.finish(status)
         except Exception:  # one run's failure must not stop the others
-            pass
+            log.warning("runcast: finishing a run as %r at exit failed", status, exc_info=True)
 
 
 def _install() -> None:

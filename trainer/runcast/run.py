@@ -608,6 +608,6 @@ def _tree_size(path: str) -> int:
         for name in files:
             try:
                 total += os.stat(os.path.join(folder, name)).st_size
-            except OSError:
-                pass
+            except OSError as exc:  # a file removed while the tree is summed
+                log.debug("runcast: %s left out of the checkpoint size: %s", name, exc)
     return total

@@ -8,6 +8,7 @@ training code has already imported torch.
 
 from __future__ import annotations
 
+import logging
 import os
 import platform
 import socket
@@ -16,6 +17,8 @@ import sys
 from typing import Any, Final
 
 from .transport import public_url
+
+log = logging.getLogger("runcast")
 
 MAX_DIFF_BYTES: Final = 256 * 1024
 GIT_TIMEOUT: Final = 3.0
@@ -120,5 +123,6 @@ def _cuda() -> dict[str, Any]:
         if cuda.is_initialized():  # naming devices would initialise CUDA in a process that may fork
             out["cuda_names"] = [cuda.get_device_name(i) for i in range(cuda.device_count())]
         return out
-    except Exception:  # the environment is informational only
+    except Exception as exc:  # the environment is informational only
+        log.debug("runcast: CUDA devices not recorded: %s", exc, exc_info=True)
         return {}
