@@ -8,6 +8,8 @@ stay cheap to start.
 
 from __future__ import annotations
 
+import importlib.util
+
 import typer
 
 from runcast_server.cli.demo import demo_command
@@ -16,9 +18,15 @@ from runcast_server.cli.quarantine import quarantine_app
 from runcast_server.cli.serve import db_upgrade_command, serve_command
 from runcast_server.cli.storage import storage_app
 
+# What the verbs need beyond typer: the `server` extra. Without it (`pip install 'runcast[cli]'`)
+# they are left out, and `runcast serve` says "No such command" rather than a traceback.
+SERVER_PACKAGES = ("fastapi", "sqlalchemy", "uvicorn", "pydantic_settings")
+
 
 def register(app: typer.Typer) -> None:
-    """Add the server's verbs to the ``runcast`` group."""
+    """Add the server's verbs to the ``runcast`` group, when the server's packages are installed."""
+    if any(importlib.util.find_spec(package) is None for package in SERVER_PACKAGES):
+        return
     app.command("serve")(serve_command)
     app.command("worker")(worker_command)
     app.command("demo")(demo_command)
