@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -25,9 +26,12 @@ from runcast_server.errors import install_error_handlers
 from runcast_server.frontend import Frontend
 from runcast_server.health import Probes, Readiness, probes
 from runcast_server.inbox.sweep import SweepTimer
+from runcast_server.observability.collectors import InboxCollector
+from runcast_server.observability.http import RequestMetrics, exposition, scrape_registry
+from runcast_server.observability.metrics import Metrics, multiprocess_dir
 from runcast_server.pages import FrontendFiles, pages_router
 from runcast_server.settings import Settings, get_settings
-from runcast_server.tasks import enqueue_ingest
+from runcast_server.tasks import bind_metrics, enqueue_ingest
 from runcast_server.vendor import load_vendor
 
 log = logging.getLogger(__name__)
@@ -45,8 +49,9 @@ def prepare_database(settings: Settings) -> None:
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
-    """Build the API app: REST under /api/v1, /healthz, /readyz, and the static frontend at /."""
+    """Build the API app: REST under /api/v1, /healthz, /readyz, /metrics, and the static frontend at /."""
     settings = settings or get_settings()
+    metrics = Metrics()
     checks: Probes | None = None
     vendor = load_vendor(settings.vendor_dir)
 
@@ -66,15 +71,25 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         finally:
             if timer is not None:
                 timer.stop()
+            if multiprocess_dir() is not None:  # this process's live gauges (viewers) leave the sum
+                from prometheus_client import multiprocess
+
+                multiprocess.mark_process_dead(os.getpid())
 
     # /docs and /redoc are pages.py's: the same UIs from local bundles instead of a CDN.
     app = FastAPI(title="Runcast", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None)
+    app.state.metrics = metrics
+    bind_metrics(metrics)  # embedded: the eager tasks record into this registry
     install_error_handlers(app)
     app.add_middleware(
         BodyLimit,  # type: ignore[arg-type]
         limit_for=lambda path: settings.max_body_bytes if path == INGEST_PATH else settings.max_request_bytes,
     )
+    app.add_middleware(RequestMetrics, metrics=metrics, ingest_path=INGEST_PATH)  # type: ignore[arg-type]
     app.include_router(api_router)
+    scrape = scrape_registry(metrics, [InboxCollector(get_engine)])
+    app.add_api_route("/metrics", exposition(scrape, settings.metrics_token), methods=["GET"],
+                      include_in_schema=False, tags=["health"])
 
     @app.get("/healthz", tags=["health"])
     def healthz() -> dict[str, str]:

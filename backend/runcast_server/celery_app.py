@@ -7,7 +7,11 @@ and their errors propagate to the caller.
 
 from __future__ import annotations
 
+import logging
+from typing import Any
+
 from celery import Celery
+from celery.signals import after_setup_logger, after_setup_task_logger
 
 from runcast_server.settings import Settings, get_settings
 
@@ -75,6 +79,16 @@ def get_app() -> Celery:
     if _configured_for is not settings:
         configure(settings)
     return app
+
+
+@after_setup_logger.connect
+@after_setup_task_logger.connect
+def _log_format(logger: logging.Logger | None = None, **_: Any) -> None:
+    """RUNCAST_LOG_FORMAT=json: the worker's log lines as JSON objects too."""
+    if logger is not None and get_settings().log_format == "json":
+        from runcast_server.observability.logs import use_json
+
+        use_json(logger)
 
 
 configure(get_settings())

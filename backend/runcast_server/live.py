@@ -379,7 +379,8 @@ class RunChannel:
         if self.version != after:  # cannot happen (one task), but never emit twice
             return
         if replay.messages is None:
-            log.info("live: run %s jumped from version %d to %d; resetting viewers", self.run_id, after, replay.current)
+            log.info("live: run %s jumped from version %d to %d; resetting viewers", self.run_id, after, replay.current,
+                     extra={"run_id": self.run_id})
             self._emit(reset_frame(replay.current))
             return
         for message in replay.messages:
@@ -413,7 +414,7 @@ class RunChannel:
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            log.exception("live: channel for run %s failed", self.run_id)
+            log.exception("live: channel for run %s failed", self.run_id, extra={"run_id": self.run_id})
             self.failed = exc
             self.ready.set()
             for viewer in list(self.viewers):

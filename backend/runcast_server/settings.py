@@ -157,6 +157,29 @@ class Settings(BaseSettings):
         default=3600, gt=0, description="How often old deliveries are pruned (beat or embedded timer)."
     )
 
+    # --- the operator's view (docs/operations.md) ---
+    log_format: Literal["text", "json"] = Field(
+        default="text", description="'json': the API and workers log one JSON object per line, with run_id where known.",
+    )
+    metrics_token: str | None = Field(
+        default=None,
+        description="When set, GET /metrics answers only 'Authorization: Bearer <token>'; unset: open "
+        "(it holds aggregate counts only, no run id or project name).",
+    )
+    prometheus_multiproc_dir: Path | None = Field(
+        default=None, validation_alias="PROMETHEUS_MULTIPROC_DIR",
+        description="prometheus-client's multiprocess directory (PROMETHEUS_MULTIPROC_DIR, not RUNCAST_-prefixed): "
+        "set it, to an empty directory shared by the host's API processes and workers, whenever more than one "
+        "process runs; /metrics then sums them all.",
+    )
+
+    @field_validator("prometheus_multiproc_dir")
+    @classmethod
+    def _check_multiproc_dir(cls, value: Path | None) -> Path | None:
+        if value is not None and not value.is_dir():
+            raise ValueError(f"PROMETHEUS_MULTIPROC_DIR={value} is not a directory")
+        return value
+
     @property
     def embedded(self) -> bool:
         """True when no Redis is configured: eager tasks and the in-process hub."""

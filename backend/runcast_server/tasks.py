@@ -16,12 +16,15 @@ import time
 from typing import Any, Final
 
 from celery import Task
+from celery.signals import task_failure, task_retry, worker_init
 
 from runcast_server import hub
 from runcast_server.celery_app import app, get_app
 from runcast_server.inbox import sweep as inbox_sweep
-from runcast_server.inbox.service import Policy, adopt_legacy, process
+from runcast_server.inbox.service import QUARANTINED, Outcome, Policy, adopt_legacy, process
 from runcast_server.ingest import IngestResult
+from runcast_server.observability.logs import run_scope
+from runcast_server.observability.metrics import Metrics, bind_to, metrics_of
 from runcast_server.settings import Settings, get_settings
 
 INGEST_TASK: Final = "runcast.ingest_batch"
@@ -47,9 +50,55 @@ def ingest_batch(self: Task, **message: Any) -> dict[str, Any]:
     if inbox_id is None:
         return {"state": None}
     outcome = process(inbox_id, policy(settings), publish, attempt=self.request.retries)
+    _observe(inbox_id, outcome)
     if outcome.retry_in is not None and not self.request.is_eager:
         raise self.retry(countdown=outcome.retry_in, max_retries=None)
     return outcome.summary()
+
+
+def _observe(inbox_id: int, outcome: Outcome) -> None:
+    """The batch's metrics and its log line (with the run id, when one run)."""
+    metrics = metrics_of(app)
+    if metrics is not None:
+        if outcome.lag_s is not None:
+            metrics.lag.observe(outcome.lag_s)
+        metrics.points_stored.inc(outcome.points)
+        if outcome.state == QUARANTINED:
+            metrics.quarantined.inc()
+    runs = outcome.run_ids or sorted({rid for r in outcome.results for rid in r.runs})
+    with run_scope(runs[0] if len(runs) == 1 else None):
+        log.info("ingest: inbox %d %s: %d points, %d events stored%s", inbox_id, outcome.state, outcome.points,
+                 outcome.events, "" if outcome.lag_s is None else f", {outcome.lag_s:.3f} s after acceptance",
+                 extra={"inbox_id": inbox_id, "run_ids": runs})
+
+
+# --- the process's metrics -----------------------------------------------------------------------
+
+
+def bind_metrics(metrics: Metrics) -> None:
+    """The instruments the tasks of this process record into (the API's when embedded)."""
+    bind_to(app, metrics)
+
+
+@worker_init.connect
+def _worker_metrics(sender: Any = None, **_: Any) -> None:
+    """A worker builds its instruments once at start (before the pool forks; prometheus-client
+    follows the fork in multiprocess mode)."""
+    bind_metrics(Metrics())
+
+
+@task_failure.connect
+def _task_failed(sender: Any = None, **_: Any) -> None:
+    metrics = metrics_of(app)
+    if metrics is not None and sender is not None:
+        metrics.task_failures.labels(sender.name).inc()
+
+
+@task_retry.connect
+def _task_retried(sender: Any = None, **_: Any) -> None:
+    metrics = metrics_of(app)
+    if metrics is not None and sender is not None:
+        metrics.task_retries.labels(sender.name).inc()
 
 
 def _inbox_id(message: dict[str, Any], settings: Settings) -> int | None:

@@ -41,6 +41,7 @@ from runcast_server.alerts.service import alert_view, summary
 from runcast_server.celery_app import app, get_app
 from runcast_server.db import session_scope
 from runcast_server.models import Run
+from runcast_server.observability.metrics import metrics_of
 from runcast_server.settings import get_settings
 
 FANOUT_TASK: Final = "runcast.alerts.fanout"
@@ -222,6 +223,7 @@ def deliver(delivery_id: int) -> str:
         alert = session.get(Alert, d.alert_id)
         if sub is None or alert is None or sub.status != "active":
             d.status = "dropped"
+            _count(sub.channel if sub is not None else "unknown", "dropped")
             return "dropped"
         view = alert_view(session, alert, base_url=sub.base_url)  # as every reader may see it: subscribers are anonymous
         channel, target, secret, fmt_sub = sub.channel, sub.target, sub.secret, sub
@@ -250,7 +252,16 @@ def deliver(delivery_id: int) -> str:
         error = f"refused: {exc}"
     except Exception as exc:  # noqa: BLE001 - any transport failure is a failed attempt
         error = f"{type(exc).__name__}: {exc}"
-    return _record(delivery_id, error)
+    status = _record(delivery_id, error)
+    _count(channel, "retry" if status == "pending" else status)
+    return status
+
+
+def _count(channel: str, outcome: str) -> None:
+    """One delivery attempt's outcome in the process's metrics (observability.metrics)."""
+    metrics = metrics_of(app)
+    if metrics is not None:
+        metrics.alert_deliveries.labels(channel, outcome).inc()
 
 
 def _record(delivery_id: int, error: str | None) -> str:

@@ -26,6 +26,7 @@ def serve_command(
     import uvicorn
     from uvicorn.config import LOGGING_CONFIG
 
+    from runcast_server.observability.logs import uvicorn_log_config
     from runcast_server.settings import get_settings
 
     settings = get_settings()
@@ -34,6 +35,7 @@ def serve_command(
     # The server's own messages (which Plotly.js bundle it serves, live resets) beside uvicorn's.
     log_config = copy.deepcopy(LOGGING_CONFIG)
     log_config["loggers"]["runcast_server"] = {"handlers": ["default"], "level": "INFO", "propagate": False}
+    log_config = uvicorn_log_config(log_config, settings.log_format)
     uvicorn.run(
         "runcast_server.app:create_app",
         factory=True,

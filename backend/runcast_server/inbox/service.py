@@ -230,8 +230,10 @@ def _store(inbox_id: int, attempt: int, publish: Publish) -> tuple[Outcome, list
             log.warning("ingest: inbox %d: %s; retrying in %.0f s", inbox_id, failed.cause, UNKNOWN_RUN_RETRY_S)
             return Outcome(state=PENDING, retry_in=UNKNOWN_RUN_RETRY_S), None, None
         return _salvage(inbox_id, failed.cause, publish), None, None
+    lag = time.time() - row.received_at
     publish(result)
-    outcome = Outcome(state=STORED, points=result.points_inserted, events=result.events_inserted)
+    outcome = Outcome(state=STORED, points=result.points_inserted, events=result.events_inserted, lag_s=lag,
+                      run_ids=sorted(result.runs))
     return outcome, events, result.segments
 
 

@@ -28,6 +28,7 @@ from runcast_server.api.ingest_doc import BODY_DOC
 from runcast_server.errors import ApiError, error_responses
 from runcast_server.inbox import service as inbox
 from runcast_server.ingest import IngestRejected, check_batch, register_runs
+from runcast_server.observability.metrics import Metrics, count_points
 from runcast_server.settings import get_settings
 from runcast_server.tasks import enqueue_ingest
 
@@ -52,7 +53,7 @@ def _parse(body: bytes) -> Any:
         raise ApiError(400, "body is nested too deeply to be a batch", field="body") from None
 
 
-def _accept(session: Session, project_id: int, body: bytes, received_at: float) -> int:
+def _accept(session: Session, project_id: int, body: bytes, received_at: float, metrics: Metrics) -> int:
     """Parse and check the batch, register new runs, commit it to the inbox, enqueue; returns the event count."""
     try:
         events = validate_batch(_parse(body))
@@ -67,6 +68,10 @@ def _accept(session: Session, project_id: int, body: bytes, received_at: float) 
     inbox_id = inbox.add(session, project_id, body, len(events), received_at,
                          next_sweep_at=received_at + settings.inbox_redeliver_after_s)
     session.commit()  # durable from here on; visible to the task and to the next batch's checks
+    metrics.accepted(events)
+    runs = sorted({e["run"] for e in events})
+    log.info("ingest: accepted inbox %d: %d events, %d points", inbox_id, len(events), count_points(events),
+             extra={"run_id": runs[0] if len(runs) == 1 else None, "run_ids": runs, "inbox_id": inbox_id})
     try:
         enqueue_ingest(inbox_id)
     except BrokerError as exc:
@@ -90,5 +95,5 @@ async def ingest(request: Request, project: WriterDep, session: SessionDep) -> A
     """
     received_at = time.time()
     body = await request.body()  # at most RUNCAST_MAX_BODY_BYTES: api.limits.BodyLimit
-    count = await run_in_threadpool(_accept, session, project.id, body, received_at)
+    count = await run_in_threadpool(_accept, session, project.id, body, received_at, request.app.state.metrics)
     return Accepted(accepted=count)

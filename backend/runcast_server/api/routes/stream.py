@@ -14,7 +14,7 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Annotated
 
-from fastapi import APIRouter, Header, Path, Query
+from fastapi import APIRouter, Header, Path, Query, Request
 from runcast.events import ID_RE
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
@@ -24,6 +24,8 @@ from runcast_server import live
 from runcast_server.api.deps import TokenDep
 from runcast_server.auth import project_for_token
 from runcast_server.errors import ApiError, NotFound, error_responses
+from runcast_server.observability.logs import run_scope
+from runcast_server.observability.metrics import Metrics
 from runcast_server.reads.access import readable_run
 from runcast_server.reads.published import is_project_reader
 
@@ -37,7 +39,8 @@ class EventStream(Response):
 
     media_type = "text/event-stream"
 
-    def __init__(self, chunks: AsyncIterator[bytes], viewer: live.Viewer | None = None) -> None:
+    def __init__(self, chunks: AsyncIterator[bytes], viewer: live.Viewer | None = None,
+                 metrics: Metrics | None = None, run_id: str | None = None) -> None:
         self.status_code = 200
         self.background = None
         self.raw_headers = [
@@ -47,8 +50,20 @@ class EventStream(Response):
         ]
         self.chunks = chunks
         self.viewer = viewer
+        self.metrics = metrics
+        self.run_id = run_id
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.metrics is not None:
+            self.metrics.sse_viewers.inc()
+        try:
+            with run_scope(self.run_id):  # the stream's log lines (live.py) carry its run id
+                await self._serve(receive, send)
+        finally:
+            if self.metrics is not None:
+                self.metrics.sse_viewers.dec()
+
+    async def _serve(self, receive: Receive, send: Send) -> None:
         pump = asyncio.ensure_future(self._pump(send))
         watcher = asyncio.ensure_future(self._wait_disconnect(receive))
         if self.viewer is not None:
@@ -114,6 +129,7 @@ def _check_access(run_id: str, token: str | None) -> bool:
     },
 )
 async def stream(
+    request: Request,
     token: TokenDep,
     run_id: Annotated[str, Path(description="The run id.", max_length=64)],
     last_event_id_header: Annotated[
@@ -138,4 +154,4 @@ async def stream(
         after = _parse_version(last_event_id, "last_event_id")
     project_reader = await run_in_threadpool(_check_access, run_id, token)
     viewer = live.Viewer(project_reader=project_reader)
-    return EventStream(live.viewer_frames(run_id, after, viewer), viewer)
+    return EventStream(live.viewer_frames(run_id, after, viewer), viewer, request.app.state.metrics, run_id)

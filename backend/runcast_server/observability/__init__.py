@@ -1,0 +1,1 @@
+"""The operator's view: Prometheus metrics (``metrics``, ``collectors``, ``http``) and JSON logs (``logs``)."""
