@@ -63,13 +63,17 @@ class Outcome:
 
     ``state`` is the row's state afterwards (None: no such row). ``retry_in``: seconds
     after which the caller should call again (the database was unreachable, or another
-    worker holds the row); None when nothing is left to do here.
+    worker holds the row); None when nothing is left to do here. ``lag_s``: seconds from
+    the batch's acceptance to this call's commit of its points (None: this call stored
+    none); ``run_ids``: the runs this call changed.
     """
 
     state: str | None
     points: int = 0
     events: int = 0
     retry_in: float | None = None
+    lag_s: float | None = None
+    run_ids: list[str] = field(default_factory=list)
     results: list[IngestResult] = field(default_factory=list)
 
     def summary(self) -> dict[str, Any]:

@@ -6,7 +6,7 @@ import hmac
 import time
 from typing import Any
 
-from fastapi.routing import APIRoute
+from fastapi.routing import APIRoute, iter_route_contexts
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
@@ -19,11 +19,10 @@ from runcast_server.observability.metrics import Metrics, multiprocess_dir, reje
 UNMATCHED = "unmatched"  # static files, 404s: one label value, never the raw path
 
 
-def route_template(scope: Scope) -> str:
-    """The matched route's template (``/api/v1/runs/{run_id}/stream``), never the path itself,
-    so that no run id or project name reaches a label."""
-    route = scope.get("route")
-    return route.path_format if isinstance(route, APIRoute) else UNMATCHED
+def route_templates(routes: Any) -> dict[int, str]:
+    """Each API route's full template (prefixes of included routers applied), by route object."""
+    return {id(c.original_route): c.path_format for c in iter_route_contexts(routes)
+            if isinstance(c.original_route, APIRoute)}
 
 
 class RequestMetrics:
@@ -34,6 +33,14 @@ class RequestMetrics:
         self.app = app
         self.metrics = metrics
         self.ingest_path = ingest_path
+        self._templates: dict[int, str] | None = None  # the app's routes are fixed once it serves
+
+    def route_template(self, scope: Scope) -> str:
+        """The matched route's template (``/api/v1/runs/{run_id}/stream``), never the path
+        itself, so that no run id or project name reaches a label."""
+        if self._templates is None:
+            self._templates = route_templates(scope["app"].routes)
+        return self._templates.get(id(scope.get("route")), UNMATCHED)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -47,7 +54,7 @@ class RequestMetrics:
             if recorded:
                 return
             recorded = True
-            self.metrics.http_latency.labels(scope["method"], route_template(scope), str(status)).observe(
+            self.metrics.http_latency.labels(scope["method"], self.route_template(scope), str(status)).observe(
                 time.perf_counter() - start)
             if status >= 400 and scope["path"] == self.ingest_path and scope["method"] == "POST":
                 self.metrics.batches_rejected.labels(reject_reason(status)).inc()
