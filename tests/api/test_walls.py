@@ -41,6 +41,7 @@ NO_RUN = {
     "/api/v1/admin/inbox/{inbox_id}/retry": "an admin token only: tests/backend/test_inbox.py",
     "/healthz": "no data",
     "/readyz": "no data",
+    "/metrics": "aggregate counts, no run id or project: tests/integration/test_operations.py",
     "/compare": "static page",
     "/": "static page",
     "/vendor/{name}": "static file",

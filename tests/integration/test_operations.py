@@ -151,7 +151,8 @@ def test_json_logs_carry_the_run_id(processes: Any, tmp_path: Path) -> None:
     processes.start_api()
     run_id = ingest(processes.api_url, token, tmp_path, "logged-run", "private")
     processes.stop()
-    lines = [line for line in (processes.log_dir / "api.log").read_text().splitlines() if line.strip()]
+    # the test helper heads the file with "$ <command line>"; every line after it is the server's
+    lines = [line for line in (processes.log_dir / "api.log").read_text().splitlines()[1:] if line.strip()]
     records = [json.loads(line) for line in lines]  # every line is one JSON object
     assert all({"ts", "level", "logger", "message"} <= r.keys() for r in records)
     accepted = [r for r in records if r["logger"] == "runcast_server.api.routes.ingest"]
