@@ -14,7 +14,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from runcast_server.observability.metrics import Metrics, multiprocess_dir, reject_reason
+from runcast_server.observability.metrics import (
+    Metrics,
+    multiprocess_dir,
+    reject_reason,
+)
 
 UNMATCHED = "unmatched"  # static files, 404s: one label value, never the raw path
 
