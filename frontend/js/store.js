@@ -20,6 +20,7 @@
 // again if so: the store stays equal to the API, and as small as one answer.
 
 import { decode } from "./api.js";
+import { bisect } from "./util.js";
 
 // Stream messages kept per run for answers still in flight (an answer names a version at
 // least as new as the stream's when it was asked for, so only the last moments are needed).
@@ -51,17 +52,6 @@ function fromAnswer(s, bucketed) {
 }
 
 const pointsIn = (m) => m.points.reduce((n, p) => n + p.step.length, 0);
-
-function bisect(arr, x) {
-  let lo = 0;
-  let hi = arr.length;
-  while (lo < hi) {
-    const mid = (lo + hi) >> 1;
-    if (arr[mid] < x) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
-}
 
 const COLUMNS = ["step", "last_step", "min", "max", "mean", "last", "count"];
 

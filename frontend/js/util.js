@@ -135,3 +135,15 @@ export function copyButton(value, what) {
   });
   return button;
 }
+
+/** The index of the first element of the sorted array `arr` not below `x`. */
+export function bisect(arr, x) {
+  let lo = 0;
+  let hi = arr.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (arr[mid] < x) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}

@@ -3,17 +3,7 @@
 // them back into steps for /metrics.
 
 import { decode, getMetrics } from "./api.js";
-
-function bisect(arr, x) {
-  let lo = 0;
-  let hi = arr.length;
-  while (lo < hi) {
-    const mid = (lo + hi) >> 1;
-    if (arr[mid] < x) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
-}
+import { bisect } from "./util.js";
 
 function interp(xs, ys, x) {
   const n = xs.length;

@@ -27,7 +27,7 @@ from .overflow import Overflow
 from .sender import Counters, Item, Sender, SenderConfig, Wakeup
 from .spool import Spool, SpoolBusy, default_dir
 from .transport import Transport, make_transport, public_url
-from .values import Deferred, coerce, int_to_float, json_object
+from .values import Deferred, coerce, int_to_float, json_object, read_deferred
 
 log = logging.getLogger("runcast")
 
@@ -400,7 +400,7 @@ class Run:
     def _spill(self, kind: str, ts: float, step: int | None, body: Any) -> None:
         """Write one event to the overflow file (a device tensor is read now: the queue is behind)."""
         if kind == "metrics":
-            body = _resolved(body)
+            body = read_deferred(body)
         overflow = self._overflow
         assert overflow is not None
         c = self._counters
@@ -559,22 +559,6 @@ def _open_spool(spool_dir: Path, meta: dict[str, Any]) -> Spool | None:
     except (OSError, SpoolBusy) as exc:
         log.warning("runcast: cannot prepare the spool under %s (%s)", spool_dir, exc)
         return None
-
-
-def _resolved(values: dict[str, Any]) -> dict[str, Any]:
-    """Metric values with device tensors read (for the overflow file); unreadable ones are left out."""
-    if all(type(v) is not Deferred for v in values.values()):
-        return values
-    out = {}
-    for key, value in values.items():
-        if type(value) is Deferred:
-            try:
-                value = value.resolve()
-            except Exception as exc:  # a device error must not stop the run
-                log.warning("runcast: could not read tensor %r (%s); value dropped", key, exc)
-                continue
-        out[key] = value
-    return out
 
 
 def _check_step(raw: Any, *, optional: bool = False, field: str = "step") -> Any:

@@ -36,7 +36,7 @@ from . import events
 from .overflow import Overflow
 from .spool import Spool, batch_bodies, replay
 from .transport import Rejected, Retryable, Transport
-from .values import Deferred
+from .values import read_deferred
 
 log = logging.getLogger("runcast")
 
@@ -430,17 +430,8 @@ class Sender:
         return event
 
     def _values(self, raw: dict[str, Any]) -> dict[str, float | str]:
-        out: dict[str, float | str] = {}
         encode = events.encode_value
-        for key, value in raw.items():
-            if type(value) is Deferred:
-                try:
-                    value = value.resolve()
-                except Exception as exc:  # a device error must not stop the run
-                    log.warning("runcast: could not read tensor %r (%s); value dropped", key, exc)
-                    continue
-            out[key] = encode(value)
-        return out
+        return {key: encode(value) for key, value in read_deferred(raw).items()}
 
     def _checkpoint(self, body: dict[str, Any]) -> dict[str, Any]:
         body = dict(body)

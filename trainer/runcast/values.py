@@ -13,6 +13,7 @@ flusher thread, so ``log()`` never waits for the device.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 import numbers
 import sys
@@ -20,6 +21,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from .events import MAX_JSON_DEPTH, encode_value
+
+log = logging.getLogger("runcast")
 
 
 class Deferred:
@@ -33,6 +36,22 @@ class Deferred:
     def resolve(self) -> float:
         """Read the value (this waits for the device: call it only from the flusher)."""
         return float(self.tensor.item())
+
+
+def read_deferred(values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` with every ``Deferred`` read; one the device cannot give is logged and left out."""
+    if all(type(v) is not Deferred for v in values.values()):
+        return values
+    out: dict[str, Any] = {}
+    for key, value in values.items():
+        if type(value) is Deferred:
+            try:
+                value = value.resolve()
+            except Exception as exc:  # noqa: BLE001 - a device error must not stop the run
+                log.warning("runcast: could not read tensor %r (%s); value dropped", key, exc)
+                continue
+        out[key] = value
+    return out
 
 
 def coerce(key: str, value: Any) -> float | Deferred:
