@@ -67,7 +67,7 @@ def _observe(inbox_id: int, outcome: Outcome) -> None:
             metrics.quarantined.inc()
     runs = outcome.run_ids or sorted({rid for r in outcome.results for rid in r.runs})
     with run_scope(runs[0] if len(runs) == 1 else None):
-        log.info("ingest: inbox %d %s: %d points, %d events stored%s", inbox_id, outcome.state, outcome.points,
+        log.info("ingest: inbox %d, state %s: %d points, %d events stored%s", inbox_id, outcome.state, outcome.points,
                  outcome.events, "" if outcome.lag_s is None else f", {outcome.lag_s:.3f} s after acceptance",
                  extra={"inbox_id": inbox_id, "run_ids": runs})
 
