@@ -78,10 +78,13 @@ class Metrics:
             "Seconds from a request's arrival to its response headers, by route template and status.",
             ["method", "route", "status"], buckets=HTTP_BUCKETS, registry=r)
 
-    def accepted(self, events: Sequence[dict[str, Any]]) -> None:
+    def accepted(self, events: Sequence[dict[str, Any]]) -> int:
+        """Count an accepted batch; returns its points (for the caller's log line)."""
+        points = count_points(events)
         self.batches_accepted.inc()
         self.events_accepted.inc(len(events))
-        self.points_accepted.inc(count_points(events))
+        self.points_accepted.inc(points)
+        return points
 
 
 def bind_to(owner: Any, metrics: Metrics) -> None:

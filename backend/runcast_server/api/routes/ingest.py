@@ -28,7 +28,7 @@ from runcast_server.api.ingest_doc import BODY_DOC
 from runcast_server.errors import ApiError, error_responses
 from runcast_server.inbox import service as inbox
 from runcast_server.ingest import IngestRejected, check_batch, register_runs
-from runcast_server.observability.metrics import Metrics, count_points
+from runcast_server.observability.metrics import Metrics
 from runcast_server.settings import get_settings
 from runcast_server.tasks import enqueue_ingest
 
@@ -68,9 +68,9 @@ def _accept(session: Session, project_id: int, body: bytes, received_at: float, 
     inbox_id = inbox.add(session, project_id, body, len(events), received_at,
                          next_sweep_at=received_at + settings.inbox_redeliver_after_s)
     session.commit()  # durable from here on; visible to the task and to the next batch's checks
-    metrics.accepted(events)
+    points = metrics.accepted(events)
     runs = sorted({e["run"] for e in events})
-    log.info("ingest: accepted inbox %d: %d events, %d points", inbox_id, len(events), count_points(events),
+    log.info("ingest: accepted inbox %d: %d events, %d points", inbox_id, len(events), points,
              extra={"run_id": runs[0] if len(runs) == 1 else None, "run_ids": runs, "inbox_id": inbox_id})
     try:
         enqueue_ingest(inbox_id)
