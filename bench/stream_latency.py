@@ -9,6 +9,12 @@ with a small ``flush_interval``, and measures for every (viewer, point) the time
 parses the JSON to learn which steps each version carries; the others only read ``id:`` lines.
 
     .venv/bin/python bench/stream_latency.py --viewers 1,1000 --seconds 20
+    .venv/bin/python bench/stream_latency.py --embedded --viewers 1 --seconds 20 --throughput 20000
+
+``--embedded`` runs one ``runcast serve`` in the embedded default instead (SQLite, eager
+ingest, in-process hub). ``--flush-interval`` is left at the SDK's default unless given.
+``--throughput N`` also logs N steps of 8 keys in a tight loop and reports how fast the
+server took them (events acknowledged per second, and the HTTP requests it took).
 
 ``--ingest-cost`` instead times ``store_batch`` on PostgreSQL with and without the
 run_versions log row (and with an index on points.version instead), the write cost of replay.
@@ -96,11 +102,38 @@ def viewer_process(url: str, run: str, n: int, seconds: float, conn: Any) -> Non
 # --- one measurement ----------------------------------------------------------------------------
 
 
-def measure(url: str, token: str, viewers: int, seconds: float, rate: float, flush: float) -> dict[str, Any]:
+def _timing(flush: float | None) -> dict[str, Any]:
+    return {} if flush is None else {"flush_interval": flush}
+
+
+def _timed_transport(url: str, token: str) -> Any:
+    """The SDK's HTTP transport, keeping the duration of every request it makes (``durations``, s)."""
+    from runcast.transport import HttpTransport
+
+    class Timed(HttpTransport):
+        def __init__(self) -> None:
+            super().__init__(url, token)
+            self.durations: list[float] = []
+
+        def send(self, body: bytes, events: list[dict[str, Any]], timeout: float) -> None:
+            began = time.perf_counter()
+            super().send(body, events, timeout)
+            self.durations.append(time.perf_counter() - began)
+
+    return Timed()
+
+
+def _ms(values: list[float], p: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, int(p * len(values)))] * 1000 if values else float("nan")
+
+
+def measure(url: str, token: str, viewers: int, seconds: float, rate: float, flush: float | None) -> dict[str, Any]:
     import runcast
 
-    run = runcast.init(project="bench", name=f"latency-{viewers}", server=url, token=token, flush_interval=flush,
-                       heartbeat_interval=60)  # fmt: skip
+    transport = _timed_transport(url, token)
+    run = runcast.init(project="bench", name=f"latency-{viewers}", transport=transport, token=token,
+                       heartbeat_interval=60, **_timing(flush))  # fmt: skip
     run.log({"loss": 1.0}, step=0)
     time.sleep(1.5)  # run registered and stored before the viewers connect
     parent, child = mp.Pipe()
@@ -133,16 +166,50 @@ def measure(url: str, token: str, viewers: int, seconds: float, rate: float, flu
                 missing += 1
                 continue
             latencies.append(out[v] - t_log)
-    latencies.sort()
-
-    def pct(p: float) -> float:
-        return latencies[min(len(latencies) - 1, int(p * len(latencies)))] * 1000 if latencies else float("nan")
-
     return {
         "viewers": viewers, "points": len(logged), "versions": len(steps), "deliveries": len(latencies),
-        "missing": missing, "dropped": dropped, "p50": pct(0.50), "p95": pct(0.95), "p99": pct(0.99),
-        "max": latencies[-1] * 1000 if latencies else float("nan"),
+        "missing": missing, "dropped": dropped, "p50": _ms(latencies, 0.50), "p95": _ms(latencies, 0.95),
+        "p99": _ms(latencies, 0.99), "max": _ms(latencies, 1.0), "requests": len(transport.durations),
+        "request_p50": _ms(transport.durations, 0.5), "request_p95": _ms(transport.durations, 0.95),
     }  # fmt: skip
+
+
+def throughput(url: str, token: str, steps: int, flush: float | None) -> dict[str, Any]:
+    """Log ``steps`` steps of 8 keys as fast as possible; time until the server acknowledged all of them."""
+    import runcast
+
+    transport = _timed_transport(url, token)
+    run = runcast.init(project="bench", name="throughput", transport=transport, token=token,
+                       heartbeat_interval=3600, capture_code=False, **_timing(flush))  # fmt: skip
+    run.flush(60)
+    before = run.stats.sent
+    transport.durations.clear()
+    keys = [f"train/m{k}" for k in range(8)]
+    began = time.perf_counter()
+    for step in range(steps):
+        run.log({key: step * 0.001 + k for k, key in enumerate(keys)}, step=step)
+    logged = time.perf_counter() - began
+    run.flush(600)
+    took = time.perf_counter() - began
+    sent = run.stats.sent - before
+    run.finish()
+    return {"steps": steps, "sent": sent, "requests": len(transport.durations), "log_s": logged, "seconds": took,
+            "events_per_s": sent / took, "spilled": run.stats.spilled, "dropped": run.stats.dropped}  # fmt: skip
+
+
+def embedded_stack(tmp: Path) -> tuple[str, str, list[Any]]:
+    env = {"RUNCAST_DATA_DIR": str(tmp)}
+    api, url = services.start_api(env, tmp / "api.log")
+    from runcast_server.auth import create_token
+    from runcast_server.db import make_engine
+    from sqlalchemy.orm import Session
+
+    engine = make_engine(f"sqlite:///{tmp / 'runcast.db'}")
+    with Session(engine) as s:
+        token = create_token(s, "bench", label="bench")
+        s.commit()
+    engine.dispose()
+    return url, token, [api]
 
 
 def stack(tmp: Path) -> tuple[str, str, list[Any]]:
@@ -170,20 +237,32 @@ def stack(tmp: Path) -> tuple[str, str, list[Any]]:
 
 def run_latency(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory(prefix="runcast-bench-") as tmp:
-        url, token, owned = stack(Path(tmp))
+        url, token, owned = (embedded_stack if args.embedded else stack)(Path(tmp))
         try:
             rows = [measure(url, token, n, args.seconds, args.rate, args.flush_interval) for n in args.viewers]
+            rate = throughput(url, token, args.throughput, args.flush_interval) if args.throughput else None
         finally:
             for thing in owned:
                 thing.stop()
+    mode = "embedded mode (SQLite, eager ingest)" if args.embedded else "production mode"
+    flush = "the SDK's default timing" if args.flush_interval is None else f"flush_interval {args.flush_interval:g} s"
     print(f"\nLive stream latency, log() -> viewer ({args.seconds:.0f} s at {args.rate:g} steps/s, 2 keys, "
-          f"flush_interval {args.flush_interval:g} s; production mode, one API process)")  # fmt: skip
-    print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, load avg {os.getloadavg()[0]:.1f}, Python {platform.python_version()}")
-    print("| viewers | points | versions | deliveries | missing | dropped | p50 ms | p95 ms | p99 ms | max ms |")
-    print("|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+          f"{flush}; {mode}, one API process)")  # fmt: skip
+    print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, load avg {' '.join(f'{x:.2f}' for x in os.getloadavg())}, Python {platform.python_version()}")
+    print("| viewers | points | versions | deliveries | missing | dropped | p50 ms | p95 ms | p99 ms | max ms "
+          "| requests | request p50 ms | request p95 ms |")  # fmt: skip
+    print("|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
     for r in rows:
         print(f"| {r['viewers']} | {r['points']} | {r['versions']} | {r['deliveries']} | {r['missing']} | {r['dropped']} "
-              f"| {r['p50']:.0f} | {r['p95']:.0f} | {r['p99']:.0f} | {r['max']:.0f} |")  # fmt: skip
+              f"| {r['p50']:.0f} | {r['p95']:.0f} | {r['p99']:.0f} | {r['max']:.0f} | {r['requests']} "
+              f"| {r['request_p50']:.0f} | {r['request_p95']:.0f} |")  # fmt: skip
+    if rate is not None:
+        print(f"\nIngest throughput: {rate['steps']} steps x 8 keys logged in a tight loop ({rate['log_s']:.2f} s), "
+              f"all acknowledged after {rate['seconds']:.2f} s")  # fmt: skip
+        print("| events sent | HTTP requests | events / request | events / s | spilled | dropped |")
+        print("|--:|--:|--:|--:|--:|--:|")
+        print(f"| {rate['sent']} | {rate['requests']} | {rate['sent'] / max(1, rate['requests']):.0f} "
+              f"| {rate['events_per_s']:.0f} | {rate['spilled']} | {rate['dropped']} |")  # fmt: skip
 
 
 # --- write cost of the replay log ---------------------------------------------------------------
@@ -256,7 +335,9 @@ def main() -> None:
     ap.add_argument("--viewers", type=lambda s: [int(x) for x in s.split(",")], default=[1, 1000])
     ap.add_argument("--seconds", type=float, default=20.0, help="How long to log for, per viewer count.")
     ap.add_argument("--rate", type=float, default=20.0, help="Steps logged per second.")
-    ap.add_argument("--flush-interval", type=float, default=0.1, help="The SDK's flush_interval (s).")
+    ap.add_argument("--flush-interval", type=float, default=None, help="The SDK's flush_interval (s); default: the SDK's.")
+    ap.add_argument("--embedded", action="store_true", help="One `runcast serve` in the embedded default.")
+    ap.add_argument("--throughput", type=int, default=0, help="Also log this many steps as fast as possible.")
     ap.add_argument("--ingest-cost", action="store_true", help="Measure the write cost of the replay log instead.")
     ap.add_argument("--batches", type=int, default=200)
     ap.add_argument("--batch-steps", type=int, default=250)

@@ -38,6 +38,10 @@ from runcast_server.db import make_engine
 from services import BIN, PostgresServer, Process, RedisServer, child_env
 from sqlalchemy import Engine
 
+# The SDK's system sampler (runcast.system) adds points to every run that has a server;
+# tests that count points would see them. The tests of the sampler turn it on themselves.
+os.environ["RUNCAST_SYSTEM_INTERVAL"] = "off"
+
 SERVICE_FIXTURES = {"pg_server", "pg_template", "pg_url", "redis_server", "stack"}
 
 _LOGS = pytest.StashKey[list[tuple[str, Path]]]()

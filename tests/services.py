@@ -96,6 +96,8 @@ def child_env(extra: Mapping[str, str]) -> dict[str, str]:
     """This process's environment without any RUNCAST_* setting, plus ``extra``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("RUNCAST_")}
     env["PYTHONUNBUFFERED"] = "1"
+    # The SDK's system sampler adds points; tests that count points turn it on themselves.
+    env["RUNCAST_SYSTEM_INTERVAL"] = "off"
     env.update(extra)
     return env
 

@@ -20,9 +20,9 @@ from runcast_server import migrate
 from runcast_server.assets import FileAssets
 from runcast_server.api import api_router
 from runcast_server.api.deps import admin, bearer_token, writer_project
-from runcast_server.api.limits import BodyLimit
+from runcast_server.api.limits import BodyLimit, body_limit
 from runcast_server.db import get_engine
-from runcast_server.errors import install_error_handlers
+from runcast_server.errors import error_responses, install_error_handlers
 from runcast_server.frontend import Frontend
 from runcast_server.health import Probes, Readiness, probes
 from runcast_server.inbox.sweep import SweepTimer
@@ -30,7 +30,10 @@ from runcast_server.observability.collectors import InboxCollector
 from runcast_server.observability.http import RequestMetrics, exposition, scrape_registry
 from runcast_server.observability.metrics import Metrics, multiprocess_dir
 from runcast_server.pages import FrontendFiles, pages_router
+from runcast_server.sessions.http import PrivateWhenSignedIn
 from runcast_server.settings import Settings, get_settings
+from runcast_server.share.cors import PublicReadCors
+from runcast_server.share.routes import share_router
 from runcast_server.tasks import bind_metrics, enqueue_ingest
 from runcast_server.vendor import load_vendor
 
@@ -83,9 +86,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_error_handlers(app)
     app.add_middleware(
         BodyLimit,  # type: ignore[arg-type]
-        limit_for=lambda path: settings.max_body_bytes if path == INGEST_PATH else settings.max_request_bytes,
+        limit_for=lambda path: body_limit(settings, path),
     )
     app.add_middleware(RequestMetrics, metrics=metrics, ingest_path=INGEST_PATH)  # type: ignore[arg-type]
+    app.add_middleware(PrivateWhenSignedIn)  # type: ignore[arg-type]  # docs/auth.md: caching
+    if settings.cors_origins:  # outermost: a preflight is answered before anything else (docs/sharing.md)
+        app.add_middleware(PublicReadCors, origins=settings.cors_origins)  # type: ignore[arg-type]
     app.include_router(api_router)
     scrape = scrape_registry(metrics, [InboxCollector(get_engine)])
     app.add_api_route("/metrics", exposition(scrape, settings.metrics_token), methods=["GET"],
@@ -106,6 +112,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return JSONResponse(report.model_dump(), status_code=503, headers={"Retry-After": "5"})
 
     frontend = Frontend(FileAssets(FRONTEND_DIR), vendor)
+    app.include_router(share_router(frontend, settings), responses=error_responses(413, 503))
     app.include_router(pages_router(frontend, vendor, title=app.title, openapi_url=app.openapi_url or "/openapi.json"))
     app.mount("/", FrontendFiles(frontend), name="frontend")  # last: whatever no route matched
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]

@@ -118,10 +118,13 @@ def _matches(if_none_match: str, asset: Asset) -> bool:
     return False
 
 
-def asset_response(request: Request, asset: Asset, cache_control: str) -> Response:
+def asset_response(
+    request: Request, asset: Asset, cache_control: str, extra_headers: dict[str, str] | None = None
+) -> Response:
     """``asset`` for this request: 304, or its body in the best encoding the client accepts."""
     coding = choose_coding(asset, request.headers.get("accept-encoding", ""))
-    headers = {"ETag": asset.etag(coding), "Cache-Control": cache_control, "Vary": "Accept-Encoding"}
+    headers = {"ETag": asset.etag(coding), "Cache-Control": cache_control, "Vary": "Accept-Encoding",
+               **(extra_headers or {})}
     if _matches(request.headers.get("if-none-match", ""), asset):
         return Response(status_code=304, headers=headers)
     if coding:

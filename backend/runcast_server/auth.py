@@ -18,6 +18,9 @@ from runcast_server.models import AdminToken, IngestToken, Project
 
 TOKEN_PREFIX = "rc_"
 ADMIN_TOKEN_PREFIX = "rca_"
+# ``last_used_at`` is written at most this often per token, so a busy trainer's requests
+# do not each become a write.
+TOUCH_EVERY_S = 60.0
 
 
 def hash_token(token: str) -> str:
@@ -50,16 +53,44 @@ def create_token(session: Session, project_name: str, label: str | None = None) 
     return token
 
 
-def project_for_token(session: Session, token: str | None) -> Project | None:
-    """The project a valid, unrevoked token belongs to, else None."""
+def project_for_token(session: Session, token: str | None, *, touch: bool = False) -> Project | None:
+    """The project a valid, unrevoked token belongs to, else None.
+
+    ``touch``: record the use in the token's ``last_used_at`` (at most every ``TOUCH_EVERY_S``).
+    """
     if not token:
         return None
     row = session.execute(
-        select(Project)
+        select(Project, IngestToken)
         .join(IngestToken, IngestToken.project_id == Project.id)
         .where(IngestToken.token_hash == hash_token(token), IngestToken.revoked_at.is_(None))
-    ).scalar_one_or_none()
-    return row
+    ).one_or_none()
+    if row is None:
+        return None
+    project, stored = row
+    now = time.time()
+    if touch and (stored.last_used_at is None or stored.last_used_at < now - TOUCH_EVERY_S):
+        stored.last_used_at = now
+    return project
+
+
+def project_tokens(session: Session, project_id: int) -> list[IngestToken]:
+    """Every token of a project, revoked ones included, oldest first."""
+    return list(
+        session.scalars(select(IngestToken).where(IngestToken.project_id == project_id).order_by(IngestToken.id))
+    )
+
+
+def revoke_token(session: Session, project_id: int, token_id: int) -> IngestToken | None:
+    """Revoke the project's token ``token_id`` (from then on it authenticates nothing); None if
+    the project has no such token. Revoking a revoked token keeps its first ``revoked_at``."""
+    stored = session.scalar(
+        select(IngestToken).where(IngestToken.id == token_id, IngestToken.project_id == project_id)
+    )
+    if stored is not None and stored.revoked_at is None:
+        stored.revoked_at = time.time()
+        session.flush()
+    return stored
 
 
 def create_admin_token(session: Session, label: str | None = None) -> str:

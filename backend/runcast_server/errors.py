@@ -49,6 +49,7 @@ _DESCRIPTIONS: Final = {
     409: "Conflicts with what is stored.",
     410: "Gone: the trainer pruned it.",
     413: "The request body is over the limit.",
+    415: "The body must be sent as Content-Type: application/json.",
     416: "The range starts past the end of the file.",
     422: "A parameter or body field is invalid (``field`` names it).",
     429: "Too many requests; see Retry-After.",
@@ -153,6 +154,8 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def _validation(_: Request, exc: RequestValidationError) -> ErrorResponse:
         first = exc.errors()[0] if exc.errors() else {"loc": (), "msg": "invalid request"}
+        if first.get("type") == "json_invalid":  # the body itself, not a field of it
+            return error_response(422, error_body(f"the body is not JSON: {first.get('msg', '')}", field="body"))
         loc = [str(p) for p in first.get("loc", ()) if p not in ("body", "query", "path", "header")]
         return error_response(422, error_body(first.get("msg", "invalid request"), field=".".join(loc) or "request"))
 
@@ -160,6 +163,8 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _http(request: Request, exc: StarletteHTTPException) -> ErrorResponse:
         headers = dict(exc.headers or {})
         status, detail = exc.status_code, str(exc.detail)
+        if status == 400 and detail == "There was an error parsing the body":  # FastAPI: not UTF-8 JSON
+            return error_response(422, error_body("the body is not JSON (UTF-8)", field="body"))
         if status in (404, 405):
             # A method no route serves at a path some route serves is a 405 (the static files
             # mounted at / would otherwise answer a HEAD or a POST with their own 404 or 405).

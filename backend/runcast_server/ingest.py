@@ -24,9 +24,11 @@ from sqlalchemy import Connection, Insert, Table, bindparam, case, func, select,
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
-from runcast.events import encode_event, encode_value
+from runcast.events import SYSTEM_PREFIX, encode_event, encode_value, is_system_event
 from runcast_server.models import Event, Point, Project, Rollup, Run, RunVersion, Segment, Series
 from runcast_server.rollups import merge_set, rollup_deltas
+from runcast_server.run_updates import write_tags, write_updates
+from runcast_server.policy.store import record_initial
 
 RUNS: Table = Run.__table__  # type: ignore[assignment]
 SEGMENTS: Table = Segment.__table__  # type: ignore[assignment]
@@ -306,6 +308,9 @@ def register_runs(
             "public_paths": e.get("public_paths", False),
             "status": "running",
             "config": e["config"],
+            "group_name": e.get("group"),
+            "job_type": e.get("job_type"),
+            "notes": e.get("notes"),
             "code": e["code"],
             "env": e["env"],
             "seed": e["seed"],
@@ -321,6 +326,8 @@ def register_runs(
     ]
     conn.execute(_insert(conn, RUNS).on_conflict_do_nothing(index_elements=["id"]), rows)
     lock_runs(conn, firsts)
+    write_tags(conn, [events[i] for i in sorted(started.values())])
+    record_initial(conn, {run: e["policy"] for run, e in firsts.items() if e.get("policy")}, now)
     existing = {
         (r, u)
         for r, u in conn.execute(
@@ -403,6 +410,7 @@ def store_batch(
     inserted_types = _write_events(conn, events, segments, result, now)
     _update_runs(conn, events, runs, result, new_points, inserted_types, now)
     _write_lost(conn, events, segments)
+    write_updates(conn, events, segments)
     _write_version_log(conn, result, now)
     return result
 
@@ -528,41 +536,37 @@ def _write_metrics(
 
 
 _ROLLUP_COLUMNS = ("series_id", "level", "bucket", "min", "max", "sum", "count", "nan_count", "last", "last_step")
+_ROLLUP_TYPES = ("int8", "int2", "int8", "float8", "float8", "float8", "int8", "int8", "float8", "int8")
+_POINT_COLUMNS = ("series_id", "step", "value", "version")
+_POINT_TYPES = ("int8", "int8", "float8", "int8")
 
 
 def _write_rollups(conn: Connection, deltas: dict[tuple[int, int, int], list[Any]], stored_max: dict[int, int | None]) -> None:
     """Merge rollup deltas into the stored rows (``stored_max``: series id -> highest stored step before this batch).
 
-    On PostgreSQL the row of a bucket past its series' highest stored step cannot exist
-    yet (rollup rows are made only from stored points, only here, under the run's lock),
-    so those rows, nearly all of an in-order batch, are COPYed; the rest (at most one per
-    level and series for an in-order batch) are merged by INSERT ... ON CONFLICT DO UPDATE.
+    The row of a bucket past its series' highest stored step cannot exist yet (rollup
+    rows are made only from stored points, only here, under the run's lock), so those
+    rows, nearly all of an in-order batch, are written as plain rows (``_append_rows``);
+    the rest (at most one per level and series for an in-order batch) are merged by
+    INSERT ... ON CONFLICT DO UPDATE.
     """
-    ordered = sorted(deltas)
-    if conn.dialect.name == "postgresql":
-        new: list[tuple[int, int, int]] = []
-        merge: list[tuple[int, int, int]] = []
-        for k in ordered:
-            hi = stored_max[k[0]]
-            (new if hi is None or k[2] > hi >> k[1] else merge).append(k)
-        if new:
-            with conn.connection.dbapi_connection.cursor() as cursor:  # type: ignore[union-attr]
-                with cursor.copy(f"COPY rollups ({', '.join(_ROLLUP_COLUMNS)}) FROM STDIN (FORMAT BINARY)") as copy:
-                    copy.set_types(["int8", "int2", "int8", "float8", "float8", "float8", "int8", "int8", "float8", "int8"])
-                    write = copy.write_row
-                    for k in new:
-                        write((*k, *deltas[k]))
-        ordered = merge
-    if ordered:
+    new: list[tuple[int, int, int]] = []
+    merge: list[tuple[int, int, int]] = []
+    for k in sorted(deltas):
+        hi = stored_max[k[0]]
+        (new if hi is None or k[2] > hi >> k[1] else merge).append(k)
+    if new:
+        _append_rows(conn, "rollups", _ROLLUP_COLUMNS, _ROLLUP_TYPES, [(*k, *deltas[k]) for k in new])
+    if merge:
         _bulk_insert(
             conn,
             ROLLUPS,
             _ROLLUP_COLUMNS,
             [
-                [k[0] for k in ordered],
-                [k[1] for k in ordered],
-                [k[2] for k in ordered],
-                *([deltas[k][i] for k in ordered] for i in range(7)),
+                [k[0] for k in merge],
+                [k[1] for k in merge],
+                [k[2] for k in merge],
+                *([deltas[k][i] for k in merge] for i in range(7)),
             ],
             _merge_rollups,
         )
@@ -619,39 +623,53 @@ def _insert_points(conn: Connection, columns: list[list[Any]], *, beyond: bool =
     inserted: the only points rollups may count. ``beyond``: every step is past its
     series' highest stored step, so none can be stored already.
 
-    On PostgreSQL, with ``beyond``, the points are COPYed in binary (no savepoint, no
-    RETURNING, no ON CONFLICT: the cheapest write for client and server). Otherwise a
-    plain INSERT is tried first, in a savepoint: when every point is new it skips ON
-    CONFLICT's speculative insertion, a third WAL record per row; a batch that
-    repeats a stored point falls back to ON CONFLICT.
+    With ``beyond`` the points are appended as plain rows (``_append_rows``: no
+    savepoint, no RETURNING, no ON CONFLICT: the cheapest write for client and server).
+    Otherwise, on PostgreSQL, a plain INSERT is tried first, in a savepoint: when every
+    point is new it skips ON CONFLICT's speculative insertion, a third WAL record per
+    row; a batch that repeats a stored point falls back to ON CONFLICT.
     """
-    names = ("series_id", "step", "value", "version")
+    if beyond:
+        _append_rows(conn, "points", _POINT_COLUMNS, _POINT_TYPES, zip(*columns))
+        return None
     if conn.dialect.name == "postgresql":
-        if beyond:
-            _copy_points(conn, columns)
-            return None
         from psycopg.errors import UniqueViolation
 
         savepoint = conn.begin_nested()
         try:
-            _bulk_insert(conn, POINTS, names, columns, _plain)
+            _bulk_insert(conn, POINTS, _POINT_COLUMNS, columns, _plain)
         except UniqueViolation:
             savepoint.rollback()
         else:
             savepoint.commit()
             return None
-    rows = _bulk_insert(conn, POINTS, names, columns, _skip_stored_returning_keys)
+    rows = _bulk_insert(conn, POINTS, _POINT_COLUMNS, columns, _skip_stored_returning_keys)
     return [(sid, step) for sid, step in rows]
 
 
-def _copy_points(conn: Connection, columns: list[list[Any]]) -> None:
-    """``COPY points FROM STDIN`` in binary (PostgreSQL), in the session's transaction."""
-    with conn.connection.dbapi_connection.cursor() as cursor:  # type: ignore[union-attr]
-        with cursor.copy("COPY points (series_id, step, value, version) FROM STDIN (FORMAT BINARY)") as copy:
-            copy.set_types(["int8", "int8", "float8", "int8"])
-            write = copy.write_row
-            for row in zip(*columns):
-                write(row)
+def _append_rows(conn: Connection, table: str, names: Sequence[str], pg_types: Sequence[str],
+                 rows: Iterable[Sequence[Any]]) -> None:
+    """Write rows that cannot conflict with stored ones, in the session's transaction.
+
+    PostgreSQL: ``COPY ... FROM STDIN`` in binary (``pg_types``: the columns' types).
+    SQLite: the driver's ``executemany`` of one prepared plain INSERT (SQLAlchemy's
+    multi-row VALUES costs several times more client CPU per row). Any conflict still
+    raises: nothing is skipped silently.
+    """
+    dbapi = conn.connection.dbapi_connection
+    if conn.dialect.name == "postgresql":
+        with dbapi.cursor() as cursor:  # type: ignore[union-attr]
+            with cursor.copy(f"COPY {table} ({', '.join(names)}) FROM STDIN (FORMAT BINARY)") as copy:
+                copy.set_types(list(pg_types))
+                write = copy.write_row
+                for row in rows:
+                    write(row)
+        return
+    cursor = dbapi.cursor()  # type: ignore[union-attr]
+    try:
+        cursor.executemany(f"INSERT INTO {table} ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})", rows)
+    finally:
+        cursor.close()
 
 
 def _plain(stmt: Insert) -> Insert:
@@ -743,7 +761,13 @@ def _update_runs(
 ) -> None:
     """Move each run's state forward: heartbeat, last step, last values, status, version."""
     steps: dict[str, int] = {}
+    # System samples (every rank's sampler, runcast.system) are points only: their step is a
+    # wall-clock second and they keep coming from a rank whose training hangs.
+    beating: set[str] = set()
     for e in events:
+        if is_system_event(e):
+            continue
+        beating.add(e["run"])
         step = e.get("step")
         if step is not None and (e["run"] not in steps or step > steps[e["run"]]):
             steps[e["run"]] = step
@@ -761,11 +785,15 @@ def _update_runs(
         if rid in newest:
             last_values = dict(last_values or {})
             for key, (step, value) in newest[rid].items():
+                if key.startswith(SYSTEM_PREFIX):
+                    continue
                 old = last_values.get(key)
                 if old is None or step > old[0]:
                     last_values[key] = [step, encode_value(float("nan") if value is None else value)]
         status, started_at, finished_at = statuses.get(rid, (row.status, None, None))
-        heartbeat = now if row.heartbeat_at is None or now > row.heartbeat_at else row.heartbeat_at
+        heartbeat = row.heartbeat_at
+        if rid in beating and (heartbeat is None or now > heartbeat):
+            heartbeat = now
         if not change.changed:
             change.version = row.version
         change.status, change.last_step = status, last_step

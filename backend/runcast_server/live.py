@@ -54,6 +54,7 @@ from starlette.concurrency import run_in_threadpool
 from runcast_server import hub
 from runcast_server.db import session_scope
 from runcast_server.models import Event, Point, Run, RunVersion, Segment, Series
+from runcast_server.policy.apply import TEAM, View, public_policy
 from runcast_server.reads.published import published_payload
 from runcast_server.reads.values import stored_value, strict_json
 
@@ -95,6 +96,7 @@ class Frame:
     data: bytes  # as every reader may see it
     reset: bool = False
     project: bytes | None = None  # for readers with a token of the run's project, when it differs
+    policy: str = ""  # the publication policy ``data`` was built under (View.key)
 
     def for_reader(self, project_reader: bool) -> bytes:
         return self.project if project_reader and self.project is not None else self.data
@@ -104,22 +106,23 @@ def _dumps(obj: Any) -> str:
     return json.dumps(obj, separators=(",", ":"), allow_nan=False)
 
 
-def _published(message: dict[str, Any], full: bool, project: bool) -> dict[str, Any]:
+def _published(message: dict[str, Any], full: bool, project: bool, view: View = TEAM) -> dict[str, Any]:
     events = [{**e, "payload": published_payload(e["type"], e["payload"], full, project)} for e in message["events"]]
-    return {**message, "events": events}
+    return {**message, "points": view.points(message["points"]), "events": view.events(events)}
 
 
-def batch_frame(message: dict[str, Any], public_paths: bool = False) -> Frame:
+def batch_frame(message: dict[str, Any], public_paths: bool = False, policy: View = TEAM) -> Frame:
     """``id: <version>`` / ``event: batch`` / ``data: <message>``, for both kinds of reader.
 
     ``message`` is one of ``read_versions``'s (event payloads as stored); ``public_paths``:
-    the run opted in, so every reader sees its paths (not its private checkpoints' files).
+    the run opted in, so every reader sees its paths (not its private checkpoints' files);
+    ``policy``: what the run's publication policy shows readers outside its project.
     """
     v = message["version"]
     encode = lambda m: f"id: {v}\nevent: batch\ndata: {_dumps(m)}\n\n".encode()  # noqa: E731
-    public = encode(_published(message, public_paths, False))
-    project = encode(_published(message, True, True)) if message["events"] else public
-    return Frame(v, public, project=None if project == public else project)
+    public = encode(_published(message, public_paths, False, policy))
+    project = encode(_published(message, True, True)) if message["events"] or policy.withheld() else public
+    return Frame(v, public, project=None if project == public else project, policy=policy.key)
 
 
 def reset_frame(version: int) -> Frame:
@@ -143,6 +146,7 @@ class Replay:
     current: int
     messages: list[dict[str, Any]] | None = field(default_factory=list)
     public_paths: bool = False  # the run shows its paths, host and pid to every reader
+    policy: View = TEAM  # what its publication policy shows readers outside its project
 
 
 def current_version(session: Session, run_id: str) -> int:
@@ -172,19 +176,21 @@ def read_versions(
     max_versions = limits.replay_max_versions if max_versions is None else max_versions
     max_points = limits.replay_max_points if max_points is None else max_points
     current, public_paths = _run_position(session, run_id)
+    policy = public_policy(session, run_id)
     if after == current:
-        return Replay(current, public_paths=public_paths)
+        return Replay(current, public_paths=public_paths, policy=policy)
     if after > current or current - after > max_versions:
-        return Replay(current, None, public_paths)
+        return Replay(current, None, public_paths, policy)
     logs: list[RunVersion] = list(session.execute(
         select(RunVersion)
         .where(RunVersion.run_id == run_id, RunVersion.version > after, RunVersion.version <= current)
         .order_by(RunVersion.version)
     ).scalars())
     if [r.version for r in logs] != list(range(after + 1, current + 1)):
-        return Replay(current, None, public_paths)  # versions written without a log row (older data): reload
+        # versions written without a log row (older data, a policy change): reload
+        return Replay(current, None, public_paths, policy)
     if sum(r.points for r in logs) > max_points:
-        return Replay(current, None, public_paths)
+        return Replay(current, None, public_paths, policy)
     points = _read_points(session, run_id, logs, after, current)
     events = _read_events(session, [i for r in logs for i in r.event_ids])
     messages = [
@@ -198,7 +204,7 @@ def read_versions(
         }
         for r in logs
     ]
-    return Replay(current, messages, public_paths)
+    return Replay(current, messages, public_paths, policy)
 
 
 def _scan_groups(logs: list[RunVersion]) -> list[tuple[int, int, int]]:
@@ -302,8 +308,9 @@ class Viewer:
     ``project_reader``: the viewer holds a token of the run's project (reads/published.py).
     """
 
-    def __init__(self, maxsize: int | None = None, *, project_reader: bool = False) -> None:
+    def __init__(self, maxsize: int | None = None, *, project_reader: bool = False, policy: str = "") -> None:
         self.project_reader = project_reader
+        self.policy = policy  # View.key of the run's public policy when the viewer connected
         self.frames: deque[Frame] = deque()
         self.wake = asyncio.Event()
         self.maxsize = stream_settings().viewer_queue if maxsize is None else maxsize
@@ -384,7 +391,7 @@ class RunChannel:
             self._emit(reset_frame(replay.current))
             return
         for message in replay.messages:
-            self._emit(batch_frame(message, replay.public_paths))
+            self._emit(batch_frame(message, replay.public_paths, replay.policy))
 
     async def _run(self) -> None:
         try:
@@ -519,6 +526,8 @@ async def viewer_frames(run_id: str, last_event_id: int | None, viewer: Viewer) 
             yield reset_frame(sent).data
         else:
             cached = channel.recent_after(last_event_id)
+            if cached is not None and not viewer.project_reader and any(f.policy != viewer.policy for f in cached):
+                cached = None  # built under a policy changed since (its reset is on its way): read afresh
             if cached is not None:
                 for frame in cached:
                     yield frame.for_reader(viewer.project_reader)
@@ -529,7 +538,7 @@ async def viewer_frames(run_id: str, last_event_id: int | None, viewer: Viewer) 
                     yield reset_frame(replay.current).data
                 else:
                     for message in replay.messages:
-                        yield batch_frame(message, replay.public_paths).for_reader(viewer.project_reader)
+                        yield batch_frame(message, replay.public_paths, replay.policy).for_reader(viewer.project_reader)
                 sent = replay.current  # >= joined_at: read after joining
         while True:
             if not viewer.frames and not viewer.closed:

@@ -20,6 +20,7 @@ from sqlalchemy import (
     MetaData,
     SmallInteger,
     String,
+    Text,
     UniqueConstraint,
     false,
 )
@@ -64,6 +65,8 @@ class IngestToken(Base):
     label: Mapped[str | None] = mapped_column(String(200))
     created_at: Mapped[float] = mapped_column(Float)
     revoked_at: Mapped[float | None] = mapped_column(Float)
+    # When a request last presented it (written at most once a minute: auth.TOUCH_EVERY_S).
+    last_used_at: Mapped[float | None] = mapped_column(Float)
 
 
 class AdminToken(Base):
@@ -108,6 +111,44 @@ class Run(Base):
     last_values: Mapped[dict[str, Any]] = mapped_column(default=dict)
     # Bumped once per committed ingest batch: the live stream's resume position.
     version: Mapped[int] = mapped_column(BigInteger, default=0)
+    # From the first run_started (init(group=, job_type=, notes=)); tags live in run_tags.
+    group_name: Mapped[str | None] = mapped_column(String(128), index=True)
+    job_type: Mapped[str | None] = mapped_column(String(64))
+    notes: Mapped[str | None] = mapped_column(Text)
+    # Folded from the run's updates (run.summary, run.define_metric), in trainer order.
+    summary: Mapped[dict[str, Any] | None] = mapped_column()
+    metric_defs: Mapped[dict[str, Any] | None] = mapped_column()
+    # Archived runs are left out of the run list unless asked for; still readable by id.
+    archived_at: Mapped[float | None] = mapped_column(Float)
+
+
+class RunTag(Base):
+    """One tag of a run: from ``init(tags=[...])``, or given by its project later (PATCH /runs/{id},
+    ``runcast runs tag``). The runs page filters by it."""
+
+    __tablename__ = "run_tags"
+
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True)
+    tag: Mapped[str] = mapped_column(String(64), primary_key=True, index=True)
+
+
+class RunUpdate(Base):
+    """An ``update`` event (config, summary, metric declarations), stored once per (segment, seq).
+
+    The run's ``config``, ``summary`` and ``metric_defs`` are these folded in trainer order
+    (ts, segment index, seq) over the first run_started's config, so batches may arrive in
+    any order.
+    """
+
+    __tablename__ = "run_updates"
+    __table_args__ = (UniqueConstraint("segment_id", "seq", name="uq_run_updates_segment_seq"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    segment_id: Mapped[int] = mapped_column(BigInteger, ForeignKey("segments.id", ondelete="CASCADE"))
+    seq: Mapped[int] = mapped_column(BigInteger)
+    ts: Mapped[float] = mapped_column(Float)
+    body: Mapped[dict[str, Any]] = mapped_column()
 
 
 class Segment(Base):
@@ -228,3 +269,6 @@ class RunVersion(Base):
     event_ids: Mapped[list[Any]] = mapped_column(JSON)
 from runcast_server.alerts import models as _alert_models  # noqa: E402,F401  (alerts tables, migration 0003)
 from runcast_server.inbox import models as _inbox_models  # noqa: E402,F401  (ingest inbox, migration 0006)
+from runcast_server.artifacts import models as _artifact_models  # noqa: E402,F401  (checkpoint uploads, migration 0008)
+from runcast_server.sessions import models as _session_models  # noqa: E402,F401  (dashboard sign-in, migration 0010)
+from runcast_server.policy import models as _policy_models  # noqa: E402,F401  (publication policies, migration 0011)

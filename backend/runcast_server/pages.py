@@ -36,11 +36,19 @@ def _not_found() -> HTTPException:
     return HTTPException(404, "Not Found")
 
 
+# The dashboard's pages are framed only by themselves (clickjacking); /embed pages have their own policy.
+PAGE_HEADERS = {
+    "Content-Security-Policy": "frame-ancestors 'self'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+}
+
+
 def page_response(request: Request, frontend: Frontend, name: str) -> Response:
     asset = frontend.page(name)
     if asset is None:
         raise _not_found()
-    return asset_response(request, asset, REVALIDATE)
+    return asset_response(request, asset, REVALIDATE, PAGE_HEADERS)
 
 
 def file_response(request: Request, frontend: Frontend, path: str) -> Response:
@@ -100,7 +108,7 @@ def pages_router(frontend: Frontend, vendor: Vendor, *, title: str, openapi_url:
             swagger_favicon_url="data:,",
             swagger_ui_parameters=SWAGGER_UI_PARAMETERS,
         )
-        return asset_response(request, Asset.of(bytes(html.body), "text/html"), REVALIDATE)
+        return asset_response(request, Asset.of(bytes(html.body), "text/html"), REVALIDATE, PAGE_HEADERS)
 
     @router.api_route("/redoc", methods=_GET)
     def redoc(request: Request) -> Response:
@@ -112,7 +120,7 @@ def pages_router(frontend: Frontend, vendor: Vendor, *, title: str, openapi_url:
             redoc_favicon_url="data:,",
             with_google_fonts=False,
         )
-        return asset_response(request, Asset.of(bytes(html.body), "text/html"), REVALIDATE)
+        return asset_response(request, Asset.of(bytes(html.body), "text/html"), REVALIDATE, PAGE_HEADERS)
 
     @router.api_route("/vendor/{digest}/{name}", methods=_GET)
     def vendor_versioned(request: Request, digest: str, name: str) -> Response:

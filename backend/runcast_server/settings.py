@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+# One source of a CSP frame-ancestors list: a keyword, a scheme, or a host with optional scheme, port, path.
+_ORIGIN = re.compile(r"https?://[A-Za-z0-9.-]+(:\d+)?|https?://\[[0-9A-Fa-f:.]+\](:\d+)?")
+_CSP_SOURCE = re.compile(r"'self'|'none'|\*|[a-z][a-z0-9+.-]*:|([a-z][a-z0-9+.-]*://)?(\*\.)?[A-Za-z0-9.-]+(:(\d+|\*))?(/[A-Za-z0-9._~/-]*)?")
 
 
 def _default_data_dir() -> Path:
@@ -109,9 +114,24 @@ class Settings(BaseSettings):
         description="Link to a code revision on its host; fields {remote} (https form), {sha}, "
         "{short_sha}, {branch}, {host}, {path}. Empty: no links.",
     )
+    download_accel_prefix: str | None = Field(
+        default=None, pattern=r"^/[A-Za-z0-9_./-]*/$",
+        description="Set only when every request comes through nginx (deploy/nginx): downloads of local files "
+        "are answered, after the visibility check, with 'X-Accel-Redirect: <prefix><key>' for nginx's internal "
+        "location of that prefix to send (e.g. /_runcast_files/). Unset: the API streams the file.",
+    )
     download_chunk_bytes: int = Field(
         default=4 * 1024 * 1024, ge=4096, description="Read (and send) size of checkpoint downloads; two per transfer are in memory."
     )
+
+    upload_chunk_bytes: int = Field(
+        default=8 * 1024 * 1024, ge=64 * 1024, le=256 * 1024 * 1024,
+        description="Size of the chunks trainers upload checkpoints in (the body limit of a chunk request).",
+    )
+    upload_max_bytes: int = Field(
+        default=1024**4, ge=1, description="Largest checkpoint (a file, or a directory's files together) a trainer may upload."
+    )
+    upload_max_files: int = Field(default=10_000, ge=1, description="Most files in one uploaded directory checkpoint.")
 
     @field_validator("storage_url")
     @classmethod
@@ -157,6 +177,14 @@ class Settings(BaseSettings):
         default=3600, gt=0, description="How often old deliveries are pruned (beat or embedded timer)."
     )
 
+    # --- dashboard sign-in (docs/auth.md) ---
+    session_ttl_s: float = Field(
+        default=12 * 3600, gt=0, le=30 * 24 * 3600,
+        description="A dashboard session ends this long after sign-in (fixed: use does not extend it).",
+    )
+    signin_rate_limit: int = Field(default=20, ge=1, description="Sign-in attempts one client IP may make per window.")
+    signin_rate_window_s: int = Field(default=300, ge=1, description="The sign-in rate limit's fixed window.")
+
     # --- the operator's view (docs/operations.md) ---
     log_format: Literal["text", "json"] = Field(
         default="text", description="'json': the API and workers log one JSON object per line, with run_id where known.",
@@ -179,6 +207,46 @@ class Settings(BaseSettings):
         if value is not None and not value.is_dir():
             raise ValueError(f"PROMETHEUS_MULTIPROC_DIR={value} is not a directory")
         return value
+
+    # --- sharing: embeds, badges, plots, CORS (docs/sharing.md) ---
+    embed_frame_ancestors: str = Field(
+        default="*",
+        description="Who may frame the /embed pages: the Content-Security-Policy frame-ancestors sources, "
+        "space-separated ('self', https://blog.example.org, https://*.example.org, *), or 'none'. "
+        "Only /embed pages are affected.",
+    )
+    cors_allow_origins: str = Field(
+        default="*",
+        description="Origins whose scripts may read the public read API (GET/HEAD of /api/v1/runs..., "
+        "/api/v1/projects/..., /badge/...): comma-separated (https://blog.example.org), '*' for any, "
+        "empty for none. Never granted to writes, and never with cookies.",
+    )
+
+    @field_validator("embed_frame_ancestors")
+    @classmethod
+    def _check_frame_ancestors(cls, value: str) -> str:
+        sources = value.split()
+        if not sources or any(not _CSP_SOURCE.fullmatch(s) for s in sources):
+            raise ValueError(
+                f"RUNCAST_EMBED_FRAME_ANCESTORS={value!r}: give space-separated CSP sources "
+                "('self', 'none', *, https://example.org)"
+            )
+        return " ".join(sources)
+
+    @field_validator("cors_allow_origins")
+    @classmethod
+    def _check_cors_origins(cls, value: str) -> str:
+        for origin in (o.strip().rstrip("/") for o in value.split(",") if o.strip()):
+            if origin != "*" and not _ORIGIN.fullmatch(origin):
+                raise ValueError(
+                    f"RUNCAST_CORS_ALLOW_ORIGINS: {origin!r} is not an origin (scheme://host[:port]) or '*'"
+                )
+        return value
+
+    @property
+    def cors_origins(self) -> list[str]:
+        """The allowed origins, as a list ('*' alone for any)."""
+        return [o.strip().rstrip("/") for o in self.cors_allow_origins.split(",") if o.strip()]
 
     @property
     def embedded(self) -> bool:

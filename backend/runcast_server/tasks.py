@@ -49,11 +49,18 @@ def ingest_batch(self: Task, **message: Any) -> dict[str, Any]:
     inbox_id = _inbox_id(message, settings)
     if inbox_id is None:
         return {"state": None}
-    outcome = process(inbox_id, policy(settings), publish, attempt=self.request.retries)
-    _observe(inbox_id, outcome)
+    outcome = store_row(inbox_id, settings, attempt=self.request.retries)
     if outcome.retry_in is not None and not self.request.is_eager:
         raise self.retry(countdown=outcome.retry_in, max_retries=None)
     return outcome.summary()
+
+
+def store_row(inbox_id: int, settings: Settings, *, attempt: int = 0,
+              events: list[dict[str, Any]] | None = None) -> Outcome:
+    """Process one inbox row (``inbox.service.process``) and record its metrics and log line."""
+    outcome = process(inbox_id, policy(settings), publish, attempt=attempt, events=events)
+    _observe(inbox_id, outcome)
+    return outcome
 
 
 def _observe(inbox_id: int, outcome: Outcome) -> None:
@@ -146,13 +153,20 @@ def after_commit_alerts(result: IngestResult) -> None:
         log.warning("ingest: could not dispatch alerts", exc_info=True)
 
 
-def enqueue_ingest(inbox_id: int) -> None:
+def enqueue_ingest(inbox_id: int, events: list[dict[str, Any]] | None = None) -> None:
     """Send the ingest task for an inbox row (runs now, in this thread, when embedded).
+
+    ``events``: the row's batch as the caller validated it from the very body it
+    committed. Embedded, the batch is then stored from them at once, without decoding
+    and validating the body a second time; a worker always reads the row.
 
     Raises kombu's OperationalError when the broker is down; the batch is safe in the
     inbox all the same, and the sweeper enqueues it once the broker is back.
     """
     settings = get_settings()
+    if settings.embedded and events is not None:
+        store_row(inbox_id, settings, events=events)
+        return
     get_app()  # follow settings changes (tests swap them)
     ingest_batch.apply_async(
         kwargs={"contract": CONTRACT, "inbox_id": inbox_id}, expires=settings.ingest_task_expires_s

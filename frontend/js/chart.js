@@ -308,7 +308,7 @@ export class MetricChart {
           if (part.abandoned) name += " (abandoned)";
           const safe = escapeHtml(name);
           const group = src.run + "|" + src.key + "|" + series.segment + "|" + part.abandoned;
-          const meta = (role) => ({ role, run: src.run, key: src.key, source: src.index, segment: series.segment, abandoned: part.abandoned });
+          const meta = (role) => ({ role, run: src.run, key: src.key, source: src.index, segment: series.segment, abandoned: part.abandoned, epoch: xmap.epoch });
           const steps = series.step.slice(part.from, part.to);
           const x = steps.map((s) => xmap.toPlot(xmap.toX(s)));
           const raw = (bucketed ? series.mean : series.last).slice(part.from, part.to).map(finite);
@@ -345,7 +345,52 @@ export class MetricChart {
     }
     this.level = level;
     this.bucketWidth = bucketWidth;
+    if (this.view.band) traces.unshift(...this.bandTraces());
     return traces;
+  }
+
+  /**
+   * With view.band (the System panel): the min–max across the sources, behind their lines. At
+   * each step any source has, each source counts with its value at or before that step.
+   */
+  bandTraces() {
+    const ready = this.sources.filter((s) => s.entry.ready);
+    if (ready.length < 2) return [];
+    const cols = ready.map((src) => {
+      const pts = [];
+      for (const series of src.entry.series) {
+        const ys = src.entry.bucketed ? series.mean : series.last;
+        for (let i = 0; i < series.step.length; i++) pts.push([series.step[i], finite(ys[i])]);
+      }
+      pts.sort((a, b) => a[0] - b[0]);
+      return { pts, at: 0 };
+    });
+    const steps = [...new Set(cols.flatMap((c) => c.pts.map((p) => p[0])))].sort((a, b) => a - b);
+    const xmap = this.view.xmapFor(ready[0].run);
+    const x = [], lo = [], hi = [];
+    for (const step of steps) {
+      let min = Infinity, max = -Infinity;
+      for (const c of cols) {
+        while (c.at < c.pts.length && c.pts[c.at][0] <= step) c.at++;
+        const v = c.at > 0 ? c.pts[c.at - 1][1] : null;
+        if (v !== null) {
+          min = Math.min(min, v);
+          max = Math.max(max, v);
+        }
+      }
+      if (min > max) continue;
+      x.push(xmap.toPlot(xmap.toX(step)));
+      lo.push(min);
+      hi.push(max);
+    }
+    const meta = (key) => ({ role: "band", run: ready[0].run, key });
+    return [
+      { type: "scatter", mode: "lines", x, y: hi, line: { width: 0, color: GREY }, name: "max across ranks",
+        showlegend: false, hovertemplate: "max %{y:.6g}<extra>all ranks</extra>", meta: meta("max") },
+      { type: "scatter", mode: "lines", x, y: lo, line: { width: 0, color: GREY }, name: "min across ranks",
+        fill: "tonexty", fillcolor: alpha(GREY, 0.25), showlegend: false,
+        hovertemplate: "min %{y:.6g}<extra>all ranks</extra>", meta: meta("min") },
+    ];
   }
 
   /** The timeline's markers in two lanes at the top: events, and anomalies grouped when dense. */
@@ -523,6 +568,7 @@ function wrap(text, width = 56) {
 /** Marker lanes are redrawn, never extended: any change in them (a regrouping) needs a react. */
 function fixedPart(t) {
   const role = t.meta && t.meta.role;
+  if (role === "band") return JSON.stringify([t.x, t.y]); // a late point of one source can change it anywhere
   return role === "markers" || role === "anomalies" ? JSON.stringify([t.x, t.text, t.hovertext]) : null;
 }
 

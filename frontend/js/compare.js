@@ -1,37 +1,45 @@
-// The compare page (/compare?runs=a,b&key=train/loss): runs overlaid on one metric,
-// aligned by step or by tokens seen (each run's own tokens_seen key). URL state:
-// runs, key, x=step|tokens, smooth, log=1, start/end (x-axis units).
+// The compare page (/compare?runs=a,b&keys=train/loss,lr&x=step|tokens|time): runs picked
+// from a searchable list (name, project, tag, id), one chart per metric with every picked run
+// on it, aligned by step, tokens seen or wall time (each run's own key for them), and the
+// runs' configs side by side (only the keys that differ, or all). The view lives in the URL
+// (run/url.js, shared with the run page), so a comparison is a link.
 //
-// Like the run page, one store holds what the chart draws: each run's /metrics answer plus
-// its live stream's messages after the answer's version. The page's state is made once.
-import { ApiError, getMetrics, getRun } from "./api.js";
-import { DEFAULT_SMOOTHING, MetricChart } from "./chart.js";
+// Like the run page, one store holds what the charts draw: each run's /metrics answer plus its
+// live stream's messages after the answer's version. The page's state is made once.
+import { ApiError, getJSON, getMetrics, getRun } from "./api.js";
+import { DEFAULT_SMOOTHING, MetricChart, XMap, rangesEqual } from "./chart.js";
 import { LiveStream } from "./live.js";
 import { MetricStore } from "./store.js";
-import { XMap, rangesEqual } from "./xmap.js";
-import { color, el, lastLossKey } from "./util.js";
+import { color, debounce, el, lastLossKey, statusBadge } from "./util.js";
+import { TIME_KEY, TOKEN_KEY, isLossKey } from "./run/charts.js";
+import { flatten } from "./run/config.js";
+import { readUrl, writeUrl } from "./run/url.js";
+import { mountSignIn } from "./signin.js";
 
-const TOKEN_KEY = /^(tokens_seen|tokens|train\/tokens|tokens\/seen|num_tokens|consumed_tokens)$/i;
-const IDENTITY = new XMap("step");
 const $ = (id) => document.getElementById(id);
+const STEP = new XMap("step");
+const ALIGN = { tokens: { re: TOKEN_KEY, what: "tokens seen" }, time: { re: TIME_KEY, what: "wall time" } };
+const LIST_PAGES = 10; // runs offered in the picker: up to 10 pages of 200, newest first
+const SHOWN = 30; // matches listed at once
 
 function createPage() {
+  const url = readUrl(location.search);
   const q = new URLSearchParams(location.search);
-  const num = (name) => (q.get(name) !== null && q.get(name) !== "" && Number.isFinite(Number(q.get(name))) ? Number(q.get(name)) : null);
   const state = {
-    runs: (q.get("runs") || "").split(",").map((s) => s.trim()).filter(Boolean),
-    key: q.get("key") || "",
-    x: q.get("x") === "tokens" ? "tokens" : "step",
-    smooth: num("smooth") ?? DEFAULT_SMOOTHING,
-    log: q.get("log") === "1",
-    range: num("start") !== null && num("end") !== null && num("end") > num("start") ? [num("start"), num("end")] : null,
+    ...url,
+    runs: url.runs || [],
+    keys: url.keys || (q.get("key") ? [q.get("key")] : null), // key=: links made before keys=
+    x: ALIGN[url.x] ? url.x : "step",
   };
   const page = {
     state,
-    details: new Map(),
-    xmaps: new Map(),
-    streams: [],
-    chart: null,
+    details: new Map(), // run id -> GET /runs/{id}
+    missing: new Set(),
+    xmaps: new Map(), // run id -> XMap of the current alignment (absent: the run lacks its key)
+    streams: new Map(), // run id -> LiveStream
+    charts: [],
+    catalog: null, // the runs offered in the picker
+    generation: 0, // refresh() calls: only the latest one builds the charts
     store: new MetricStore((run, key, query, signal) => getMetrics(run, key, { ...query, signal })),
   };
   page.view = {
@@ -39,127 +47,309 @@ function createPage() {
     log: state.log,
     range: state.range,
     colorBy: "source",
-    xmapFor: (run) => (state.x === "tokens" && page.xmaps.get(run)) || IDENTITY,
+    xmapFor: (run) => page.xmaps.get(run) || STEP,
     segmentsOf: (run) => (page.details.get(run) ? page.details.get(run).segments : []),
     onRange(range) {
       if (!rangesEqual(page.view.range, range)) {
         page.view.range = state.range = range;
         writeUrl(state);
       }
-      if (page.chart) page.chart.applyRange(range);
+      for (const c of page.charts) c.applyRange(range);
     },
   };
   return page;
 }
 
-function writeUrl(state) {
-  const p = new URLSearchParams();
-  if (state.runs.length) p.set("runs", state.runs.join(","));
-  if (state.key) p.set("key", state.key);
-  if (state.x !== "step") p.set("x", state.x);
-  if (state.smooth !== DEFAULT_SMOOTHING) p.set("smooth", String(state.smooth));
-  if (state.log) p.set("log", "1");
-  if (state.range) {
-    p.set("start", String(Math.round(state.range[0])));
-    p.set("end", String(Math.round(state.range[1])));
+const label = (d) => `${d.name} (${d.project})`;
+
+// --- the run picker ---------------------------------------------------------------------------
+
+async function loadCatalog() {
+  const runs = [];
+  let cursor = null;
+  for (let i = 0; i < LIST_PAGES; i++) {
+    const q = new URLSearchParams({ limit: "200" });
+    if (cursor) q.set("cursor", cursor);
+    const body = await getJSON("/api/v1/runs?" + q);
+    runs.push(...body.runs);
+    cursor = body.next_cursor;
+    if (!cursor) break;
   }
-  history.replaceState(null, "", "/compare?" + p.toString().replace(/%2C/g, ",").replace(/%2F/g, "/"));
+  return runs;
 }
 
-async function load(page) {
-  const { state, details, xmaps } = page;
-  const status = $("status");
-  $("runs-input").value = state.runs.join(", ");
-  if (state.runs.length === 0) {
-    status.textContent = "Pick two or more runs on the runs page, or type their ids above.";
+/** Runs whose name, project, tags or id hold every word of the search. */
+export function matching(runs, text) {
+  const words = text.toLowerCase().split(/\s+/).filter(Boolean);
+  return runs.filter((r) => {
+    const hay = [r.name, r.project, r.id, ...(Array.isArray(r.tags) ? r.tags : [])].join("\u0000").toLowerCase();
+    return words.every((w) => hay.includes(w));
+  });
+}
+
+function renderResults(page) {
+  const box = $("run-results");
+  if (!page.catalog) {
+    box.replaceChildren(el("li", { className: "empty", text: "Loading runs…" }));
     return;
   }
-  status.textContent = "Loading…";
-  const missing = [];
-  await Promise.all(state.runs.map(async (id) => {
+  const found = matching(page.catalog, $("run-search").value);
+  const items = found.slice(0, SHOWN).map((r) => {
+    const picked = page.state.runs.includes(r.id);
+    const add = el("button", {
+      type: "button", text: picked ? "Added" : "Add", disabled: picked,
+      "aria-label": (picked ? "Added: " : "Add ") + label(r),
+      onclick: () => pick(page, r.id),
+    });
+    const tags = Array.isArray(r.tags) && r.tags.length ? el("span", { className: "tags", text: r.tags.join(", ") }) : null;
+    return el("li", { "data-run": r.id }, add, " ", el("span", { className: "name", text: r.name }), " ",
+      el("span", { className: "project", text: r.project }), " ", statusBadge(r.status), tags);
+  });
+  if (!found.length) items.push(el("li", { className: "empty", text: "No run matches." }));
+  else if (found.length > SHOWN) items.push(el("li", { className: "empty", text: `… and ${found.length - SHOWN} more: type more of a name.` }));
+  box.replaceChildren(...items);
+}
+
+function renderPicked(page) {
+  const { state, details } = page;
+  $("picked").replaceChildren(...state.runs.map((id, i) => {
+    const d = details.get(id);
+    const name = d ? label(d) : page.missing.has(id) ? `${id} (not found)` : id;
+    return el("li", {},
+      el("span", { className: "swatch", style: "background:" + color(i), "aria-hidden": "true" }),
+      d ? el("a", { href: "/runs/" + encodeURIComponent(id), text: name }) : el("span", { text: name }), " ",
+      el("button", { type: "button", className: "remove", text: "×", "aria-label": "Remove " + name, onclick: () => unpick(page, id) }));
+  }));
+  if (!state.runs.length) $("picked").append(el("li", { className: "empty", text: "No runs yet: find them below." }));
+}
+
+function pick(page, id) {
+  if (page.state.runs.includes(id)) return;
+  page.state.runs = [...page.state.runs, id];
+  refresh(page);
+}
+
+function unpick(page, id) {
+  page.state.runs = page.state.runs.filter((r) => r !== id);
+  const stream = page.streams.get(id);
+  if (stream) stream.close();
+  page.streams.delete(id);
+  page.details.delete(id);
+  refresh(page);
+}
+
+// --- runs, metrics, alignment -----------------------------------------------------------------
+
+async function readDetails(page) {
+  await Promise.all(page.state.runs.filter((id) => !page.details.has(id) && !page.missing.has(id)).map(async (id) => {
     try {
-      details.set(id, await getRun(id));
+      page.details.set(id, await getRun(id));
     } catch (err) {
-      if (err instanceof ApiError && err.status === 404) missing.push(id);
+      if (err instanceof ApiError && err.status === 404) page.missing.add(id);
       else throw err;
     }
   }));
-  const found = state.runs.filter((id) => details.has(id));
-  const keys = [...new Set(found.flatMap((id) => details.get(id).keys))].sort();
-  if (!state.key || !keys.includes(state.key)) {
-    const first = details.get(found[0]);
-    state.key = (first && lastLossKey(first.last_values)) || keys[0] || "";
-  }
-  const select = $("key");
-  select.replaceChildren(...keys.map((k) => el("option", { value: k, text: k })));
-  select.value = state.key;
-  status.textContent = missing.length ? "Run not found: " + missing.join(", ") : "";
-  if (!found.length || !state.key) return;
-  for (const id of found) {
-    const tokens = details.get(id).keys.find((k) => TOKEN_KEY.test(k));
-    if (tokens) xmaps.set(id, new XMap("tokens", tokens));
-  }
-  if (state.x === "tokens") await Promise.all([...xmaps.entries()].map(([id, m]) => m.load(id)));
-  const sources = found.filter((id) => details.get(id).keys.includes(state.key)).map((id) => {
-    const d = details.get(id);
-    return { run: id, key: state.key, label: `${d.name} (${d.project})` };
-  });
-  // Subscribe first, read second: each answer applies the messages after its version.
-  for (const s of sources) {
-    const stream = new LiveStream(s.run, {
-      onBatch: (m) => {
-        for (const p of m.points || []) {
-          const xm = xmaps.get(s.run);
-          if (xm && xm.key === p.key) xm.extend(p.step, p.value);
-        }
-        page.store.onBatch(s.run, m);
-      },
-      onReset: (version) => page.store.onReset(s.run, version),
-    });
-    page.streams.push(stream.start());
-  }
-  $("chart-title").textContent = state.key;
-  page.chart = new MetricChart($("chart"), { sources, view: page.view, store: page.store, noteEl: $("chart-note"), filename: "compare-" + state.key });
-  $("legend").replaceChildren(...sources.map((s, i) => el("li", {},
-    el("span", { className: "swatch", style: "background:" + color(i), "aria-hidden": "true" }),
-    el("a", { href: "/runs/" + encodeURIComponent(s.run), text: s.label }))));
-  await page.chart.load();
-  writeUrl(state);
 }
 
-document.addEventListener("DOMContentLoaded", () => {
-  const page = createPage();
+function found(page) {
+  return page.state.runs.filter((id) => page.details.has(id));
+}
+
+function allKeys(page) {
+  return [...new Set(found(page).flatMap((id) => page.details.get(id).keys))].sort();
+}
+
+function renderMetricPicker(page) {
+  const keys = allKeys(page);
+  const { state } = page;
+  if (!state.keys || !state.keys.some((k) => keys.includes(k))) {
+    const first = page.details.get(found(page)[0]);
+    const loss = (first && lastLossKey(first.last_values)) || keys.find(isLossKey) || keys[0];
+    state.keys = loss ? [loss] : null;
+  }
+  const box = $("metric-picker");
+  box.querySelectorAll("label").forEach((n) => n.remove());
+  for (const key of keys) {
+    const input = el("input", { type: "checkbox", value: key });
+    input.checked = state.keys.includes(key);
+    input.addEventListener("change", () => {
+      const picked = [...box.querySelectorAll("input:checked")].map((i) => i.value);
+      state.keys = picked.length ? picked : null;
+      refresh(page);
+    });
+    box.append(el("label", { className: "check" }, input, " " + key));
+  }
+}
+
+/** {xmaps, lacking}: each run's x mapping for the alignment, and the runs without its key. */
+async function alignRuns(page) {
+  const xmaps = new Map();
+  const lacking = [];
+  const { x } = page.state;
+  if (x === "step") return { xmaps, lacking };
+  await Promise.all(found(page).map(async (id) => {
+    const key = page.details.get(id).keys.find((k) => ALIGN[x].re.test(k));
+    if (!key) return lacking.push(id);
+    xmaps.set(id, await new XMap(x, key, { sinceStart: true }).load(id));
+  }));
+  return { xmaps, lacking };
+}
+
+function follow(page, id) {
+  if (page.streams.has(id)) return;
+  const stream = new LiveStream(id, {
+    onBatch: (m) => {
+      const xm = page.xmaps.get(id);
+      for (const p of m.points || []) if (xm && xm.key === p.key) xm.extend(p.step, p.value);
+      page.store.onBatch(id, m);
+    },
+    onReset: (version) => page.store.onReset(id, version),
+  });
+  page.streams.set(id, stream.start()); // subscribe first: each answer applies what follows it
+}
+
+function buildCharts(page, runs) {
+  for (const c of page.charts) c.destroy();
+  page.charts = [];
+  const cards = [];
+  for (const key of page.state.keys || []) {
+    const sources = runs.filter((id) => page.details.get(id).keys.includes(key))
+      .map((id) => ({ run: id, key, label: label(page.details.get(id)) }));
+    const plot = el("div", { className: "plot plot-main" });
+    const note = el("p", { className: "note" });
+    const without = runs.length - sources.length;
+    cards.push(el("section", { className: "card", "aria-label": key },
+      el("h2", { className: "chart-title", text: key + (without ? ` (not logged by ${without} of the runs)` : "") }), plot, note));
+    if (!sources.length) {
+      plot.append(el("p", { className: "placeholder", text: "None of these runs logged " + key + "." }));
+      continue;
+    }
+    const chart = new MetricChart(plot, { sources, view: page.view, store: page.store, noteEl: note, filename: "compare-" + key });
+    // One colour per run across every chart: the source's index is its place among the picked runs.
+    chart.sources.forEach((s) => (s.index = page.state.runs.indexOf(s.run)));
+    page.charts.push(chart);
+  }
+  $("charts").replaceChildren(...cards);
+  $("legend").replaceChildren(...runs.map((id) => el("li", {},
+    el("span", { className: "swatch", style: "background:" + color(page.state.runs.indexOf(id)), "aria-hidden": "true" }),
+    el("a", { href: "/runs/" + encodeURIComponent(id), text: label(page.details.get(id)) }))));
+  return Promise.all(page.charts.map((c) => c.load()));
+}
+
+// --- the config diff --------------------------------------------------------------------------
+
+/** Rows [key, values per run] of the runs' flattened configs; `all` = false: only differing keys. */
+export function configRows(configs, all) {
+  const flat = configs.map((c) => new Map(flatten(c)));
+  const keys = [...new Set(flat.flatMap((m) => [...m.keys()]))].sort();
+  const rows = keys.map((k) => [k, flat.map((m) => (m.has(k) ? m.get(k) : null))]);
+  const differs = ([, values]) => new Set(values.map((v) => (v === null ? "\u0000missing" : v))).size > 1;
+  return { rows: all ? rows : rows.filter(differs), total: rows.length, differing: rows.filter(differs).length };
+}
+
+function renderDiff(page) {
+  const runs = found(page);
+  const box = $("config-diff");
+  if (runs.length < 2) {
+    box.replaceChildren(el("p", { className: "note", text: "Pick two or more runs to see how their configs differ." }));
+    $("diff-note").textContent = "";
+    return;
+  }
+  const { rows, total, differing } = configRows(runs.map((id) => page.details.get(id).config || {}), page.state.all);
+  $("diff-note").textContent = `${differing} of ${total} keys differ.`;
+  const head = el("tr", {}, el("th", { scope: "col", text: "key" }),
+    ...runs.map((id) => el("th", { scope: "col", text: label(page.details.get(id)) })));
+  const body = rows.map(([k, values]) => {
+    const same = new Set(values).size === 1;
+    return el("tr", { className: same ? "same" : "differs", "data-key": k }, el("th", { scope: "row", text: k }),
+      ...values.map((v) => el("td", { className: v === null ? "missing" : "", text: v === null ? "—" : v })));
+  });
+  box.replaceChildren(el("table", { className: "diff" }, el("thead", {}, head), el("tbody", {}, ...body)));
+}
+
+// --- the page ---------------------------------------------------------------------------------
+
+async function refresh(page) {
+  const { state } = page;
+  const generation = ++page.generation;
+  const status = $("status");
+  status.textContent = state.runs.length ? "Loading…" : "";
+  writeUrl(state);
+  await readDetails(page);
+  if (generation !== page.generation) return; // a later pick, removal or choice took over
+  renderPicked(page);
+  renderResults(page);
+  renderMetricPicker(page);
+  writeUrl(state);
+  renderDiff(page);
+  const runs = found(page);
+  const { xmaps, lacking } = await alignRuns(page);
+  if (generation !== page.generation) return;
+  page.xmaps = xmaps;
+  const shown = runs.filter((id) => !lacking.includes(id));
+  for (const id of runs) follow(page, id);
+  const notes = [];
+  if (page.missing.size) notes.push("Run not found: " + [...page.missing].join(", ") + ".");
+  if (lacking.length) {
+    notes.push(`Not shown when aligned by ${ALIGN[state.x].what} (no such key logged): `
+      + lacking.map((id) => label(page.details.get(id))).join(", ") + ".");
+  }
+  if (!runs.length) notes.push("Find runs below and add two or more.");
+  status.textContent = notes.join(" ");
+  await buildCharts(page, shown);
+}
+
+function setup(page) {
   const { state, view } = page;
   $("xmode").value = state.x;
   $("smoothing").value = String(state.smooth);
   $("smoothing-value").textContent = state.smooth.toFixed(2);
   $("logscale").checked = state.log;
-  $("compare-form").addEventListener("submit", (e) => {
-    e.preventDefault();
-    const runs = $("runs-input").value.split(/[\s,]+/).filter(Boolean);
-    const p = new URLSearchParams({ runs: runs.join(","), key: $("key").value || state.key });
-    if ($("xmode").value !== "step") p.set("x", $("xmode").value);
-    location.href = "/compare?" + p.toString().replace(/%2C/g, ",").replace(/%2F/g, "/");
+  $("diff-all").checked = state.all;
+  $("run-search").addEventListener("input", debounce(() => renderResults(page), 120));
+  $("view").addEventListener("submit", (e) => e.preventDefault());
+  $("xmode").addEventListener("change", (e) => {
+    state.x = e.target.value;
+    view.range = state.range = null; // ranges are in x units
+    refresh(page);
   });
-  $("key").addEventListener("change", () => $("compare-form").requestSubmit());
-  $("xmode").addEventListener("change", () => $("compare-form").requestSubmit());
   $("smoothing").addEventListener("input", (e) => {
     state.smooth = view.smoothing = Number(e.target.value);
     $("smoothing-value").textContent = state.smooth.toFixed(2);
-    if (page.chart) page.chart.invalidate();
+    for (const c of page.charts) c.invalidate();
     writeUrl(state);
   });
   $("logscale").addEventListener("change", (e) => {
     state.log = view.log = e.target.checked;
-    if (page.chart) {
-      page.chart.yRange = null;
-      page.chart.invalidate();
+    for (const c of page.charts) {
+      c.yRange = null;
+      c.invalidate();
     }
     writeUrl(state);
   });
   $("reset-zoom").addEventListener("click", () => {
-    if (page.chart) page.chart.yRange = null;
+    for (const c of page.charts) c.yRange = null;
     view.onRange(null);
   });
-  load(page).catch((err) => ($("status").textContent = "Could not load: " + err.message));
+  $("diff-all").addEventListener("change", (e) => {
+    state.all = e.target.checked;
+    writeUrl(state);
+    renderDiff(page);
+  });
+}
+
+const page = createPage();
+mountSignIn($("signin"));
+setup(page);
+renderResults(page);
+refresh(page).catch((err) => ($("status").textContent = "Could not load: " + err.message));
+loadCatalog().then((runs) => {
+  page.catalog = runs;
+  renderResults(page);
+}, (err) => $("run-results").replaceChildren(el("li", { className: "empty", text: "Could not list runs: " + err.message })));
+
+// Read-only hooks for tests: what the store holds, and each chart's sources.
+window.__runcast = Object.freeze({
+  store: Object.freeze({ snapshot: () => page.store.snapshot() }),
+  charts: () => page.charts.map((c) => ({ keys: c.sources.map((s) => s.key), runs: c.sources.map((s) => s.run) })),
 });

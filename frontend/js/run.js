@@ -11,6 +11,7 @@ import { ApiError, getEvents, getJSON, getMetrics, getRun, runUrl } from "./api.
 import { LiveStream } from "./live.js";
 import { MetricStore } from "./store.js";
 import { XMap, rangesEqual } from "./xmap.js";
+import { mountSignIn } from "./signin.js";
 import { debounce } from "./util.js";
 import { loadAlerts } from "./run/alerts.js";
 import { allCharts, buildMainChart, buildPanels, redraw, setMarkers, setupXmaps } from "./run/charts.js";
@@ -24,6 +25,7 @@ import { loadRevisions } from "./run/revisions.js";
 import { markers, mergeEvents, renderTimeline } from "./run/timeline.js";
 import { readUrl, writeUrl } from "./run/url.js";
 import { setupControls } from "./run/controls.js";
+import { buildSystem } from "./run/system.js";
 
 const $ = (id) => document.getElementById(id);
 
@@ -49,6 +51,8 @@ function createPage() {
     xmaps: new Map([["step", new XMap("step")]]),
     mainChart: null,
     panelCharts: [],
+    systemCharts: [], // the System panel (run/system.js)
+    systemSignature: null,
     panelObserver: null,
     heartbeatAt: null,
     loaded: false,
@@ -140,6 +144,7 @@ async function reloadDetail(page) {
     await setupXmaps(page);
     if (buildMainChart(page, { onDrawn: onFirstDraw, markers: markers(page) }) && page.mainChart) page.mainChart.load();
     buildPanels(page, markers(page));
+    buildSystem(page);
   } else if (segsChanged) redraw(page);
   renderEvents(page);
 }
@@ -168,28 +173,31 @@ async function pollDetail(page) {
 // --- the live stream -------------------------------------------------------------------------
 
 function onBatch(page, message) {
-  if (!page.detail) return;
+  if (!page.detail) return; // start() reads the run again if the stream began before that read
   const before = page.detail.last_step ?? -1;
   applyLive(page, message);
   if ((message.last_step ?? -1) > before) page.mix.soon(); // the last share reaches the new step
-  const points = message.points || [];
-  const segments = new Set(page.detail.segments.map((s) => s.index));
-  let unknown = false;
-  for (const p of points) {
-    if (!page.detail.keys.includes(p.key) || !segments.has(p.segment)) unknown = true;
+  const unknown = outdatesDetail(page, message);
+  for (const p of message.points || []) {
     for (const xmap of page.xmaps.values()) if (xmap.key === p.key) xmap.extend(p.step, p.value);
   }
   page.store.onBatch(page.runId, message);
   const events = message.events || [];
   if (events.length) {
     mergeEvents(page, events);
-    if (events.some((e) => e.type === "run_started" || e.type === "finished")) unknown = true;
     if (events.some((e) => e.type === "anomaly")) page.soon.alerts();
     if (events.some((e) => e.type === "checkpoint")) page.soon.checkpoints();
     if (events.some((e) => e.type === "run_started")) page.soon.revisions();
     page.soon.events();
   }
   if (unknown) page.soon.detail();
+}
+
+/** Whether a message names a segment or key the run's read lacks, or starts or ends a segment. */
+function outdatesDetail(page, message) {
+  const segments = new Set(page.detail.segments.map((s) => s.index));
+  if ((message.points || []).some((p) => !page.detail.keys.includes(p.key) || !segments.has(p.segment))) return true;
+  return (message.events || []).some((e) => e.type === "run_started" || e.type === "finished");
 }
 
 function onReset(page, version, { initial, at }) {
@@ -255,7 +263,7 @@ async function start(page) {
   } catch (err) {
     page.stream.close();
     $("loading").hidden = true;
-    if (err instanceof ApiError && err.status === 404) return showNotFound(page.runId);
+    if (err instanceof ApiError && err.status === 404) return showNotFound(page);
     return showFailed(err);
   }
   $("loading").hidden = true;
@@ -270,6 +278,7 @@ async function start(page) {
   if (page.mainChart) await page.mainChart.load();
   mergeEvents(page, await eventsPromise);
   buildPanels(page, markers(page));
+  buildSystem(page);
   renderEvents(page);
   loadArtifacts(page);
   page.loaded = true;
@@ -278,9 +287,21 @@ async function start(page) {
   setInterval(() => tickHeartbeat(page), 1000);
 }
 
-function showNotFound(runId) {
-  document.title = "Run not found · Runcast";
-  $("missing-id").textContent = runId;
+async function showNotFound(page) {
+  const session = await page.session;
+  document.title = (session ? "Run not found" : "Private run? Sign in to see it") + " · Runcast";
+  $("missing-id").textContent = page.runId;
+  if (session) {
+    $("signed-in-project").textContent = session.project;
+    $("signed-in-hint").hidden = false;
+  } else {
+    $("not-found-title").textContent = "Private run? Sign in to see it";
+    $("private-hint").hidden = false;
+    $("not-found-signin").onclick = () => {
+      const box = document.querySelector("#signin details");
+      if (box) box.open = true;
+    };
+  }
   $("not-found").hidden = false;
 }
 
@@ -292,6 +313,7 @@ function showFailed(err) {
 }
 
 const page = createPage();
+page.session = mountSignIn($("signin"));
 
 // Read-only hooks for tests and the first-load benchmark: what the store holds, the stream's
 // state, and a summary of each chart.

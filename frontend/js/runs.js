@@ -2,6 +2,7 @@
 // by re-reading the list every few seconds. Run data is set with textContent only. The
 // page's state is made once on load and passed to the functions that use it.
 import { decode, getJSON } from "./api.js";
+import { mountSignIn } from "./signin.js";
 import { el, formatAge, formatTime, formatValue, lastLossKey } from "./util.js";
 
 const API = "/api/v1/runs";
@@ -16,9 +17,12 @@ function createPage() {
     selected: new Set(),
     cursor: null,
     loadedPages: 0,
+    generation: 0, // bumped when the filters change: answers to older requests are dropped
     state: {
       q: query.get("q") || "",
       status: query.get("status") || "",
+      tag: query.get("tag") || "", // tag and group filter on the server (GET /runs?tag=&group=)
+      group: query.get("group") || "",
       sort: query.get("sort") || "started",
       dir: query.get("dir") === "asc" ? 1 : -1,
     },
@@ -66,6 +70,10 @@ function renderRun(page, run) {
     $("compare").disabled = selected.size < 2;
   });
   name.append(box, el("a", { href: "/runs/" + encodeURIComponent(run.id), text: run.name }));
+  // Shown only to the signed-in team (public runs alone are listed to anyone else).
+  if (run.visibility !== "public") name.append(el("span", { className: "visibility", text: run.visibility }));
+  if (run.group) name.append(chip(page, "group", run.group, "chip chip-group"));
+  for (const tag of run.tags || []) name.append(chip(page, "tag", tag, "chip"));
   const status = cell(row, "Status", undefined);
   status.append(el("span", { className: "badge badge-" + run.status, text: run.status }));
   cell(row, "Step", run.last_step === null ? "" : String(run.last_step), "num");
@@ -74,6 +82,25 @@ function renderRun(page, run) {
   cell(row, "Heartbeat", formatAge(heartbeatAge(run)), "age");
   cell(row, "Started", formatTime(run.started_at ?? run.created_at));
   return row;
+}
+
+/** A tag or group shown by a run's name; clicking it filters the list by it. */
+function chip(page, field, value, className) {
+  const button = el("button", { type: "button", className, text: value, title: `Only runs with ${field} ${value}` });
+  button.dataset[field] = value;
+  button.addEventListener("click", () => {
+    page.state[field] = value;
+    $(field + "-filter").value = value;
+    restart(page);
+  });
+  return button;
+}
+
+function serverFilters(state, params) {
+  if (state.status) params.set("status", state.status);
+  if (state.tag) params.set("tag", state.tag);
+  if (state.group) params.set("group", state.group);
+  return params;
 }
 
 function visible({ runs, state }) {
@@ -100,13 +127,16 @@ function render(page) {
   }
   table.hidden = list.length === 0;
   const n = list.length;
-  $("status").textContent = runs.size === 0 ? "No public runs yet." : n === 0 ? "No runs match." : n + (n === 1 ? " run" : " runs");
+  const filtered = state.status || state.tag || state.group;
+  $("status").textContent = runs.size === 0 && !filtered ? "No public runs yet." : n === 0 ? "No runs match." : n + (n === 1 ? " run" : " runs");
 }
 
 function writeUrl(state) {
   const q = new URLSearchParams();
   if (state.q) q.set("q", state.q);
   if (state.status) q.set("status", state.status);
+  if (state.tag) q.set("tag", state.tag);
+  if (state.group) q.set("group", state.group);
   if (state.sort !== "started") q.set("sort", state.sort);
   if (state.dir > 0) q.set("dir", "asc");
   history.replaceState(null, "", location.pathname + (q.toString() ? "?" + q : ""));
@@ -121,10 +151,12 @@ async function loadPage(page) {
   const more = $("more");
   const params = new URLSearchParams({ limit: String(PAGE) });
   if (page.cursor) params.set("cursor", page.cursor);
-  if (page.state.status) params.set("status", page.state.status);
+  serverFilters(page.state, params);
   more.disabled = true;
+  const generation = page.generation;
   try {
     const body = await getJSON(API + "?" + params);
+    if (generation !== page.generation) return;
     keep(page, body.runs);
     page.loadedPages += 1;
     page.cursor = body.next_cursor;
@@ -141,10 +173,11 @@ async function refresh(page) {
   // The newest runs again (as many as are shown, up to 200): new runs, status, steps, heartbeats.
   if (document.hidden) return;
   const { runs, state } = page;
-  const params = new URLSearchParams({ limit: String(Math.min(200, Math.max(PAGE, page.loadedPages * PAGE))) });
-  if (state.status) params.set("status", state.status);
+  const params = serverFilters(state, new URLSearchParams({ limit: String(Math.min(200, Math.max(PAGE, page.loadedPages * PAGE))) }));
+  const generation = page.generation;
   try {
     const body = await getJSON(API + "?" + params);
+    if (generation !== page.generation) return;
     keep(page, body.runs);
     if (state.status) for (const [id, r] of runs) if (r.status !== state.status && !body.runs.some((b) => b.id === id)) runs.delete(id);
     render(page);
@@ -154,6 +187,7 @@ async function refresh(page) {
 }
 
 function restart(page) {
+  page.generation += 1;
   page.runs.clear();
   page.cursor = null;
   page.loadedPages = 0;
@@ -162,10 +196,19 @@ function restart(page) {
 }
 
 document.addEventListener("DOMContentLoaded", () => {
+  mountSignIn($("signin"));
   const page = createPage();
   const { runs, selected, state } = page;
   $("filter").value = state.q;
   $("status-filter").value = state.status;
+  for (const field of ["tag", "group"]) {
+    const input = $(field + "-filter");
+    input.value = state[field];
+    input.addEventListener("change", () => {
+      state[field] = input.value.trim();
+      restart(page);
+    });
+  }
   $("filter").addEventListener("input", (e) => {
     state.q = e.target.value;
     writeUrl(state);

@@ -16,7 +16,8 @@ export function alpha(hex, a) {
   return `rgba(${(n >> 16) & 255},${(n >> 8) & 255},${n & 255},${a})`;
 }
 
-const ESC = { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" };
+// Plotly decodes numeric entities and only a few named ones (not &quot;): quotes go as &#34;.
+const ESC = { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&#34;", "'": "&#39;" };
 
 /** For text passed to Plotly (legend names, hover text, annotations). */
 export function escapeHtml(value) {

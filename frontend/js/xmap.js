@@ -17,9 +17,12 @@ function interp(xs, ys, x) {
 }
 
 export class XMap {
-  constructor(mode = "step", key = null) {
+  /** `sinceStart`: a wall-clock key (epoch seconds) is shown as seconds since its first value. */
+  constructor(mode = "step", key = null, { sinceStart = false } = {}) {
     this.mode = mode;
     this.key = key;
+    this.sinceStart = sinceStart;
+    this.origin = 0;
     this.steps = [];
     this.values = [];
     this.epoch = false;
@@ -40,8 +43,10 @@ export class XMap {
       }
     }
     this.steps = [...byStep.keys()].sort((a, b) => a - b);
-    this.values = this.steps.map((s) => byStep.get(s));
-    this.epoch = this.mode === "time" && this.values.length > 0 && this.values[0] > 1e9;
+    const clock = this.mode === "time" && this.steps.length > 0 && byStep.get(this.steps[0]) > 1e9;
+    this.origin = clock && this.sinceStart ? byStep.get(this.steps[0]) : 0;
+    this.values = this.steps.map((s) => byStep.get(s) - this.origin);
+    this.epoch = clock && !this.sinceStart;
     return this;
   }
 
@@ -52,7 +57,7 @@ export class XMap {
       if (!Number.isFinite(v)) continue;
       if (this.steps.length && steps[i] <= this.steps[this.steps.length - 1]) continue;
       this.steps.push(steps[i]);
-      this.values.push(v);
+      this.values.push(v - this.origin);
     }
   }
 
@@ -81,7 +86,7 @@ export class XMap {
 
   get axisTitle() {
     if (this.identity) return "step";
-    return this.key;
+    return this.origin ? this.key + " (s since start)" : this.key;
   }
 }
 

@@ -17,8 +17,18 @@ from typing import Any
 import pytest
 
 METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
-WRITES = {("post", "/api/v1/ingest"), ("put", "/api/v1/runs/{run_id}/alerts/config")}
-NO_TOKEN = {"/healthz", "/readyz", "/api/v1/estimate", "/api/v1/projects/{project}/alerts.atom"}
+WRITES = {("post", "/api/v1/ingest"), ("put", "/api/v1/runs/{run_id}/alerts/config"),
+          ("get", "/api/v1/whoami"),  # whoami: the SDK's start check, a token of the writing project
+          ("post", "/api/v1/runs/{run_id}/uploads"), ("put", "/api/v1/runs/{run_id}/uploads/{upload_id}/files/{index}"),
+          ("post", "/api/v1/runs/{run_id}/uploads/{upload_id}/complete"),
+          ("patch", "/api/v1/runs/{run_id}"), ("delete", "/api/v1/runs/{run_id}"),
+          ("get", "/api/v1/tokens"), ("delete", "/api/v1/tokens/{token_id}"),
+          # the publication policy: a token of the run's (project's) project, reading or changing it
+          ("get", "/api/v1/runs/{run_id}/policy"), ("put", "/api/v1/runs/{run_id}/policy"),
+          ("get", "/api/v1/projects/{project}/policy"), ("put", "/api/v1/projects/{project}/policy")}
+# /api/v1/session: sign-in takes the token in its body; its GET and DELETE use the session cookie only.
+NO_TOKEN = {"/healthz", "/readyz", "/api/v1/estimate", "/api/v1/projects/{project}/alerts.atom", "/api/v1/storage",
+            "/api/v1/session"}
 
 
 @pytest.fixture
@@ -70,7 +80,7 @@ def test_every_path_answers_undocumented_methods_with_405_and_the_right_allow(cl
     checked = 0
     for path, item in doc["paths"].items():
         url = (path.replace("{run_id}", "contractrun001").replace("{cid}", "1").replace("{rid}", "1")
-               .replace("{subscription_id}", "1").replace("{version}", "v1").replace("{project}", "demo"))
+               .replace("{subscription_id}", "1").replace("{token_id}", "1").replace("{version}", "v1").replace("{project}", "demo"))
         allowed = {m.upper() for m in item}
         for method in METHODS:
             if method in allowed:

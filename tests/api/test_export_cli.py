@@ -56,17 +56,26 @@ def test_export_cli_streams_what_the_api_serves(server, client, seed, auth, tmp_
     assert res.returncode == 0, res.stderr
     assert res.stdout == '{"segment":0,"key":"gnorm","step":1,"value":"NaN"}\n'
 
+    # Parquet: the same rows, read back with pyarrow.
+    import pyarrow.parquet as pq
+
+    out = tmp_path / "run.parquet"
+    res = cli(run.run, "--server", server, "--token", token, "--format", "parquet", "-o", str(out))
+    assert res.returncode == 0, res.stderr
+    table = pq.read_table(out)
+    assert table.num_rows == 2501 and table.column("step").to_pylist()[-1] == 2499
+
 
 def test_export_cli_reports_http_errors(server, seed, tmp_path):
     run = seed.run(name="hidden").start(visibility="private")
     out = tmp_path / "x.jsonl"
     res = cli(run.run, "--server", server, "-o", str(out))
-    assert res.returncode == 1
+    assert res.returncode == 3  # not found (docs/cli.md)
     assert "404" in res.stderr and "run not found" in res.stderr
     assert not out.exists()
 
     res = cli(run.run, "--server", server, "--token", "rc_wrong")
-    assert res.returncode == 1
+    assert res.returncode == 4  # refused
     assert "401" in res.stderr and "invalid or revoked token" in res.stderr
 
 

@@ -76,3 +76,16 @@ def test_metrics_response_shape(client, run_id):
             }
         ],
     }
+
+
+@pytest.mark.parametrize(("method", "path"), [
+    ("PATCH", "/api/v1/runs/{run}"), ("POST", "/api/v1/runs/{run}/uploads"), ("POST", "/api/v1/ingest"),
+    ("PUT", "/api/v1/runs/{run}/alerts/config"), ("POST", "/api/v1/subscriptions"),
+])
+def test_a_body_that_is_not_utf8_json_is_422_naming_the_body(client, seed, method, path):
+    run = seed.run().start().run
+    headers = {"Authorization": f"Bearer {seed.token()}", "Content-Type": "application/json"}
+    for body in (b"\xff\xfepCY\x0e\x80\nHz", b"\x80pCY\x0e\xef\nHz", b"{\"name\": \"\xc3\"}"):
+        res = client.request(method, path.format(run=run), content=body, headers=headers)
+        assert res.status_code in (400, 422), res.text  # ingest answers 400 for a batch it cannot read
+        assert res.json()["error"]["field"] == "body", res.text

@@ -28,13 +28,19 @@ UNKNOWN = "unknownrun000000"  # a well-formed id of no run
 # Routes that take no run id, and where each is checked (every one is, below or elsewhere).
 NO_RUN = {
     "/api/v1/ingest": "writes: test_ingest_into_another_projects_run_answers_as_unknown",
+    "/api/v1/whoami": "a token's own project: test_whoami_tells_only_the_tokens_own_project",
     "/api/v1/runs": "the list: test_run_list_never_shows_another_projects_private_runs",
     "/api/v1/subscriptions": "test_subscribing_to_a_private_run_answers_as_unknown",
     "/api/v1/projects/{project}/alerts.atom": "public runs only: tests/alerts",
+    "/api/v1/projects/{project}/policy": "the token's own project only: tests/api/test_policy.py",
     "/api/v1/subscriptions/confirm": "a capability token, no run",
     "/api/v1/subscriptions/unsubscribe": "a capability token, no run",
+    "/api/v1/storage": "what the storage offers uploads: no project's data",
     "/api/v1/subscriptions/{subscription_id}": "a capability token, no run",
     "/api/v1/estimate": "no data",
+    "/api/v1/session": "the caller's own session: test_a_session_reads_as_its_projects_token_on_every_read_route",
+    "/api/v1/tokens": "the presented token's own project only: tests/api/test_manage.py",
+    "/api/v1/tokens/{token_id}": "the presented token's own project only: tests/api/test_manage.py",
     "/api/v1/admin/inbox": "an admin token only: tests/backend/test_inbox.py",
     "/api/v1/admin/inbox/stats": "an admin token only: tests/backend/test_inbox.py",
     "/api/v1/admin/inbox/{inbox_id}": "an admin token only: tests/backend/test_inbox.py",
@@ -87,6 +93,13 @@ def world(client: Any, seed: Any) -> dict[str, Any]:
         q.event("checkpoint", step=4, path="pproj/no-such-file.pt", size=19, sha256=secret_sha),
     ])
     p_token, q_token = seed.token("pproj"), seed.token("qproj")
+    cookies = {}
+    for name, token in (("p_cookie", p_token), ("q_cookie", q_token)):
+        client.cookies.clear()  # a second browser (signing in again would end the first session)
+        signed_in = client.post("/api/v1/session", json={"token": token})
+        assert signed_in.status_code == 200
+        cookies[name] = {"Cookie": f"runcast_session={signed_in.cookies['runcast_session']}"}
+    client.cookies.clear()  # each request below says which cookie it carries
     auth = {"Authorization": f"Bearer {p_token}"}
     ids = {
         "cid": client.get(f"/api/v1/runs/{private.run}/checkpoints", headers=auth).json()["checkpoints"][0]["id"],
@@ -94,7 +107,12 @@ def world(client: Any, seed: Any) -> dict[str, Any]:
         "hidden_cid": client.get(f"/api/v1/runs/{public.run}/checkpoints", headers=auth).json()["checkpoints"][0]["id"],
     }
     return {"private": private.run, "public": public.run, "q": q.run, "p_token": p_token, "q_token": q_token,
-            "secret_sha": secret_sha, "hidden_sha": hidden_sha, **ids}
+            "secret_sha": secret_sha, "hidden_sha": hidden_sha, **ids, **cookies}
+
+
+def _strangers(world: dict[str, Any]) -> tuple[dict[str, str], ...]:
+    """Anonymous, q's token, q's dashboard session (sessions/)."""
+    return {}, {"Authorization": f"Bearer {world['q_token']}"}, world["q_cookie"]
 
 
 def _routes(client: Any) -> list[tuple[str, str]]:
@@ -108,7 +126,8 @@ def _routes(client: Any) -> list[tuple[str, str]]:
 
 def _fill(path: str, run: str, world: dict[str, Any]) -> str:
     return (path.replace("{run_id}", run).replace("{cid}", str(world["cid"])).replace("{rid}", str(world["rid"]))
-            .replace("{version}", "v1"))
+            .replace("{version}", "v1").replace("{upload_id}", "0" * 32).replace("{index}", "0")
+            .replace("{file_path}", "a.bin"))
 
 
 def _normalised(res: Any, *ids: str) -> tuple[int, str]:
@@ -128,15 +147,18 @@ def test_every_route_answers_for_a_private_run_exactly_as_for_an_unknown_id(clie
     params = {"key": "loss", "from": "v1", "to": "v2"}
     checked = 0
     for method, path in run_routes:
-        for headers in ({}, {"Authorization": f"Bearer {world['q_token']}"}):
+        for headers in _strangers(world):
             kwargs: dict[str, Any] = {"params": params, "headers": headers}
             if method == "PUT":
                 kwargs["json"] = {"spike": {"k": 5}}
+            if method == "PATCH":
+                kwargs["json"] = {"name": "renamed", "archived": True}
             private = client.request(method, _fill(path, world["private"], world), **kwargs)
             unknown = client.request(method, _fill(path, UNKNOWN, world), **kwargs)
             assert _normalised(private, world["private"]) == _normalised(unknown, UNKNOWN), (method, path, headers)
             if path.startswith("/api/"):  # a write without a token is refused before any lookup
-                expected = 401 if method == "PUT" and not headers else 404
+                token_only = method in ("PUT", "POST", "PATCH", "DELETE") or path.endswith("/policy")
+                expected = 401 if token_only and "Authorization" not in headers else 404
                 assert private.status_code == expected, (method, path, private.status_code)
             checked += 1
     # p's own token reads it (the test would pass vacuously if the run were unreadable to everyone).
@@ -165,7 +187,7 @@ def test_another_projects_checkpoint_id_answers_as_unknown_on_every_checkpoint_r
 def test_a_checkpoint_event_cannot_serve_another_projects_file(client, world):
     """q's events name p's file (relative, absolute, through a link in q's directory, and a
     file that does not exist): each is missing with the same reason, and nothing is served."""
-    for headers in ({}, {"Authorization": f"Bearer {world['q_token']}"}):
+    for headers in _strangers(world):
         listed = client.get(f"/api/v1/runs/{world['q']}/checkpoints", headers=headers).json()["checkpoints"]
         assert [c["status"] for c in listed] == ["missing"] * 4
         reasons = {c["step"]: c["reason"] for c in listed}
@@ -181,7 +203,7 @@ def test_a_checkpoint_event_cannot_serve_another_projects_file(client, world):
 
 def test_a_private_checkpoints_file_is_shown_only_to_its_project(client, world):
     run = world["public"]
-    for headers in ({}, {"Authorization": f"Bearer {world['q_token']}"}):
+    for headers in _strangers(world):
         (event,) = client.get(f"/api/v1/runs/{run}/events", params={"type": "checkpoint"}, headers=headers).json()[
             "events"]
         assert event["payload"] == {"metrics": {}, "public": False, "status": "available"}
@@ -239,19 +261,62 @@ def test_ingest_into_another_projects_run_answers_as_unknown(client, world, seed
 
 
 def test_run_list_never_shows_another_projects_private_runs(client, world):
-    for headers in ({}, {"Authorization": f"Bearer {world['q_token']}"}):
+    for headers in _strangers(world):
         for params in ({}, {"project": "pproj"}):
             ids = [r["id"] for r in client.get("/api/v1/runs", params=params, headers=headers).json()["runs"]]
             assert world["private"] not in ids and world["public"] in ids
-    ids = [r["id"] for r in client.get("/api/v1/runs", headers={"Authorization": f"Bearer {world['p_token']}"}).json()[
-        "runs"]]
-    assert world["private"] in ids
+    for mine in ({"Authorization": f"Bearer {world['p_token']}"}, world["p_cookie"]):
+        assert world["private"] in [r["id"] for r in client.get("/api/v1/runs", headers=mine).json()["runs"]]
 
 
 def test_subscribing_to_a_private_run_answers_as_unknown(client, world):
     body = {"channel": "webhook", "url": "https://example.com/hook"}
-    for headers in ({}, {"Authorization": f"Bearer {world['q_token']}"}):
+    for headers in (*_strangers(world), world["p_cookie"]):  # a cookie never authorises a write
         theirs = client.post("/api/v1/subscriptions", json={**body, "run": world["private"]}, headers=headers)
         unknown = client.post("/api/v1/subscriptions", json={**body, "run": UNKNOWN}, headers=headers)
         assert (theirs.status_code, theirs.text) == (unknown.status_code, unknown.text)
         assert theirs.status_code == 404
+
+
+def test_whoami_tells_only_the_tokens_own_project(client, world):
+    """whoami answers the token's own project and its own runs' last step; another project's run id
+    is a 409 (as a run_started for it is at ingest), and nothing of that run is shown."""
+    p_auth = {"Authorization": f"Bearer {world['p_token']}"}
+    q_auth = {"Authorization": f"Bearer {world['q_token']}"}
+    mine = client.get("/api/v1/whoami", params={"run": world["private"]}, headers=p_auth)
+    assert mine.status_code == 200
+    assert mine.json() == {"project": "pproj", "run": {"id": world["private"], "last_step": 2, "status": "running"}}
+    theirs = client.get("/api/v1/whoami", params={"run": world["private"]}, headers=q_auth)
+    assert theirs.status_code == 409 and theirs.json()["error"]["field"] == "run"
+    assert "last_step" not in theirs.text and "pproj" not in theirs.text
+    assert client.get("/api/v1/whoami", params={"run": UNKNOWN}, headers=q_auth).json() == {"project": "qproj",
+                                                                                           "run": None}
+    for headers in ({}, {"Authorization": "Bearer rc_not_a_token"}):
+        refused = client.get("/api/v1/whoami", params={"run": world["private"]}, headers=headers)
+        assert refused.status_code == 401 and refused.json()["error"]["field"] == "Authorization"
+    assert client.get("/api/v1/whoami", params={"run": "bad id!"}, headers=q_auth).status_code == 422
+
+
+def test_a_session_reads_as_its_projects_token_on_every_read_route(client, world):
+    """Every GET route that names a run answers p's session cookie as it answers p's token (the
+    stream is followed live in tests/api/test_signin.py); every write refuses the cookie alone."""
+    params = {"key": "loss", "from": "v1", "to": "v2"}
+    token = {"Authorization": f"Bearer {world['p_token']}"}
+    readable = 0
+    for method, path in _routes(client):
+        if "{run_id}" not in path or path.endswith("/stream"):
+            continue
+        url = _fill(path, world["private"], world)
+        if path.endswith("/policy") and method in ("GET", "HEAD"):  # a token-only read, as /tokens
+            assert client.request(method, url, headers=world["p_cookie"]).status_code == 401
+            continue
+        by_cookie = client.request(method, url, params=params, headers=world["p_cookie"])
+        if method in ("GET", "HEAD"):
+            by_token = client.request(method, url, params=params, headers=token)
+            assert by_cookie.status_code == by_token.status_code, (method, path, by_cookie.text)
+            readable += by_cookie.status_code == 200
+        else:
+            assert by_cookie.status_code == 401, (method, path, by_cookie.status_code)
+    assert readable >= 20
+    assert client.get("/api/v1/session", headers=world["q_cookie"]).json()["project"] == "qproj"
+

@@ -153,13 +153,32 @@ def test_file_changed_size_or_overwritten_is_missing(client, seed, storage_root)
     assert listed[3]["status"] == "available"
 
 
-def test_directory_checkpoint_is_listed_not_downloadable(client, seed, storage_root):
+def test_directory_checkpoint_written_in_place_downloads_as_tar(client, seed, storage_root, tmp_path):
+    """A tree the trainer wrote into the storage itself (no manifest): tar and files, sha256 unknown, no links."""
+    import io
+    import os
+    import tarfile
+
     sim = seed.run().start()
-    (storage_root / "demo" / "ds" / "global_step5").mkdir(parents=True)
-    sim.send([checkpoint_event(sim, "demo/ds/global_step5", 5, 0, None)])
+    tag = storage_root / "demo" / "ds" / "global_step5"
+    (tag / "sub").mkdir(parents=True)
+    (tag / "model.bin").write_bytes(b"m" * 10)
+    (tag / "sub" / "optim.bin").write_bytes(b"o" * 3)
+    (tmp_path / "secret").write_bytes(b"s")
+    os.symlink(tmp_path / "secret", tag / "leak")  # neither followed nor listed
+    sim.send([checkpoint_event(sim, "demo/ds/global_step5", 5, 13, None)])
     (c,) = client.get(f"/api/v1/runs/{sim.run}/checkpoints").json()["checkpoints"]
-    assert (c["status"], c["kind"], c["download_url"]) == ("available", "directory", None)
-    assert client.get(f"/api/v1/runs/{sim.run}/checkpoints/{c['id']}/download").status_code == 409
+    assert (c["status"], c["kind"]) == ("available", "directory")
+    files = client.get(c["files_url"]).json()["files"]
+    assert [(f["path"], f["size"], f["sha256"]) for f in files] == [("model.bin", 10, None), ("sub/optim.bin", 3, None)]
+    res = client.get(c["download_url"])
+    assert res.status_code == 200 and res.headers["content-disposition"] == 'attachment; filename="global_step5.tar"'
+    with tarfile.open(fileobj=io.BytesIO(res.content), mode="r|") as tar:
+        got = {m.name: tar.extractfile(m).read() for m in tar}
+    assert got == {"global_step5/model.bin": b"m" * 10, "global_step5/sub/optim.bin": b"o" * 3}
+    assert client.get(f"{c['files_url']}/sub/optim.bin").content == b"o" * 3
+    assert client.get(f"{c['files_url']}/leak").status_code == 404
+    assert client.get(f"{c['files_url']}/../../secret").status_code == 404
 
 
 def test_private_run_checkpoints_hidden(client, seed, storage_root):
@@ -170,6 +189,9 @@ def test_private_run_checkpoints_hidden(client, seed, storage_root):
     token = seed.token()
     res = client.get(f"/api/v1/runs/{sim.run}/checkpoints", headers={"Authorization": f"Bearer {token}"})
     assert [c["status"] for c in res.json()["checkpoints"]] == ["available"]
+    cid = res.json()["checkpoints"][0]["id"]
+    got = client.get(f"/api/v1/runs/{sim.run}/checkpoints/{cid}/download", headers={"Authorization": f"Bearer {token}"})
+    assert got.status_code == 200 and got.headers["cache-control"] == "private, no-cache"  # never in a shared cache
 
 
 def test_trainer_root_mapping(storage_root, embedded_env, monkeypatch, seed):

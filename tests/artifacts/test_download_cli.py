@@ -117,7 +117,7 @@ def test_cli_latest_and_already_downloaded(live, client, published, tmp_path):
     res = runner.invoke(app, ["download", sim.run, "step:500", "-o", str(tmp_path), "--server", live.url, "-q"])
     assert res.exit_code == 0 and "already downloaded and verified" in res.output
     res = runner.invoke(app, ["download", sim.run, "step:7", "-o", str(tmp_path), "--server", live.url])
-    assert res.exit_code == 1 and "no checkpoint at step 7" in res.output
+    assert res.exit_code == 3 and "no checkpoint at step 7" in res.output  # not found
 
 
 def test_cli_private_checkpoint_needs_token(live, seed, storage_root, tmp_path):
@@ -128,7 +128,7 @@ def test_cli_private_checkpoint_needs_token(live, seed, storage_root, tmp_path):
 
     runner = CliRunner()
     res = runner.invoke(app, ["download", sim.run, "step:1", "-o", str(tmp_path), "--server", live.url])
-    assert res.exit_code == 1 and "is private" in res.output and "--token" in res.output
+    assert res.exit_code == 4 and "is private" in res.output and "--token" in res.output  # refused
     res = runner.invoke(
         app, ["download", sim.run, "step:1", "-o", str(tmp_path), "--server", live.url, "--token", seed.token(), "-q"]
     )

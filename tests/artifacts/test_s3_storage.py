@@ -186,13 +186,17 @@ def test_s3_statuses_missing_size_private_directory(s3, s3_client, seed):  # noq
     assert (listed[1]["status"], listed[1]["reason"]) == ("missing", "the file is no longer the recorded size")
     assert (listed[2]["status"], listed[2]["reason"]) == ("missing", "no such object under the storage prefix")
     assert listed[3]["status"] == "private"
-    assert (listed[5]["status"], listed[5]["kind"], listed[5]["download_url"]) == ("available", "directory", None)
+    assert (listed[5]["status"], listed[5]["kind"]) == ("available", "directory")
     base = f"/api/v1/runs/{sim.run}/checkpoints"
     assert s3_client.get(f"{base}/{listed[2]['id']}/download").status_code == 404
     assert s3_client.get(f"{base}/{listed[3]['id']}/download").status_code == 404  # private: as unknown
     ok = s3_client.get(f"{base}/{listed[3]['id']}/download", headers={"Authorization": f"Bearer {seed.token()}"})
     assert ok.status_code == 200 and ok.content == b"p" * 10
-    assert s3_client.get(f"{base}/{listed[5]['id']}/download").status_code == 409
+    tar = s3_client.get(f"{base}/{listed[5]['id']}/download")
+    assert tar.status_code == 200 and tar.headers["content-type"] == "application/x-tar"
+    assert b"m" * 10 in tar.content
+    files = s3_client.get(listed[5]["files_url"]).json()["files"]
+    assert [(f["path"], f["size"]) for f in files] == [("model.bin", 10)]
 
 
 @pytest.mark.services

@@ -8,7 +8,8 @@ from typing import Any
 
 from sqlalchemy import Engine, text
 
-TABLES = ("projects", "ingest_tokens", "runs", "segments", "series", "points", "rollups", "events")
+TABLES = ("projects", "ingest_tokens", "runs", "segments", "series", "points", "rollups", "events", "run_tags",
+          "run_updates")
 _seq = itertools.count()
 
 

@@ -85,6 +85,32 @@ def test_accepted_batch_ends_done_with_its_body_cleared(client: Any, token: str)
     assert counts(get_engine())["points"] == 10
 
 
+def test_embedded_api_stores_the_events_it_validated_without_decoding_the_body_again(
+        client: Any, token: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Embedded, the request's own validated events are stored (and fed to the detectors):
+    the committed body is not read back; the same batch from the row changes nothing."""
+    run = WireRun()
+    curve = loss_curve(400, seed=7, spike=(300, 5, 2.0))
+    events = [run.started(), *(run.metrics(s, loss=curve[s], lr=1e-3) for s in range(400))]
+
+    def refuse(body: bytes) -> Any:
+        raise AssertionError("the body was decoded again")
+
+    with monkeypatch.context() as m:
+        m.setattr(inbox, "decode", refuse)
+        assert post(client, token, events).status_code == 202
+    [row] = rows()
+    assert (row.state, row.body, row.detector_error) == ("done", None, None)
+    after = _detector_tables()
+    assert after["points"] == 800
+    assert [(a[1], a[3]) for a in after["alerts"]] == [("spike", 300)]
+    with session_scope() as session:  # the row again, as a redelivery reads it
+        session.execute(update(InboxRow).where(InboxRow.id == row.id).values(state="pending", body=dumps_batch(events)))
+    enqueue_ingest(row.id)
+    assert _detector_tables() == after
+    assert [r.state for r in rows()] == ["done"]
+
+
 def test_poison_event_is_quarantined_and_its_siblings_stored(client: Any, token: str, admin: dict[str, str]) -> None:
     """A metric name with a lone surrogate among valid events (a row accepted before the API
     refused such names): the valid events are stored, the bad one is listed, nothing crashes."""

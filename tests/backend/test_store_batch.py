@@ -211,3 +211,48 @@ def test_rollups_match_brute_force(engine: Engine, project_id: int, points: dict
         v = points[(key, step)]
         assert row["last_values"][key][0] == step
         assert (row["last_values"][key][1] == "NaN") if math.isnan(v) else (row["last_values"][key][1] in (v, "Infinity", "-Infinity"))
+
+
+def test_system_samples_are_points_only(engine: Engine, project_id: int) -> None:
+    """Samples of the SDK's system sampler (runcast.system): stored, but the run's step, last
+    values and heartbeat stay the training's (their step is a wall-clock second)."""
+    store(engine, project_id, [started(seq=0), metrics(7, {"loss": 0.5}, seq=1)], received_at=1000.0)
+    sample = {"system/node0/rank1/cpu/process_percent": 12.5, "system/node0/rank1/memory/process_rss_mb": 300.0}
+    result = store(engine, project_id, [metrics(1_780_000_000, sample, seq=2**52 + 2**32)], received_at=2000.0)
+    assert result.points_inserted == 2
+    row = run_row(engine)
+    assert (row["last_step"], row["last_values"], row["heartbeat_at"]) == (7, {"loss": [7, 0.5]}, 1000.0)
+    assert row["version"] == 2  # the points are a new version (the stream carries them)
+    # In a batch with training events, the training's step and the batch's arrival count.
+    store(engine, project_id, [metrics(1_780_000_010, sample, seq=2**52 + 2**32 + 1), metrics(8, {"loss": 0.4}, seq=3)],
+          received_at=3000.0)  # fmt: skip
+    row = run_row(engine)
+    assert (row["last_step"], row["last_values"], row["heartbeat_at"]) == (8, {"loss": [8, 0.4]}, 3000.0)
+
+
+def test_updates_fold_in_trainer_order_whatever_order_batches_arrive(engine: Engine, project_id: int) -> None:
+    """Config and summary updates, metric declarations and tags: any arrival order, and twice, give one state."""
+    first = started(seq=0, ts=100.0, config={"lr": 3e-4, "layers": 2}, tags=["sweep", "base"], group="g1",
+                    job_type="train", notes="first try")
+    updates = [
+        wire("update", seq=1, ts=101.0, config={"lr": 1e-4}),
+        wire("update", seq=2, ts=102.0, summary={"best": 0.5}, define={"loss": {"x": "tokens", "summary": "min"}}),
+        wire("update", seq=3, ts=103.0, config={"lr": 5e-5, "warmup": 10}, summary={"best": 0.7}),
+    ]
+    resumed = started(segment="seg_bbbbbbbb", seq=0, ts=200.0, config={"lr": 9.9}, tags=["resumed"], group="g2",
+                      resume_step=5)
+    late = wire("update", segment="seg_bbbbbbbb", seq=1, ts=201.0, config={"layers": 3})
+    store(engine, project_id, [first])
+    store(engine, project_id, [resumed])
+    for batch in ([late], [updates[2]], [updates[0], updates[1]], [updates[2], late]):  # out of order, and twice
+        store(engine, project_id, batch)
+    row = run_row(engine)
+    assert row["config"] == {"lr": 5e-5, "layers": 3, "warmup": 10}  # the resume's own config is not applied
+    assert row["summary"] == {"best": 0.7}
+    assert row["metric_defs"] == {"loss": {"x": "tokens", "summary": "min"}}
+    assert (row["group_name"], row["job_type"], row["notes"]) == ("g1", "train", "first try")
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT tag FROM run_tags ORDER BY tag")).scalars().all() == ["base", "resumed",
+                                                                                              "sweep"]
+        assert conn.execute(text("SELECT count(*) FROM run_updates")).scalar_one() == 4
+        assert conn.execute(text("SELECT count(*) FROM events WHERE type = 'update'")).scalar_one() == 0

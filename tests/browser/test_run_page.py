@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import math
+import time
+
+import httpx
 
 from .conftest import main_xs, open_run
 
@@ -169,6 +172,57 @@ def test_restart_segments_and_abandoned_branch(live_server, page):
     assert page.errors == []
 
 
+def test_a_resume_streamed_while_the_run_is_read_reaches_the_header(live_server, page):
+    """The stream opens before the run is read; what it delivers before the answer may be newer
+    than it (here a resume's segment, and nothing after it): the page reads the run again."""
+    run = live_server.sdk_run(name="resumed")
+    log_steps(run, range(1, 51))
+    api = httpx.Client(base_url=f"{live_server.url}/api/v1", timeout=10)
+    held: list[bool] = []
+
+    def resume_before_answering(route):  # type: ignore[no-untyped-def]
+        answer = route.fetch()  # the run as it was: one segment
+        if not held:
+            held.append(True)
+            resumed = live_server.sdk_run(name="resumed", resume=run.id, resume_step=40)
+            log_steps(resumed, range(41, 71))
+            for _ in range(100):
+                if len(api.get(f"/runs/{run.id}").json()["segments"]) == 2:
+                    break
+                time.sleep(0.1)
+            time.sleep(2)  # the stream's messages reach the page, which still waits for this answer
+        route.fulfill(response=answer)
+
+    page.route(f"{live_server.url}/api/v1/runs/{run.id}", resume_before_answering)
+    open_run(page, live_server, run.id)
+    page.wait_for_function(
+        "document.getElementById('fact-segments').textContent === '2 (1 resumed)'", timeout=15000
+    )
+    page.wait_for_function("document.getElementById('fact-step').textContent === '70'", timeout=15000)
+    assert held == [True]
+    assert page.errors == []
+
+
+def test_declared_metrics_set_the_default_axis_and_the_summary(live_server, page):
+    """run.define_metric(x="tokens", summary="min"), run.summary, tags and notes, as the page shows them."""
+    run = live_server.sdk_run(name="declared", tags=["ablation"], group="g", notes="no warmup")
+    run.define_metric("train/loss", x="tokens", summary="min")
+    for s in range(1, 101):
+        run.log({"train/loss": loss(s), "tokens_seen": float(s * 256)}, step=s)
+    run.summary["final_eval"] = 0.75
+    run.finish()
+    open_run(page, live_server, run.id)
+    assert page.input_value("#xmode") == "tokens"
+    page.wait_for_function("document.getElementById('chart-main').layout.xaxis.range !== undefined")
+    detail = httpx.get(f"{live_server.url}/api/v1/runs/{run.id}", timeout=10).json()
+    assert detail["summary"] == {"train/loss": min(loss(s) for s in range(1, 101)), "final_eval": 0.75}
+    text = page.text_content("#config")
+    assert "ablation" in text and "no warmup" in text and "final_eval" in text and "0.75" in text
+    page.select_option("#xmode", "step")  # a choice of the reader's own wins, and stays in the URL
+    page.wait_for_function("location.search.includes('x=step')")
+    assert page.errors == []
+
+
 def test_view_state_round_trips_through_the_url(live_server, page):
     run = live_server.sdk_run(name="url")
     for s in range(1, 201):
@@ -193,7 +247,9 @@ def test_unknown_run_shows_a_clear_page(live_server, page):
     response = page.goto(f"{live_server.url}/runs/no-such-run-123")
     assert response.status == 200
     page.wait_for_selector("#not-found:not([hidden])")
-    assert page.text_content("#not-found h1") == "Run not found"
+    # Not signed in: an unknown id and a private run look alike, so the page offers the sign-in.
+    assert page.text_content("#not-found h1") == "Private run? Sign in to see it"
+    assert "link may be mistyped" in page.text_content("#private-hint")
     assert page.text_content("#missing-id") == "no-such-run-123"
     assert page.is_hidden("#run")
     assert "Traceback" not in page.content()

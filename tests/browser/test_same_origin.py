@@ -95,8 +95,8 @@ def test_dashboard_pages_ask_only_their_own_origin(live_server, page, tmp_path, 
 
     page.goto(f"{origin}/compare?runs={run.id},{other.id}&key=train/loss")
     page.wait_for_function(
-        """() => { const gd = document.getElementById('chart');
-             return gd.data && gd.data.filter(t => t.meta && t.meta.role === 'smooth').length === 2; }""",
+        """() => { const gd = document.querySelector('#charts .js-plotly-plot');
+             return gd && gd.data && gd.data.filter(t => t.meta && t.meta.role === 'smooth').length === 2; }""",
         timeout=20000,
     )
     assert page.evaluate(UNKNOWN_TRACE_TYPES) == []

@@ -17,27 +17,28 @@ import httpx
 SNAPSHOT = "() => window.__runcast.store.snapshot()"
 
 # Every data trace of every chart on the page: the raw/mean line and the min/max band.
+# Date axes (the System panel's clock, whose step is epoch seconds) plot milliseconds.
 PLOTTED = """() => [...document.querySelectorAll('.js-plotly-plot')].flatMap(gd => (gd.data || [])
   .filter(t => t.meta && t.meta.key !== undefined && ['raw', 'max', 'min'].includes(t.meta.role))
   .map(t => ({run: t.meta.run, key: t.meta.key, segment: t.meta.segment, role: t.meta.role,
-              abandoned: !!t.meta.abandoned, x: Array.from(t.x), y: Array.from(t.y, v => v ?? null)})))"""
+              abandoned: !!t.meta.abandoned, x: Array.from(t.x, v => t.meta.epoch ? v / 1000 : v), y: Array.from(t.y, v => v ?? null)})))"""
 
 COLUMNS = ("step", "last_step", "min", "max", "last", "count")
 
 
-def metrics(base: str, run: str, key: str, query: dict[str, Any]) -> dict[str, Any]:
-    """``GET /metrics`` for the query a store entry answers."""
+def metrics(base: str, run: str, key: str, query: dict[str, Any], headers: dict[str, str] | None = None) -> dict[str, Any]:
+    """``GET /metrics`` for the query a store entry answers (``headers``: a private run's token)."""
     params: dict[str, Any] = {"key": key, "max_points": query["max_points"]}
     for name in ("start", "end"):
         if query.get(name) is not None:
             params[name] = query[name]
-    r = httpx.get(f"{base}/api/v1/runs/{run}/metrics", params=params, timeout=30)
+    r = httpx.get(f"{base}/api/v1/runs/{run}/metrics", params=params, headers=headers, timeout=30)
     r.raise_for_status()
     return r.json()
 
 
-def run_version(base: str, run: str, key: str) -> int:
-    return metrics(base, run, key, {"max_points": 1})["version"]
+def run_version(base: str, run: str, key: str, headers: dict[str, str] | None = None) -> int:
+    return metrics(base, run, key, {"max_points": 1}, headers)["version"]
 
 
 def _number(v: Any) -> float | None:
@@ -144,14 +145,15 @@ def scroll_through(page: Any) -> None:
         page.wait_for_timeout(30)
 
 
-def settle(page: Any, base: str, run: str, keys: list[str], timeout: float = 45) -> list[dict[str, Any]]:
+def settle(page: Any, base: str, run: str, keys: list[str], timeout: float = 45,
+           headers: dict[str, str] | None = None) -> list[dict[str, Any]]:
     """Wait until the page shows every key, nothing is loading and every entry is at the run's
     current version (the API answers with that version); return the store's entries."""
     deadline = time.monotonic() + timeout
     last: Any = None
     scroll_through(page)
     while True:
-        version = run_version(base, run, keys[0])
+        version = run_version(base, run, keys[0], headers)
         entries = page.evaluate(SNAPSHOT)
         shown = sorted({e["key"] for e in entries if e["run"] == run})
         ready = shown == sorted(keys) and all(not e["loading"] and e["version"] == version for e in entries)
@@ -165,12 +167,14 @@ def settle(page: Any, base: str, run: str, keys: list[str], timeout: float = 45)
         time.sleep(0.25)
 
 
-def assert_page_tells_the_truth(page: Any, base: str, run: str, keys: list[str], label: str) -> int:
+def assert_page_tells_the_truth(page: Any, base: str, run: str, keys: list[str], label: str,
+                                headers: dict[str, str] | None = None) -> int:
     """Every entry of the page's store equals ``GET /metrics`` for its query, and Plotly draws
-    exactly the store. Returns the number of points (or buckets) compared."""
+    exactly the store. Returns the number of points (or buckets) compared. ``headers``: what
+    the API needs to show the run (a private run: its project's token)."""
     for _ in range(20):
-        entries = settle(page, base, run, keys)
-        answers = [metrics(base, e["run"], e["key"], e["query"]) for e in entries]
+        entries = settle(page, base, run, keys, headers=headers)
+        answers = [metrics(base, e["run"], e["key"], e["query"], headers) for e in entries]
         # A batch the paused trainer had already sent can commit after the page settled:
         # compare only answers of the version the page holds.
         if all(a["version"] == e["version"] for a, e in zip(answers, entries, strict=True)):

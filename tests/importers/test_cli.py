@@ -74,7 +74,7 @@ def test_errors_exit_non_zero_and_send_nothing(hub, server, tmp_path):
     assert res.returncode == 1 and "a W&B chart export has a 'Step' column" in res.stderr
 
     res = runcast_cli("import", str(good), "--server", server, "--token", "rc_wrong", "--project", "demo")
-    assert res.returncode == 1 and "refused a batch: HTTP 401" in res.stderr
+    assert res.returncode == 4 and "refused a batch: HTTP 401" in res.stderr  # refused (docs/cli.md)
 
     res = runcast_cli("import", str(good), "--token", hub.token())
     assert res.returncode == 2 and "needs a server" in res.stderr

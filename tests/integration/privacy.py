@@ -161,6 +161,11 @@ def public_reads(api: httpx.Client, run_id: str) -> dict[str, str]:
         "metrics": get(f"{run}/metrics", key="train/loss"),
         "export jsonl": get(f"{run}/export", format="jsonl"),
         "export csv": get(f"{run}/export", format="csv"),
+        "plot svg": get(f"{run}/plot.svg", key="train/loss"),
+        "badge": get(str(api.base_url).rstrip("/").removesuffix("/api/v1") + f"/badge/runs/{run_id}.svg",
+                     key="train/loss"),
+        "embed page": get(str(api.base_url).rstrip("/").removesuffix("/api/v1") + f"/embed/runs/{run_id}",
+                          key="train/loss"),
     }
     for c in api.get(f"{run}/checkpoints").json()["checkpoints"]:
         out[f"card {c['id']}"] = get(f"{run}/checkpoints/{c['id']}/card")

@@ -41,7 +41,7 @@ def server(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, str, Pa
 def test_public_reads_never_show_paths_host_or_pid(server: tuple[str, str, Path], tmp_path: Path) -> None:
     url, token, data = server
     receiver = Receiver()
-    out_dir = data / "storage" / "private-run"  # checkpoints under the data directory, servable
+    out_dir = data / "storage" / PROJECT / "private-run"  # in the project's storage: found in place, not uploaded
     # The public subscribes to the project before the run starts: its spike may be stored
     # (and alerted on) in the trainer's first batch.
     sub = httpx.post(f"{url}/api/v1/subscriptions", json={"project": PROJECT, "channel": "webhook", "url": receiver.url},
@@ -101,7 +101,7 @@ def test_a_run_that_opts_in_shows_its_paths_to_everyone(processes, tmp_path: Pat
     env = {"RUNCAST_DATA_DIR": str(data)}
     token = processes.cli("token", "create", "--project", PROJECT, **env).stdout.strip().splitlines()[-1]
     processes.start_api(**env)
-    out_dir = data / "storage" / "open-run"
+    out_dir = data / "storage" / PROJECT / "open-run"
     training = start_training(processes.api_url, token, out_dir, tmp_path, "--public-paths")
     run_id = training.wait_for_run(processes.api_url)
     training.finish()

@@ -75,7 +75,9 @@ def _fuzz(url: str, config: Path, report: Path, *headers: str) -> subprocess.Com
     argv = [
         str(BIN / "st"), "--no-color", "--config-file", str(config), "run", f"{url}/openapi.json",
         "--checks", "all", "--exclude-checks", "positive_data_acceptance",
-        "--exclude-path-regex", "/stream$",
+        # /tokens/{id}: DELETE revokes the fuzzer's own token mid-run (every later call a 401);
+        # its walls and revocation are tested in tests/api/test_manage.py
+        "--exclude-path-regex", "/stream$|/tokens/",
         "--max-examples", "8", "--max-time", str(MAX_TIME_S), "--seed", "7", "--workers", "1",
         # one worker: with two, hypothesis describes strategies by parsing lambdas in threads,
         # which CPython 3.11 can fail ("SystemError: AST constructor recursion depth mismatch")

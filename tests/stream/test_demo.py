@@ -66,6 +66,12 @@ def test_demo_trains_streams_and_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None
         log = (tmp_path / f"demo-{port}.log").read_text()
         assert f"http://127.0.0.1:{port}/runs/{run['id']}" in log
         assert httpx.get(f"http://127.0.0.1:{port}/runs/{run['id']}", timeout=10).status_code == 200
+        # The token it prints is one of its own database: a script of the user's can log with it.
+        line = next(ln for ln in log.splitlines() if "export RUNCAST_SERVER=" in ln)
+        assert f"RUNCAST_SERVER=http://127.0.0.1:{port} " in line
+        token = line.split("RUNCAST_TOKEN=", 1)[1].strip()
+        mine = api.get("/whoami", headers={"Authorization": f"Bearer {token}"})
+        assert mine.status_code == 200 and mine.json() == {"project": "demo", "run": None}
 
         # A live viewer is connected when Ctrl-C comes: the stream must not hold up shutdown.
         with httpx.stream("GET", f"http://127.0.0.1:{port}/api/v1/runs/{run['id']}/stream", timeout=10) as stream:

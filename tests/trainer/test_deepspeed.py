@@ -90,3 +90,49 @@ def test_engine_metrics_reads_fp16_loss_scale():
             return True
 
     assert engine_metrics(Engine()) == {"lr": 3e-4, "grad_norm": float("inf"), "skipped_steps": 2.0, "loss_scale": 65536.0}
+
+
+def test_watch_monitor_sends_what_the_engine_reports_and_keeps_its_monitors(receiver, tmp_path):
+    import deepspeed
+    import runcast
+    import torch
+    from runcast.integrations.deepspeed import (
+        init_cpu_distributed,
+        monitor_key,
+        watch_monitor,
+    )
+
+    init_cpu_distributed()
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
+    config = {
+        "train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 1,
+        "optimizer": {"type": "Adam", "params": {"lr": 1e-3, "torch_adam": True}},
+        "wall_clock_breakdown": True,
+        "csv_monitor": {"enabled": True, "output_path": str(tmp_path / "csv"), "job_name": "job"},
+    }
+    engine, *_ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=config)
+    run = runcast.init("ds", "monitor", server=receiver.url, token="t", spool_dir=str(tmp_path / "spool"),
+                       capture_code=False)
+    watch_monitor(engine, run)
+    assert watch_monitor(engine, run) is engine.monitor  # installed once
+    x = torch.randn(16, 8)
+    for i in range(4):
+        batch = x[4 * i : 4 * i + 4]
+        loss = torch.nn.functional.mse_loss(engine(batch), batch.sum(1, keepdim=True))
+        engine.backward(loss)
+        engine.step()
+        run.log({"train/loss": loss.item()}, step=engine.global_steps)
+    run.finish()
+
+    by_key: dict[str, dict[int, float]] = {}
+    for e in receiver.of_type("metrics"):
+        for k, v in e["values"].items():
+            by_key.setdefault(k, {})[e["step"]] = v
+    assert by_key["lr"] == {1: 1e-3, 2: 1e-3, 3: 1e-3, 4: 1e-3}
+    assert by_key["samples_seen"] == {1: 4.0, 2: 8.0, 3: 12.0, 4: 16.0}
+    assert {"time/forward_ms", "time/backward_ms", "time/step_ms"} <= set(by_key)
+    assert set(by_key["time/step_ms"]) == {1, 2, 3, 4}
+    assert "loss_scale" not in by_key  # fp32: no loss scaling
+    assert (tmp_path / "csv" / "job" / "Train_Samples_lr.csv").is_file()  # the configured monitor still writes
+    assert monitor_key("Train/Samples/train_loss") == "train/loss" and monitor_key("Train/Eval/x") == "deepspeed/x"

@@ -71,22 +71,25 @@ def test_empty_and_non_dict_metrics_raise(make_run):
         run.log([("a", 1.0)])  # type: ignore[arg-type]
 
 
-def test_step_defaults_and_write_once_per_key(make_run, receiver):
+def test_a_repeated_or_lower_step_is_left_out_with_one_warning_per_key(make_run, receiver, caplog):
     run = make_run()
     run.log({"a": 1.0})  # step 0
     run.log({"a": 2.0})  # step 1
     run.log({"a": 3.0}, step=np.int64(10))
     run.log({"b": 1.0}, step=5)  # b's first point: earlier than a's last is fine
     run.log({"b": 1.0}, step=10)  # another key at the same step as a is fine
-    with pytest.raises(ValueError, match="'a' was already logged at step 10"):
-        run.log({"a": 4.0}, step=10)
-    with pytest.raises(ValueError, match="'b'"):
-        run.log({"c": 1.0, "b": 1.0}, step=7)
-    run.log({"c": 1.0}, step=7)  # c was not recorded by the refused call
+    with caplog.at_level("WARNING", logger="runcast"):
+        run.log({"a": 4.0}, step=10)  # repeated step: the first value (3.0) is kept
+        run.log({"a": 4.5}, step=3)  # lower step: left out too, no second warning for 'a'
+        run.log({"c": 1.0, "b": 9.0}, step=7)  # b is left out, c is kept
+    warnings = [r.getMessage() for r in caplog.records if "already logged" in r.getMessage()]
+    assert len(warnings) == 2 and "'a'" in warnings[0] and "'b'" in warnings[1]
     run.log({"a": 5.0})  # highest step so far + 1
+    assert run.stats.ignored == 3
     run.finish()
-    steps = [(m["step"], sorted(m["values"])) for m in receiver.of_type("metrics")]
-    assert steps == [(0, ["a"]), (1, ["a"]), (10, ["a"]), (5, ["b"]), (10, ["b"]), (7, ["c"]), (11, ["a"])]
+    metrics = [(m["step"], m["values"]) for m in receiver.of_type("metrics")]
+    assert metrics == [(0, {"a": 1.0}), (1, {"a": 2.0}), (10, {"a": 3.0}), (5, {"b": 1.0}), (10, {"b": 1.0}),
+                       (7, {"c": 1.0}), (11, {"a": 5.0})]
     assert run.step == 11
 
 

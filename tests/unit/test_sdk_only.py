@@ -1,5 +1,5 @@
-"""An SDK-only install: `import runcast` and an offline run need neither the server nor typer,
-and the `runcast` command says in one line which package it misses.
+"""An SDK-only install: `import runcast`, an offline run and the SDK's verbs (sync, import, export,
+download) need neither the server nor typer or rich; the other verbs say which extra to install.
 
 Each check runs in a child process whose import system refuses the blocked packages, as if
 they were not installed (this venv has them all).
@@ -61,33 +61,48 @@ def test_an_offline_run_needs_only_the_sdk(tmp_path: Path) -> None:
     assert any(tmp_path.rglob("*")), "the offline run left its spool"
 
 
-def test_the_command_without_typer_names_the_missing_package() -> None:
-    res = run_python(
-        """
-        from runcast.cli.main import app
+COMMAND = """
+    from runcast.cli.main import main
 
-        sys.argv = ["runcast", "sync", "--help"]
-        app()
-        """,
-        SERVER_AND_CLI,
-    )
-    assert res.returncode == 2
-    assert res.stdout == ""
-    assert res.stderr == (
-        "runcast: the command line needs the 'typer' package, which is not installed: pip install 'runcast[cli]'\n"
-    )
+    main(sys.argv[2:])
+    """
+
+
+def test_the_sdk_verbs_run_without_typer_rich_or_the_server(tmp_path: Path) -> None:
+    for verb in ("sync", "import", "export", "download"):
+        res = run_python(COMMAND, SERVER_AND_CLI, verb, "--help")
+        assert res.returncode == 0, res.stderr
+        assert res.stdout.startswith(f"usage: runcast {verb} "), res.stdout
+    res = run_python(COMMAND, SERVER_AND_CLI, "sync", str(tmp_path))
+    assert (res.returncode, res.stdout, res.stderr) == (0, f"no spools under {tmp_path}\n", "")
+    res = run_python(COMMAND, SERVER_AND_CLI, "export", "not an id")
+    assert res.returncode == 2 and "runcast export: error: RUN: must be 8-64 characters" in res.stderr
+    res = run_python(COMMAND, SERVER_AND_CLI, "import", str(tmp_path / "x.csv"))
+    assert res.returncode == 2 and "runcast import: error: --server: needs a server" in res.stderr
+    res = run_python(COMMAND, SERVER_AND_CLI, "download", "abcdefgh12", "latest", "--server", "http://127.0.0.1:9")
+    assert res.returncode == 1 and res.stderr.startswith("error: ")
+
+
+def test_the_other_verbs_name_the_extra_to_install() -> None:
+    for verb, extra, package in (("serve", "server", "typer"), ("db", "server", "typer"), ("train", "trainer", "typer"),
+                                 ("estimate", "cli", "typer")):  # fmt: skip
+        res = run_python(COMMAND, SERVER_AND_CLI, verb, "--help")
+        assert (res.returncode, res.stdout) == (2, ""), res.stderr
+        assert res.stderr == (
+            f"runcast {verb}: needs the '{extra}' extra ('{package}' is not installed): pip install 'runcast[{extra}]'\n"
+        )
+    res = run_python(COMMAND, SERVER_AND_CLI, "--help")
+    assert res.returncode == 0 and "  sync " in res.stdout and "serve, worker, demo" in res.stdout
+    res = run_python(COMMAND, SERVER_AND_CLI, "nonsense")
+    assert res.returncode == 2 and res.stderr.startswith("runcast: no such command 'nonsense'")
 
 
 def test_the_command_without_the_server_keeps_the_sdk_verbs() -> None:
-    code = """
-        from runcast.cli.main import app
-
-        sys.argv = ["runcast", *sys.argv[2:]]
-        app()
-        """
-    res = run_python(code, "runcast_server", "sync", "--help")
+    res = run_python(COMMAND, "runcast_server", "sync", "--help")
     assert res.returncode == 0, res.stderr
     assert "Replay every spool found under DIRECTORY" in res.stdout
-    res = run_python(code, "runcast_server", "serve", "--help")
+    res = run_python(COMMAND, "runcast_server", "estimate", "--help")  # typer is there: the Typer group
+    assert res.returncode == 0, res.stderr
+    res = run_python(COMMAND, "runcast_server", "serve", "--help")
     assert res.returncode == 2
-    assert "No such command 'serve'" in res.stderr
+    assert "needs the 'server' extra ('runcast_server' is not installed)" in res.stderr

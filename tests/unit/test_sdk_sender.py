@@ -127,8 +127,8 @@ def test_other_ranks_are_cheap_no_ops(make_run, receiver, monkeypatch, tmp_path)
     run.checkpoint(__file__, step=1)
     with pytest.raises(ValueError):
         run.log({"": 1.0})  # still validated
-    with pytest.raises(ValueError):
-        run.log({"a": 1.0}, step=0)  # write-once is still enforced
+    run.log({"a": 1.0}, step=0)  # the step rule applies here too: left out, never raised
+    assert run.stats.ignored == 1
     run.finish()
     assert run.stats.logged == 0 and receiver.requests == 0
     assert not (tmp_path / "spool").exists()

@@ -202,5 +202,7 @@ def test_an_unwritable_spool_drops_counted_and_logged(make_run, tmp_path, caplog
         run.flush()
         run.log({"a": 2.0})
         run.finish()
-    assert run.stats.dropped == 4 and run.stats.spooled == 0
+    # every event is counted as dropped: run_started, two points, finished, and any heartbeat that
+    # reported the hole while the run was open (how many depends on when the sender woke)
+    assert run.stats.dropped == run.stats.logged >= 4 and run.stats.spooled == 0
     assert sum("cannot write the spool" in r.getMessage() for r in caplog.records) == 1

@@ -1,16 +1,58 @@
 """Runcast SDK: broadcast a training run.
 
     import runcast
-    run = runcast.init(project="tinygpt", name="baseline", config=cfg, server="http://host:8000", token=TOKEN)
+    run = runcast.init(project="tinygpt", config=cfg, server="http://host:8000", token=TOKEN)
     run.log({"train/loss": loss, "lr": lr}, step=step)
     run.finish()
+
+or, module-level: ``runcast.init(...)``, ``runcast.log({...})``, ``runcast.finish()``;
+``runcast.run`` is the run the last ``init`` made (None before, and after ``finish``).
 
 Importing this package needs only the standard library and httpx (torch and numpy
 are used only when present and needed). See docs/sdk.md.
 """
 
-from .run import Run, RunStats, init
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from . import run as _run_module
+from .handshake import InitError
+from .run import Run, RunStats
 
 __version__ = "0.1.0"
 
-__all__ = ["Run", "RunStats", "__version__", "init"]
+__all__ = ["InitError", "Run", "RunStats", "__version__", "finish", "init", "log", "run"]
+
+# The run the last init() made: state set by init() and cleared by finish(), nothing at import.
+# (This name shadows the submodule runcast.run as an attribute; import from it with
+# ``from runcast.run import ...``.)
+run: Run | None = None
+
+
+def init(*args: Any, **kwargs: Any) -> Run:
+    """Start a run (every argument of ``runcast.run.init``, docs/sdk.md) and make it ``runcast.run``."""
+    global run
+    made = _run_module.init(*args, **kwargs)
+    run = made
+    return made
+
+
+init.__doc__ = f"{init.__doc__}\n\n{_run_module.init.__doc__}"
+init.__wrapped__ = _run_module.init  # type: ignore[attr-defined]  (inspect.signature shows the real one)
+
+
+def log(metrics: Mapping[str, Any], step: int | None = None) -> None:
+    """``runcast.run.log(metrics, step)``; RuntimeError before ``runcast.init``."""
+    if run is None:
+        raise RuntimeError("runcast.log() needs a run: call runcast.init(...) first")
+    run.log(metrics, step)
+
+
+def finish(status: str = "finished", timeout: float | None = None) -> None:
+    """Finish ``runcast.run`` (if any) and clear it."""
+    global run
+    current, run = run, None
+    if current is not None:
+        current.finish(status, timeout)

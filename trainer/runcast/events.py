@@ -43,7 +43,16 @@ as first written):
   server checks the names and ignores an invalid object as a whole),
   ``public_paths`` (optional bool, default false: show the run's filesystem paths, host
   name, user and process id to every reader; otherwise only readers with a token of the
-  run's project see them, docs/sdk.md).
+  run's project see them, docs/sdk.md), ``tags`` (optional list of at most ``MAX_TAGS``
+  distinct tags, each 1..64 characters without control characters or commas),
+  ``group`` (optional, <= 128 chars), ``job_type`` (optional, <= 64 chars), ``notes``
+  (optional, <= 10,000 chars), ``policy`` (optional publication policy, ``runcast.policy``;
+  stored with the run, before any of its data). A resumed segment's values are ignored: the first wins.
+* ``update`` (append-only; the run's state is the updates folded in trainer order):
+  ``config`` (JSON object: top-level keys replace the run's config keys), ``summary``
+  (JSON object: top-level keys replace the run's summary keys; <= 64 KiB encoded),
+  ``define`` (metric name -> ``{"x": "step" | "tokens" | "time", "summary": "min" | "max" |
+  "last" | "none"}``, at most ``MAX_METRICS_PER_EVENT``); at least one of them.
 * ``metrics`` (append-only, write-once per (segment, key, step)): ``step``,
   ``values`` (1..``MAX_METRICS_PER_EVENT`` entries of key -> number). Keys are
   1..200 bytes of UTF-8 with no control characters. Values are floats; NaN and
@@ -79,6 +88,8 @@ import secrets
 from collections.abc import Mapping
 from typing import Any, Final
 
+from runcast.policy import PolicyError, check_policy
+
 SCHEMA_VERSION: Final = 1
 
 EVENT_TYPES: Final = (
@@ -90,6 +101,7 @@ EVENT_TYPES: Final = (
     "note",
     "heartbeat",
     "finished",
+    "update",
 )
 FINAL_STATUSES: Final = ("finished", "failed", "killed")
 VISIBILITIES: Final = ("public", "unlisted", "private")
@@ -115,6 +127,17 @@ MAX_CODE_BYTES: Final = 1024 * 1024
 MAX_ENV_BYTES: Final = 64 * 1024
 MAX_MANIFEST_BYTES: Final = 1024 * 1024
 MAX_ALERTS_BYTES: Final = 16 * 1024
+# Keys the SDK's system sampler sends (runcast.system): system/<node>/rank<r>/<name>, the step
+# a wall-clock second. An event holding only such keys does not move the run's step, last
+# values or heartbeat.
+SYSTEM_PREFIX: Final = "system/"
+MAX_SUMMARY_BYTES: Final = 64 * 1024
+MAX_TAGS: Final = 64
+MAX_TAG_CHARS: Final = 64
+MAX_GROUP_CHARS: Final = 128
+MAX_JOB_TYPE_CHARS: Final = 64
+X_AXES: Final = ("step", "tokens", "time")
+SUMMARIES: Final = ("min", "max", "last", "none")
 
 ID_RE: Final = re.compile(r"^[A-Za-z0-9_-]{8,64}$")
 PROJECT_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
@@ -154,11 +177,25 @@ class EventError(ValueError):
 
 
 def new_id() -> str:
-    """A fresh run or segment id: 16 random URL-safe characters."""
-    return secrets.token_urlsafe(12)
+    """A fresh run or segment id: 16 random URL-safe characters, never starting with '-'
+    (which a command line would read as an option)."""
+    while (value := secrets.token_urlsafe(12)).startswith("-"):
+        pass
+    return value
 
 
 # --- values -------------------------------------------------------------------------
+
+
+def is_system_event(event: Mapping[str, Any]) -> bool:
+    """A ``metrics`` event whose every key is a system metric (``SYSTEM_PREFIX``)."""
+    values = event.get("values")
+    return (
+        event.get("type") == "metrics"
+        and isinstance(values, Mapping)
+        and bool(values)
+        and all(isinstance(k, str) and k.startswith(SYSTEM_PREFIX) for k in values)
+    )
 
 
 def encode_value(value: float) -> float | str:
@@ -422,6 +459,70 @@ def _run_started(e: Mapping[str, Any]) -> dict[str, Any]:
         raise EventError("public_paths", "must be true or false")
     if public_paths:
         out["public_paths"] = True
+    if e.get("tags") is not None:
+        out["tags"] = check_tags(e["tags"])
+    if e.get("policy") is not None:
+        try:
+            out["policy"] = check_policy(e["policy"])
+        except PolicyError as exc:
+            raise EventError(exc.field, exc.message) from None
+    for field, limit in (("group", MAX_GROUP_CHARS), ("job_type", MAX_JOB_TYPE_CHARS), ("notes", MAX_NOTE_CHARS)):
+        if e.get(field) is not None:
+            value = _str(e, field, limit)
+            if value.strip():
+                out[field] = value
+    return out
+
+
+def check_tags(raw: Any, field: str = "tags") -> list[str]:
+    """A list of distinct tags (order kept): 1..64 characters, no control characters, no commas."""
+    if not isinstance(raw, list):
+        raise EventError(field, "must be a list of strings")
+    if len(raw) > MAX_TAGS:
+        raise EventError(field, f"holds {len(raw)} tags, more than {MAX_TAGS}")
+    out: list[str] = []
+    for i, tag in enumerate(raw):
+        where = f"{field}.{i}"
+        if not isinstance(tag, str) or not tag.strip():
+            raise EventError(where, "must be a non-empty string")
+        if len(tag) > MAX_TAG_CHARS:
+            raise EventError(where, f"longer than {MAX_TAG_CHARS} characters")
+        if _CONTROL_RE.search(tag) or "," in tag:
+            raise EventError(where, "must hold no control characters and no commas")
+        check_text(tag, where)
+        if tag not in out:
+            out.append(tag)
+    return out
+
+
+def check_define(raw: Any, field: str = "define") -> dict[str, dict[str, str]]:
+    """Metric declarations: name -> {"x": one of X_AXES, "summary": one of SUMMARIES}."""
+    if not isinstance(raw, dict) or not raw:
+        raise EventError(field, "must be a non-empty JSON object of metric name -> declaration")
+    if len(raw) > MAX_METRICS_PER_EVENT:
+        raise EventError(field, f"holds {len(raw)} entries, more than {MAX_METRICS_PER_EVENT}")
+    out: dict[str, dict[str, str]] = {}
+    for key, decl in raw.items():
+        check_key(key, field)
+        if not isinstance(decl, dict):
+            raise EventError(f"{field}.{key}", "must be an object with 'x' and 'summary'")
+        out[key] = {
+            "x": _choice(decl, "x", X_AXES, "step"),
+            "summary": _choice(decl, "summary", SUMMARIES, "last"),
+        }
+    return out
+
+
+def _update(e: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if e.get("config") is not None:
+        out["config"] = _json_obj(e, "config", MAX_CONFIG_BYTES)
+    if e.get("summary") is not None:
+        out["summary"] = _json_obj(e, "summary", MAX_SUMMARY_BYTES)
+    if e.get("define") is not None:
+        out["define"] = check_define(e["define"])
+    if not out:
+        raise EventError("config", "an update needs config, summary or define")
     return out
 
 
@@ -511,6 +612,7 @@ _BODY_VALIDATORS = {
     "note": _note,
     "heartbeat": _heartbeat,
     "finished": _finished,
+    "update": _update,
 }
 
 

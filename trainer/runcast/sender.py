@@ -2,15 +2,21 @@
 
 The training thread appends queue items (numbered: ``seq``) and returns; this daemon
 thread turns them into wire events (reading device tensors, hashing checkpoints), cuts
-batches (``batch_size`` events, or whatever is waiting once ``flush_interval`` has
-passed; never more than ``MAX_BATCH_EVENTS`` or ``MAX_BATCH_BYTES``) and hands them to
-the transport. When the training thread writes to the overflow file instead (the queue
-is full or behind, ``overflow.py``), the sender reads it back after the queue, in order.
+batches (never more than ``batch_size``, ``MAX_BATCH_EVENTS`` or ``MAX_BATCH_BYTES``) and
+hands them to the transport. With ``flush_interval`` 0 (the default) it sends as soon
+as it is idle: a lone point leaves at once, and what arrives while a request is in
+flight (or within ``MIN_SEND_GAP`` of the last send) goes out together in the next one,
+so batches grow with the load by themselves.
+A positive ``flush_interval`` waits that long (or for ``batch_size`` events) instead.
+When the training thread writes to the overflow file instead (the queue is full or
+behind, ``overflow.py``), the sender reads it back after the queue, in order.
 
 When the service is unavailable the batch goes to the spool and so does every
-later batch, so order is kept; the spool is replayed (with exponential back-off)
-and live sending resumes once it is empty. A batch the service rejects for good
-is counted as dropped and its error logged once. The run's spool directory is made
+later batch, so order is kept (gathered for ``SPOOL_INTERVAL`` at a time: each append
+is fsync'd); the spool is replayed after a capped exponential back-off with full
+jitter (``Backoff``: a random wait in [0, cap], so trainers cut off together do not
+come back together) and live sending resumes once it is empty. A batch the service
+rejects for good is counted as dropped and its error logged once. The run's spool directory is made
 with the run (the overflow file lives there) and deleted when the run closes with
 nothing left unsent.
 """
@@ -22,6 +28,7 @@ import hashlib
 import logging
 import os
 import queue
+import random
 import shutil
 import threading
 import time
@@ -45,6 +52,9 @@ Item = tuple[int, str, float, "int | None", Any]  # (seq, type, ts, step, values
 DEFAULT_SEND_TIMEOUT: Final = 10.0
 REPLAY_BATCHES_PER_PASS: Final = 32
 OVERFLOW_BATCHES_PER_PASS: Final = 8
+MIN_SEND_GAP: Final = 0.05  # a busy trainer makes at most 20 requests a second (each costs the server a batch)
+SPOOL_INTERVAL: Final = 1.0  # while spooling, batches gather this long (each spool append is fsync'd)
+SYNC_INTERVAL: Final = 1.0  # how often the overflow file is fsync'd while it is written
 _HASH_CHUNK: Final = 1 << 20
 
 
@@ -67,7 +77,13 @@ class Counters:
 
 class Wakeup:
     """Wakes the sender early. Uses no Python-level lock, so a signal handler that
-    interrupts the training thread in the middle of ``set`` can call it again safely."""
+    interrupts the training thread in the middle of ``set`` can call it again safely.
+
+    ``pending`` lets the training thread skip ``set`` while a wake-up is already on its
+    way. ``wait`` clears it only after draining the tokens: cleared first, a ``set``
+    between the two would leave ``pending`` true with no token, and the next events
+    would wait for the sender's timeout.
+    """
 
     __slots__ = ("_tokens", "pending")
 
@@ -84,12 +100,37 @@ class Wakeup:
             self._tokens.get(timeout=timeout)
         except queue.Empty:
             pass
-        self.pending = False
         while True:
             try:
                 self._tokens.get_nowait()
             except queue.Empty:
-                return
+                break
+        self.pending = False
+
+
+class Backoff:
+    """Capped exponential back-off with full jitter.
+
+    The n-th wait of an outage is drawn uniformly from [0, min(cap, initial * 2**n)]; a
+    server's ``Retry-After`` hint is waited out first, then the same draw is added. The
+    random source is passed in (a seeded ``random.Random`` makes the waits repeatable).
+    """
+
+    def __init__(self, initial: float, cap: float, rng: random.Random) -> None:
+        self.initial, self.cap = initial, cap
+        self._rng = rng
+        self._attempt = 0
+
+    def next(self, hint: float | None = None) -> float:
+        """The wait before the next attempt, in seconds."""
+        ceiling = min(self.cap, self.initial * 2 ** min(self._attempt, 62))
+        self._attempt += 1
+        wait = self._rng.uniform(0.0, ceiling)
+        return wait if hint is None else min(hint, self.cap) + wait
+
+    def reset(self) -> None:
+        """The service answered: the next outage starts from ``initial`` again."""
+        self._attempt = 0
 
 
 @dataclass(frozen=True)
@@ -99,7 +140,7 @@ class SenderConfig:
     run: str
     segment: str
     batch_size: int
-    flush_interval: float
+    flush_interval: float  # 0: send as soon as the sender is idle
     heartbeat_interval: float
     retry_initial: float
     retry_max: float
@@ -121,6 +162,7 @@ class Sender:
         overflow: Overflow | None = None,
         lost: Callable[[], int] | None = None,
         spool: Spool | None = None,
+        rng: random.Random | None = None,
     ) -> None:
         self.config = config
         self._queue = queue
@@ -133,8 +175,9 @@ class Sender:
         self._lost_reported = 0
         self._spool: Spool | None = spool  # made by the run, so its directory exists from the start
         self._spooling = transport is None
-        self._backoff = config.retry_initial
+        self._backoff = Backoff(config.retry_initial, config.retry_max, rng or random.Random())
         self._retry_at = 0.0
+        self._last_sent = float("-inf")  # when events last left the queue
         self._rejected_logged = False
         self._offline_logged = False
         self._failure_logged = False
@@ -194,9 +237,13 @@ class Sender:
 
     # --- the sender thread ------------------------------------------------------------
 
+    def _interval(self) -> float:
+        """How long events gather before a send (0: none)."""
+        return max(self.config.flush_interval, SPOOL_INTERVAL) if self._spooling else self.config.flush_interval
+
     def _main(self) -> None:
         cfg = self.config
-        last_flush = time.monotonic()
+        last_flush = last_sync = time.monotonic()
         next_heartbeat = last_flush + cfg.heartbeat_interval
         while True:
             self._wake.wait(self._wait_time(last_flush, next_heartbeat))
@@ -209,7 +256,9 @@ class Sender:
                     self._spooling = self._transport is None  # the spool could not be written: go live
                 if self._spooling and self._transport is not None and now >= self._retry_at:
                     self._replay()
-                due = closing or serving > self._served or now - last_flush >= cfg.flush_interval
+                interval = self._interval()
+                ready = now - last_flush >= interval if interval > 0 else now - self._last_sent >= MIN_SEND_GAP
+                due = closing or serving > self._served or ready
                 lost = self._lost()
                 beat = not closing and not self._spooling and (now >= next_heartbeat or lost > self._lost_reported)
                 if beat:
@@ -219,6 +268,8 @@ class Sender:
                 pending: list[Item] = []
                 available = len(self._queue)
                 take = available if due else available - available % cfg.batch_size
+                if take:
+                    self._last_sent = now
                 for _ in range(take):
                     pending.append(self._queue.popleft())
                     if len(pending) >= min(cfg.batch_size, events.MAX_BATCH_EVENTS):
@@ -231,7 +282,8 @@ class Sender:
                     self._ship(pending)
                 if not self._queue and self._overflow is not None:
                     self._ship_overflow(self._overflow, closing)
-                    if due:
+                    if closing or now - last_sync >= SYNC_INTERVAL:
+                        last_sync = now
                         self._overflow.sync()
             except Exception:  # the sender must outlive any bug
                 log.exception("runcast: internal error in the sender thread")
@@ -267,7 +319,12 @@ class Sender:
             return max(0.0, min(self._retry_at, self._deadline) - now)
         if self._overflow is not None and self._overflow.written > self._overflow.shipped:
             return 0.0  # a backlog on disk: keep going
-        until = min(last_flush + self.config.flush_interval, next_heartbeat)
+        until = next_heartbeat
+        interval = self._interval()
+        if interval > 0:
+            until = min(until, last_flush + interval)
+        elif self._queue:  # arrived while we were sending: the next batch leaves now, or at the gap's end
+            return max(0.0, self._last_sent + MIN_SEND_GAP - now)
         if self._spooling and self._transport is not None:
             until = min(until, self._retry_at)
         return max(0.0, until - now)
@@ -358,9 +415,7 @@ class Sender:
             )
 
     def _schedule_retry(self, hint: float | None) -> None:
-        wait = self._backoff if hint is None else min(max(hint, self._backoff), self.config.retry_max)
-        self._retry_at = time.monotonic() + wait
-        self._backoff = min(self._backoff * 2, self.config.retry_max)
+        self._retry_at = time.monotonic() + self._backoff.next(hint)
 
     def _replay(self) -> None:
         assert self._spool is not None and self._transport is not None
@@ -382,7 +437,7 @@ class Sender:
             log.info("runcast: %s is reachable again; the spool was replayed", self._transport.url)
             self._spool.reset()
             self._spooling = False
-            self._backoff = self.config.retry_initial
+            self._backoff.reset()
             self._failure_logged = False
         else:
             self._retry_at = 0.0  # more to replay: continue on the next pass
@@ -442,7 +497,11 @@ class Sender:
             _remove_copy(Path(delete))
         if copy_to:
             copied, digest = _copy(Path(body["path"]), Path(copy_to), body["size"], copy_dir, self._past_deadline)
-            if copied:
+            if copied and body.get("sha256") and digest != body["sha256"]:
+                log.warning("runcast: checkpoint %s was rewritten since step %s; its copy is not reported",
+                            body["path"], body["step"])  # fmt: skip
+                _remove_copy(Path(copy_to), quiet=True)
+            elif copied:
                 body["path"] = copy_to
                 if hash_it:
                     body["sha256"] = digest

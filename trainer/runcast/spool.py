@@ -19,7 +19,7 @@ import contextlib
 import json
 import logging
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, cast
@@ -170,11 +170,13 @@ def replay(
     timeout: float = 10.0,
     max_batches: int | None = None,
     stop_on: tuple[int, ...] = (),
+    on_batch: Callable[[int], None] | None = None,
 ) -> ReplayResult:
     """Send the spool's batches in order until it is empty, the service fails, or ``max_batches``.
 
     A rejected batch is skipped (and reported) unless its status is in ``stop_on``,
     which stops the pass without skipping it (e.g. 401: a wrong token, not bad data).
+    ``on_batch(events)`` is called after each batch sent or skipped (progress).
     """
     result = ReplayResult()
     for body, events, end in spool.pending():
@@ -194,6 +196,8 @@ def replay(
         else:
             result.sent_events += len(events)
             result.sent_batches += 1
+        if on_batch is not None:
+            on_batch(len(events))
         spool.ack(end)
     result.done = True
     return result

@@ -5,17 +5,23 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from runcast_server.api.routes import events, export, ingest, metrics, runs, stream
-from runcast_server.api.routes import checkpoints, manifests, revisions
+from runcast_server.api.routes import checkpoints, manifests, revisions, uploads
 from runcast_server.api.routes import alerts, feeds, subscriptions
 from runcast_server.api.routes import estimate
 from runcast_server.api.routes import admin
+from runcast_server.api.routes import manage, tokens, whoami
 from runcast_server.errors import error_responses
+from runcast_server.policy import routes as policy
+from runcast_server.sessions import routes as session_routes
 
 # Any route may answer 413 (the body limit, before reading) and 503 (database or queue down).
 api_router = APIRouter(prefix="/api/v1", responses=error_responses(413, 503))
-for module in (ingest, runs, metrics, events, export, stream, checkpoints, revisions, manifests):
+for module in (ingest, whoami, runs, manage, tokens, metrics, events, export, stream, checkpoints, uploads, revisions,
+               manifests):
     api_router.include_router(module.router)
 for module in (alerts, feeds, subscriptions):  # docs/alerts.md
     api_router.include_router(module.router)
 api_router.include_router(estimate.router)  # the ZeRO memory estimate (runcast.estimate)
+api_router.include_router(policy.router)  # publication policies (docs/api.md)
 api_router.include_router(admin.router)  # the ingest inbox for operators (docs/api.md)
+api_router.include_router(session_routes.router)  # dashboard sign-in (docs/auth.md)

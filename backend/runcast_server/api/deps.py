@@ -13,6 +13,8 @@ from runcast_server.auth import is_admin_token, project_for_token
 from runcast_server.db import session_scope
 from runcast_server.errors import ApiError
 from runcast_server.models import Project
+from runcast_server.sessions.service import COOKIE as SESSION_COOKIE
+from runcast_server.sessions.service import lookup as lookup_session
 
 
 def get_session() -> Iterator[Session]:
@@ -47,11 +49,25 @@ bearer_token = BearerToken(
 TokenDep = Annotated[str | None, Depends(bearer_token)]
 
 
-def viewer_project(session: SessionDep, token: TokenDep) -> Project | None:
-    """The project whose token the caller presented (reads: optional; grants private runs)."""
-    if token is None:
+# Methods a dashboard session cookie counts on: reads only, so a cookie never authorises a write.
+SESSION_METHODS = ("GET", "HEAD")
+
+
+def session_viewer(session: Session, method: str, cookie: str | None) -> Project | None:
+    """The project of the browser's live dashboard session (sessions/), for a read; else None
+    (a stale or unknown cookie is an anonymous reader, never an error)."""
+    if method not in SESSION_METHODS:
         return None
-    project = project_for_token(session, token)
+    found = lookup_session(session, cookie)
+    return None if found is None else found.project
+
+
+def viewer_project(request: Request, session: SessionDep, token: TokenDep) -> Project | None:
+    """The project whose token the caller presented or, without a token, whose dashboard session
+    cookie a GET or HEAD carries (reads: optional; grants private runs)."""
+    if token is None:
+        return session_viewer(session, request.method, request.cookies.get(SESSION_COOKIE))
+    project = project_for_token(session, token, touch=True)
     if project is None:
         raise ApiError(401, "invalid or revoked token", field="Authorization")
     return project
@@ -61,7 +77,7 @@ def writer_project(session: SessionDep, token: TokenDep) -> Project:
     """The project a write is authorised for; a missing or bad token is a 401."""
     if token is None:
         raise ApiError(401, "a project ingest token is required (Authorization: Bearer <token>)", field="Authorization")
-    project = project_for_token(session, token)
+    project = project_for_token(session, token, touch=True)
     if project is None:
         raise ApiError(401, "invalid or revoked token", field="Authorization")
     return project

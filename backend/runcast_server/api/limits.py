@@ -13,12 +13,26 @@ here is a setting.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
+from typing import Any
 
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from runcast_server.errors import error_body, error_response
+
+_UPLOAD_CHUNK = re.compile(r"^/api/v1/runs/[^/]+/uploads/[^/]+/files/[^/]+$")
+_UPLOAD_BEGIN = re.compile(r"^/api/v1/runs/[^/]+/uploads$")
+
+
+def body_limit(settings: Any, path: str) -> int:
+    """The body limit of ``path``: ingest batches, checkpoint chunks and manifests, everything else."""
+    if path == "/api/v1/ingest" or _UPLOAD_BEGIN.match(path):
+        return settings.max_body_bytes
+    if _UPLOAD_CHUNK.match(path):
+        return settings.upload_chunk_bytes
+    return settings.max_request_bytes
 
 
 class BodyTooLarge(HTTPException):

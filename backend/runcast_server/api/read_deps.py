@@ -10,6 +10,7 @@ from runcast.events import ID_RE
 from runcast_server.api.deps import SessionDep, ViewerDep
 from runcast_server.errors import NotFound, error_responses
 from runcast_server.models import Run
+from runcast_server.policy.apply import View, view_for
 from runcast_server.reads.access import readable_run
 from runcast_server.reads.published import sees_everything
 from runcast_server.settings import Settings, get_settings
@@ -40,3 +41,11 @@ def full_view_dep(found: ReadableRunDep, viewer: ViewerDep) -> bool:
 
 
 FullViewDep = Annotated[bool, Depends(full_view_dep)]
+
+
+def view_dep(session: SessionDep, found: ReadableRunDep, viewer: ViewerDep) -> View:
+    """What the run's publication policy shows the caller (policy/apply.py; the team: everything)."""
+    return view_for(session, found[0], viewer)
+
+
+ViewDep = Annotated[View, Depends(view_dep)]

@@ -12,7 +12,7 @@ overwritten. Status for a viewer, in this order:
 ``missing``    the file cannot be served: outside the project's directory of the storage
                root, refused by the path rules, gone, overwritten, or not the recorded size
                (``reason`` says which, and nothing about any file outside the project's directory)
-``available``  downloadable (a directory checkpoint is available but not downloadable)
+``available``  downloadable (a directory checkpoint as one streamed tar, or file by file)
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ class CheckpointView:
 
     @property
     def downloadable(self) -> bool:
-        return self.status == "available" and self.stored is not None and not self.stored.is_dir
+        return self.status == "available" and self.stored is not None
 
 
 def load_checkpoints(session: Session, run_id: str) -> list[CheckpointRecord]:
@@ -143,6 +143,7 @@ def as_json(v: CheckpointView, run_id: str) -> dict[str, Any]:
             "id": r.id, "step": r.step, "segment": r.segment, "status": "private", "reason": v.reason,
             "size": None, "sha256": None, "metrics": r.metrics, "public": False, "filename": None,
             "kind": None, "recorded_at": r.ts, "pruned_at": None, "download_url": None, "card_url": None,
+            "files_url": None,
         }
     return {
         "id": r.id,
@@ -160,4 +161,5 @@ def as_json(v: CheckpointView, run_id: str) -> dict[str, Any]:
         "pruned_at": r.pruned_at,
         "download_url": f"{base}/download" if v.downloadable else None,
         "card_url": f"{base}/card",
+        "files_url": f"{base}/files" if v.downloadable and v.stored is not None and v.stored.is_dir else None,
     }

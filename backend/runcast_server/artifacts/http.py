@@ -16,13 +16,19 @@
   backend's reader (S3) is told the span first and streams it from one ranged GET.
 * A client that disconnects stops the reads at once (the receive channel is watched),
   so a broken download costs no reads beyond what was sent.
+* Behind nginx (``accel_prefix``, the ``download_accel_prefix`` setting) a local file is
+  not sent by this process: the answer is ``X-Accel-Redirect: <prefix><key>`` with the
+  headers above, and nginx's internal location sends the bytes (sendfile) and applies
+  Range and If-Range itself. An unsatisfiable range is still answered here (JSON 416).
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 from email.utils import formatdate, parsedate_to_datetime
+from pathlib import PurePosixPath
 from urllib.parse import quote
 
 import anyio
@@ -30,7 +36,7 @@ from starlette.datastructures import Headers
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from runcast_server.artifacts.storage import Reader, Storage, StoredObject
+from runcast_server.artifacts.storage import LocalStorage, Reader, Storage, StoredObject
 
 _RANGE = re.compile(r"^\s*bytes\s*=\s*(\d*)\s*-\s*(\d*)\s*$", re.IGNORECASE)
 
@@ -105,10 +111,12 @@ class CheckpointFileResponse(Response):
         filename: str,
         chunk_size: int = 4 * 1024 * 1024,
         cache_control: str = "no-cache",
+        accel_prefix: str | None = None,
     ) -> None:
         self.storage = storage
         self.obj = obj
         self.chunk_size = chunk_size
+        self.accel_uri = _accel_uri(storage, obj, accel_prefix) if accel_prefix else None
         self.status_code = 200
         self.background = None
         self.etag = etag_for(obj, sha256)
@@ -154,6 +162,15 @@ class CheckpointFileResponse(Response):
             )
             await send({"type": "http.response.start", "status": 416, "headers": _raw(headers)})
             await send({"type": "http.response.body", "body": body})
+            return
+        if self.accel_uri is not None:
+            # nginx keeps Content-Type, Content-Disposition and Cache-Control from here; the
+            # location re-adds ETag; its static handler sets the length, range and body.
+            headers["x-accel-redirect"] = self.accel_uri
+            headers["content-length"] = "0"
+            del headers["accept-ranges"]  # nginx adds its own
+            await send({"type": "http.response.start", "status": 200, "headers": _raw(headers)})
+            await send({"type": "http.response.body", "body": b""})
             return
         headers["content-length"] = str(end - start)
         if status == 206:
@@ -211,6 +228,16 @@ class CheckpointFileResponse(Response):
                     await asyncio.wait([pending])
             if pending.done() and not pending.cancelled():
                 pending.exception()  # retrieved: no "never retrieved" warning
+
+
+def _accel_uri(storage: Storage, obj: StoredObject, prefix: str) -> str | None:
+    """``prefix`` + the local file's path under the storage root with symbolic links resolved,
+    as ``locate`` checked it (nginx then follows no link that may have changed since);
+    None for a backend without local files (S3)."""
+    if not isinstance(storage, LocalStorage) or obj.path is None:
+        return None
+    key = os.path.relpath(obj.path, os.path.realpath(storage.root))
+    return prefix + quote(PurePosixPath(key).as_posix(), safe="/")
 
 
 def _raw(headers: dict[str, str]) -> list[tuple[bytes, bytes]]:

@@ -200,6 +200,20 @@ class S3Storage:
         return S3Reader(self.client, self.bucket, StoredObject(key=key, size=obj.size, mtime=obj.mtime, version=obj.version))
 
 
+    def files(self, obj: StoredObject) -> list[tuple[str, int]]:
+        """``(relative path, size)`` of every object under a directory checkpoint's key, sorted."""
+        if not obj.is_dir:
+            return []
+        base = (f"{self.prefix}/{obj.key}" if self.prefix else obj.key) + "/"
+        out: list[tuple[str, int]] = []
+        for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=base):
+            for item in page.get("Contents", []):
+                rel = item["Key"][len(base):]
+                if rel and not rel.endswith("/"):
+                    out.append((rel, int(item["Size"])))
+        return sorted(out)
+
+
 def make_client(endpoint_url: str | None, region: str | None, addressing_style: str | None) -> Any:
     """A boto3 S3 client; credentials from the standard AWS environment / config chain."""
     try:

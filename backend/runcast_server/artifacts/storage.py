@@ -25,7 +25,9 @@ shared filesystem the trainers write to. The rules of ``safe_relative`` and
   file (device and inode) that was located, so a swap between the check and the
   open is refused too.
 
-``S3Storage`` (``runcast_server.artifacts.s3``) implements the same two methods for
+``files(obj)`` lists a directory checkpoint's regular files (relative path, size).
+
+``S3Storage`` (``runcast_server.artifacts.s3``) implements the same methods for
 an S3-compatible store: ``locate`` is a HEAD of the object key derived by
 ``safe_relative`` under the configured prefix, ``open`` streams ranged GETs.
 """
@@ -88,6 +90,8 @@ class Storage(Protocol):
     def locate(self, recorded_path: str, within: str | None = None) -> StoredObject: ...
 
     def open(self, obj: StoredObject) -> Reader: ...
+
+    def files(self, obj: StoredObject) -> list[tuple[str, int]]: ...
 
 
 def safe_relative(recorded_path: str, root: str, trainer_root: str | None = None) -> str:
@@ -186,6 +190,23 @@ class LocalStorage:
             os.close(fd)
             raise NotStored("the file changed while it was being opened")
         return _FileReader(fd)
+
+    def files(self, obj: StoredObject) -> list[tuple[str, int]]:
+        """``(relative POSIX path, size)`` of every regular file in a directory checkpoint, sorted.
+
+        Symbolic links are not followed and not listed: a tree never reaches out of itself.
+        """
+        if obj.path is None or not obj.is_dir:
+            return []
+        out: list[tuple[str, int]] = []
+        for folder, dirs, names in os.walk(obj.path, followlinks=False):
+            dirs.sort()
+            for name in names:
+                full = os.path.join(folder, name)
+                info = os.lstat(full)
+                if stat.S_ISREG(info.st_mode):
+                    out.append((PurePosixPath(Path(full).relative_to(obj.path)).as_posix(), info.st_size))
+        return sorted(out)
 
 
 def storage_from_settings(settings: object) -> Storage:

@@ -33,8 +33,16 @@ def register(app: typer.Typer) -> None:
     db_app = typer.Typer(help="Manage the database schema.", no_args_is_help=True)
     db_app.command("upgrade")(db_upgrade_command)
     app.add_typer(db_app, name="db")
-    token_app = typer.Typer(help="Manage project ingest tokens and admin tokens.", no_args_is_help=True)
-    token_app.command("create")(token_create_command)
-    app.add_typer(token_app, name="token")
+    _token_group(app).command("create")(token_create_command)
     app.add_typer(storage_app, name="storage")
     app.add_typer(quarantine_app, name="quarantine")
+
+
+def _token_group(app: typer.Typer) -> typer.Typer:
+    """The ``token`` group the SDK made (list, revoke over HTTP), or a new one."""
+    for group in app.registered_groups:
+        if group.name == "token" and group.typer_instance is not None:
+            return group.typer_instance
+    token_app = typer.Typer(help="Manage project ingest tokens and admin tokens.", no_args_is_help=True)
+    app.add_typer(token_app, name="token")
+    return token_app

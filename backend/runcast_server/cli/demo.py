@@ -1,9 +1,10 @@
 """``runcast demo``: the embedded server and a real small training run streaming to it, in one command.
 
-What it does, in order: picks a persistent data directory (``<data_dir>/demo`` by default,
-so a second demo still shows the earlier runs), runs the embedded default there (SQLite,
-eager ingest, the in-process hub) on 127.0.0.1:PORT in a thread of this process, makes a
-project token, and starts the reference trainer (``runcast train``: a tiny GPT on local
+What it does, in order: picks a persistent data directory (``RUNCAST_DATA_DIR`` by default,
+the one ``runcast serve`` and ``runcast token create`` use, so a second demo still shows the
+earlier runs), runs the embedded default there (SQLite, eager ingest, the in-process hub) on
+127.0.0.1:PORT in a thread of this process, makes a token of project ``demo`` and prints it
+(with the two variables that let a script of yours log to this server), and starts the reference trainer (``runcast train``: a tiny GPT on local
 data, CPU) as a child process that broadcasts to it. It prints the dashboard and run page
 addresses and opens nothing. Ctrl-C (SIGINT) or SIGTERM stops everything: the trainer gets
 one SIGINT (its run is finished as "killed", its last points flushed), then SIGTERM and
@@ -38,7 +39,8 @@ def demo_command(
     steps: int = typer.Option(2000, min=1, help="Optimizer steps of the demo training run."),
     no_train: bool = typer.Option(False, "--no-train", help="Only serve the dashboard (and earlier runs)."),
     data_dir: Path | None = typer.Option(  # noqa: B008 - typer declares options as defaults
-        None, help="Where the demo's database and checkpoints live (default: DATA_DIR/demo, kept between demos)."
+        None, help="Where the demo's database and checkpoints live (default: RUNCAST_DATA_DIR, the directory of "
+        "`runcast serve` and `runcast token create`; kept between demos)."
     ),
 ) -> None:
     """Serve the dashboard and stream a real tiny-GPT training run to it: the first command to try.
@@ -66,6 +68,10 @@ def demo_command(
         server = _Server(port)
         server.start()
         typer.echo(f"Runcast demo: dashboard at {base}/  (data in {data})")
+        typer.echo(
+            "Log a run of your own to it (a token of project 'demo' in this database, shown once):\n"
+            f"  export RUNCAST_SERVER={base} RUNCAST_TOKEN={token}"
+        )
         if no_train:
             typer.echo("serving only (--no-train); Ctrl-C to stop")
         else:
@@ -104,7 +110,7 @@ def _use_embedded(data_dir: Path | None) -> Path:
     from runcast_server.hub import reset_hub
     from runcast_server.settings import Settings, get_settings
 
-    data = (data_dir or Settings().data_dir / "demo").expanduser().resolve()
+    data = (data_dir or Settings().data_dir).expanduser().resolve()
     data.mkdir(parents=True, exist_ok=True)
     os.environ["RUNCAST_DATA_DIR"] = str(data)
     for name in ("RUNCAST_DATABASE_URL", "RUNCAST_REDIS_URL"):

@@ -66,7 +66,9 @@ def token_create_command(
 ) -> None:
     """Create an ingest token for PROJECT (or, with --admin, an admin token) and print it once.
 
-    Only its hash is stored.
+    Only its hash is stored, in the database of the current settings (RUNCAST_DATABASE_URL,
+    else RUNCAST_DATA_DIR's SQLite: the one `runcast serve` and `runcast demo` use); which one
+    is said on stderr.
     """
     from runcast.events import PROJECT_RE
 
@@ -81,6 +83,16 @@ def token_create_command(
     with session_scope() as session:
         token = create_admin_token(session, label) if admin else create_token(session, project, label)
     typer.echo(token)
+    typer.echo(f"(stored in {_database_label()}: a server using that database accepts it)", err=True)
+
+
+def _database_label() -> str:
+    """The settings' database, without a password."""
+    from sqlalchemy.engine import make_url
+
+    from runcast_server.settings import get_settings
+
+    return make_url(get_settings().sqlalchemy_url).render_as_string(hide_password=True)
 
 
 def ensure_schema() -> None:

@@ -40,15 +40,25 @@ def _fin(x: float) -> Any:
 
 
 def median(values: list[float]) -> float:
-    s = sorted(values)
+    return _middle(sorted(values))
+
+
+def _middle(s: list[float]) -> float:
+    """The median of an already sorted list."""
     n = len(s)
     mid = n // 2
     return s[mid] if n % 2 else 0.5 * (s[mid - 1] + s[mid])
 
 
 def median_mad(values: list[float]) -> tuple[float, float]:
-    m = median(values)
-    return m, median([abs(v - m) for v in values])
+    """Median and median absolute deviation (this runs once per point of every detected series).
+
+    The deviations are taken in sorted order: they then form two monotone runs, which
+    ``sorted`` merges in linear time.
+    """
+    s = sorted(values)
+    m = _middle(s)
+    return m, _middle(sorted([abs(v - m) for v in s]))
 
 
 def _push(ring: list[float], value: float, size: int) -> None:
@@ -421,27 +431,33 @@ class SegmentRunner:
         cfg = self.cfg
         if not cfg.get("enabled", True):
             return []
+        roles: dict[str, str | None] = {}  # this runs once per point: look each key's role up once
         tagged = []
         for step, key, value in points:
-            role = role_of(key, cfg)
+            role = roles.get(key, "")
+            if role == "":
+                role = roles[key] = role_of(key, cfg)
             if role is not None:
                 tagged.append((step, ROLE_ORDER[role], key, role, value))
         tagged.sort(key=lambda t: (t[0], t[1], t[2]))
+        enabled = {
+            role: [(name, cfg[section], update) for section, name, update in detectors
+                   if cfg[section].get("enabled", True)]
+            for role, detectors in POINT_DETECTORS.items() if role in roles.values()
+        }
+        states, touched = self.states, self.touched
         out: list[Signal] = []
         for step, _, key, role, value in tagged:
-            for section, name, update in POINT_DETECTORS[role]:
-                params = cfg[section]
-                if not params.get("enabled", True):
-                    continue
+            for name, params, update in enabled[role]:
                 sk = (key, name)
-                state = self.states.get(sk)
+                state = states.get(sk)
                 if state is None:
-                    state = self.states[sk] = {}
+                    state = states[sk] = {}
                 last = state.get("last_step")
                 if last is not None and step <= last:
                     continue
                 state["last_step"] = step
-                self.touched.add(sk)
+                touched.add(sk)
                 for sig in update(state, params, step, value, self.ctx):
                     sig.key = key
                     out.append(sig)

@@ -114,16 +114,15 @@ def run_detectors(
 
     points: dict[tuple[str, int], list[tuple[int, str, float]]] = {}
     resumes: dict[str, list[tuple[float, int | None, int]]] = {}
+    watched = {run: set().union(*cfg["keys"].values()) for run, cfg in configs.items()}  # keys some role reads
     for e in events:
         kind = e["type"]
         if kind == "metrics":
-            cfg = configs[e["run"]]
+            keys = watched[e["run"]]
             seg = segments[(e["run"], e["segment"])]
             for key, value in e["values"].items():
-                for names in cfg["keys"].values():
-                    if key in names:
-                        points.setdefault((e["run"], seg), []).append((e["step"], key, value))
-                        break
+                if key in keys:
+                    points.setdefault((e["run"], seg), []).append((e["step"], key, value))
         elif kind == "run_started" and e.get("resume_step") is not None:
             resumes.setdefault(e["run"], []).append((e["ts"], e["resume_step"], segments[(e["run"], e["segment"])]))
     touched_runs = {r for r, _ in points} | set(resumes)

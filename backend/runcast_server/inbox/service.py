@@ -132,10 +132,11 @@ def _not_json(name: str) -> Any:
 # --- claiming a row -------------------------------------------------------------------------
 
 
-def _claim(conn: Connection, inbox_id: int, expect: str, **values: Any) -> Any:
+def _claim(conn: Connection, inbox_id: int, expect: str, *, read_body: bool = True, **values: Any) -> Any:
     """Lock the row if it is in state ``expect`` and nobody else holds it, and set ``values``.
 
-    Returns the row's (project_id, body, received_at) as they were, or None. On
+    Returns the row's (project_id, body, received_at) as they were (the body only with
+    ``read_body`` and when ``values`` do not set it), or None. On
     PostgreSQL the transaction is also made to commit asynchronously (see the module
     docstring): ``set_config`` rides along in the same round trip.
     """
@@ -151,7 +152,7 @@ def _claim(conn: Connection, inbox_id: int, expect: str, **values: Any) -> Any:
 
         _take_write_lock(conn)
     columns = [INBOX.c.project_id, INBOX.c.received_at]
-    if "body" not in values:
+    if read_body and "body" not in values:
         columns.append(INBOX.c.body)
     if conn.dialect.name == "postgresql":
         columns.append(func.set_config("synchronous_commit", "off", True))
@@ -179,14 +180,17 @@ class Policy:
     retry_max_s: float
 
 
-def process(inbox_id: int, policy: Policy, publish: Publish, *, attempt: int = 0) -> Outcome:
+def process(inbox_id: int, policy: Policy, publish: Publish, *, attempt: int = 0,
+            events: list[dict[str, Any]] | None = None) -> Outcome:
     """Store the batch of inbox row ``inbox_id``, then run its detectors; see the module docstring.
 
     ``publish`` is called with each committed result (live messages, notifications).
-    ``attempt`` counts the caller's earlier tries (for the back-off).
+    ``attempt`` counts the caller's earlier tries (for the back-off). ``events``: the
+    row's body already decoded and validated (``decode``) by the caller, which saves
+    doing it again; None: read it from the row.
     """
     try:
-        outcome, events, segments = _store(inbox_id, attempt, publish)
+        outcome, events, segments = _store(inbox_id, attempt, publish, events)
     except Exception as exc:
         if not is_transient(exc):
             raise
@@ -208,22 +212,24 @@ def process(inbox_id: int, policy: Policy, publish: Publish, *, attempt: int = 0
     return outcome
 
 
-def _store(inbox_id: int, attempt: int, publish: Publish) -> tuple[Outcome, list[dict[str, Any]] | None, dict[Any, int] | None]:
+def _store(inbox_id: int, attempt: int, publish: Publish, given: list[dict[str, Any]] | None
+           ) -> tuple[Outcome, list[dict[str, Any]] | None, dict[Any, int] | None]:
     """Phase one: claim a pending row, store its batch, mark it stored; one transaction.
 
+    ``given``: the row's events, decoded by the caller (the body is then not read back).
     Returns the outcome, and the validated events and segment ids when it stored them.
     """
     try:
         with session_scope() as session:
             conn = session.connection()
-            row = _claim(conn, inbox_id, PENDING, state=STORED)
+            row = _claim(conn, inbox_id, PENDING, read_body=given is None, state=STORED)
             if row is None:
                 state = _state(conn, inbox_id)
                 if state == PENDING:  # someone else holds it: a duplicate message, or the sweeper
                     return Outcome(state=PENDING, retry_in=max(BUSY_RETRY_S, backoff(attempt, 60.0))), None, None
                 return Outcome(state=state), None, None
             try:
-                events = decode(row.body)
+                events = decode(row.body) if given is None else given
                 result = store_batch(session, row.project_id, events, received_at=row.received_at)
             except Exception as exc:
                 if is_transient(exc):

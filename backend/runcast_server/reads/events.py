@@ -7,6 +7,7 @@ from sqlalchemy.orm import Session
 
 from runcast_server.errors import ApiError
 from runcast_server.models import Event, Run, Segment
+from runcast_server.policy.apply import TEAM, View
 from runcast_server.reads.schemas import EventList, TimelineEvent
 from runcast_server.reads.published import published_payload
 from runcast_server.reads.values import strict_json
@@ -22,10 +23,11 @@ def list_events(
     limit: int,
     full: bool = False,
     private_ok: bool = False,
+    view: View = TEAM,
 ) -> EventList:
     """Events of ``run`` with id > ``after``, filtered by type and segment index (payloads as
     ``reads/published.py`` shows them: ``full`` with paths, host and pid; ``private_ok`` with
-    private checkpoints' files)."""
+    private checkpoints' files; ``view``: the publication policy's filter, policy/apply.py)."""
     query = (
         select(Event, Segment.index)
         .join(Segment, Segment.id == Event.segment_id)
@@ -33,6 +35,8 @@ def list_events(
     )
     if types:
         query = query.where(Event.type.in_(types))
+    if hidden := view.hidden_event_types():
+        query = query.where(Event.type.not_in(hidden))
     if segment is not None:
         query = query.where(Segment.index == segment)
     if after is not None:
@@ -48,9 +52,10 @@ def list_events(
             step=e.step,
             ts=e.ts,
             received_at=e.received_at,
-            payload=published_payload(e.type, strict_json(e.payload or {}), full, private_ok),
+            payload=view.payload(e.type, published_payload(e.type, strict_json(e.payload or {}), full, private_ok)),
         )
         for e, index in page
+        if view.shown(e.type, e.payload or {})
     ]
     next_cursor = str(events[-1].id) if len(rows) > limit else None
     return EventList(events=events, next_cursor=next_cursor)

@@ -8,17 +8,20 @@ from typing import Any
 from sqlalchemy import Select, and_, func, or_, select
 from sqlalchemy.orm import Session
 
-from runcast_server.models import Project, Run, Segment, Series
+from runcast_server.models import Project, Rollup, Run, RunTag, Segment, Series
+from runcast_server.rollups import LEVELS
 from runcast_server.reads.access import listed_to
 from runcast_server.reads.cursor import decode_cursor, encode_cursor
 from runcast_server.reads.schemas import (
     LastValue,
+    Publication,
     RunDetail,
     RunList,
     RunSummary,
     SegmentInfo,
 )
 from runcast_server.reads.published import published_code, published_config, published_env
+from runcast_server.policy.apply import TEAM, View, public_view, views_for
 from runcast_server.reads.values import strict_json
 
 _CURSOR_TYPES = (float, str)
@@ -56,7 +59,7 @@ def _last_values(raw: dict[str, Any] | None) -> dict[str, LastValue]:
 
 
 def summarize(
-    run: Run, project: str, *, stall_after_s: float, now: float
+    run: Run, project: str, *, stall_after_s: float, now: float, tags: list[str] | None = None, view: View = TEAM
 ) -> RunSummary:
     return RunSummary(
         id=run.id,
@@ -72,8 +75,24 @@ def summarize(
         if run.heartbeat_at is None
         else max(0.0, now - run.heartbeat_at),
         last_step=run.last_step,
-        last_values=_last_values(run.last_values),
+        last_values=view.by_key(_last_values(run.last_values)),
+        tags=tags or [],
+        group=run.group_name,
+        job_type=run.job_type,
+        archived_at=run.archived_at,
     )
+
+
+def run_tags(session: Session, run_ids: list[str]) -> dict[str, list[str]]:
+    """Each run's tags, sorted (runs without tags are left out)."""
+    out: dict[str, list[str]] = {}
+    if run_ids:
+        rows = session.execute(
+            select(RunTag.run_id, RunTag.tag).where(RunTag.run_id.in_(run_ids)).order_by(RunTag.run_id, RunTag.tag)
+        )
+        for run_id, tag in rows:
+            out.setdefault(run_id, []).append(tag)
+    return out
 
 
 def _status_filter(
@@ -93,13 +112,17 @@ def list_runs(
     project: str | None,
     status: str | None,
     limit: int,
+    tag: str | None = None,
+    group: str | None = None,
     cursor: str | None,
     stall_after_s: float,
+    archived: str = "exclude",
 ) -> RunList:
     """One page of the runs the viewer may see, newest first.
 
     Ordered by (created_at, id) descending; the cursor holds the last row's key,
-    so rows inserted while a client pages never cause duplicates or gaps.
+    so rows inserted while a client pages never cause duplicates or gaps. ``archived``:
+    ``exclude`` (archived runs left out), ``include`` or ``only``.
     """
     now = time.time()
     query = (
@@ -109,8 +132,16 @@ def list_runs(
     )
     if project is not None:
         query = query.where(Project.name == project)
+    if archived == "exclude":
+        query = query.where(Run.archived_at.is_(None))
+    elif archived == "only":
+        query = query.where(Run.archived_at.is_not(None))
     if status is not None:
         query = _status_filter(query, status, stall_after_s, now)
+    if group is not None:
+        query = query.where(Run.group_name == group)
+    if tag is not None:
+        query = query.where(select(RunTag.run_id).where(RunTag.run_id == Run.id, RunTag.tag == tag).exists())
     if cursor is not None:
         created, run_id = decode_cursor(cursor, _CURSOR_TYPES)
         query = query.where(
@@ -127,9 +158,11 @@ def list_runs(
     if len(rows) > limit:
         last = page[-1][0]
         next_cursor = encode_cursor(last.created_at, last.id)
+    tags = run_tags(session, [run.id for run, _ in page])
+    views = views_for(session, [run for run, _ in page], viewer)
     return RunList(
         runs=[
-            summarize(run, name, stall_after_s=stall_after_s, now=now)
+            summarize(run, name, stall_after_s=stall_after_s, now=now, tags=tags.get(run.id), view=views[run.id])
             for run, name in page
         ],
         next_cursor=next_cursor,
@@ -137,11 +170,14 @@ def list_runs(
 
 
 def run_detail(
-    session: Session, run: Run, project: str, *, stall_after_s: float, full: bool = False
+    session: Session, run: Run, project: str, *, stall_after_s: float, full: bool = False, view: View = TEAM
 ) -> RunDetail:
     """A run's summary plus its config, code, environment, metric keys and segments
-    (``full``: with its paths, host and pid, reads/published.py)."""
-    summary = summarize(run, project, stall_after_s=stall_after_s, now=time.time())
+    (``full``: with its paths, host and pid, reads/published.py; ``view``: what the
+    publication policy shows this reader, policy/apply.py)."""
+    summary = summarize(run, project, stall_after_s=stall_after_s, now=time.time(),
+                        tags=run_tags(session, [run.id]).get(run.id), view=view)
+    public = view if not view.team else public_view(session, run)
     keys = session.scalars(
         select(Series.key)
         .where(Series.run_id == run.id)
@@ -160,12 +196,12 @@ def run_detail(
     ).all()
     return RunDetail(
         **summary.model_dump(),
-        config=published_config(strict_json(run.config or {}), full),
-        code=published_code(strict_json(run.code or {}), full),
-        env=published_env(strict_json(run.env or {}), full),
+        config=view.config(published_config(strict_json(run.config or {}), full)),
+        code=view.code(published_code(strict_json(run.code or {}), full)),
+        env=view.env(published_env(strict_json(run.env or {}), full)),
         public_paths=bool(run.public_paths),
         seed=run.seed,
-        keys=list(keys),
+        keys=view.keys(list(keys)),
         segments=[
             SegmentInfo(
                 index=s.index,
@@ -178,4 +214,31 @@ def run_detail(
             for s in segments
         ],
         lost_events=sum(s.lost_events for s in segments),
+        notes=run.notes if view.event_shown("note") else None,
+        summary=view.by_key(published_config(strict_json(_summary(session, run)), full)),
+        metrics=view.by_key(dict(run.metric_defs or {})),
+        publication=Publication(policy=public.policy, withheld=public.withheld()),
     )
+
+
+def _summary(session: Session, run: Run) -> dict[str, Any]:
+    """run.summary over the declared metrics' figures (min/max from the coarsest rollups, last from last_values)."""
+    figures: dict[str, Any] = {}
+    wanted = {k: d.get("summary") for k, d in (run.metric_defs or {}).items() if d.get("summary") in ("min", "max", "last")}
+    last = _last_values(run.last_values)
+    extremes = {k for k, how in wanted.items() if how in ("min", "max")}
+    if extremes:
+        rows = session.execute(
+            select(Series.key, func.min(Rollup.min), func.max(Rollup.max))
+            .join(Rollup, Rollup.series_id == Series.id)
+            .where(Series.run_id == run.id, Series.key.in_(sorted(extremes)), Rollup.level == LEVELS[-1])
+            .group_by(Series.key)
+        ).all()
+        for key, low, high in rows:
+            value = low if wanted[key] == "min" else high
+            if value is not None:
+                figures[key] = value
+    for key, how in wanted.items():
+        if how == "last" and key in last:
+            figures[key] = last[key].value
+    return {**figures, **(run.summary or {})}

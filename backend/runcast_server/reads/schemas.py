@@ -40,6 +40,12 @@ class RunSummary(BaseModel):
     last_values: dict[str, LastValue] = Field(
         description="The newest point of each metric."
     )
+    tags: list[str] = Field(default_factory=list, description="The run's tags (init(tags=[...]), or given later), sorted.")
+    group: str | None = Field(None, description="The run's group (init(group=...)), e.g. one sweep or one job.")
+    job_type: str | None = Field(None, description="init(job_type=...), e.g. train or eval.")
+    archived_at: float | None = Field(
+        None, description="When the run's project archived it (left out of the run list by default); null if not."
+    )
 
 
 class RunList(BaseModel):
@@ -58,6 +64,14 @@ class SegmentInfo(BaseModel):
     lost_events: int = Field(0, description="Events this segment's SDK reported it could not keep.")
 
 
+class Publication(BaseModel):
+    """What the public sees of the run (docs/api.md#publication-policy): the policy in force
+    and its departures from everything-public, so a page can say what is withheld."""
+
+    policy: dict[str, Any]
+    withheld: dict[str, Any]
+
+
 class RunDetail(RunSummary):
     config: dict[str, Any]
     code: dict[str, Any]
@@ -68,9 +82,19 @@ class RunDetail(RunSummary):
     seed: int | None
     keys: list[str]
     segments: list[SegmentInfo]
+    notes: str | None = Field(None, description="init(notes=...).")
+    summary: dict[str, Any] = Field(
+        default_factory=dict,
+        description="run.summary as set by the trainer, plus for each metric declared with a summary"
+        " (min, max, last) that figure over every point stored; a value the trainer set wins.",
+    )
+    metrics: dict[str, dict[str, str]] = Field(
+        default_factory=dict, description="Declared metrics (run.define_metric): name -> {x, summary}."
+    )
     lost_events: int = Field(
         0, description="Events the trainer's SDK could not keep (e.g. its disk was full): a hole in the run. 0 normally."
     )
+    publication: Publication | None = Field(None, description="The run's public policy and what it withholds.")
 
 
 class MetricSeries(BaseModel):

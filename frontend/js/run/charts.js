@@ -5,6 +5,7 @@
 
 import { MetricChart, XMap } from "../chart.js";
 import { el } from "../util.js";
+import { isSystemKey } from "./system.js";
 import { writeUrl } from "./url.js";
 
 const $ = (id) => document.getElementById(id);
@@ -15,9 +16,13 @@ const PANEL_TITLES = [
   [/(tokens?_per_s|throughput)/i, "throughput (tokens/s)"],
   [/loss_scale/i, "loss scale"],
 ];
-const TOKEN_KEY = /^(tokens_seen|tokens|train\/tokens|tokens\/seen|num_tokens|consumed_tokens)$/i;
-const TIME_KEY = /^(wall_?time|time|timestamp|elapsed(_s)?|time\/elapsed|_runtime)$/i;
+/** Keys that can stand for the x axis: tokens seen, and wall time. */
+export const TOKEN_KEY = /^(tokens_seen|tokens|train\/tokens|tokens\/seen|num_tokens|consumed_tokens)$/i;
+export const TIME_KEY = /^(wall_?time|time|timestamp|elapsed(_s)?|time\/elapsed(_s)?|_runtime)$/i;
 export const isLossKey = (k) => /(^|[/_.])loss$/i.test(k) && !/scale/i.test(k);
+
+/** The run's keys but the system metrics (they have their own panel, run/system.js). */
+const trainingKeys = (detail) => detail.keys.filter((k) => !isSystemKey(k));
 
 /** Every chart of the page, the loss chart first. */
 export function allCharts(page) {
@@ -28,13 +33,18 @@ export function allCharts(page) {
 export async function setupXmaps(page) {
   const { detail, xmaps, state } = page;
   const select = $("xmode");
-  const tokens = detail.keys.find((k) => TOKEN_KEY.test(k));
-  const time = detail.keys.find((k) => TIME_KEY.test(k));
+  const tokens = trainingKeys(detail).find((k) => TOKEN_KEY.test(k));
+  const time = trainingKeys(detail).find((k) => TIME_KEY.test(k));
   select.replaceChildren(el("option", { value: "step", text: "step" }));
   if (tokens) select.append(el("option", { value: "tokens", text: "tokens seen (" + tokens + ")" }));
   if (time) select.append(el("option", { value: "time", text: "wall time (" + time + ")" }));
   for (const [mode, key] of [["tokens", tokens], ["time", time]]) {
     if (key && !xmaps.has(mode)) xmaps.set(mode, new XMap(mode, key));
+  }
+  if (!state.xChosen) {
+    // The x axis the trainer declared for a loss metric (run.define_metric(key, x="tokens")).
+    const declared = Object.entries(detail.metrics || {}).find(([k, d]) => isLossKey(k) && d.x !== "step");
+    if (declared && xmaps.has(declared[1].x)) state.x = declared[1].x;
   }
   if (!xmaps.has(state.x)) state.x = "step";
   select.value = state.x;
@@ -43,11 +53,12 @@ export async function setupXmaps(page) {
 
 function mainKeys(page) {
   const { detail, state } = page;
-  const wanted = state.keys ? state.keys.filter((k) => detail.keys.includes(k)) : [];
+  const keys = trainingKeys(detail);
+  const wanted = state.keys ? state.keys.filter((k) => keys.includes(k)) : [];
   if (wanted.length) return wanted;
-  const losses = detail.keys.filter(isLossKey);
+  const losses = keys.filter(isLossKey);
   const ordered = losses.sort((a, b) => rank(a) - rank(b) || a.localeCompare(b));
-  return ordered.length ? ordered.slice(0, 6) : detail.keys.slice(0, 1);
+  return ordered.length ? ordered.slice(0, 6) : keys.slice(0, 1);
 }
 
 function rank(key) {
@@ -59,7 +70,7 @@ function rank(key) {
 
 function panelKeys(page) {
   const main = new Set(page.mainChart ? page.mainChart.sources.map((s) => s.key) : []);
-  let keys = page.detail.keys.filter((k) => !main.has(k));
+  let keys = trainingKeys(page.detail).filter((k) => !main.has(k));
   if (page.state.panels) keys = keys.filter((k) => page.state.panels.includes(k));
   const order = (k) => {
     const i = PANEL_ORDER.findIndex((re) => re.test(k));
@@ -113,7 +124,7 @@ export function buildMainChart(page, options = {}) {
 function renderKeyPicker(page, selected, options) {
   const box = $("key-picker");
   box.querySelectorAll("label").forEach((n) => n.remove());
-  for (const key of page.detail.keys) {
+  for (const key of trainingKeys(page.detail)) {
     const input = el("input", { type: "checkbox", value: key });
     input.checked = selected.includes(key);
     input.addEventListener("change", () => {

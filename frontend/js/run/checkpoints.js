@@ -13,6 +13,7 @@ export async function loadCheckpoints(page, zoomTo) {
   try {
     const body = await getJSON(runUrl(page.runId) + "/checkpoints");
     page.checkpoints = body.checkpoints || [];
+    page.checkpointsWithheld = body.withheld === true; // the publication policy (run/withheld.js)
   } catch (err) {
     if (page.checkpoints === null) {
       $("checkpoints").replaceChildren(el("li", { className: "empty", text: "Checkpoints could not be read: " + err.message }));
@@ -27,7 +28,8 @@ function renderCheckpoints(page, zoomTo) {
   const list = $("checkpoints");
   list.replaceChildren();
   if (!checkpoints.length) {
-    list.append(el("li", { className: "empty", text: "No checkpoints recorded." }));
+    const text = page.checkpointsWithheld ? "Checkpoints withheld by the team." : "No checkpoints recorded.";
+    list.append(el("li", { className: "empty", text }));
     return;
   }
   const ordered = [...checkpoints].sort((a, b) => (b.step ?? 0) - (a.step ?? 0) || (b.segment ?? 0) - (a.segment ?? 0));

@@ -1,9 +1,11 @@
-// The run's config and environment: seed, world size, code revision, hyperparameters (nested
-// keys flattened), environment, and an uncommitted diff in a fold-out.
+// The run's config and environment: seed, world size, code revision, group, job type, tags,
+// notes, summary, hyperparameters (nested keys flattened), environment, and an uncommitted diff
+// in a fold-out.
 
 import { el, table } from "../util.js";
 
-function flatten(obj, prefix = "", out = []) {
+/** [dotted key, value as text] for every leaf of a nested config (at most about 500). */
+export function flatten(obj, prefix = "", out = []) {
   for (const [k, v] of Object.entries(obj || {})) {
     const name = prefix ? prefix + "." + k : k;
     if (v && typeof v === "object" && !Array.isArray(v) && Object.keys(v).length && out.length < 500) flatten(v, name, out);
@@ -24,8 +26,14 @@ export function renderConfig(detail) {
     ["code revision", code.sha ? String(code.sha).slice(0, 12) + (code.dirty ? " (dirty)" : "") : "–"],
     ["branch", code.branch ? String(code.branch) : "–"],
     ["visibility", detail.visibility],
+    ["group", detail.group || "–"],
+    ["job type", detail.job_type || "–"],
+    ["tags", (detail.tags || []).join(", ") || "–"],
   ];
   box.append(el("h3", { text: "Run" }), table(runRows));
+  if (detail.notes) box.append(el("h3", { text: "Notes" }), el("p", { className: "run-notes", text: detail.notes }));
+  const summary = flatten(detail.summary);
+  if (summary.length) box.append(el("h3", { text: "Summary" }), table(summary));
   const config = flatten(detail.config);
   box.append(el("h3", { text: "Hyperparameters" }), config.length ? table(config) : el("p", { text: "No config logged." }));
   const envRows = flatten(env);

@@ -32,6 +32,7 @@ export function setupControls(page) {
   });
   $("xmode").addEventListener("change", async (ev) => {
     state.x = ev.target.value;
+    state.xChosen = true;
     state.range = view.range = null;
     const xmap = page.xmaps.get(state.x);
     if (xmap && !xmap.identity && !xmap.steps.length) await xmap.load(page.runId);

@@ -2,6 +2,7 @@
 
 import { decode } from "../api.js";
 import { formatAge, formatTime, formatValue, lastLossKey } from "../util.js";
+import { renderWithheld } from "./withheld.js";
 
 const $ = (id) => document.getElementById(id);
 const LIVE_STATUSES = new Set(["running", "stalled"]);
@@ -25,6 +26,7 @@ export function renderHeader(page) {
   const lost = d.lost_events || 0; // events the trainer's SDK could not keep
   $("run-hole").hidden = lost === 0;
   $("run-hole").textContent = lost ? `This run has a hole: its trainer could not keep ${lost.toLocaleString()} events.` : "";
+  renderWithheld($("run-withheld"), d);
 }
 
 /** The status badge and the live indicator: "live" only while the run runs and the stream is up. */

@@ -1,38 +1,58 @@
 """The ``runcast`` Typer group: the SDK's verbs, then those plugins add (the server's).
 
 Every verb here needs the SDK only (standard library, httpx; torch on use for ``train``).
+``sync``, ``import``, ``export`` and ``download`` are argparse parsers (``runcast.cli.sdk``,
+so they run without typer); here they are listed and forwarded to those parsers.
 The server's verbs (serve, worker, demo, db, token, storage, quarantine) live in
 ``runcast_server.cli`` and join through the ``runcast.cli_plugins`` entry points
-(``runcast.cli.plugins``): this package never imports the server.
+(``runcast.cli.plugins``): this package never imports the server. Shell completion is
+typer's: ``runcast --install-completion`` (bash, zsh, fish, PowerShell).
 """
 
 from __future__ import annotations
 
 import typer
 
-from runcast.cli import export as export_cmd
-from runcast.cli.download import download_command
+from runcast.cli import sdk
 from runcast.cli.estimate import estimate_command
+from runcast.cli.plot import plot_command
 from runcast.cli.plugins import register_plugins
-from runcast.cli.import_cmd import import_command
 from runcast.cli.replay import replay_command
-from runcast.cli.sync import sync_command
+from runcast.cli.runs import runs_app
+from runcast.cli.tokens import token_app
 from runcast.cli.train import train_command
 
 app = typer.Typer(
     name="runcast",
     help="Broadcast model-training runs live: serve the dashboard and API, ingest, sync, export.",
     no_args_is_help=True,
-    add_completion=False,
 )
-app.command("export")(export_cmd.export)
+
+
+def _forward(verb: str) -> None:
+    """List ``verb`` in the group; its arguments go, untouched, to its one parser (runcast.cli.sdk)."""
+
+    def command(ctx: typer.Context) -> None:
+        raise SystemExit(sdk.main([verb, *ctx.args]))
+
+    app.command(
+        verb,
+        help=sdk.help_line(verb),
+        add_help_option=False,  # --help is the parser's
+        context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+    )(command)
+
+
+for _verb in sdk.VERBS:
+    _forward(_verb)
 # Reference trainer (torch imported on use), replay of recorded runs, imports from other
 # trackers (each reader imports its tool on use), memory estimate.
 app.command("train")(train_command)
 app.command("replay")(replay_command)
-app.command("import")(import_command)
 app.command("estimate")(estimate_command)
-# Checkpoint downloads (rich imported on use) and the replay of spooled batches.
-app.command("download")(download_command)
-app.command("sync")(sync_command)
+# A figure of a metric for a paper, drawn by the server (docs/sharing.md).
+app.command("plot")(plot_command)
+# Runs and tokens on a server, over HTTP (a laptop against a remote server works: docs/cli.md).
+app.add_typer(runs_app, name="runs")
+app.add_typer(token_app, name="token")  # the server's plugin adds `token create`
 register_plugins(app)

@@ -1,5 +1,7 @@
 """``runcast download RUN CHECKPOINT``: fetch a checkpoint file, resuming and verifying it.
 
+A directory checkpoint is fetched file by file into ``DIR/<name>/``, each file as below.
+
 The file is written to ``DIR/<name>.part`` first, with ``DIR/<name>.part.json``
 beside it holding the ETag (the server's sha256) the bytes belong to. A broken
 transfer is resumed from the partial file's size with ``Range: bytes=<size>-`` and
@@ -15,6 +17,7 @@ deleted (or kept with ``--keep-partial``) and the command exits with status 1.
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 import os
@@ -22,11 +25,19 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
 import httpx
-import typer
 
+from runcast.cli.exits import (
+    EXIT_FAILED,
+    EXIT_NOT_FOUND,
+    EXIT_REFUSED,
+    EXIT_USAGE,
+    exit_status,
+)
+from runcast.cli.progress import Bars, wanted
+from runcast.cli.sdk import UsageError
 from runcast.events import ID_RE
 
 DEFAULT_SERVER = "http://127.0.0.1:8000"
@@ -34,7 +45,12 @@ CHUNK = 1024 * 1024
 
 
 class DownloadError(Exception):
-    """A download that cannot finish; the message says why and what to do."""
+    """A download that cannot finish; the message says why and what to do. ``exit_code``:
+    the command's exit status (``runcast.cli.exits``)."""
+
+    def __init__(self, message: str, exit_code: int = EXIT_FAILED) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
 
 
 @dataclass
@@ -64,20 +80,20 @@ def find_checkpoint(checkpoints: list[dict[str, Any]], wanted: str) -> dict[str,
     if wanted == "latest":
         available = [c for c in checkpoints if c.get("status") == "available" and c.get("download_url")]
         if not available:
-            raise DownloadError("the run has no downloadable checkpoint")
+            raise DownloadError("the run has no downloadable checkpoint", EXIT_NOT_FOUND)
         return max(available, key=lambda c: (c["step"], c["segment"]))
     if wanted.startswith("step:") and wanted[5:].isdigit():
         step = int(wanted[5:])
         found = [c for c in checkpoints if c["step"] == step]
         if not found:
-            raise DownloadError(f"the run has no checkpoint at step {step}")
+            raise DownloadError(f"the run has no checkpoint at step {step}", EXIT_NOT_FOUND)
         return max(found, key=lambda c: (c.get("status") == "available", c["segment"], c["id"]))
     if wanted.isdigit():
         for c in checkpoints:
             if c["id"] == int(wanted):
                 return c
-        raise DownloadError(f"the run has no checkpoint {wanted} (see GET /api/v1/runs/RUN/checkpoints)")
-    raise DownloadError("CHECKPOINT must be a checkpoint id, step:N or latest")
+        raise DownloadError(f"the run has no checkpoint {wanted} (see GET /api/v1/runs/RUN/checkpoints)", EXIT_NOT_FOUND)
+    raise DownloadError("CHECKPOINT must be a checkpoint id, step:N or latest", EXIT_USAGE)
 
 
 def _safe_name(name: str, step: int) -> str:
@@ -85,47 +101,6 @@ def _safe_name(name: str, step: int) -> str:
     if name in ("", ".", "..") or name.startswith("."):
         name = f"checkpoint-{step}" + (name if name not in ("", ".", "..") else "")
     return name
-
-
-class _Progress:
-    """A rich progress bar when standard error is a terminal (and rich is installed), else nothing."""
-
-    def __init__(self, enabled: bool, name: str, total: int) -> None:
-        self._bar = None
-        if not enabled:
-            return
-        try:
-            from rich.progress import (
-                BarColumn,
-                DownloadColumn,
-                Progress,
-                TimeRemainingColumn,
-                TransferSpeedColumn,
-            )
-        except ImportError:
-            return
-        self._bar = Progress(
-            "[progress.description]{task.description}",
-            BarColumn(),
-            DownloadColumn(),
-            TransferSpeedColumn(),
-            TimeRemainingColumn(),
-            transient=False,
-        )
-        self._task = self._bar.add_task(name, total=total)
-
-    def __enter__(self) -> _Progress:
-        if self._bar is not None:
-            self._bar.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._bar is not None:
-            self._bar.stop()
-
-    def set(self, done: int) -> None:
-        if self._bar is not None:
-            self._bar.update(self._task, completed=done)
 
 
 def download(
@@ -150,19 +125,25 @@ def download(
     try:
         listing = http.get(f"{base}/api/v1/runs/{run}/checkpoints", headers=headers)
         if listing.status_code != 200:
-            raise DownloadError(f"{base} answered {listing.status_code}: {_error_message(listing)}")
+            raise DownloadError(
+                f"{base} answered {listing.status_code}: {_error_message(listing)}", exit_status(listing.status_code)
+            )
         chosen = find_checkpoint(listing.json()["checkpoints"], checkpoint)
         if chosen["status"] != "available" or not chosen.get("download_url"):
             why = chosen.get("reason") or ("it is a directory" if chosen.get("kind") == "directory" else "")
             raise DownloadError(
                 f"checkpoint {chosen['id']} (step {chosen['step']}) is {chosen['status']}"
                 + (f": {why}" if why else "")
-                + (" (pass --token with a token of the run's project)" if chosen["status"] == "private" else "")
+                + (" (pass --token with a token of the run's project)" if chosen["status"] == "private" else ""),
+                EXIT_REFUSED if chosen["status"] == "private" else EXIT_NOT_FOUND,
             )
         expected: str | None = chosen.get("sha256")
         size: int = chosen["size"]
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
+        if chosen.get("kind") == "directory" and chosen.get("files_url"):
+            tree = out / _safe_name(chosen["filename"], chosen["step"])
+            return _fetch_tree(http, base, chosen["files_url"], headers, tree, retries, keep_partial, progress, say)
         dest = out / _safe_name(chosen["filename"], chosen["step"])
         part = dest.with_name(dest.name + ".part")
         meta = dest.with_name(dest.name + ".part.json")
@@ -227,8 +208,8 @@ def _fetch(
     digest = _hash_prefix(part, have) if have else hashlib.sha256()
     received = requests = 0
     attempt = 0
-    with _Progress(progress, dest.name, size) as bar:
-        bar.set(have)
+    with Bars(progress) as bars:
+        bar = bars.task(dest.name, total=size, unit="bytes", done=have)
         while True:
             request_headers = dict(headers)
             if have:
@@ -242,7 +223,10 @@ def _fetch(
                         say("the partial file does not fit the server's file; starting over")
                         continue
                     if response.status_code not in (200, 206):
-                        raise DownloadError(f"{url} answered {response.status_code}: {_error_message(response)}")
+                        raise DownloadError(
+                            f"{url} answered {response.status_code}: {_error_message(response)}",
+                            exit_status(response.status_code),
+                        )
                     etag = response.headers.get("etag")
                     if response.status_code == 206:
                         start = int(response.headers["content-range"].split(" ", 1)[1].split("-", 1)[0])
@@ -263,7 +247,7 @@ def _fetch(
                             digest.update(chunk)
                             have += len(chunk)
                             received += len(chunk)
-                            bar.set(have)
+                            bars.set(bar, have)
                 if have < size:
                     raise httpx.RemoteProtocolError(f"the transfer ended at byte {have} of {size}")
                 break
@@ -292,45 +276,86 @@ def _fetch(
     return DownloadResult(dest, have, actual, bool(expected), resumed_from, received, requests)
 
 
-def download_command(
-    run: Annotated[str, typer.Argument(help="The run id.", metavar="RUN", show_default=False)],
-    checkpoint: Annotated[
-        str, typer.Argument(help="Checkpoint id (from the run's checkpoint list), step:N, or latest.", metavar="CHECKPOINT")
-    ],
-    output: Annotated[Path, typer.Option("--output", "-o", help="Directory to write the file to.")] = Path("."),
-    server: Annotated[
-        str | None, typer.Option(help=f"Runcast server address (env RUNCAST_SERVER; default {DEFAULT_SERVER}).")
-    ] = None,
-    token: Annotated[
-        str | None,
-        typer.Option(envvar="RUNCAST_TOKEN", help="Project token; needed for private checkpoints.", show_default=False),
-    ] = None,
-    retries: Annotated[int, typer.Option(min=0, help="Resume a broken transfer this many times.")] = 5,
-    keep_partial: Annotated[
-        bool, typer.Option("--keep-partial", help="Keep the file when its sha256 does not match (as NAME.part).")
-    ] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
-) -> None:
+def _fetch_tree(
+    http: httpx.Client, base: str, files_url: str, headers: dict[str, str], tree: Path, retries: int,
+    keep_partial: bool, progress: bool, say: Any,
+) -> DownloadResult:
+    """A directory checkpoint, file by file (each resumable and verified) into ``tree``.
+
+    The result's ``sha256`` is that of the listing (``<sha256>  <path>`` lines, as sha256sum
+    writes them), so two downloads of the same tree can be compared at a glance.
+    """
+    listing = http.get(f"{base}{files_url}", headers=headers)
+    if listing.status_code != 200:
+        raise DownloadError(f"{base} answered {listing.status_code}: {_error_message(listing)}")
+    files = listing.json()["files"]
+    total = verified = resumed = received = requests = 0
+    lines = []
+    for entry in files:
+        parts = str(entry["path"]).split("/")
+        if any(p in ("", ".", "..") or "\\" in p or "\x00" in p for p in parts):
+            raise DownloadError(f"the server listed an unsafe path {entry['path']!r}; nothing written for it")
+        dest = tree.joinpath(*parts)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        part = dest.with_name(dest.name + ".part")
+        meta = dest.with_name(dest.name + ".part.json")
+        expected = entry.get("sha256")
+        if dest.exists() and expected and dest.stat().st_size == entry["size"] and _file_sha256(dest) == expected:
+            result = DownloadResult(dest, entry["size"], expected, True, entry["size"], 0, 0)
+        else:
+            result = _fetch(http, f"{base}{entry['download_url']}", headers, part, meta, dest, entry["size"], expected,
+                            retries, keep_partial, progress, say)
+        total += result.size
+        verified += result.verified
+        resumed += result.resumed_from
+        received += result.received
+        requests += result.requests
+        lines.append(f"{result.sha256}  {entry['path']}\n")
+        say(f"{dest}  {result.size} bytes  sha256 {result.sha256}")
+    digest = hashlib.sha256("".join(lines).encode()).hexdigest()
+    return DownloadResult(tree, total, digest, verified == len(files), resumed, received, requests)
+
+
+HELP = "Download a checkpoint of RUN: resumes a broken download, verifies the sha256, shows progress."
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run", metavar="RUN", help="The run id.")
+    parser.add_argument("checkpoint", metavar="CHECKPOINT",
+                        help="Checkpoint id (from the run's checkpoint list), step:N, or latest.")
+    parser.add_argument("--output", "-o", type=Path, default=Path("."), help="Directory to write the file to.")
+    parser.add_argument("--server", help=f"Runcast server address (env RUNCAST_SERVER; default {DEFAULT_SERVER}).")
+    parser.add_argument("--token", help="Project token; needed for private checkpoints (env RUNCAST_TOKEN).")
+    parser.add_argument("--retries", type=int, default=5, help="Resume a broken transfer this many times.")
+    parser.add_argument("--keep-partial", action="store_true",
+                        help="Keep the file when its sha256 does not match (as NAME.part).")
+    parser.add_argument("--quiet", "-q", action="store_true", help="No progress bar.")
+
+
+def run(args: argparse.Namespace) -> int:
     """Download a checkpoint of RUN: resumes a broken download, verifies the sha256, shows progress."""
-    if not ID_RE.match(run):
-        raise typer.BadParameter("must be 8-64 characters of A-Z, a-z, 0-9, '_' or '-'", param_hint="RUN")
-    base = (server or os.environ.get("RUNCAST_SERVER") or DEFAULT_SERVER).rstrip("/")
+    if not ID_RE.match(args.run):
+        raise UsageError("RUN", "must be 8-64 characters of A-Z, a-z, 0-9, '_' or '-'")
+    if args.retries < 0:
+        raise UsageError("--retries", f"must be 0 or more, got {args.retries}")
+    base = (args.server or os.environ.get("RUNCAST_SERVER") or DEFAULT_SERVER).rstrip("/")
     if not base.startswith(("http://", "https://")):
-        raise typer.BadParameter(f"{base!r} is not an http:// or https:// address", param_hint="--server")
+        raise UsageError("--server", f"{base!r} is not an http:// or https:// address")
     try:
         result = download(
             base,
-            run,
-            checkpoint,
-            output,
-            token=token,
-            retries=retries,
-            keep_partial=keep_partial,
-            progress=not quiet and sys.stderr.isatty(),
-            log=lambda message: typer.echo(message, err=True),
+            args.run,
+            args.checkpoint,
+            args.output,
+            token=args.token or os.environ.get("RUNCAST_TOKEN") or None,
+            retries=args.retries,
+            keep_partial=args.keep_partial,
+            progress=wanted(args.quiet),
+            log=lambda message: print(message, file=sys.stderr),
         )
     except DownloadError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(1) from exc
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
     state = "verified" if result.verified else "NOT verified (no sha256 recorded)"
-    typer.echo(f"{result.path}  {result.size} bytes  sha256 {result.sha256}  {state}")
+    print(f"{result.path}  {result.size} bytes  sha256 {result.sha256}  {state}")
+    return 0

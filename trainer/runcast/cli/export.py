@@ -1,112 +1,85 @@
-"""``runcast export RUN``: download a run's raw points as JSONL or CSV from a server."""
+"""``runcast export RUN``: download a run's raw points as JSONL, CSV or Parquet from a server."""
 
 from __future__ import annotations
 
-import json
+import argparse
 import os
 import sys
-from enum import Enum
 from pathlib import Path
-from typing import Annotated, BinaryIO
+from typing import BinaryIO, Final
 
 import httpx
-import typer
 
+from runcast.cli.exits import EXIT_FAILED, exit_status, server_message
+from runcast.cli.progress import Bars, wanted
+from runcast.cli.sdk import UsageError
 from runcast.events import ID_RE
 
 DEFAULT_SERVER = "http://127.0.0.1:8000"
+FORMATS: Final = ("jsonl", "csv", "parquet")
 
 
-class Format(str, Enum):
-    jsonl = "jsonl"
-    csv = "csv"
-
-
-def _server_message(response: httpx.Response) -> str:
-    """The ``error.message`` of a Runcast error body, else the body's start."""
-    text = response.read().decode(errors="replace")
-    try:
-        error = json.loads(text)["error"]
-        message = str(error["message"])
-        return f"{message} ({error['field']})" if error.get("field") else message
-    except (ValueError, KeyError, TypeError):
-        return text.strip()[:300] or response.reason_phrase
-
-
-def _stream_to(response: httpx.Response, out: BinaryIO) -> int:
+def _stream_to(response: httpx.Response, out: BinaryIO, bars: Bars) -> int:
     total = 0
+    bar = bars.task("export", total=None, unit="bytes")
     for chunk in response.iter_bytes():
         out.write(chunk)
         total += len(chunk)
+        bars.advance(bar, len(chunk))
+    bars.finish(bar, total)
     return total
 
 
-def export(
-    run: Annotated[
-        str, typer.Argument(help="The run id.", metavar="RUN", show_default=False)
-    ],
-    server: Annotated[
-        str | None,
-        typer.Option(
-            help=f"Runcast server address (env RUNCAST_SERVER; default {DEFAULT_SERVER})."
-        ),
-    ] = None,
-    token: Annotated[
-        str | None,
-        typer.Option(
-            envvar="RUNCAST_TOKEN",
-            help="Project token; needed for private runs.",
-            show_default=False,
-        ),
-    ] = None,
-    fmt: Annotated[
-        Format, typer.Option("--format", help="Output format.", case_sensitive=False)
-    ] = Format.jsonl,
-    key: Annotated[
-        str | None, typer.Option(help="Only this metric.", show_default=False)
-    ] = None,
-    output: Annotated[
-        Path | None,
-        typer.Option("--output", "-o", help="Write here instead of standard output."),
-    ] = None,
-) -> None:
+HELP = "Stream every point of RUN (rows: segment, key, step, value) from the server."
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run", metavar="RUN", help="The run id.")
+    parser.add_argument("--server", help=f"Runcast server address (env RUNCAST_SERVER; default {DEFAULT_SERVER}).")
+    parser.add_argument("--token", help="Project token; needed for private runs (env RUNCAST_TOKEN).")
+    parser.add_argument("--format", dest="fmt", type=str.lower, choices=FORMATS, default="jsonl", help="Output format.")
+    parser.add_argument("--key", help="Only this metric.")
+    parser.add_argument("--output", "-o", type=Path,
+                        help="Write here instead of standard output (Parquet is binary: a file or a pipe).")
+    parser.add_argument("--quiet", "-q", action="store_true", help="No progress bar (drawn only with --output).")
+
+
+def run(args: argparse.Namespace) -> int:
     """Stream every point of RUN (rows: segment, key, step, value) from the server."""
+    run, server, key, output = args.run, args.server, args.key, args.output
+    token = args.token or os.environ.get("RUNCAST_TOKEN") or None
     if not ID_RE.match(run):
-        raise typer.BadParameter(
-            "must be 8-64 characters of A-Z, a-z, 0-9, '_' or '-'", param_hint="RUN"
-        )
+        raise UsageError("RUN", "must be 8-64 characters of A-Z, a-z, 0-9, '_' or '-'")
     base = (server or os.environ.get("RUNCAST_SERVER") or DEFAULT_SERVER).rstrip("/")
     if not base.startswith(("http://", "https://")):
-        raise typer.BadParameter(
-            f"{base!r} is not an http:// or https:// address", param_hint="--server"
-        )
+        raise UsageError("--server", f"{base!r} is not an http:// or https:// address")
     if key is not None and not key:
-        raise typer.BadParameter("must not be empty", param_hint="--key")
-    params = {"format": fmt.value, **({"key": key} if key else {})}
+        raise UsageError("--key", "must not be empty")
+    if args.fmt == "parquet" and output is None and sys.stdout.isatty():
+        raise UsageError("--output", "Parquet is binary: write it to a file with --output FILE")
+    params = {"format": args.fmt, **({"key": key} if key else {})}
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     url = f"{base}/api/v1/runs/{run}/export"
     partial = output.with_name(output.name + ".part") if output else None
     try:
-        with httpx.stream(
+        with Bars(wanted(args.quiet) and output is not None) as bars, httpx.stream(
             "GET", url, params=params, headers=headers, timeout=httpx.Timeout(30.0)
         ) as response:
             if response.status_code >= 400:
-                typer.echo(
-                    f"error: {url} answered {response.status_code}: {_server_message(response)}",
-                    err=True,
-                )
-                raise typer.Exit(1)
+                print(f"error: {url} answered {response.status_code}: {server_message(response)}", file=sys.stderr)
+                return exit_status(response.status_code)
             if partial is None:
-                _stream_to(response, sys.stdout.buffer)
+                _stream_to(response, sys.stdout.buffer, bars)
                 sys.stdout.buffer.flush()
             else:
                 with partial.open("wb") as out:
-                    size = _stream_to(response, out)
+                    size = _stream_to(response, out, bars)
                 partial.replace(output)  # type: ignore[arg-type]
-                typer.echo(f"wrote {size} bytes to {output}", err=True)
+                print(f"wrote {size} bytes to {output}", file=sys.stderr)
     except httpx.HTTPError as exc:
-        typer.echo(f"error: could not export from {base}: {exc}", err=True)
-        raise typer.Exit(1) from exc
+        print(f"error: could not export from {base}: {exc}", file=sys.stderr)
+        return EXIT_FAILED
     finally:
         if partial is not None and partial.exists():
             partial.unlink()
+    return 0

@@ -27,6 +27,7 @@ from typing import Any, Optional
 
 import typer
 
+from runcast.cli.progress import Bars, wanted
 from runcast.importers.model import ImportFailed
 from runcast.importers.training_log import (
     load_events,
@@ -50,10 +51,12 @@ def replay(
     events_path: Path | None = None,
     sleep: Callable[[float], None] = time.sleep,
     log: Callable[[str], None] = print,
+    on_progress: Callable[[int, int], None] | None = None,
 ) -> dict[str, Any]:
     """Replay ``path`` through runs made by ``init(project=, name=, config=, resume=, resume_step=)``.
 
-    Returns counts: rows sent, rows skipped, runs, segments, notes.
+    Returns counts: rows sent, rows skipped, runs, segments, notes. ``on_progress(done, total)``
+    is called every 1000 rows and at the end.
     """
     if events_path is None:
         events_path = path.with_name(path.name.rsplit(".", 1)[0] + ".events.json")
@@ -90,7 +93,9 @@ def replay(
             current.note(note_text(event), step=event.get("step"))
             counts["notes"] += 1
 
-    for row in rows:
+    for done, row in enumerate(rows):
+        if on_progress is not None and done % 1000 == 0:
+            on_progress(done, len(rows))
         step_value = number(row.get("step"))
         if step_value is None:
             counts["skipped"] += 1
@@ -144,6 +149,8 @@ def replay(
         pending.extend(orphans(key[0]))
         send_notes(math.inf)
         current.finish("finished")
+    if on_progress is not None:
+        on_progress(len(rows), len(rows))
     return counts
 
 
@@ -157,9 +164,10 @@ def replay_command(
     name: Optional[str] = typer.Option(None, help="Run name (default: the file name; ':<run>' per run column value)."),
     server: Optional[str] = typer.Option(None, envvar="RUNCAST_SERVER", help="Runcast server URL."),
     token: Optional[str] = typer.Option(None, envvar="RUNCAST_TOKEN", help="Project ingest token.", show_default=False),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
 ) -> None:
     """Stream a recorded training log (JSONL or CSV) into Runcast as if it were live, segments and events included."""
-    _send(file, speed, seconds_per_step, max_gap, events, project, name, server, token)
+    _send(file, speed, seconds_per_step, max_gap, events, project, name, server, token, quiet)
 
 
 def _send(
@@ -172,6 +180,7 @@ def _send(
     name: str | None,
     server: str | None,
     token: str | None,
+    quiet: bool,
 ) -> None:
     if not server:
         raise typer.BadParameter("needs a server: --server or RUNCAST_SERVER", param_hint="--server")
@@ -181,8 +190,11 @@ def _send(
         return runcast.init(server=server, token=token, capture_code=False, **kwargs)
 
     try:
-        counts = replay(file, init, project=project, name=name, speed=speed, seconds_per_step=seconds_per_step,
-                        max_gap=max_gap, events_path=events, log=typer.echo)
+        with Bars(wanted(quiet)) as bars:
+            bar = bars.task("replay", total=None, unit="rows")
+            counts = replay(file, init, project=project, name=name, speed=speed, seconds_per_step=seconds_per_step,
+                            max_gap=max_gap, events_path=events, log=typer.echo,
+                            on_progress=lambda done, total: bars.update(bar, done, total))
     except (ValueError, ImportFailed) as exc:
         raise typer.BadParameter(str(exc)) from exc
     typer.echo(

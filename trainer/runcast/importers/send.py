@@ -27,7 +27,12 @@ SEND_TIMEOUT_S: Final = 60.0
 
 
 class SendFailed(Exception):
-    """The service did not take a batch; the message says what to do."""
+    """The service did not take a batch; the message says what to do. ``status``: the HTTP
+    status of a refusal (None when the service could not be reached)."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 @dataclass
@@ -91,7 +96,7 @@ def _deliver(transport: Transport, batch: Batch, sleep: Callable[[float], None],
             transport.send(batch.body, batch.events, SEND_TIMEOUT_S)
             return
         except Rejected as exc:
-            raise SendFailed(f"{transport.url} refused a batch: {exc}") from None
+            raise SendFailed(f"{transport.url} refused a batch: {exc}", exc.status) from None
         except Retryable as exc:
             if attempt == len(backoff):
                 raise SendFailed(

@@ -1,11 +1,11 @@
 """DeepSpeed helpers: read what an engine knows (loss scale, lr, grad norm, skipped steps),
-and set DeepSpeed up on a machine without a GPU.
+forward the engine's own monitor values to a run, and set DeepSpeed up on a machine
+without a GPU.
 
-    from runcast.integrations.deepspeed import engine_metrics
+    from runcast.integrations.deepspeed import engine_metrics, watch_monitor
+    watch_monitor(engine, run)        # lr, loss scale, timings, pipeline losses, as DeepSpeed reports them
     engine.backward(loss); engine.step()
-    if engine.is_gradient_accumulation_boundary():   # before step(); or check global_steps
-        ...
-    run.log({"train/loss": loss.item(), **engine_metrics(engine)}, step=engine.global_steps)
+    run.log({"train/loss": loss.item(), **engine_metrics(engine, monitored=True)}, step=engine.global_steps)
 """
 
 from __future__ import annotations
@@ -41,17 +41,18 @@ def _number(value: Any) -> float | None:
     return value
 
 
-def engine_metrics(engine: Any) -> dict[str, float]:
+def engine_metrics(engine: Any, monitored: bool = False) -> dict[str, float]:
     """The optimizer's view of the last step, as Runcast metrics.
 
     ``lr`` (first param group), ``grad_norm`` (global norm before clipping, when the
     engine computed one), ``skipped_steps`` (steps skipped on fp16 overflow) and
     ``loss_scale`` (only when fp16 dynamic loss scaling is on: bf16 and fp32 have none).
+    ``monitored=True`` leaves out what ``watch_monitor`` already sends (lr, loss scale).
     """
     out: dict[str, float] = {}
     try:
         lrs = engine.get_lr()
-        if lrs:
+        if lrs and not monitored:
             out["lr"] = float(lrs[0])
     except (AttributeError, IndexError, TypeError):
         pass
@@ -60,12 +61,87 @@ def engine_metrics(engine: Any) -> dict[str, float]:
         out["grad_norm"] = norm
     out["skipped_steps"] = float(getattr(engine, "skipped_steps", 0))
     fp16 = getattr(engine, "fp16_enabled", lambda: False)()
-    if fp16:
+    if fp16 and not monitored:
         optimizer = getattr(engine, "optimizer", None)
         scale = _number(getattr(optimizer, "cur_scale", None) or getattr(optimizer, "loss_scale", None))
         if scale is not None:
             out["loss_scale"] = scale
     return out
+
+
+_MONITOR_NAMES = {
+    "lr": "lr",
+    "loss_scale": "loss_scale",
+    "train_loss": "train/loss",
+    "eval_loss": "eval/loss",
+}
+
+
+def monitor_key(name: str) -> str:
+    """A DeepSpeed monitor event name (``Train/Samples/lr``) -> Runcast metric name.
+
+    ``lr``, ``loss_scale``, ``train_loss`` and ``eval_loss`` (pipeline engines) become
+    ``lr``, ``loss_scale``, ``train/loss`` and ``eval/loss``; the wall-clock breakdown
+    ``elapsed_time_ms_<part>`` becomes ``time/<part>_ms``; anything else
+    ``deepspeed/<name>``.
+    """
+    last = name.rsplit("/", 1)[-1]
+    if last in _MONITOR_NAMES:
+        return _MONITOR_NAMES[last]
+    if last.startswith("elapsed_time_ms_"):
+        return f"time/{last.removeprefix('elapsed_time_ms_')}_ms"
+    return "deepspeed/" + last
+
+
+class RuncastMonitor:
+    """Stands in for ``engine.monitor``: what the engine writes goes to the run, then to the monitors
+    the DeepSpeed config enabled (TensorBoard, CSV, W&B, Comet), as before.
+
+    Each ``write_events`` call becomes one ``run.log`` at the engine's ``global_steps``,
+    with ``samples_seen`` (the engine's sample count, DeepSpeed's own x axis). A key is
+    written once per step.
+    """
+
+    def __init__(self, engine: Any, run: Any) -> None:
+        self._engine, self._run = engine, run
+        self._inner = engine.monitor
+        self.enabled = True  # makes the engine write its events
+        self._sent: dict[str, int] = {}
+
+    def write_events(self, event_list: list[tuple[str, Any, int]]) -> None:
+        step = int(getattr(self._engine, "global_steps", 0))
+        values: dict[str, float] = {}
+        samples = None
+        for name, value, x in event_list:
+            number = _number(value)
+            key = monitor_key(name)
+            if number is None or self._sent.get(key, -1) >= step:
+                continue
+            values[key] = number
+            samples = x
+        if values:
+            if samples is not None and self._sent.get("samples_seen", -1) < step:
+                values["samples_seen"] = float(samples)
+            self._sent.update(dict.fromkeys(values, step))
+            self._run.log(values, step=step)
+        if getattr(self._inner, "enabled", False):
+            self._inner.write_events(event_list)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+def watch_monitor(engine: Any, run: Any) -> RuncastMonitor:
+    """Send what the engine reports to its monitor (``engine.monitor.write_events``) to ``run``.
+
+    DeepSpeed writes these on global rank 0 at each optimizer step: ``lr``, ``loss_scale``
+    (fp16), the wall-clock breakdown when ``wall_clock_breakdown`` is on, and a pipeline
+    engine's ``train/loss`` and ``eval/loss``. The monitors the config enabled keep
+    receiving them. Returns the installed monitor.
+    """
+    monitor = engine.monitor if isinstance(engine.monitor, RuncastMonitor) else RuncastMonitor(engine, run)
+    engine.monitor = monitor
+    return monitor
 
 
 def _free_port() -> int:

@@ -1,10 +1,21 @@
 """Broadcast a PyTorch Lightning run: ``Trainer(logger=RuncastLogger(project="p"))``.
 
-Metric names pass through as logged (``self.log("train/loss", ...)``). The run starts
-lazily on the first hyperparameters or metrics, on global rank zero only (Lightning
-calls loggers there). Checkpoints written by ``ModelCheckpoint`` are reported, and
-those it deletes (``save_top_k``) are reported as pruned. ``finalize`` ends the run
-with Lightning's status, unless the run was passed in (then it stays open).
+Metric names pass through as logged (``self.log("train/loss", ...)``), except the
+``ThroughputMonitor``'s, which are mapped onto Runcast's axes and detectors
+(``train|items_per_sec`` -> ``tokens_per_s``, ``train|lengths`` -> ``tokens_seen``,
+``train|samples_per_sec`` -> ``samples_per_s``, ``train|time`` -> ``time/elapsed``). A
+metric is written once per step: a value logged again at a step already sent (a
+``validate()`` after ``fit()`` at the same global step) is left out.
+
+The run starts when Lightning hands over the model (``log_graph``, right after the
+hyperparameters), on global rank zero only: its config is the hyperparameters as they
+are (nested dicts stay nested) plus ``model.num_parameters``. Checkpoints written by
+``ModelCheckpoint`` are reported at the step they were saved, each time they are written
+(``last.ckpt`` is hashed when it is saved: later saves replace that file), and those it
+deletes (``save_top_k``) are reported as pruned. The run stays open after ``fit()``, so
+``validate()`` and ``test()`` afterwards are recorded; it finishes at process exit or with
+``logger.finish()`` (as failed at once when Lightning reports a failure). A run passed in
+is never finished by the logger.
 """
 
 from __future__ import annotations
@@ -13,6 +24,8 @@ import os
 import re
 from argparse import Namespace
 from typing import Any
+
+from ._common import parameter_count, plain, sha256_now, to_number
 
 try:
     from lightning.pytorch.loggers.logger import Logger, rank_zero_experiment
@@ -27,17 +40,19 @@ except ImportError:  # the standalone package name
         ) from exc
 
 _STEP_IN_NAME = re.compile(r"step=(\d+)")
+_THROUGHPUT = re.compile(r"^train[|/](items_per_sec|lengths|samples_per_sec|time)$")
+_THROUGHPUT_NAMES = {
+    "items_per_sec": "tokens_per_s",
+    "lengths": "tokens_seen",
+    "samples_per_sec": "samples_per_s",
+    "time": "time/elapsed",
+}
 
 
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, (int, float)):
-        return float(value)
-    try:
-        return float(value.item()) if value.numel() == 1 else None
-    except (AttributeError, TypeError, ValueError):
-        return None
+def map_key(key: str) -> str:
+    """A Lightning metric name -> Runcast metric name (only the ThroughputMonitor's change)."""
+    match = _THROUGHPUT.match(key)
+    return _THROUGHPUT_NAMES[match.group(1)] if match else key
 
 
 class RuncastLogger(Logger):
@@ -53,8 +68,10 @@ class RuncastLogger(Logger):
         self._run = run
         self._owns_run = run is None
         self._config: dict[str, Any] = {}
-        self._reported: dict[str, int] = {}
+        self._reported: dict[str, int] = {}  # checkpoint path -> step it was reported at
+        self._written: dict[str, tuple[int, int, int]] = {}  # path -> (inode, size, mtime) when reported
         self._last_step = 0
+        self._key_steps: dict[str, int] = {}
 
     @property
     def name(self) -> str:
@@ -67,7 +84,7 @@ class RuncastLogger(Logger):
     @property
     @rank_zero_experiment
     def experiment(self) -> Any:
-        """The ``runcast.Run``; None until the first hyperparameters or metrics arrive.
+        """The ``runcast.Run``; None until Lightning hands over the model.
 
         Lightning touches this during set-up, before it logs hyperparameters: starting the
         run here would lose them from the run's (write-once) config.
@@ -83,49 +100,93 @@ class RuncastLogger(Logger):
 
     @rank_zero_only
     def log_hyperparams(self, params: dict[str, Any] | Namespace, *args: Any, **kwargs: Any) -> None:
-        params = vars(params) if isinstance(params, Namespace) else dict(params or {})
+        params = plain(params or {})
         if self._run is None:  # before the run starts: becomes its config
-            self._config.update({k: v if isinstance(v, (int, float, str, bool, type(None))) else str(v)
-                                 for k, v in params.items()})
-            self._start()
-        elif params:
+            self._config.update(params)
+        elif params and any(self._config.get(k) != v for k, v in params.items()):
+            self._config.update(params)
             self._run.note("hyperparameters: " + ", ".join(f"{k}={v}" for k, v in params.items())[:9000])
 
     @rank_zero_only
+    def log_graph(self, model: Any, input_array: Any = None) -> None:
+        """Lightning calls this right after ``log_hyperparams``: the parameter count joins the config."""
+        if self._run is None:
+            count = parameter_count(model)
+            if count is not None:
+                model_info = self._config.get("model")
+                if isinstance(model_info, dict):
+                    model_info["num_parameters"] = count
+                elif "model" not in self._config:
+                    self._config["model"] = {"num_parameters": count}
+        self._start()
+
+    @rank_zero_only
     def log_metrics(self, metrics: dict[str, Any], step: int | None = None) -> None:
-        values = {k: v for k, v in ((k, _number(v)) for k, v in metrics.items()) if v is not None}
         if step is not None:
             self._last_step = step
+        at = step if step is not None else self._last_step
+        values: dict[str, float] = {}
+        for key, value in metrics.items():
+            number = to_number(value)
+            name = map_key(key)
+            if number is None or self._key_steps.get(name, -1) >= at:
+                continue
+            self._key_steps[name] = at
+            values[name] = number
         if values:
-            self._start().log(values, step=step)
+            self._start().log(values, step=at)
 
     @rank_zero_only
     def after_save_checkpoint(self, checkpoint_callback: Any) -> None:
-        paths = set(getattr(checkpoint_callback, "best_k_models", {}) or {})
+        """Report every checkpoint file (re)written by this save, at the step it was saved."""
+        scores = getattr(checkpoint_callback, "best_k_models", {}) or {}
+        paths = set(scores)
         last = getattr(checkpoint_callback, "last_model_path", "") or ""
         if last:
             paths.add(last)
-        for path in sorted(paths - set(self._reported)):
-            if os.path.exists(path):
-                match = _STEP_IN_NAME.search(os.path.basename(path))
-                step = int(match.group(1)) if match else self._last_step
-                score = checkpoint_callback.best_k_models.get(path) if hasattr(checkpoint_callback, "best_k_models") else None
-                monitor = getattr(checkpoint_callback, "monitor", None)
-                metrics = {monitor: _number(score)} if monitor and _number(score) is not None else {}
-                self._start().checkpoint(path, step=step, metrics=metrics)
-                self._reported[path] = step
+        monitor = getattr(checkpoint_callback, "monitor", None)
+        for path in sorted(paths):
+            written = _written(path)
+            if written is None or self._written.get(path) == written:
+                continue  # gone, or reported as it is now
+            match = _STEP_IN_NAME.search(os.path.basename(path))
+            saved_at = getattr(checkpoint_callback, "_last_global_step_saved", None)  # the trainer's global step
+            step = int(match.group(1)) if match else saved_at if isinstance(saved_at, int) else self._last_step
+            score = to_number(scores.get(path))
+            metrics = {monitor: score} if monitor and score is not None else {}
+            rewritten = path == last and not match  # a fixed name: the next save replaces this file
+            digest = sha256_now(path) if rewritten and not os.path.islink(path) else None
+            self._start().checkpoint(path, step=step, metrics=metrics, sha256=digest)
+            self._reported[path] = step
+            self._written[path] = written
         self._sweep()
 
     def _sweep(self) -> None:
         """Report as pruned the checkpoints ModelCheckpoint deleted (it deletes after this hook runs)."""
         for path, step in list(self._reported.items()):
-            if not os.path.exists(path):
+            if not os.path.lexists(path):
                 self._start().checkpoint(path, step=step, status="pruned")
                 del self._reported[path]
+                self._written.pop(path, None)
 
     @rank_zero_only
     def finalize(self, status: str) -> None:
+        """End of fit / validate / test: the run stays open for the next one, unless training failed."""
         if self._run is not None:
             self._sweep()
+        if status == "failed":
+            self.finish("failed")
+
+    def finish(self, status: str = "finished") -> None:
+        """Finish the run this logger started (a run passed in is left open)."""
         if self._owns_run and self._run is not None:
-            self._run.finish({"success": "finished", "failed": "failed"}.get(status, "finished"))
+            self._run.finish(status)
+
+
+def _written(path: str) -> tuple[int, int, int] | None:
+    """What tells one write of ``path`` from the next: (inode, size, mtime in ns) of the file it names."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return info.st_ino, info.st_size, info.st_mtime_ns

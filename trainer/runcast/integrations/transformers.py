@@ -1,14 +1,24 @@
 """Broadcast a Hugging Face ``Trainer`` run: ``Trainer(..., callbacks=[RuncastCallback(project="p")])``.
 
-Works on the world's process zero only (other ranks do nothing). Keys are mapped to
-Runcast's conventions: ``loss`` -> ``train/loss``, ``eval_loss`` -> ``eval/loss``,
-``learning_rate`` -> ``lr``, ``grad_norm`` stays, the final ``train_loss`` (a mean over
-the run) -> ``train/mean_loss``; a key is sent once per step; numbers and one-element tensors are
-kept, anything else is skipped with one warning per key. Checkpoints the Trainer saves
-are reported (and reported as pruned when ``save_total_limit`` rotates them away).
-A resumed Trainer (``resume_from_checkpoint``) continues the same Runcast run in a new
-segment: the run id is stored in each checkpoint folder as ``runcast.json``. The
-callback finishes only a run it started; a run passed in stays open.
+Works on the world's process zero only (other ranks do nothing and print nothing).
+Keys are mapped onto Runcast's conventions (``map_key``): ``loss`` -> ``train/loss``,
+``eval_loss`` -> ``eval/loss``, ``learning_rate`` -> ``lr``, ``grad_norm`` stays,
+``num_input_tokens_seen`` -> ``tokens_seen`` (the tokens x axis), the running
+``train_runtime`` -> ``time/elapsed`` (the wall-time x axis), and the throughput over the
+last logging interval -> ``tokens_per_s`` (the throughput panel and detector). The
+figures of the end of training (``train_runtime``, ``total_flos``, the mean
+``train_loss``, ...) go to the run's summary, not into one-point series. The model's
+parameter count is in the config (``model.num_parameters``: the memory estimate).
+
+A key is sent once per step; numbers and one-element tensors are kept, anything else is
+skipped with one warning per key. Checkpoints the Trainer saves are reported (and
+reported as pruned when ``save_total_limit`` rotates them away). A resumed Trainer
+(``resume_from_checkpoint``) continues the same Runcast run in a new segment: the run
+id is stored in each checkpoint folder as ``runcast.json``.
+
+The run stays open after ``train()``, so ``trainer.evaluate()`` afterwards is recorded;
+it finishes at process exit, at the next ``train()`` of this callback, or with
+``callback.finish()``. A run passed in is never finished by the callback.
 """
 
 from __future__ import annotations
@@ -19,6 +29,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from ._common import parameter_count, plain, set_summary, to_number
+
 try:
     from transformers import TrainerCallback
 except ImportError as exc:  # pragma: no cover - depends on the environment
@@ -28,16 +40,23 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 
 log = logging.getLogger("runcast")
 RUN_FILE = "runcast.json"
+END_OF_TRAINING = "total_flos"  # only the Trainer's final log carries it
+_RENAMED = {
+    "learning_rate": "lr",
+    "lr": "lr",
+    "grad_norm": "grad_norm",
+    "num_input_tokens_seen": "tokens_seen",
+    "train_runtime": "time/elapsed",
+    "train_tokens_per_second": "tokens_per_s",
+}
+
+__all__ = ["RuncastCallback", "map_key", "summary_key", "to_number"]
 
 
 def map_key(key: str) -> str:
-    """Trainer log key -> Runcast metric name."""
-    if key in ("learning_rate", "lr"):
-        return "lr"
-    if key == "grad_norm":
-        return "grad_norm"
-    if key == "train_loss":  # the end-of-training summary: the mean over all steps
-        return "train/mean_loss"
+    """A key of a Trainer log during training -> Runcast metric name."""
+    if key in _RENAMED:
+        return _RENAMED[key]
     for prefix in ("eval", "test", "predict"):
         if key.startswith(prefix + "_"):
             return f"{prefix}/{key[len(prefix) + 1 :]}"
@@ -46,28 +65,22 @@ def map_key(key: str) -> str:
     return key if "/" in key else "train/" + key
 
 
-def to_number(value: Any) -> float | None:
-    """A float from a number or a one-element tensor / array; None for anything else."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, (int, float)):
-        return float(value)
-    numel = getattr(value, "numel", None) or getattr(value, "size", None)
-    try:
-        if (numel() if callable(numel) else numel) == 1:
-            return float(value.item())
-    except (TypeError, ValueError, AttributeError):
-        pass
-    return None
+def summary_key(key: str) -> str:
+    """A key of the Trainer's end-of-training log -> summary name (``train_loss`` is a mean)."""
+    if key == "train_loss":
+        return "train/mean_loss"
+    if key.startswith("train_"):
+        return "train/" + key[len("train_") :]
+    return key if "/" in key else "train/" + key
 
 
 class RuncastCallback(TrainerCallback):
     """Send the Trainer's logs, evaluations and checkpoints to Runcast.
 
-    ``run``: an open ``runcast.Run`` to log into (left open at the end). Otherwise one
-    is started at train begin with ``project``, ``name`` and ``init_kwargs`` (server,
-    token, visibility, ...; RUNCAST_SERVER / RUNCAST_TOKEN apply), its config being the
-    TrainingArguments and the model config.
+    ``run``: an open ``runcast.Run`` to log into (left open). Otherwise one is started at
+    train begin with ``project``, ``name`` and ``init_kwargs`` (server, token,
+    visibility, ...; RUNCAST_SERVER / RUNCAST_TOKEN apply), its config being the
+    TrainingArguments and the model config with its parameter count.
     """
 
     def __init__(self, project: str = "huggingface", name: str | None = None, run: Any = None, **init_kwargs: Any):
@@ -77,18 +90,25 @@ class RuncastCallback(TrainerCallback):
         self._warned: set[str] = set()
         self._reported: set[str] = set()
         self._last_step: dict[str, int] = {}
+        self._tokens_at: tuple[float, float] | None = None  # (tokens seen, train_runtime) at the last log
 
     # -- lifecycle -------------------------------------------------------------------------
 
     def on_train_begin(self, args, state, control, model=None, **kwargs):
-        if not state.is_world_process_zero or self.run is not None:
+        if not state.is_world_process_zero:
             return
+        if self.run is not None and not self._owns_run:
+            return
+        self.finish()  # a run this callback opened for an earlier train()
         import runcast
 
-        config: dict[str, Any] = {"training_args": args.to_sanitized_dict()}
-        model_config = getattr(model, "config", None)
-        if model_config is not None and hasattr(model_config, "to_diff_dict"):
-            config["model"] = model_config.to_diff_dict()
+        model_config: dict[str, Any] = {}
+        if hasattr(getattr(model, "config", None), "to_diff_dict"):
+            model_config = plain(model.config.to_diff_dict())
+        count = parameter_count(model)
+        if count is not None:
+            model_config["num_parameters"] = count
+        config: dict[str, Any] = {"training_args": plain(args.to_sanitized_dict()), "model": model_config}
         resume: dict[str, Any] = {}
         saved = Path(args.output_dir) / f"checkpoint-{state.global_step}" / RUN_FILE
         if state.global_step > 0 and saved.exists():  # resumed from a checkpoint we reported
@@ -102,10 +122,14 @@ class RuncastCallback(TrainerCallback):
             **self.init_kwargs,
         )
         self._owns_run = True
+        self._last_step.clear()
+        self._tokens_at = None
 
-    def on_train_end(self, args, state, control, **kwargs):
+    def finish(self, status: str = "finished") -> None:
+        """Finish the run this callback started (a run passed in is left open)."""
         if self._owns_run and self.run is not None:
-            self.run.finish("finished")
+            self.run.finish(status)
+        if self._owns_run:
             self.run, self._owns_run = None, False
 
     # -- metrics -----------------------------------------------------------------------------
@@ -113,7 +137,7 @@ class RuncastCallback(TrainerCallback):
     def on_log(self, args, state, control, logs=None, **kwargs):
         if not state.is_world_process_zero or self.run is None or not logs:
             return
-        values: dict[str, float] = {}
+        numbers: dict[str, float] = {}
         for key, value in logs.items():
             number = to_number(value)
             if number is None:
@@ -121,6 +145,14 @@ class RuncastCallback(TrainerCallback):
                     self._warned.add(key)
                     log.warning("runcast: not logging %r: %s is not a number", key, type(value).__name__)
                 continue
+            numbers[key] = number
+        if END_OF_TRAINING in numbers:
+            skip = ("epoch", "num_input_tokens_seen")
+            set_summary(self.run, {summary_key(k): v for k, v in numbers.items() if k not in skip})
+            return
+        self._interval_throughput(numbers)
+        values: dict[str, float] = {}
+        for key, number in numbers.items():
             name = map_key(key)
             # "epoch" comes with the train and the eval logs of one step: a metric is written once per step
             if self._last_step.get(name, -1) >= state.global_step:
@@ -129,6 +161,15 @@ class RuncastCallback(TrainerCallback):
             values[name] = number
         if values:
             self.run.log(values, step=state.global_step)
+
+    def _interval_throughput(self, numbers: dict[str, float]) -> None:
+        """Replace the Trainer's tokens/s (an average since the start) by the rate of the last interval."""
+        tokens, runtime = numbers.get("num_input_tokens_seen"), numbers.get("train_runtime")
+        if tokens is None or runtime is None:
+            return
+        if self._tokens_at is not None and runtime > self._tokens_at[1]:
+            numbers["train_tokens_per_second"] = (tokens - self._tokens_at[0]) / (runtime - self._tokens_at[1])
+        self._tokens_at = (tokens, runtime)
 
     # -- checkpoints -------------------------------------------------------------------------
 

@@ -12,7 +12,7 @@ from runcast.events import MAX_ALERTS_BYTES, check_json
 from runcast_server.alerts import service
 from runcast_server.alerts.models import AlertConfig
 from runcast_server.api.deps import SessionDep, WriterDep
-from runcast_server.api.read_deps import RUN_ERRORS, FullViewDep, ReadableRunDep, SettingsDep
+from runcast_server.api.read_deps import RUN_ERRORS, FullViewDep, ReadableRunDep, SettingsDep, ViewDep
 from runcast_server.detectors import config as dconfig
 from runcast_server.errors import ApiError, NotFound, error_responses
 from runcast_server.reads.events import parse_after
@@ -34,6 +34,7 @@ def get_alerts(
     settings: SettingsDep,
     found: ReadableRunDep,
     full: FullViewDep,
+    policy: ViewDep,
     kind: Annotated[list[AlertKind] | None, Query(description="Only these kinds (repeatable).")] = None,
     state: Annotated[list[AlertState] | None, Query(description="Only open or closed alerts.")] = None,
     after: Annotated[str | None, Query(max_length=20, description="next_cursor of the previous page.")] = None,
@@ -41,9 +42,12 @@ def get_alerts(
 ) -> dict[str, Any]:
     """The run's alerts, oldest first, each with its evidence and the checkpoints around it."""
     run, project = found
-    return service.list_alerts(session, run, project, kinds=list(kind) if kind else None,
+    if not policy.alerts:
+        return {"alerts": [], "next_cursor": None, "withheld": True}
+    page = service.list_alerts(session, run, project, kinds=list(kind) if kind else None,
                                states=list(state) if state else None, after=parse_after(after), limit=limit,
                                base_url=base_url(request, settings), full=full)
+    return {**page, "alerts": [a for a in page["alerts"] if policy.alert(a)], "withheld": False}
 
 
 @router.get("/runs/{run_id}/alerts/config", responses=RUN_ERRORS)

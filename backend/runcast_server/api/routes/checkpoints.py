@@ -4,13 +4,20 @@ from __future__ import annotations
 
 import json
 from typing import Annotated, Any
+from urllib.parse import quote
 
 from fastapi import APIRouter, Path, Query
-from fastapi.responses import Response
+from fastapi.responses import Response, StreamingResponse
 
 from runcast_server.api.deps import SessionDep, ViewerDep
-from runcast_server.api.read_deps import RUN_ERRORS, FullViewDep, ReadableRunDep, SettingsDep
-from runcast_server.artifacts import cards
+from runcast_server.api.read_deps import (
+    RUN_ERRORS,
+    FullViewDep,
+    ReadableRunDep,
+    SettingsDep,
+    ViewDep,
+)
+from runcast_server.artifacts import archive, cards
 from runcast_server.artifacts.checkpoints import (
     as_json,
     filename_for,
@@ -23,7 +30,9 @@ from runcast_server.artifacts.lineage import run_segments
 from runcast_server.artifacts.manifests import load_manifests, load_mix
 from runcast_server.artifacts.revisions import load_revisions
 from runcast_server.artifacts.storage import storage_from_settings
+from runcast_server.artifacts.uploads import manifest_for
 from runcast_server.errors import ApiError, NotFound, error_responses
+from runcast_server.policy.apply import View
 
 router = APIRouter(tags=["artifacts"])
 
@@ -31,21 +40,37 @@ CheckpointId = Annotated[int, Path(ge=1, le=2**63 - 1, description="The checkpoi
 
 
 @router.get("/runs/{run_id}/checkpoints", responses=RUN_ERRORS)
-def list_checkpoints(found: ReadableRunDep, session: SessionDep, viewer: ViewerDep, settings: SettingsDep) -> dict[str, Any]:
-    """Every checkpoint the run recorded (pruned ones too), by segment and step, with its status."""
+def list_checkpoints(found: ReadableRunDep, session: SessionDep, viewer: ViewerDep, settings: SettingsDep,
+                     policy: ViewDep) -> dict[str, Any]:
+    """Every checkpoint the run recorded (pruned ones too), by segment and step, with its status.
+    Under a publication policy that withholds checkpoints the list is empty and ``withheld`` true."""
     run, project = found
+    if not policy.event_shown("checkpoint"):
+        return {"checkpoints": [], "withheld": True}
     storage = storage_from_settings(settings)
     private_ok = may_see_private(run, viewer)
     return {
         "checkpoints": [
-            as_json(view(record, storage, project=project, private_ok=private_ok), run.id)
+            _published(policy, as_json(view(record, storage, project=project, private_ok=private_ok), run.id))
             for record in load_checkpoints(session, run.id)
-        ]
+        ],
+        "withheld": False,
     }
 
 
-def _find(session: SessionDep, run: Any, viewer: Any, cid: int):  # type: ignore[no-untyped-def]
-    """The checkpoint and all of the run's; a private one is as unknown to other viewers (404)."""
+def _published(policy: View, item: dict[str, Any]) -> dict[str, Any]:
+    """A checkpoint entry under the publication policy: metadata only unless downloadable."""
+    if isinstance(item.get("metrics"), dict):
+        item = {**item, "metrics": policy.by_key(item["metrics"])}
+    if not (policy.team or policy.policy["checkpoints"] == "downloadable"):
+        item = {**item, "download_url": None, "files_url": None}
+    return item
+
+
+def _find(session: SessionDep, run: Any, viewer: Any, cid: int, policy: View):  # type: ignore[no-untyped-def]
+    """The checkpoint and all of the run's; a private one, or any under a policy that withholds
+    checkpoints, is as unknown to other viewers (404)."""
+    policy.require("checkpoint")
     records = load_checkpoints(session, run.id)
     for record in records:
         if record.id == cid and (record.public or may_see_private(run, viewer)):
@@ -53,11 +78,16 @@ def _find(session: SessionDep, run: Any, viewer: Any, cid: int):  # type: ignore
     raise NotFound("checkpoint", field="checkpoint")
 
 
+def _cache_control(run: Any, record: Any) -> str:
+    """Shared caches may keep only what anyone may read: a private run's or checkpoint's bytes are private."""
+    return "no-cache" if record.public and run.visibility != "private" else "private, no-cache"
+
+
 _DOWNLOAD_RESPONSES: dict[int | str, dict[str, Any]] = {
     200: {"content": {"application/octet-stream": {}}},
     206: {"description": "A byte range (Range request)."},
     **RUN_ERRORS,
-    **error_responses(409, 410, 416),
+    **error_responses(410, 416),
 }
 
 
@@ -74,11 +104,16 @@ _DOWNLOAD_RESPONSES: dict[int | str, dict[str, Any]] = {
     operation_id="get_checkpoint_download",
 )
 def download_checkpoint(
-    found: ReadableRunDep, session: SessionDep, viewer: ViewerDep, settings: SettingsDep, cid: CheckpointId
+    found: ReadableRunDep, session: SessionDep, viewer: ViewerDep, settings: SettingsDep, cid: CheckpointId,
+    policy: ViewDep,
 ) -> Response:
-    """The checkpoint file: streamed, one Range per request (206), If-Range, ETag = sha256."""
+    """The checkpoint file: streamed, one Range per request (206), If-Range, ETag = sha256.
+
+    A directory checkpoint comes as one tar archive, streamed (no Range; its files one by one: ``files``).
+    """
     run, project = found
-    record, _ = _find(session, run, viewer, cid)
+    record, _ = _find(session, run, viewer, cid, policy)
+    policy.require_download()
     storage = storage_from_settings(settings)
     v = view(record, storage, project=project, private_ok=may_see_private(run, viewer))
     if v.status == "pruned":
@@ -86,14 +121,71 @@ def download_checkpoint(
     if v.status == "missing" or v.stored is None:
         raise ApiError(404, f"the checkpoint file is not available: {v.reason}", field="checkpoint")
     if v.stored.is_dir:
-        raise ApiError(409, "the checkpoint is a directory; only single files can be downloaded", field="checkpoint")
+        files = archive.members(storage, v.stored, manifest_for(session, run.id, record.path))
+        name = filename_for(record, v.stored)
+        headers = {
+            "content-disposition": content_disposition(f"{name}.tar"),
+            "cache-control": _cache_control(run, record),
+            "x-content-type-options": "nosniff",
+        }
+        stream = archive.tar_stream(storage, v.stored, files, recorded_path=record.path, project=project,
+                                    chunk=settings.download_chunk_bytes, mtime=record.ts)
+        return StreamingResponse(stream, media_type="application/x-tar", headers=headers)
     return CheckpointFileResponse(
         storage,
         v.stored,
         sha256=record.sha256,
         filename=filename_for(record, v.stored),
         chunk_size=settings.download_chunk_bytes,
-        cache_control="private, no-cache" if not record.public else "no-cache",
+        cache_control=_cache_control(run, record),
+        accel_prefix=settings.download_accel_prefix,
+    )
+
+
+def _directory(session: SessionDep, found: Any, viewer: Any, settings: Any, cid: int,  # type: ignore[no-untyped-def]
+               policy: View):
+    """(record, stored directory, storage, files) of an available directory checkpoint; 404/410 otherwise."""
+    run, project = found
+    record, _ = _find(session, run, viewer, cid, policy)
+    policy.require_download()
+    storage = storage_from_settings(settings)
+    v = view(record, storage, project=project, private_ok=may_see_private(run, viewer))
+    if v.status == "pruned":
+        raise ApiError(410, "the checkpoint was pruned by the trainer; its metadata stays in the list", field="checkpoint")
+    if v.stored is None or not v.stored.is_dir:
+        raise NotFound("directory checkpoint", field="checkpoint")
+    return record, v.stored, storage, archive.members(storage, v.stored, manifest_for(session, run.id, record.path))
+
+
+@router.get("/runs/{run_id}/checkpoints/{cid}/files", responses={**RUN_ERRORS, **error_responses(410)})
+def checkpoint_files(
+    found: ReadableRunDep, session: SessionDep, viewer: ViewerDep, settings: SettingsDep, cid: CheckpointId,
+    policy: ViewDep,
+) -> dict[str, Any]:
+    """The files of a directory checkpoint: relative path, size, sha256 (null when not verified), download URL."""
+    record, _, _, files = _directory(session, found, viewer, settings, cid, policy)
+    base = f"/api/v1/runs/{found[0].id}/checkpoints/{record.id}/files/"
+    return {"files": [{"path": f.path, "size": f.size, "sha256": f.sha256,
+                       "download_url": base + quote(f.path, safe="/")} for f in files]}
+
+
+@router.head("/runs/{run_id}/checkpoints/{cid}/files/{file_path:path}", response_class=Response,
+             responses=_DOWNLOAD_RESPONSES, operation_id="head_checkpoint_file")
+@router.get("/runs/{run_id}/checkpoints/{cid}/files/{file_path:path}", response_class=Response,
+            responses=_DOWNLOAD_RESPONSES, operation_id="get_checkpoint_file")
+def download_checkpoint_file(
+    found: ReadableRunDep, session: SessionDep, viewer: ViewerDep, settings: SettingsDep, cid: CheckpointId,
+    file_path: str, policy: ViewDep,
+) -> Response:
+    """One file of a directory checkpoint (only a path the listing names), as the download route serves files."""
+    record, _, storage, files = _directory(session, found, viewer, settings, cid, policy)
+    member = next((f for f in files if f.path == file_path), None)
+    if member is None:
+        raise NotFound("file of this checkpoint", field="file_path")
+    stored = storage.locate(f"{record.path.rstrip('/')}/{member.path}", within=found[1])
+    return CheckpointFileResponse(
+        storage, stored, sha256=member.sha256, filename=stored.name, chunk_size=settings.download_chunk_bytes,
+        cache_control=_cache_control(found[0], record),
     )
 
 
@@ -104,12 +196,13 @@ def checkpoint_card(
     viewer: ViewerDep,
     settings: SettingsDep,
     full: FullViewDep,
+    policy: ViewDep,
     cid: CheckpointId,
     download: Annotated[bool, Query(description="Send as an attachment (a .json file).")] = False,
 ) -> Response:
     """The reproducibility card: code revision, config, packages, seed, manifest, data position, parent."""
     run, project = found
-    record, records = _find(session, run, viewer, cid)
+    record, records = _find(session, run, viewer, cid, policy)
     storage = storage_from_settings(settings)
     private_ok = may_see_private(run, viewer)
     v = view(record, storage, project=project, private_ok=private_ok)
@@ -126,11 +219,35 @@ def checkpoint_card(
         manifests=load_manifests(session, run.id, segments),
         mix=load_mix(session, run.id),
         link_template=settings.code_link_template,
-        download_url=as_json(v, run.id)["download_url"],
+        download_url=_published(policy, as_json(v, run.id))["download_url"],
         full=full,
     )
+    card = _card_published(policy, card)
     headers = {}
     if download:
         headers["content-disposition"] = content_disposition(f"{run.id}-step{record.step}-card.json")
     body = json.dumps(card, allow_nan=False, indent=2 if download else None, separators=None if download else (",", ":"))
     return Response(body, media_type="application/json", headers=headers)
+
+
+def _card_published(policy: View, card: dict[str, Any]) -> dict[str, Any]:
+    """A card's run data under the publication policy (what the run page would withhold)."""
+    if policy.team:
+        return card
+    out = {**card, "config": policy.config(card.get("config") or {})}
+    if not policy.code_shown:
+        out["code"] = None
+    elif isinstance(card.get("code"), dict) and not policy.code_diff:
+        out["code"] = {**card["code"], "diff_url": None}
+    if policy.policy["env"] == "hidden":
+        out["packages"] = {}
+    if not policy.event_shown("manifest"):
+        out["manifest"] = None
+    elif isinstance(card.get("manifest"), dict) and policy.policy["manifests"] != "previews":
+        out["manifest"] = {**card["manifest"], "url": None}
+    if not policy.event_shown("data_mix"):
+        out["data_mix"] = None
+        out["data_position"] = None
+    if isinstance(card.get("checkpoint"), dict) and isinstance(card["checkpoint"].get("metrics"), dict):
+        out["checkpoint"] = {**card["checkpoint"], "metrics": policy.by_key(card["checkpoint"]["metrics"])}
+    return out

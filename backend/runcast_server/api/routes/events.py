@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from runcast_server.api.deps import SessionDep, ViewerDep
-from runcast_server.api.read_deps import RUN_ERRORS, FullViewDep, ReadableRunDep
+from runcast_server.api.read_deps import RUN_ERRORS, FullViewDep, ReadableRunDep, ViewDep
 from runcast_server.reads.events import list_events, parse_after
 from runcast_server.reads.published import is_project_reader
 from runcast_server.reads.schemas import MAX_SEGMENT, EventList, TimelineType
@@ -21,6 +21,7 @@ def get_events(
     viewer: ViewerDep,
     found: ReadableRunDep,
     full: FullViewDep,
+    view: ViewDep,
     type: Annotated[
         list[TimelineType] | None, Query(description="Only these types (repeatable).")
     ] = None,
@@ -44,4 +45,5 @@ def get_events(
         limit=limit,
         full=full,
         private_ok=is_project_reader(run, viewer),
+        view=view,
     )

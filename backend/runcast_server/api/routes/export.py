@@ -1,4 +1,4 @@
-"""``GET /runs/{run_id}/export``: every raw point as JSONL or CSV, streamed."""
+"""``GET /runs/{run_id}/export``: every raw point as JSONL, CSV or Parquet, streamed."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from fastapi import APIRouter, Query
 from fastapi.responses import StreamingResponse
 
 from runcast_server.api.deps import SessionDep
-from runcast_server.api.read_deps import RUN_ERRORS, ReadableRunDep
+from runcast_server.api.read_deps import RUN_ERRORS, ReadableRunDep, ViewDep
 from runcast_server.reads.export import (
     MEDIA_TYPES,
     ExportFormat,
@@ -23,21 +23,26 @@ router = APIRouter(tags=["export"])
 @router.get(
     "/runs/{run_id}/export",
     response_class=StreamingResponse,
-    responses={200: {"content": {MEDIA_TYPES["jsonl"]: {}, MEDIA_TYPES["csv"]: {}}}, **RUN_ERRORS},
+    responses={200: {"content": {media: {} for media in MEDIA_TYPES.values()}}, **RUN_ERRORS},
 )
 def export_run(
     session: SessionDep,
     found: ReadableRunDep,
+    view: ViewDep,
     fmt: Annotated[
-        ExportFormat, Query(alias="format", description="jsonl or csv.")
+        ExportFormat, Query(alias="format", description="jsonl, csv or parquet.")
     ] = "jsonl",
     key: Annotated[
         str | None, Query(min_length=1, max_length=200, description="Only this metric.")
     ] = None,
 ) -> StreamingResponse:
-    """Rows ``segment, key, step, value`` ordered by segment, key and step; NaN/Inf as strings."""
+    """Rows ``segment, key, step, value`` ordered by segment, key and step. JSONL and CSV write
+    NaN/Inf as strings; Parquet (int32, string, int64, float64 columns, one row group per
+    131,072 points) holds them as floats."""
     run, _ = found
-    refs = series_to_export(session, run, key)
+    if key is not None:
+        view.require_metric(key)
+    refs = [r for r in series_to_export(session, run, key) if view.metric(r.key)]
     return StreamingResponse(
         export_chunks(refs, fmt),
         media_type=MEDIA_TYPES[fmt],

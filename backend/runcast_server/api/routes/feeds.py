@@ -17,10 +17,11 @@ from sqlalchemy import select
 from runcast_server.alerts.models import Alert
 from runcast_server.alerts.service import alert_view, summary
 from runcast_server.api.deps import SessionDep
-from runcast_server.api.read_deps import RUN_ERRORS, FullViewDep, ReadableRunDep, SettingsDep
+from runcast_server.api.read_deps import RUN_ERRORS, FullViewDep, ReadableRunDep, SettingsDep, ViewDep
 from runcast_server.api.routes.alerts import base_url
 from runcast_server.errors import NotFound, error_responses
 from runcast_server.models import Project, Run
+from runcast_server.policy.apply import public_view
 
 router = APIRouter(tags=["alerts"])
 ATOM = "http://www.w3.org/2005/Atom"
@@ -73,12 +74,13 @@ _ATOM_200 = {200: {"content": {"application/atom+xml": {}}, "description": "An A
 
 @router.get("/runs/{run_id}/alerts.atom", response_class=Response, responses={**_ATOM_200, **RUN_ERRORS})
 def run_feed(request: Request, session: SessionDep, settings: SettingsDep, found: ReadableRunDep,
-             full: FullViewDep) -> Response:
+             full: FullViewDep, policy: ViewDep) -> Response:
     """The run's newest alerts as an Atom feed."""
     run, project = found
     base = base_url(request, settings)
     alerts = session.scalars(select(Alert).where(Alert.run_id == run.id).order_by(Alert.id.desc()).limit(FEED_ENTRIES))
-    views = [alert_view(session, a, base_url=base, run=run, project=project, full=full) for a in alerts]
+    views = [v for v in (alert_view(session, a, base_url=base, run=run, project=project, full=full) for a in alerts)
+             if policy.alert(v)]
     self_url = f"{base}/api/v1/runs/{run.id}/alerts.atom"
     return _atom(render_feed(self_url, f"Runcast alerts: {project}/{run.name}", self_url, f"{base}/runs/{run.id}", views))
 
@@ -99,6 +101,8 @@ def project_feed(request: Request, session: SessionDep, settings: SettingsDep,
         .where(Run.project_id == proj.id, Run.visibility == "public")
         .order_by(Alert.id.desc()).limit(FEED_ENTRIES)
     ).all()
-    views = [alert_view(session, a, base_url=base, run=r, project=proj.name) for a, r in rows]
+    policies = {r.id: public_view(session, r) for r in {r.id: r for _, r in rows}.values()}
+    views = [v for a, r in rows
+             if policies[r.id].alert(v := alert_view(session, a, base_url=base, run=r, project=proj.name))]
     self_url = f"{base}/api/v1/projects/{proj.name}/alerts.atom"
     return _atom(render_feed(self_url, f"Runcast alerts: {proj.name}", self_url, f"{base}/?project={proj.name}", views))

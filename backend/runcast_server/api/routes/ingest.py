@@ -53,7 +53,7 @@ def _parse(body: bytes) -> Any:
         raise ApiError(400, "body is nested too deeply to be a batch", field="body") from None
 
 
-def _accept(session: Session, project_id: int, body: bytes, received_at: float, metrics: Metrics) -> int:
+def accept_batch(session: Session, project_id: int, body: bytes, received_at: float, metrics: Metrics) -> int:
     """Parse and check the batch, register new runs, commit it to the inbox, enqueue; returns the event count."""
     try:
         events = validate_batch(_parse(body))
@@ -73,7 +73,7 @@ def _accept(session: Session, project_id: int, body: bytes, received_at: float, 
     log.info("ingest: accepted inbox %d: %d events, %d points", inbox_id, len(events), points,
              extra={"run_id": runs[0] if len(runs) == 1 else None, "run_ids": runs, "inbox_id": inbox_id})
     try:
-        enqueue_ingest(inbox_id)
+        enqueue_ingest(inbox_id, events)
     except BrokerError as exc:
         log.warning("ingest: broker unreachable (%s); inbox %d waits for the sweeper", exc, inbox_id)
     except Exception:  # embedded: the task ran here and failed; the timer sweeps the row again
@@ -95,5 +95,5 @@ async def ingest(request: Request, project: WriterDep, session: SessionDep) -> A
     """
     received_at = time.time()
     body = await request.body()  # at most RUNCAST_MAX_BODY_BYTES: api.limits.BodyLimit
-    count = await run_in_threadpool(_accept, session, project.id, body, received_at, request.app.state.metrics)
+    count = await run_in_threadpool(accept_batch, session, project.id, body, received_at, request.app.state.metrics)
     return Accepted(accepted=count)

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Query
 from fastapi import Path as PathParam
 
 from runcast_server.api.deps import SessionDep
-from runcast_server.api.read_deps import RUN_ERRORS, FullViewDep, ReadableRunDep
+from runcast_server.api.read_deps import RUN_ERRORS, FullViewDep, ReadableRunDep, ViewDep
 from runcast_server.artifacts.lineage import run_segments
 from runcast_server.artifacts.manifests import (
     diff,
@@ -29,18 +29,20 @@ Version = Annotated[str, Query(min_length=1, max_length=100)]
 
 
 @router.get("/runs/{run_id}/manifests", responses=RUN_ERRORS)
-def list_manifests(found: ReadableRunDep, session: SessionDep, full: FullViewDep) -> dict[str, Any]:
+def list_manifests(found: ReadableRunDep, session: SessionDep, full: FullViewDep, policy: ViewDep) -> dict[str, Any]:
     """Every manifest version the run recorded, in order: sources, file and token counts."""
     run, _ = found
+    policy.require("manifest")
     manifests = load_manifests(session, run.id, run_segments(session, run.id))
     return {"manifests": published_manifest(strict_json(versions(manifests)), full)[0]}  # version strings too
 
 
 @router.get("/runs/{run_id}/manifests/diff", responses=RUN_ERRORS)
-def manifest_diff(found: ReadableRunDep, session: SessionDep, full: FullViewDep,
+def manifest_diff(found: ReadableRunDep, session: SessionDep, full: FullViewDep, policy: ViewDep,
                   from_: Annotated[str, Query(alias="from", min_length=1, max_length=100)], to: Version) -> dict[str, Any]:
     """Files added / removed / changed, token counts and weights between two versions."""
     run, _ = found
+    policy.require_previews()
     segments = run_segments(session, run.id)
     manifests = load_manifests(session, run.id, segments)
     old, new = latest_of_version(manifests, from_), latest_of_version(manifests, to)
@@ -57,11 +59,12 @@ def manifest_diff(found: ReadableRunDep, session: SessionDep, full: FullViewDep,
 
 @router.get("/runs/{run_id}/manifests/{version:path}", responses=RUN_ERRORS)
 def get_manifest(
-    found: ReadableRunDep, session: SessionDep, full: FullViewDep,
+    found: ReadableRunDep, session: SessionDep, full: FullViewDep, policy: ViewDep,
     version: Annotated[str, PathParam(min_length=1, max_length=100)],
 ) -> dict[str, Any]:
     """One manifest version as recorded (the newest event of that version), every string scrubbed."""
     run, _ = found
+    policy.require_previews()
     manifest = latest_of_version(load_manifests(session, run.id, run_segments(session, run.id)), version)
     if manifest is None:
         raise NotFound("manifest version", field="version")
@@ -78,7 +81,8 @@ def get_manifest(
 
 
 @router.get("/runs/{run_id}/data-mix", responses=RUN_ERRORS)
-def data_mix(found: ReadableRunDep, session: SessionDep) -> dict[str, Any]:
+def data_mix(found: ReadableRunDep, session: SessionDep, policy: ViewDep) -> dict[str, Any]:
     """The data-mix timeline: every change of weights, by segment and step."""
     run, _ = found
+    policy.require("data_mix")
     return mix_timeline(load_mix(session, run.id), run_segments(session, run.id))

@@ -10,7 +10,7 @@ from runcast.events import MAX_STEP
 from runcast_server.reads.schemas import MAX_SEGMENT
 
 from runcast_server.api.deps import SessionDep
-from runcast_server.api.read_deps import RUN_ERRORS, ReadableRunDep
+from runcast_server.api.read_deps import RUN_ERRORS, ReadableRunDep, ViewDep
 from runcast_server.reads.metrics import query_metrics
 from runcast_server.reads.schemas import MetricsResponse
 
@@ -21,6 +21,7 @@ router = APIRouter(tags=["metrics"])
 def get_metrics(
     session: SessionDep,
     found: ReadableRunDep,
+    view: ViewDep,
     key: Annotated[
         str, Query(min_length=1, max_length=200, description="The metric name.")
     ],
@@ -41,6 +42,7 @@ def get_metrics(
 ) -> MetricsResponse:
     """Buckets of ``2**level`` steps with min/max/mean/last/count; level 0 is the raw points."""
     run, _ = found
+    view.require_metric(key)  # a withheld key answers as an unknown one
     return query_metrics(
         session,
         run,

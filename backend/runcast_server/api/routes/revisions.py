@@ -8,7 +8,7 @@ from fastapi import APIRouter, Path
 from fastapi.responses import PlainTextResponse
 
 from runcast_server.api.deps import SessionDep
-from runcast_server.api.read_deps import RUN_ERRORS, FullViewDep, ReadableRunDep, SettingsDep
+from runcast_server.api.read_deps import RUN_ERRORS, FullViewDep, ReadableRunDep, SettingsDep, ViewDep
 from runcast_server.artifacts.http import content_disposition
 from runcast_server.artifacts.revisions import changes, load_revisions, published_diff, revision_json
 from runcast_server.errors import NotFound
@@ -20,12 +20,16 @@ RevisionId = Annotated[int, Path(ge=1, le=2**63 - 1, description="The revision i
 
 
 @router.get("/runs/{run_id}/revisions", responses=RUN_ERRORS)
-def list_revisions(found: ReadableRunDep, session: SessionDep, settings: SettingsDep, full: FullViewDep) -> dict[str, Any]:
+def list_revisions(found: ReadableRunDep, session: SessionDep, settings: SettingsDep, full: FullViewDep,
+                   policy: ViewDep) -> dict[str, Any]:
     """Each code state the run trained with, the segments that used it, and the code changes between segments."""
     run, _ = found
+    if not policy.code_shown:
+        raise NotFound("revisions", field="run")
     revisions = load_revisions(session, run.id)
     return {
-        "revisions": [{**revision_json(r, run.id, settings.code_link_template), "remote": published_remote(r.remote, full)}
+        "revisions": [{**revision_json(r, run.id, settings.code_link_template), "remote": published_remote(r.remote, full),
+                       **({} if policy.code_diff else {"diff_url": None})}
                       for r in revisions],
         "changes": changes(revisions),
     }
@@ -36,9 +40,11 @@ def list_revisions(found: ReadableRunDep, session: SessionDep, settings: Setting
     response_class=PlainTextResponse,
     responses={200: {"content": {"text/plain": {}}}, **RUN_ERRORS},
 )
-def revision_diff(found: ReadableRunDep, session: SessionDep, rid: RevisionId) -> PlainTextResponse:
+def revision_diff(found: ReadableRunDep, session: SessionDep, rid: RevisionId, policy: ViewDep) -> PlainTextResponse:
     """The uncommitted diff of a dirty revision, as text/plain (credentials scrubbed)."""
     run, _ = found
+    if not policy.code_diff:
+        raise NotFound("revision", field="revision")
     revision = next((r for r in load_revisions(session, run.id) if r.id == rid), None)
     if revision is None:
         raise NotFound("revision", field="revision")

@@ -21,11 +21,12 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from runcast_server import live
-from runcast_server.api.deps import TokenDep
+from runcast_server.api.deps import SESSION_COOKIE, TokenDep, session_viewer
 from runcast_server.auth import project_for_token
 from runcast_server.errors import ApiError, NotFound, error_responses
 from runcast_server.observability.logs import run_scope
 from runcast_server.observability.metrics import Metrics
+from runcast_server.policy.apply import public_view
 from runcast_server.reads.access import readable_run
 from runcast_server.reads.published import is_project_reader
 
@@ -104,19 +105,22 @@ def _parse_version(raw: str | None, field: str) -> int | None:
     return int(raw)
 
 
-def _check_access(run_id: str, token: str | None) -> bool:
+def _check_access(run_id: str, token: str | None, cookie: str | None) -> tuple[bool, str]:
     """404 for a missing or hidden run, 401 for a bad token (a short session; no connection is
-    held for the stream's lifetime). Returns whether the caller holds a token of the run's project."""
+    held for the stream's lifetime). Returns whether the caller reads as the run's project
+    (its token, or without one a dashboard session cookie), and the run's public policy
+    (``View.key``) now."""
     from runcast_server.db import session_scope
 
     with session_scope() as session:
-        viewer = None
         if token is not None:
             viewer = project_for_token(session, token)
             if viewer is None:
                 raise ApiError(401, "invalid or revoked token", field="Authorization")
+        else:
+            viewer = session_viewer(session, "GET", cookie)
         run, _ = readable_run(session, run_id, viewer)
-        return is_project_reader(run, viewer)
+        return is_project_reader(run, viewer), public_view(session, run).key
 
 
 @router.get(
@@ -152,6 +156,7 @@ async def stream(
     after = _parse_version(last_event_id_header, "Last-Event-ID")
     if after is None:
         after = _parse_version(last_event_id, "last_event_id")
-    project_reader = await run_in_threadpool(_check_access, run_id, token)
-    viewer = live.Viewer(project_reader=project_reader)
+    project_reader, policy = await run_in_threadpool(_check_access, run_id, token,
+                                                     request.cookies.get(SESSION_COOKIE))
+    viewer = live.Viewer(project_reader=project_reader, policy=policy)
     return EventStream(live.viewer_frames(run_id, after, viewer), viewer, request.app.state.metrics, run_id)

@@ -1,0 +1,104 @@
+"""``PATCH /runs/{run_id}`` (rename, tag, archive) and ``DELETE /runs/{run_id}``: the run's project's token only.
+
+Another project's token, like an unknown run id, gets 404 and changes nothing.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Path
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from runcast.events import ID_RE, MAX_NAME_CHARS, check_text
+
+from runcast_server import manage
+from runcast_server.api.deps import SessionDep, WriterDep
+from runcast_server.api.read_deps import SettingsDep
+from runcast_server.errors import NotFound, error_responses
+from runcast_server.models import Run
+from runcast_server.reads import runs as reads
+from runcast_server.reads.schemas import RunSummary
+
+router = APIRouter(tags=["runs"])
+WRITE_ERRORS = error_responses(401, 404, 422)
+RunIdPath = Annotated[str, Path(description="The run id.", max_length=64)]
+
+Tag = Annotated[str, Field(min_length=1, max_length=manage.MAX_TAG_CHARS)]
+
+
+def _clean_tag(value: str) -> str:
+    tag = check_text(value, "tags").strip()
+    if not tag or any(ch < " " or "\x7f" <= ch <= "\x9f" for ch in tag):
+        raise ValueError("a tag is 1-64 printable characters")
+    return tag
+
+
+class TagChange(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)  # 0 is not False, "1" not a list
+    add: list[Tag] = Field(default_factory=list, max_length=manage.MAX_TAGS)
+    remove: list[Tag] = Field(default_factory=list, max_length=manage.MAX_TAGS)
+
+    @field_validator("add", "remove")
+    @classmethod
+    def _tags(cls, values: list[str]) -> list[str]:
+        return [_clean_tag(v) for v in values]
+
+
+class RunChange(BaseModel):
+    """What to change; a field left out stays as it is."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)  # 0 is not False, "1" not a list
+    name: str | None = Field(None, min_length=1, max_length=MAX_NAME_CHARS, description="The new display name.")
+    tags: TagChange | None = Field(None, description="Tags to add, then tags to remove.")
+    archived: bool | None = Field(None, description="Archive (left out of the run list by default) or restore.")
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        if not check_text(value, "name").strip():
+            raise ValueError("must not be blank")
+        return value
+
+
+class DeletedRun(BaseModel):
+    run: str
+    deleted: bool = True
+    points: int
+    series: int
+    segments: int
+    events: int
+
+
+def _owned(session: Any, run_id: str, project: Any) -> Run:
+    if not ID_RE.match(run_id):
+        raise NotFound("run", field="run")
+    return manage.owned_run(session, run_id, project)
+
+
+@router.patch("/runs/{run_id}", response_model=RunSummary, responses=WRITE_ERRORS)
+def change_run(
+    session: SessionDep, settings: SettingsDep, project: WriterDep, run_id: RunIdPath, body: RunChange
+) -> RunSummary:
+    """Rename, tag, archive or restore a run (a token of the run's project)."""
+    run = _owned(session, run_id, project)
+    if body.name is not None:
+        run.name = body.name
+    if body.tags is not None:
+        manage.retag(session, run, body.tags.add, body.tags.remove)
+    if body.archived is not None:
+        manage.set_archived(run, body.archived)
+    session.flush()
+    tags = reads.run_tags(session, [run.id]).get(run.id, [])
+    return reads.summarize(run, project.name, stall_after_s=settings.stall_after_s, now=time.time(), tags=tags)
+
+
+@router.delete("/runs/{run_id}", response_model=DeletedRun, responses=WRITE_ERRORS)
+def delete_run(session: SessionDep, project: WriterDep, run_id: RunIdPath) -> DeletedRun:
+    """Delete a run and everything stored for it: points, rollups, timeline (checkpoint,
+    revision and manifest records), alerts, subscriptions to it. Cannot be undone."""
+    run = _owned(session, run_id, project)
+    done = manage.delete_run(session, run)
+    return DeletedRun(run=done.run, points=done.points, series=done.series, segments=done.segments, events=done.events)

@@ -1,0 +1,48 @@
+"""``GET /api/v1/whoami``: the SDK's one request at ``init()`` (token, project, a resumed run's last step)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+from pydantic import BaseModel, Field
+from sqlalchemy import select
+
+from runcast.events import ID_RE
+from runcast_server.api.deps import SessionDep, WriterDep
+from runcast_server.errors import ApiError, error_responses
+from runcast_server.models import Run
+
+router = APIRouter(tags=["ingest"])
+
+
+class StoredRun(BaseModel):
+    id: str
+    last_step: int | None = Field(description="The highest step stored for the run (any segment); null if none.")
+    status: str
+
+
+class WhoAmI(BaseModel):
+    project: str = Field(description="The project the token writes to.")
+    run: StoredRun | None = Field(description="The run named by ?run=, when the token's project holds it.")
+
+
+@router.get("/whoami", response_model=WhoAmI, responses=error_responses(401, 409, 422))
+def whoami(
+    session: SessionDep,
+    project: WriterDep,
+    run: Annotated[
+        str | None,
+        Query(min_length=8, max_length=64, pattern=ID_RE.pattern, description="A run id the SDK starts or resumes."),
+    ] = None,
+) -> WhoAmI:
+    """The token's project, and the stored state of run ``run`` if it is the project's: what ``runcast.init``
+    asks before it logs anything. 401: bad or revoked token. 409: another project holds that run id."""
+    stored = None
+    if run is not None:
+        row = session.scalar(select(Run).where(Run.id == run))
+        if row is not None and row.project_id != project.id:
+            raise ApiError(409, f"run id {run!r} is taken by another project", field="run")
+        if row is not None:
+            stored = StoredRun(id=row.id, last_step=row.last_step, status=row.status)
+    return WhoAmI(project=project.name, run=stored)

@@ -1,0 +1,86 @@
+"""Run management by its project's token: rename, tag, archive, delete.
+
+Every function takes a run already checked to belong to the caller's project
+(``owned_run``); another project's run is reported exactly as an unknown one (404), so
+run ids of other projects do not leak and nothing of theirs changes.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Final
+
+from sqlalchemy import delete, select
+from sqlalchemy.orm import Session
+
+from runcast_server.alerts.models import Alert, AlertDelivery, Subscription
+from runcast_server.errors import ApiError, NotFound
+from runcast_server.models import Base, Point, Project, Rollup, Run, RunTag, Series
+
+MAX_TAGS: Final = 32
+MAX_TAG_CHARS: Final = 64
+
+
+def owned_run(session: Session, run_id: str, project: Project) -> Run:
+    """The run, locked for this transaction, if ``project`` holds it; else 404 (as for an unknown id)."""
+    run = session.scalar(
+        select(Run).where(Run.id == run_id, Run.project_id == project.id).with_for_update()
+    )
+    if run is None:
+        raise NotFound("run", field="run")
+    return run
+
+
+def retag(session: Session, run: Run, add: list[str], remove: list[str]) -> list[str]:
+    """Add then remove tags of the run; returns its tags, sorted."""
+    tags = (set(session.scalars(select(RunTag.tag).where(RunTag.run_id == run.id))) | set(add)) - set(remove)
+    if len(tags) > MAX_TAGS:
+        raise ApiError(422, f"a run holds at most {MAX_TAGS} tags", field="tags.add")
+    session.execute(delete(RunTag).where(RunTag.run_id == run.id))
+    session.add_all(RunTag(run_id=run.id, tag=tag) for tag in sorted(tags))
+    session.flush()
+    return sorted(tags)
+
+
+def set_archived(run: Run, archived: bool) -> None:
+    """Archive (keep the first archive time) or restore the run."""
+    if not archived:
+        run.archived_at = None
+    elif run.archived_at is None:
+        run.archived_at = time.time()
+
+
+@dataclass(frozen=True)
+class Deleted:
+    run: str
+    points: int
+    series: int
+    segments: int
+    events: int
+
+
+def delete_run(session: Session, run: Run) -> Deleted:
+    """Delete the run and every row that belongs to it, in one transaction.
+
+    Every table with a ``run_id`` column is cleared (a table added later is covered without
+    a change here), children first; points and rollups by the run's series, alert
+    deliveries by its alerts and subscriptions (they have no ``run_id``).
+    """
+    series_ids = select(Series.id).where(Series.run_id == run.id).scalar_subquery()
+    alert_ids = select(Alert.id).where(Alert.run_id == run.id).scalar_subquery()
+    sub_ids = select(Subscription.id).where(Subscription.run_id == run.id).scalar_subquery()
+    points = session.execute(delete(Point).where(Point.series_id.in_(series_ids))).rowcount
+    session.execute(delete(Rollup).where(Rollup.series_id.in_(series_ids)))
+    session.execute(
+        delete(AlertDelivery).where(AlertDelivery.alert_id.in_(alert_ids) | AlertDelivery.subscription_id.in_(sub_ids))
+    )
+    counts: dict[str, int] = {}
+    for table in reversed(Base.metadata.sorted_tables):  # children before their parents
+        if "run_id" in table.c:
+            counts[table.name] = session.execute(delete(table).where(table.c.run_id == run.id)).rowcount
+    run_id = run.id
+    session.execute(delete(Run).where(Run.id == run_id))
+    session.expunge(run)
+    return Deleted(run=run_id, points=points, series=counts["series"], segments=counts["segments"],
+                   events=counts["events"])

@@ -1,0 +1,87 @@
+"""A run's tags and its ``update`` events (config changes, summary, metric declarations).
+
+Updates are stored once per (segment, seq) in ``run_updates``; the run's ``config``,
+``summary`` and ``metric_defs`` are then folded again from all of them in trainer order
+(ts, segment index, seq) over the first run_started's config, so batches may arrive in
+any order or twice and the result is the same. Top-level keys replace earlier ones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import Connection, Insert, Table, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+
+from runcast_server.models import Event, Run, RunTag, RunUpdate, Segment
+
+RUNS: Table = Run.__table__  # type: ignore[assignment]
+TAGS: Table = RunTag.__table__  # type: ignore[assignment]
+UPDATES: Table = RunUpdate.__table__  # type: ignore[assignment]
+SEGMENTS: Table = Segment.__table__  # type: ignore[assignment]
+EVENTS: Table = Event.__table__  # type: ignore[assignment]
+
+
+def _insert(conn: Connection, table: Table) -> Insert:
+    return (sqlite.insert if conn.dialect.name == "sqlite" else postgresql.insert)(table)  # type: ignore[return-value]
+
+
+def write_tags(conn: Connection, started: Sequence[dict[str, Any]]) -> None:
+    """Add the tags of these run_started events to their runs (a resume may add tags)."""
+    rows = sorted({(e["run"], tag) for e in started for tag in e.get("tags") or ()})
+    if rows:
+        stmt = _insert(conn, TAGS).on_conflict_do_nothing(index_elements=["run_id", "tag"])
+        conn.execute(stmt, [{"run_id": r, "tag": t} for r, t in rows])
+
+
+def write_updates(
+    conn: Connection, events: Sequence[dict[str, Any]], segments: dict[tuple[str, str], int]
+) -> set[str]:
+    """Store the batch's update events once; refold the runs that got a new one. Returns those runs."""
+    rows = {
+        (segments[(e["run"], e["segment"])], e["seq"]): {
+            "run_id": e["run"],
+            "segment_id": segments[(e["run"], e["segment"])],
+            "seq": e["seq"],
+            "ts": e["ts"],
+            "body": {k: e[k] for k in ("config", "summary", "define") if k in e},
+        }
+        for e in events
+        if e["type"] == "update"
+    }
+    if not rows:
+        return set()
+    stmt = (
+        _insert(conn, UPDATES)
+        .on_conflict_do_nothing(index_elements=["segment_id", "seq"])
+        .returning(UPDATES.c.run_id)
+    )
+    changed = {run for (run,) in conn.execute(stmt, [rows[k] for k in sorted(rows)])}
+    for run in sorted(changed):
+        _fold(conn, run)
+    return changed
+
+
+def _fold(conn: Connection, run: str) -> None:
+    u, s, e = UPDATES.c, SEGMENTS.c, EVENTS.c
+    first = conn.execute(
+        select(e.payload)
+        .join(SEGMENTS, s.id == e.segment_id)
+        .where(e.run_id == run, e.type == "run_started")
+        .order_by(e.ts, s.index, e.seq)
+        .limit(1)
+    ).scalar()
+    config: dict[str, Any] = dict((first or {}).get("config") or {})
+    if first is None:  # the run_started is not stored yet: keep what the run row holds
+        config = dict(conn.execute(select(RUNS.c.config).where(RUNS.c.id == run)).scalar() or {})
+    summary: dict[str, Any] = {}
+    defs: dict[str, Any] = {}
+    bodies = conn.execute(
+        select(u.body).join(SEGMENTS, s.id == u.segment_id).where(u.run_id == run).order_by(u.ts, s.index, u.seq)
+    ).scalars()
+    for body in bodies:
+        config.update(body.get("config") or {})
+        summary.update(body.get("summary") or {})
+        defs.update(body.get("define") or {})
+    conn.execute(update(RUNS).where(RUNS.c.id == run).values(config=config, summary=summary, metric_defs=defs))

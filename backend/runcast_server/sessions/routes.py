@@ -1,0 +1,97 @@
+"""``/api/v1/session``: sign in with a project token, say who is signed in, sign out.
+
+Cross-site requests cannot use these routes: POST and DELETE answer 403 when the browser says
+the request came from another site (``Sec-Fetch-Site``, else ``Origin``), and POST takes only
+``Content-Type: application/json`` (no HTML form can send it). The cookie is ``SameSite=Strict``:
+the dashboard's pages are static and fetch their data with same-origin requests, which carry it,
+so no cross-site request ever needs it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlsplit
+
+from fastapi import APIRouter, Request, Response
+from pydantic import BaseModel, Field
+
+from runcast_server.alerts import ratelimit
+from runcast_server.api.deps import SessionDep
+from runcast_server.api.read_deps import SettingsDep
+from runcast_server.errors import ApiError, error_body, error_response, error_responses
+from runcast_server.sessions import service
+from runcast_server.sessions.service import COOKIE
+
+router = APIRouter(tags=["session"])
+
+class SignInBody(BaseModel):
+    token: str = Field(min_length=1, max_length=200, description="A project token (`runcast token create`).")
+
+
+class SessionView(BaseModel):
+    project: str = Field(description="The project whose private and unlisted runs this browser reads.")
+    expires_at: float = Field(description="When the session ends (epoch seconds; fixed at sign-in).")
+
+
+def _same_origin(request: Request) -> None:
+    """403 unless the browser says the request comes from this site (or no browser sent it)."""
+    site = request.headers.get("sec-fetch-site")
+    if site is not None:
+        ok = site in ("same-origin", "none")
+    else:
+        origin = request.headers.get("origin")
+        ok = origin is None or urlsplit(origin).netloc == request.headers.get("host")
+    if not ok:
+        raise ApiError(403, "sign-in and sign-out are accepted only from this site's pages", field="Origin")
+
+
+def _set_cookie(request: Request, response: Response, value: str, max_age: int) -> None:
+    response.set_cookie(COOKIE, value, max_age=max_age, path="/", httponly=True, samesite="strict",
+                        secure=request.url.scheme == "https")
+
+
+@router.post("/session", response_model=SessionView, responses=error_responses(400, 401, 403, 415, 422, 429))
+def sign_in(request: Request, response: Response, session: SessionDep, settings: SettingsDep,
+            body: SignInBody) -> Any:
+    """Exchange a project token for a session cookie (HttpOnly, SameSite=Strict, Secure over HTTPS).
+
+    The cookie makes this browser's GET and HEAD requests a reader of the token's project (its
+    private and unlisted runs, their stream, exports and downloads); it never authorises a write.
+    The session ends at ``expires_at`` (``RUNCAST_SESSION_TTL_S`` after sign-in), at sign-out, or
+    when the token is revoked. A wrong, revoked or admin token is a 401 naming ``token``.
+    """
+    _same_origin(request)
+    if request.headers.get("content-type", "").split(";")[0].strip().lower() != "application/json":
+        raise ApiError(415, "send the token as JSON (Content-Type: application/json)", field="Content-Type")
+    ip = request.client.host if request.client else "unknown"
+    wait = ratelimit.hit(session, f"signin:{ip}", settings.signin_rate_limit, settings.signin_rate_window_s)
+    if wait is not None:
+        session.commit()
+        return error_response(429, error_body("too many sign-in attempts from this address; try again later"),
+                              headers={"Retry-After": str(int(wait) + 1)})
+    opened = service.sign_in(session, body.token, settings.session_ttl_s)
+    if opened is None:
+        session.commit()  # the attempt counts
+        return error_response(401, error_body("invalid or revoked token", field="token"))
+    service.sign_out(session, request.cookies.get(COOKIE))  # the browser's previous session ends
+    secret, signed_in = opened
+    _set_cookie(request, response, secret, int(settings.session_ttl_s))
+    return SessionView(project=signed_in.project.name, expires_at=signed_in.expires_at)
+
+
+@router.get("/session", response_model=SessionView, responses=error_responses(401))
+def current(request: Request, session: SessionDep) -> SessionView:
+    """Who this browser is signed in as; 401 when it is not (no cookie, or the session ended)."""
+    found = service.lookup(session, request.cookies.get(COOKIE))
+    if found is None:
+        raise ApiError(401, "not signed in", field=COOKIE)
+    return SessionView(project=found.project.name, expires_at=found.expires_at)
+
+
+@router.delete("/session", responses=error_responses(403))
+def sign_out(request: Request, response: Response, session: SessionDep) -> dict[str, bool]:
+    """Sign out: the session is deleted and the cookie cleared (also when there was none)."""
+    _same_origin(request)
+    service.sign_out(session, request.cookies.get(COOKIE))
+    response.delete_cookie(COOKIE, path="/", httponly=True, samesite="strict", secure=request.url.scheme == "https")
+    return {"signed_out": True}

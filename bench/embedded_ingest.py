@@ -1,0 +1,132 @@
+"""Embedded ingest (``runcast serve``, SQLite, storage inside the request), end to end.
+
+    .venv/bin/python bench/embedded_ingest.py --checkout /work/main --checkout . --rounds 3
+
+Each repeat starts a fresh embedded ``runcast serve`` (its own data dir) with the code of
+one checkout (``PYTHONPATH`` = its trainer, backend and tests), then logs ``--steps``
+steps x 7 floats in a tight loop with the SDK (default batch size) and calls
+``finish()``. With several ``--checkout``, each round runs them in turn, so a change in
+the machine's load hits every arm alike. Printed per repeat: points/s from the first
+``log()`` to ``finish()`` returning (every point is then stored: the embedded API stores
+a batch before its 202; the stored count is checked exactly), the wait inside
+``finish()``, the server's CPU µs per point, and the load average.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+KEYS = ("train/loss", "train/lr", "train/grad_norm", "train/tokens", "perf/mfu", "perf/step_s", "val/loss")
+
+
+def client(args: argparse.Namespace) -> None:
+    """The SDK side (a child process with the checkout's SDK): log, finish, print timings as JSON."""
+    import math
+
+    import runcast
+
+    values = [{k: math.sin(i * 0.01 + j) + 2.0 for j, k in enumerate(KEYS)} for i in range(1024)]
+    with tempfile.TemporaryDirectory() as spool:
+        run = runcast.init("bench", "embedded-ingest", server=args.server, token=args.token, spool_dir=spool,
+                           capture_code=False, heartbeat_interval=3600, max_queue=args.steps + 10)
+        begin = time.perf_counter()
+        log = run.log
+        for step in range(args.steps):
+            log(values[step & 1023], step=step)
+        logged = time.perf_counter()
+        run.finish(timeout=600)
+        done = time.perf_counter()
+        print(json.dumps({"run": run.id, "seconds": done - begin, "finish_s": done - logged,
+                          "spooled": run.stats.spooled, "dropped": run.stats.dropped}))
+
+
+def group_cpu_seconds(pgid: int) -> float:
+    """utime + stime of every process in process group ``pgid`` (Linux /proc)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == pgid:
+                total += int(fields[11]) + int(fields[12])
+    return total / tick
+
+
+def one(checkout: Path, steps: int) -> dict[str, float]:
+    sys.path.insert(0, str(ROOT / "tests"))
+    import services
+
+    env = {"PYTHONPATH": os.pathsep.join(str(checkout / p) for p in ("trainer", "backend", "tests"))}
+    with tempfile.TemporaryDirectory() as tmp:
+        env["RUNCAST_DATA_DIR"] = str(Path(tmp) / "data")
+        token = subprocess.run([str(services.BIN / "runcast"), "token", "create", "--project", "bench"],
+                               env=services.child_env(env), capture_output=True, text=True, check=True
+                               ).stdout.strip().splitlines()[-1]
+        proc, base = services.start_api(env, Path(tmp) / "api.log", timeout=120)
+        try:
+            load0 = os.getloadavg()[0]
+            cpu0 = group_cpu_seconds(proc.pid)
+            out = subprocess.run([sys.executable, __file__, "--client", "--server", base, "--token", token,
+                                  "--steps", str(steps)], env=services.child_env(env), capture_output=True,
+                                 text=True, check=True)
+            server_cpu = group_cpu_seconds(proc.pid) - cpu0
+            load1 = os.getloadavg()[0]
+        finally:
+            proc.stop(timeout=20)
+        result = json.loads(out.stdout.strip().splitlines()[-1])
+        db = next(Path(env["RUNCAST_DATA_DIR"]).rglob("*.db"))
+        with sqlite3.connect(db) as conn:
+            stored = conn.execute("SELECT count(*) FROM points p JOIN series s ON s.id = p.series_id "
+                                  "WHERE s.run_id = ?", (result["run"],)).fetchone()[0]
+    expected = steps * len(KEYS)
+    if stored != expected or result["spooled"] or result["dropped"]:
+        raise RuntimeError(f"{checkout}: {stored} of {expected} points stored, {result}")
+    return {"points_per_s": expected / result["seconds"], "finish_s": result["finish_s"],
+            "server_us_per_point": server_cpu / expected * 1e6, "load0": load0, "load1": load1}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--checkout", type=Path, action="append", help="a checkout to measure (repeatable)")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=20_000, help="steps x 7 floats per repeat")
+    parser.add_argument("--client", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--server", help=argparse.SUPPRESS)
+    parser.add_argument("--token", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.client:
+        client(args)
+        return
+    checkouts = [c.resolve() for c in (args.checkout or [ROOT])]
+    results: dict[Path, list[dict[str, float]]] = {c: [] for c in checkouts}
+    print(f"{args.steps} steps x {len(KEYS)} floats; load at start {os.getloadavg()}", flush=True)
+    for r in range(args.rounds):
+        for c in checkouts:
+            res = one(c, args.steps)
+            results[c].append(res)
+            print(f"round {r + 1} {c}: {res['points_per_s']:,.0f} points/s, finish() waited {res['finish_s']:.2f} s, "
+                  f"server {res['server_us_per_point']:.2f} CPU us/point (load {res['load0']:.2f}-{res['load1']:.2f})",
+                  flush=True)
+    for c, rs in results.items():
+        med = {k: statistics.median(x[k] for x in rs) for k in ("points_per_s", "finish_s", "server_us_per_point")}
+        print(f"{c}: median {med['points_per_s']:,.0f} points/s ({[round(x['points_per_s']) for x in rs]}), "
+              f"finish() {med['finish_s']:.2f} s, server {med['server_us_per_point']:.2f} CPU us/point")
+    print(f"load at end {os.getloadavg()}")
+
+
+if __name__ == "__main__":
+    main()

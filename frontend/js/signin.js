@@ -1,0 +1,83 @@
+// The header's sign-in control (docs/auth.md): a project token is sent once to
+// POST /api/v1/session, which answers with an HttpOnly cookie; the page never keeps the token
+// (no storage, no variable after the request). The cookie makes this browser's reads (pages,
+// stream, downloads) those of the project's team; writes still need the token itself.
+import { ApiError, getJSON } from "./api.js";
+import { el } from "./util.js";
+
+const URL = "/api/v1/session";
+
+/** The signed-in session ({project, expires_at}) or null. */
+export async function currentSession() {
+  try {
+    return await getJSON(URL);
+  } catch (err) {
+    if (err instanceof ApiError && err.status === 401) return null;
+    throw err;
+  }
+}
+
+async function send(method, body) {
+  const options = { method, headers: { Accept: "application/json" } };
+  if (body !== undefined) {
+    options.headers["Content-Type"] = "application/json";
+    options.body = JSON.stringify(body);
+  }
+  return getJSON(URL, options);
+}
+
+function signedInView(host, session, onChange) {
+  const out = el("button", { type: "button", id: "signout", text: "Sign out" });
+  out.addEventListener("click", async () => {
+    out.disabled = true;
+    try {
+      await send("DELETE");
+    } finally {
+      onChange(null);
+    }
+  });
+  host.replaceChildren(
+    el("span", { className: "signed-in", id: "signin-state", title: "Session ends " + new Date(session.expires_at * 1000).toLocaleString() },
+      "Signed in to ", el("strong", { text: session.project })),
+    out,
+  );
+}
+
+function signedOutView(host, onChange) {
+  const input = el("input", { type: "password", id: "signin-token", name: "token", required: true,
+    autocomplete: "off", spellcheck: "false", placeholder: "rc_…", "aria-describedby": "signin-error" });
+  const error = el("p", { id: "signin-error", className: "signin-error", role: "alert" });
+  const form = el("form", { className: "signin-form", id: "signin-form" },
+    el("label", {}, "Project token ", input),
+    el("button", { type: "submit", text: "Sign in" }),
+    error);
+  form.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    error.textContent = "";
+    const token = input.value.trim();
+    input.value = "";
+    try {
+      onChange(await send("POST", { token }));
+    } catch (err) {
+      error.textContent = err instanceof ApiError && err.status === 401 ? "That token is not valid (or was revoked)." : err.message;
+      input.focus();
+    }
+  });
+  const details = el("details", { className: "signin-box" }, el("summary", { text: "Sign in" }), form);
+  details.addEventListener("toggle", () => details.open && input.focus());
+  host.replaceChildren(details);
+}
+
+/** Show the control in ``host``; resolves with the current session (or null). A change of
+ * session reloads the page, so every read and the live stream start again under it. */
+export async function mountSignIn(host, { onChange = () => location.reload() } = {}) {
+  let session = null;
+  try {
+    session = await currentSession();
+  } catch {
+    session = null; // the control is offered; the page's own reads report the failure
+  }
+  if (session) signedInView(host, session, onChange);
+  else signedOutView(host, onChange);
+  return session;
+}

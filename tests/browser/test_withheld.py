@@ -1,0 +1,43 @@
+"""The run page tells a public reader what the team withholds (the publication policy), and
+says nothing when nothing is; the SDK sets the policy at init() and changes it mid-run."""
+
+from __future__ import annotations
+
+import httpx
+
+from .conftest import open_run
+
+
+def test_withheld_notice_follows_the_policy(live_server, page, tmp_path):
+    run = live_server.sdk_run(name="partly public", config={"lr": 3e-4, "data_path": "mix-v2"},
+                              policy={"metrics": ["train/*"], "config": ["lr"], "checkpoints": "metadata",
+                                      "notes": "hidden"})
+    for step in range(10):
+        run.log({"train/loss": 2.0 / (step + 1), "val/loss": 2.5 / (step + 1)}, step=step)
+    run.note("the team's private remark", step=5)
+    assert run.flush(timeout=10)
+    detail = httpx.get(f"{live_server.url}/api/v1/runs/{run.id}").json()
+    assert detail["keys"] == ["train/loss"] and detail["config"] == {"lr": 3e-4}
+
+    open_run(page, live_server, run.id)
+    assert page.is_visible("#run-withheld")
+    items = page.eval_on_selector_all("#run-withheld li", "nodes => nodes.map(n => n.textContent)")
+    assert items == ["metrics: only train/* published", "config: only lr published", "notes withheld by the team",
+                     "checkpoints: metadata only"]
+    assert "val/loss" not in page.text_content("#key-picker")
+    assert "private remark" not in page.text_content("main")
+    page.screenshot(path=str(tmp_path / "withheld.png"), full_page=False)
+
+    # Mid-run, from the SDK: everything public again but the checkpoints' files.
+    policy = run.set_policy(metrics="all", config=None, notes=None)
+    assert policy["metrics"] == "all" and policy["checkpoints"] == "metadata"
+    open_run(page, live_server, run.id)
+    items = page.eval_on_selector_all("#run-withheld li", "nodes => nodes.map(n => n.textContent)")
+    assert items == ["checkpoints: metadata only"]
+    assert "val/loss" in page.text_content("#key-picker")
+
+    run.set_policy(checkpoints=None)
+    open_run(page, live_server, run.id)
+    assert not page.is_visible("#run-withheld")
+    run.finish(timeout=10)
+    assert page.errors == [] and page.dialogs == []

@@ -1,0 +1,72 @@
+"""The one request ``init()`` makes: ``GET /api/v1/whoami`` (is the token good, for which project,
+where does a resumed run stand). A refusal raises ``InitError`` before training starts; an
+unreachable server is not an error (the run spools and is sent when the server answers).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Final
+
+from .transport import _error_message, public_url
+
+WHOAMI_PATH: Final = "/api/v1/whoami"
+DEFAULT_START_TIMEOUT: Final = 5.0
+
+log = logging.getLogger("runcast")
+
+
+class InitError(RuntimeError):
+    """``init()`` cannot broadcast this run: the server refused the token, the token is for
+    another project, or the run id belongs to another project. Raised at ``init()``, never later."""
+
+
+@dataclass(frozen=True)
+class Identity:
+    """The server's answer: the token's project and, for a run id it holds, that run's last step."""
+
+    project: str
+    run_exists: bool
+    run_last_step: int | None
+
+
+def whoami(server: str, token: str | None, run_id: str | None, timeout: float) -> Identity | None:
+    """Ask ``server`` who ``token`` is; None when the server cannot be reached (or predates the route)."""
+    import httpx
+
+    params = {"run": run_id} if run_id else None
+    headers = {"User-Agent": "runcast-sdk"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    where = public_url(server.rstrip("/"))
+    try:
+        response = httpx.get(server.rstrip("/") + WHOAMI_PATH, params=params, headers=headers, timeout=timeout)
+    except httpx.HTTPError as exc:
+        log.warning("runcast: the server at %s cannot be reached (%s); the run is spooled and sent when it answers",
+                    where, type(exc).__name__)
+        return None
+    status = response.status_code
+    if status in (404, 405, 501):  # a server (or proxy) without the route: send as before
+        log.info("runcast: the server at %s cannot confirm tokens (HTTP %d); the run is sent as before", where, status)
+        return None
+    if status >= 500 or status in (408, 429):
+        log.warning("runcast: the server at %s did not confirm the token (HTTP %d); the run is sent as it can",
+                    where, status)
+        return None
+    if status == 401:
+        hint = "no token given: pass token= or set RUNCAST_TOKEN" if not token else "the token is invalid or revoked"
+        raise InitError(f"the server at {where} refused the token: {hint} (make one with `runcast token create`)")
+    if status >= 300:
+        raise InitError(f"the server at {where} refused this run: HTTP {status}: {_error_message(response.content)}")
+    try:
+        doc = response.json()
+        run = doc.get("run")
+        return Identity(
+            project=str(doc["project"]),
+            run_exists=run is not None,
+            run_last_step=run.get("last_step") if run else None,
+        )
+    except (ValueError, KeyError, TypeError, AttributeError):
+        log.warning("runcast: the server at %s answered whoami with something unexpected", where)
+        return None
