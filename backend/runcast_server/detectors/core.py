@@ -58,7 +58,11 @@ def median_mad(values: list[float]) -> tuple[float, float]:
     """
     s = sorted(values)
     m = _middle(s)
-    return m, _middle(sorted([abs(v - m) for v in s]))
+    return m, _mad(s, m)
+
+
+def _mad(ordered: list[float], median: float) -> float:
+    return _middle(sorted([abs(v - median) for v in ordered]))
 
 
 def _push(ring: list[float], value: float, size: int) -> None:
@@ -104,25 +108,39 @@ def excursion_up(kind: str) -> Callable[..., list[Signal]]:
                       "value": value, "baseline": o["baseline"]}
                 return [Signal(kind, "close", step, ev)]
             return []
-        out: list[Signal] = []
         if len(ring) >= p["warmup"]:
-            med, mad = median_mad(ring)
-            # The MAD of a handful of points says little: below MIN_MAD_POINTS only the
-            # relative floor applies (e.g. right after a resume, or in sparse logs).
-            sigma = MAD_SIGMA * mad if len(ring) >= MIN_MAD_POINTS else 0.0
-            margin = max(p["k"] * sigma, p["min_rel"] * abs(med))
-            threshold = med + margin
-            if value > threshold:
-                state["open"] = {"baseline": med, "threshold": threshold, "recover": med + margin / 2,
-                                 "peak": value, "peak_step": step, "n": 0, "ok": 0}
-                ev = {"value": value, "baseline": med, "sigma": sigma, "threshold": threshold,
-                      "deviation_sigmas": (value - med) / sigma if sigma > 0 else None,
-                      "window": len(ring)}
-                return [Signal(kind, "open", step, ev)]
+            signal = _excursion_open(kind, state, ring, p, step, value)
+            if signal is not None:
+                return [signal]
         _push(ring, value, p["window"])
-        return out
+        return []
 
     return update
+
+
+def _excursion_open(
+    kind: str, state: dict[str, Any], ring: list[float], p: dict[str, Any], step: int, value: float
+) -> Signal | None:
+    """The excursion's opening signal if ``value`` crosses the threshold over ``ring``, else None."""
+    ordered = sorted(ring)
+    med = _middle(ordered)
+    floor = p["min_rel"] * abs(med)
+    if value <= med + floor:
+        # The threshold is never below the relative floor: the MAD (most of this detector's
+        # cost, once per point) cannot change the answer, so it is not computed.
+        return None
+    # The MAD of a handful of points says little: below MIN_MAD_POINTS only the
+    # relative floor applies (e.g. right after a resume, or in sparse logs).
+    sigma = MAD_SIGMA * _mad(ordered, med) if len(ring) >= MIN_MAD_POINTS else 0.0
+    margin = max(p["k"] * sigma, floor)
+    threshold = med + margin
+    if value <= threshold:
+        return None
+    state["open"] = {"baseline": med, "threshold": threshold, "recover": med + margin / 2,
+                     "peak": value, "peak_step": step, "n": 0, "ok": 0}
+    ev = {"value": value, "baseline": med, "sigma": sigma, "threshold": threshold,
+          "deviation_sigmas": (value - med) / sigma if sigma > 0 else None, "window": len(ring)}
+    return Signal(kind, "open", step, ev)
 
 
 # --- non-finite ----------------------------------------------------------------------------------
