@@ -6,11 +6,23 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
-from sqlalchemy import Connection, Engine, create_engine, event
+from sqlalchemy import Connection, Engine, Table, create_engine, event
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session, sessionmaker
 
 from runcast_server.settings import get_settings
+
+
+def upsert(bind: Connection | Engine | Session, table: Table) -> Any:
+    """``INSERT`` for ``bind``'s dialect, with ``on_conflict_do_nothing`` / ``on_conflict_do_update``.
+
+    PostgreSQL and SQLite spell ON CONFLICT alike in SQLAlchemy but through their own
+    ``insert`` constructs; every writer that needs it takes it from here.
+    """
+    engine = bind.get_bind() if isinstance(bind, Session) else bind
+    return (postgresql if engine.dialect.name == "postgresql" else sqlite).insert(table)
 
 
 def make_engine(url: str) -> Engine:

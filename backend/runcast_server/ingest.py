@@ -25,6 +25,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from runcast.events import SYSTEM_PREFIX, encode_event, encode_value, is_system_event
+from runcast_server.db import upsert
 from runcast_server.models import Event, Point, Project, Rollup, Run, RunVersion, Segment, Series
 from runcast_server.rollups import merge_set, rollup_deltas
 from runcast_server.run_updates import write_tags, write_updates
@@ -139,12 +140,6 @@ def _unknown_run(run: str) -> str:
 
 
 # --- helpers ------------------------------------------------------------------------
-
-
-def _insert(conn: Connection, table: Table) -> Insert:
-    """``INSERT`` with ``ON CONFLICT`` support for the connection's dialect."""
-    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
-    return dialect.insert(table)
 
 
 def _bulk_insert(
@@ -324,7 +319,7 @@ def register_runs(
         }
         for run, e in sorted(firsts.items())
     ]
-    conn.execute(_insert(conn, RUNS).on_conflict_do_nothing(index_elements=["id"]), rows)
+    conn.execute(upsert(conn, RUNS).on_conflict_do_nothing(index_elements=["id"]), rows)
     lock_runs(conn, firsts)
     write_tags(conn, [events[i] for i in sorted(started.values())])
     record_initial(conn, {run: e["policy"] for run, e in firsts.items() if e.get("policy")}, now)
@@ -347,7 +342,7 @@ def register_runs(
         index = conn.execute(select(next_index)).scalar() or 0
         resume = e["resume_step"]
         result = conn.execute(
-            _insert(conn, SEGMENTS)
+            upsert(conn, SEGMENTS)
             .values(
                 run_id=e["run"],
                 uid=e["segment"],
@@ -597,7 +592,7 @@ def _series_ids(
     missing = sorted(k for k in batch if k not in found)
     if missing:
         conn.execute(
-            _insert(conn, SERIES).on_conflict_do_nothing(index_elements=["segment_id", "key"]),
+            upsert(conn, SERIES).on_conflict_do_nothing(index_elements=["segment_id", "key"]),
             [
                 {"run_id": run_of_segment[seg], "segment_id": seg, "key": key, "count": 0, "min_step": None,
                  "max_step": None}
@@ -712,7 +707,7 @@ def _write_events(
     if not rows:
         return {}
     stmt = (
-        _insert(conn, EVENTS)
+        upsert(conn, EVENTS)
         .on_conflict_do_nothing(index_elements=["segment_id", "seq"])
         .returning(EVENTS.c.run_id, EVENTS.c.type, EVENTS.c.id)
     )
@@ -841,4 +836,4 @@ def _write_version_log(conn: Connection, result: IngestResult, now: float) -> No
         if ch.changed
     ]
     if rows:
-        conn.execute(_insert(conn, RUN_VERSIONS).on_conflict_do_nothing(index_elements=["run_id", "version"]), rows)
+        conn.execute(upsert(conn, RUN_VERSIONS).on_conflict_do_nothing(index_elements=["run_id", "version"]), rows)

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Connection, Insert, Table, select, update
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy import Connection, Table, select, update
 
+from runcast_server.db import upsert
 from runcast_server.models import Event, Run, RunTag, RunUpdate, Segment
 
 RUNS: Table = Run.__table__  # type: ignore[assignment]
@@ -23,15 +23,11 @@ SEGMENTS: Table = Segment.__table__  # type: ignore[assignment]
 EVENTS: Table = Event.__table__  # type: ignore[assignment]
 
 
-def _insert(conn: Connection, table: Table) -> Insert:
-    return (sqlite.insert if conn.dialect.name == "sqlite" else postgresql.insert)(table)  # type: ignore[return-value]
-
-
 def write_tags(conn: Connection, started: Sequence[dict[str, Any]]) -> None:
     """Add the tags of these run_started events to their runs (a resume may add tags)."""
     rows = sorted({(e["run"], tag) for e in started for tag in e.get("tags") or ()})
     if rows:
-        stmt = _insert(conn, TAGS).on_conflict_do_nothing(index_elements=["run_id", "tag"])
+        stmt = upsert(conn, TAGS).on_conflict_do_nothing(index_elements=["run_id", "tag"])
         conn.execute(stmt, [{"run_id": r, "tag": t} for r, t in rows])
 
 
@@ -53,7 +49,7 @@ def write_updates(
     if not rows:
         return set()
     stmt = (
-        _insert(conn, UPDATES)
+        upsert(conn, UPDATES)
         .on_conflict_do_nothing(index_elements=["segment_id", "seq"])
         .returning(UPDATES.c.run_id)
     )

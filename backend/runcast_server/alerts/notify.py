@@ -31,7 +31,6 @@ from typing import Any, Final
 
 from runcast import __version__
 from sqlalchemy import delete, or_, select, update
-from sqlalchemy.dialects import postgresql, sqlite
 from standardwebhooks import Webhook
 
 from runcast_server import hub
@@ -39,7 +38,7 @@ from runcast_server.alerts import email, ssrf
 from runcast_server.alerts.models import Alert, AlertDelivery, Subscription
 from runcast_server.alerts.service import alert_view, summary
 from runcast_server.celery_app import app, get_app
-from runcast_server.db import session_scope
+from runcast_server.db import session_scope, upsert
 from runcast_server.models import Run
 from runcast_server.observability.metrics import metrics_of
 from runcast_server.policy.apply import public_view
@@ -176,13 +175,12 @@ def fanout(alert_id: int, phase: str) -> list[int]:
         if not wanted:
             return []
         table = AlertDelivery.__table__
-        dialect = postgresql if session.get_bind().dialect.name == "postgresql" else sqlite
         rows = [
             {"subscription_id": s.id, "alert_id": alert_id, "phase": phase, "status": "pending", "attempts": 0,
              "last_error": None, "created_at": now, "sent_at": None}
             for s in wanted
         ]
-        stmt = dialect.insert(table).on_conflict_do_nothing(index_elements=["subscription_id", "alert_id", "phase"])
+        stmt = upsert(session, table).on_conflict_do_nothing(index_elements=["subscription_id", "alert_id", "phase"])
         session.execute(stmt, rows)
         ids = list(session.scalars(
             select(AlertDelivery.id).where(

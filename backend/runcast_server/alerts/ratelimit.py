@@ -5,10 +5,10 @@ from __future__ import annotations
 import time
 
 from sqlalchemy import delete
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from runcast_server.alerts.models import RateLimit
+from runcast_server.db import upsert
 
 
 def hit(session: Session, bucket: str, limit: int, window_s: int, now: float | None = None) -> float | None:
@@ -16,8 +16,7 @@ def hit(session: Session, bucket: str, limit: int, window_s: int, now: float | N
     now = time.time() if now is None else now
     window = int(now // window_s)
     table = RateLimit.__table__
-    dialect = postgresql if session.get_bind().dialect.name == "postgresql" else sqlite
-    stmt = dialect.insert(table).values(bucket=bucket[:128], window=window, count=1)
+    stmt = upsert(session, table).values(bucket=bucket[:128], window=window, count=1)
     count = session.execute(
         stmt.on_conflict_do_update(index_elements=["bucket", "window"], set_={"count": table.c.count + 1})
         .returning(table.c.count)

@@ -18,9 +18,9 @@ from typing import Any
 
 from runcast.events import encode_value
 from sqlalchemy import Connection, Table, bindparam, select, update
-from sqlalchemy.dialects import postgresql, sqlite
 
 from runcast_server.alerts.models import Alert, AlertConfig, DetectorState
+from runcast_server.db import upsert
 from runcast_server.detectors import config as dconfig
 from runcast_server.detectors.core import SegmentRunner, Signal, inherit, restart
 from runcast_server.ingest import IngestResult, RunChange, _take_write_lock, _write_version_log, lock_runs
@@ -34,10 +34,6 @@ SEGMENTS: Table = Segment.__table__  # type: ignore[assignment]
 RUN_LEVEL = 0  # segment_id of run-level detector state
 
 log = logging.getLogger(__name__)
-
-
-def _insert(conn: Connection, table: Table) -> Any:
-    return (postgresql if conn.dialect.name == "postgresql" else sqlite).insert(table)
 
 
 def json_safe(value: Any) -> Any:
@@ -58,7 +54,7 @@ def load_configs(conn: Connection, run_ids: Sequence[str]) -> dict[str, dict[str
 
 
 def save_overrides(conn: Connection, run_id: str, overrides: dict[str, Any], now: float) -> None:
-    stmt = _insert(conn, CONFIGS).values(run_id=run_id, overrides=overrides, updated_at=now)
+    stmt = upsert(conn, CONFIGS).values(run_id=run_id, overrides=overrides, updated_at=now)
     conn.execute(stmt.on_conflict_do_update(index_elements=["run_id"], set_={"overrides": overrides, "updated_at": now}))
 
 
@@ -191,7 +187,7 @@ def _save_states(conn: Connection, changed: dict[tuple[str, int, str, str], dict
         {"run_id": r, "segment_id": s, "key": k, "detector": d, "state": json_safe(st), "updated_at": now}
         for (r, s, k, d), st in sorted(changed.items())
     ]
-    stmt = _insert(conn, STATES)
+    stmt = upsert(conn, STATES)
     conn.execute(
         stmt.on_conflict_do_update(
             index_elements=["run_id", "segment_id", "key", "detector"],
@@ -219,7 +215,7 @@ def apply_signal(
     a = ALERTS.c
     if sig.phase == "open":
         alert_id = conn.execute(
-            _insert(conn, ALERTS)
+            upsert(conn, ALERTS)
             .values(run_id=run, segment_id=seg, key=sig.key, kind=sig.kind, state="open", step=sig.step,
                     end_step=None, opened_at=now, closed_at=None, evidence={"open": evidence}, event_id=None)
             .returning(a.id)
@@ -228,7 +224,7 @@ def apply_signal(
         if event_seg is not None:
             payload = timeline_payload(alert_id, sig.kind, sig.key, "open", sig.step, None, {"open": evidence})
             event_id = conn.execute(
-                _insert(conn, EVENTS)
+                upsert(conn, EVENTS)
                 .values(run_id=run, segment_id=event_seg, seq=-alert_id, type="anomaly", step=sig.step, ts=now,
                         received_at=now, payload=payload)
                 .on_conflict_do_nothing(index_elements=["segment_id", "seq"])

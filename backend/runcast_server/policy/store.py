@@ -10,9 +10,9 @@ from typing import Any
 
 from runcast.policy import effective
 from sqlalchemy import Connection, select, update
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
+from runcast_server.db import upsert
 from runcast_server.models import Run
 from runcast_server.policy.models import ProjectPolicy, RunPolicy
 
@@ -60,8 +60,7 @@ def record_initial(conn: Connection, policies: dict[str, dict[str, Any]], now: f
     stored in the same transaction as the run, before any of its data; a run that has one keeps it."""
     rows = [{"run_id": r, "settings": _merge({}, s), "updated_at": now} for r, s in sorted(policies.items())]
     if rows:
-        insert = sqlite.insert if conn.dialect.name == "sqlite" else postgresql.insert
-        conn.execute(insert(RunPolicy.__table__).on_conflict_do_nothing(index_elements=["run_id"]), rows)
+        conn.execute(upsert(conn, RunPolicy.__table__).on_conflict_do_nothing(index_elements=["run_id"]), rows)
 
 
 def set_project_policy(session: Session, project_id: int, change: dict[str, Any]) -> list[str]:
