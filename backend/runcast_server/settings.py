@@ -120,6 +120,12 @@ class Settings(BaseSettings):
         "are answered, after the visibility check, with 'X-Accel-Redirect: <prefix><key>' for nginx's internal "
         "location of that prefix to send (e.g. /_runcast_files/). Unset: the API streams the file.",
     )
+    download_presign_s: int = Field(
+        default=0, ge=0, le=604800,
+        description="With S3 storage: answer a checkpoint file download, after the visibility check, with a 307 "
+        "redirect to a presigned GET of the object valid this many seconds, so the bucket sends the bytes. "
+        "0: the API streams the object. Directory archives and HEAD stay on the API.",
+    )
     download_chunk_bytes: int = Field(
         default=4 * 1024 * 1024, ge=4096, description="Read (and send) size of checkpoint downloads; two per transfer are in memory."
     )

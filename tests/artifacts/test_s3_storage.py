@@ -251,3 +251,59 @@ def test_s3_object_replaced_after_locate_is_not_mixed(s3, s3_client):  # noqa: F
         reader.close()
     with pytest.raises(NotStored):
         storage.locate("nothing-here.pt")
+
+
+@pytest.mark.services
+def test_s3_presigned_redirect_after_the_visibility_check(s3, seed, monkeypatch):  # noqa: F811
+    """With download_presign_s the bucket sends the bytes: a GET is answered 307 to a presigned
+    URL, only after the same checks as a streamed download; HEAD and directory archives stay."""
+    import httpx
+    from fastapi.testclient import TestClient
+    from runcast_server.app import create_app
+    from runcast_server.settings import get_settings
+
+    data = _data(300_000, 3)
+    sha = hashlib.sha256(data).hexdigest()
+    s3.put(f"{PREFIX}/demo/public é.pt", data)
+    s3.put(f"{PREFIX}/demo/private.pt", b"p" * 10)
+    s3.put(f"{PREFIX}/demo/ds/global_step5/model.bin", b"m" * 10)
+    monkeypatch.setenv("RUNCAST_DOWNLOAD_PRESIGN_S", "120")
+    get_settings.cache_clear()
+    sim = seed.run().start()
+    sim.send(
+        [
+            checkpoint_event(sim, "demo/public é.pt", 1, len(data), sha),
+            checkpoint_event(sim, "demo/private.pt", 2, 10, None, public=False),
+            checkpoint_event(sim, "demo/ds/global_step5", 5, 10, None),
+        ]
+    )
+    with TestClient(create_app()) as client:
+        listed = _listed(client, sim.run)
+        url = listed[1]["download_url"]
+        moved = client.get(url, follow_redirects=False)
+        assert moved.status_code == 307 and moved.headers["cache-control"] == "private, no-store"
+        location = moved.headers["location"]
+        assert location.startswith(s3.url) and "X-Amz-Signature=" in location and "X-Amz-Expires=120" in location
+
+        with httpx.Client(timeout=10) as bucket:
+            body = bucket.get(location)
+            assert body.status_code == 200 and body.content == data
+            assert body.headers["content-disposition"] == client.head(url).headers["content-disposition"]
+            part = bucket.get(location, headers={"Range": "bytes=100-199"})  # resume: the client repeats Range
+            assert part.status_code == 206 and part.content == data[100:200]
+
+        head = client.head(url)  # the API still answers HEAD with the recorded size and sha256
+        assert head.status_code == 200 and head.headers["etag"] == f'"{sha}"'
+        assert head.headers["content-length"] == str(len(data))
+        bad = client.get(url, headers={"Range": f"bytes={len(data)}-"}, follow_redirects=False)
+        assert bad.status_code == 416  # checked before any URL is handed out
+
+        private = f"/api/v1/runs/{sim.run}/checkpoints/{listed[2]['id']}/download"
+        hidden = client.get(private, follow_redirects=False)
+        assert hidden.status_code == 404 and "location" not in hidden.headers
+        team = client.get(private, headers={"Authorization": f"Bearer {seed.token()}"}, follow_redirects=False)
+        assert team.status_code == 307
+
+        tar = client.get(f"/api/v1/runs/{sim.run}/checkpoints/{listed[5]['id']}/download", follow_redirects=False)
+        assert tar.status_code == 200 and tar.headers["content-type"] == "application/x-tar"
+    get_settings.cache_clear()

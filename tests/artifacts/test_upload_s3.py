@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import os
 import tarfile
 
@@ -88,3 +89,46 @@ def test_a_part_that_is_not_the_file_fails_and_leaves_nothing(s3, client, seed):
     assert client.get(f"/api/v1/runs/{sim.run}/checkpoints", headers=token).json()["checkpoints"] == []
     other = {"Authorization": f"Bearer {seed.token('other')}"}
     assert client.post(f"/api/v1/runs/{sim.run}/uploads", json=body, headers=other).status_code == 404
+
+
+@pytest.fixture
+def presigned(s3, monkeypatch):  # noqa: F811 - before `client`: the app reads its settings once
+    from runcast_server.settings import get_settings
+
+    monkeypatch.setenv("RUNCAST_DOWNLOAD_PRESIGN_S", "300")
+    get_settings.cache_clear()
+    yield
+    get_settings.cache_clear()
+
+
+def test_runcast_download_follows_the_presigned_redirect_and_resumes(s3, presigned, live, client, seed, tmp_path,  # noqa: F811
+                                                                     monkeypatch):
+    import runcast
+    from runcast.cli.download import download
+
+    monkeypatch.setenv("RUNCAST_SPOOL_DIR", str(tmp_path / "spool"))
+    size = 6 * MIB + 3
+    sha = write_file(tmp_path / "trainer" / "last.pt", size, 2)
+    run = runcast.init("demo", "presigned", server=live.url, token=seed.token(), capture_code=False,
+                       flush_interval=0.05)
+    run.checkpoint(tmp_path / "trainer" / "last.pt", step=10)
+    run.finish(timeout=120)
+    listed = client.get(f"/api/v1/runs/{run.id}/checkpoints").json()["checkpoints"][0]
+    with httpx.Client(base_url=live.url, timeout=60) as http:
+        moved = http.get(listed["download_url"])
+    assert moved.status_code == 307 and moved.headers["location"].startswith(s3.url)
+
+    first = download(live.url, run.id, "step:10", tmp_path / "a", token=seed.token())
+    assert (first.path.stat().st_size, first.sha256) == (size, sha)
+    # A transfer broken at 2 MiB (the partial file and the bucket's ETag it was sent with, as
+    # _fetch keeps them) resumes through the redirect: the bucket answers the repeated Range.
+    out = tmp_path / "b"
+    out.mkdir()
+    whole = first.path.read_bytes()
+    with httpx.Client(timeout=60) as bucket:
+        etag = bucket.get(moved.headers["location"], headers={"Range": "bytes=0-0"}).headers["etag"]
+    (out / "last.pt.part").write_bytes(whole[: 2 * MIB])
+    (out / "last.pt.part.json").write_text(json.dumps({"etag": etag, "url": listed["download_url"], "size": size}))
+    resumed = download(live.url, run.id, "step:10", out, token=seed.token())
+    assert resumed.sha256 == sha and resumed.path.read_bytes() == whole
+    assert (resumed.resumed_from, resumed.received) == (2 * MIB, size - 2 * MIB)

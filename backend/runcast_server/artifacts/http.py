@@ -112,11 +112,13 @@ class CheckpointFileResponse(Response):
         chunk_size: int = 4 * 1024 * 1024,
         cache_control: str = "no-cache",
         accel_prefix: str | None = None,
+        presign_s: int = 0,
     ) -> None:
         self.storage = storage
         self.obj = obj
         self.chunk_size = chunk_size
         self.accel_uri = _accel_uri(storage, obj, accel_prefix) if accel_prefix else None
+        self.presign = (lambda: storage.presign(obj, content_disposition(filename), presign_s)) if presign_s > 0 else None
         self.status_code = 200
         self.background = None
         self.etag = etag_for(obj, sha256)
@@ -162,6 +164,15 @@ class CheckpointFileResponse(Response):
             )
             await send({"type": "http.response.start", "status": 416, "headers": _raw(headers)})
             await send({"type": "http.response.body", "body": body})
+            return
+        location = self.presign() if self.presign is not None and scope["method"] == "GET" else None
+        if location is not None:
+            # The bucket sends the bytes (Range and resume included: clients repeat their headers on
+            # a 307). The URL is a credential for this reader only, valid presign_s seconds.
+            redirect = {"location": location, "cache-control": "private, no-store", "content-length": "0",
+                        "x-content-type-options": "nosniff"}
+            await send({"type": "http.response.start", "status": 307, "headers": _raw(redirect)})
+            await send({"type": "http.response.body", "body": b""})
             return
         if self.accel_uri is not None:
             # nginx keeps Content-Type, Content-Disposition and Cache-Control from here; the

@@ -199,6 +199,15 @@ class S3Storage:
         key = f"{self.prefix}/{obj.key}" if self.prefix else obj.key
         return S3Reader(self.client, self.bucket, StoredObject(key=key, size=obj.size, mtime=obj.mtime, version=obj.version))
 
+    def presign(self, obj: StoredObject, disposition: str, expires_s: int) -> str | None:
+        """A presigned GET of the object (SigV4, computed locally), answered with ``disposition``."""
+        if obj.is_dir:
+            return None
+        key = f"{self.prefix}/{obj.key}" if self.prefix else obj.key
+        params = {"Bucket": self.bucket, "Key": key, "ResponseContentDisposition": disposition,
+                  "ResponseContentType": "application/octet-stream"}
+        url: str = self.client.generate_presigned_url("get_object", Params=params, ExpiresIn=expires_s)
+        return url
 
     def files(self, obj: StoredObject) -> list[tuple[str, int]]:
         """``(relative path, size)`` of every object under a directory checkpoint's key, sorted."""
@@ -225,6 +234,7 @@ def make_client(endpoint_url: str | None, region: str | None, addressing_style: 
         s3={"addressing_style": addressing_style or "auto"},
         retries={"max_attempts": 3, "mode": "standard"},
         max_pool_connections=32,
+        signature_version="s3v4",  # presigned download URLs (download_presign_s) are SigV4 everywhere
     )
     session = boto3.session.Session()
     return session.client("s3", endpoint_url=endpoint_url or None, region_name=region or None, config=config)

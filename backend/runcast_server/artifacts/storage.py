@@ -93,6 +93,10 @@ class Storage(Protocol):
 
     def files(self, obj: StoredObject) -> list[tuple[str, int]]: ...
 
+    def presign(self, obj: StoredObject, disposition: str, expires_s: int) -> str | None:
+        """A URL serving the file ``obj`` for ``expires_s`` seconds with this Content-Disposition; None: no such URL."""
+        ...
+
 
 def safe_relative(recorded_path: str, root: str, trainer_root: str | None = None) -> str:
     """The recorded path as a relative POSIX path under ``root``; ``UnsafePath`` if it breaks a rule.
@@ -190,6 +194,10 @@ class LocalStorage:
             os.close(fd)
             raise NotStored("the file changed while it was being opened")
         return _FileReader(fd)
+
+    def presign(self, obj: StoredObject, disposition: str, expires_s: int) -> None:
+        """Local files have no URL of their own (nginx's X-Accel-Redirect hands them off instead)."""
+        return None
 
     def files(self, obj: StoredObject) -> list[tuple[str, int]]:
         """``(relative POSIX path, size)`` of every regular file in a directory checkpoint, sorted.

@@ -217,7 +217,9 @@ def _fetch(
                 request_headers["If-Range"] = saved["etag"]
             try:
                 requests += 1
-                with http.stream("GET", url, headers=request_headers) as response:
+                # A server with S3 storage may redirect to a presigned URL of the bucket: Range and
+                # If-Range go along, the token does not (httpx drops it for another origin).
+                with http.stream("GET", url, headers=request_headers, follow_redirects=True) as response:
                     if response.status_code == 416 and have:
                         have, digest = 0, hashlib.sha256()  # the partial is longer than the file: start over
                         say("the partial file does not fit the server's file; starting over")

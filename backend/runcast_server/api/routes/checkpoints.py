@@ -139,6 +139,7 @@ def download_checkpoint(
         chunk_size=settings.download_chunk_bytes,
         cache_control=_cache_control(run, record),
         accel_prefix=settings.download_accel_prefix,
+        presign_s=settings.download_presign_s,
     )
 
 
@@ -185,7 +186,8 @@ def download_checkpoint_file(
     stored = storage.locate(f"{record.path.rstrip('/')}/{member.path}", within=found[1])
     return CheckpointFileResponse(
         storage, stored, sha256=member.sha256, filename=stored.name, chunk_size=settings.download_chunk_bytes,
-        cache_control=_cache_control(found[0], record),
+        cache_control=_cache_control(found[0], record), accel_prefix=settings.download_accel_prefix,
+        presign_s=settings.download_presign_s,
     )
 
 
