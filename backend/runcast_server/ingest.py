@@ -174,7 +174,8 @@ def _bulk_insert(
             return cursor.fetchall() if cursor.description else []
     stmt = finish(sqlite.insert(table))
     rows = [dict(zip(names, r)) for r in zip(*columns)]
-    return conn.execute(stmt, rows).all() if stmt._returning else (conn.execute(stmt, rows), [])[1]
+    result = conn.execute(stmt, rows)
+    return result.all() if result.returns_rows else []
 
 
 def _is_sqlite(conn: Connection) -> bool:
