@@ -83,8 +83,9 @@ class Settings(BaseSettings):
         "(plotly.js-basic-dist-min); without it the pages get the plotly package's full bundle.",
     )
     stall_after_s: float = Field(
-        default=300,
-        description="A running run whose heartbeat is older than this reads as 'stalled'.",
+        default=600, gt=0,
+        description="A running run silent (no event, no heartbeat) for longer than this reads as 'stalled' and "
+        "opens a stall alert: one threshold for both. A run's alerts.stall.after_s overrides it for that run.",
     )
 
     # --- artifacts (checkpoints, code revisions, manifests): docs/artifacts.md ---

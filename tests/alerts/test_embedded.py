@@ -294,3 +294,39 @@ def test_restart_loop_from_resumes(make_client):
         post(client, token, [run.resume(10)])
     [a] = client.get(f"/api/v1/runs/{run.run}/alerts?kind=restart_loop").json()["alerts"]
     assert a["state"] == "open" and a["evidence"]["open"]["resumes"] == 3
+
+
+def test_the_stalled_status_and_the_stall_alert_share_one_threshold(make_client):
+    """A viewer never sees 'stalled' without a stall alert, or the reverse: the server's
+    RUNCAST_STALL_AFTER_S is the default of both, and a run's alerts.stall.after_s moves both."""
+    from runcast_server.alerts.stall import sweep
+
+    client, token = make_client(RUNCAST_STALL_AFTER_S="3")
+    quick = spike_run(client, token, name="quick", alerts={"stall": {"after_s": 1}})
+    default = spike_run(client, token, name="default")
+    log_curve(client, token, quick, [2.0] * 5)
+    log_curve(client, token, default, [2.0] * 5)
+    assert client.get(f"/api/v1/runs/{default.run}/alerts/config").json()["effective"]["stall"]["after_s"] == 3
+    assert client.get(f"/api/v1/runs/{quick.run}/alerts/config").json()["effective"]["stall"]["after_s"] == 1
+
+    def status(run: WireRun) -> str:
+        return client.get(f"/api/v1/runs/{run.run}").json()["status"]
+
+    def stalled_list() -> set[str]:
+        return {r["name"] for r in client.get("/api/v1/runs", params={"status": "stalled"}).json()["runs"]}
+
+    def alerted() -> set[str]:
+        return {name for name, run in (("quick", quick), ("default", default))
+                if client.get(f"/api/v1/runs/{run.run}/alerts?kind=stall").json()["alerts"]}
+
+    time.sleep(1.6)
+    sweep()
+    assert (status(quick), status(default)) == ("stalled", "running")
+    assert stalled_list() == alerted() == {"quick"}
+    assert "stalled" in client.get(f"/badge/runs/{quick.run}.svg").text
+    assert "stalled" not in client.get(f"/badge/runs/{default.run}.svg").text
+
+    time.sleep(1.6)
+    sweep()
+    assert (status(quick), status(default)) == ("stalled", "stalled")
+    assert stalled_list() == alerted() == {"quick", "default"}

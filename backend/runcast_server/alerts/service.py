@@ -6,10 +6,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import ColumnElement, func, select
 from sqlalchemy.orm import Session
 
-from runcast_server.alerts.models import Alert
+from runcast_server.alerts.models import Alert, AlertConfig
 from runcast_server.models import Event, Project, Run, Segment
 from runcast_server.reads.published import published_checkpoint, sees_everything
 
@@ -25,6 +25,27 @@ TITLES = {
     "stall": "Run stalled",
     "restart_loop": "Restart loop",
 }
+
+
+def stall_after_sql(default: float) -> ColumnElement[float]:
+    """Each run's stall threshold in SQL (correlated to ``Run``): its ``alerts.stall.after_s``, else ``default``.
+
+    One threshold per run: the 'stalled' status and the stall alert both use it.
+    """
+    override = (
+        select(AlertConfig.overrides[("stall", "after_s")].as_float())
+        .where(AlertConfig.run_id == Run.id)
+        .scalar_subquery()
+    )
+    return func.coalesce(override, default)
+
+
+def stall_after(session: Session, run_id: str, default: float) -> float:
+    """One run's stall threshold (see ``stall_after_sql``)."""
+    row = session.get(AlertConfig, run_id)
+    stall = (row.overrides or {}).get("stall") if row is not None else None
+    value = stall.get("after_s") if isinstance(stall, dict) else None
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else default
 
 
 def _checkpoint(e: Event | None, full: bool) -> dict[str, Any] | None:

@@ -57,13 +57,13 @@ def sweep(now: float | None = None) -> int:
     if lock is None:
         return 0
     try:
-        return _sweep(now if now is not None else time.time())
+        return _sweep(now if now is not None else time.time(), settings.stall_after_s)
     finally:
         if isinstance(lock, type(_sweep_lock)):
             lock.release()
 
 
-def _sweep(now: float) -> int:
+def _sweep(now: float, stall_after_s: float) -> int:
     from runcast_server.alerts.notify import dispatch
 
     entries: list[dict[str, Any]] = []
@@ -75,7 +75,7 @@ def _sweep(now: float) -> int:
             )
         ).all()
         open_stalls = set(conn.execute(select(Alert.run_id).where(Alert.kind == "stall", Alert.state == "open")).scalars())
-        configs = load_configs(conn, [r.id for r in rows])
+        configs = load_configs(conn, [r.id for r in rows], stall_after_s)
         for rid, heartbeat_at, last_step in rows:
             cfg = configs[rid]
             p = cfg["stall"]

@@ -155,9 +155,15 @@ def validate_overrides(overrides: Any) -> dict[str, Any]:
     return out
 
 
-def effective(overrides: dict[str, Any] | None) -> dict[str, Any]:
-    """DEFAULTS with ``overrides`` merged in (invalid overrides are ignored as a whole)."""
+def effective(overrides: dict[str, Any] | None, *, stall_after_s: float | None = None) -> dict[str, Any]:
+    """DEFAULTS with ``overrides`` merged in (invalid overrides are ignored as a whole).
+
+    ``stall_after_s``: the server's stall threshold (RUNCAST_STALL_AFTER_S), the default of
+    ``stall.after_s`` in place of DEFAULTS' when given.
+    """
     cfg = copy.deepcopy(DEFAULTS)
+    if stall_after_s is not None:
+        cfg["stall"]["after_s"] = float(stall_after_s)
     if not overrides:
         return cfg
     try:

@@ -47,10 +47,12 @@ def json_safe(value: Any) -> Any:
     return value
 
 
-def load_configs(conn: Connection, run_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
-    """run -> effective detector configuration."""
+def load_configs(
+    conn: Connection, run_ids: Sequence[str], stall_after_s: float | None = None
+) -> dict[str, dict[str, Any]]:
+    """run -> effective detector configuration (``stall_after_s``: the server's stall default)."""
     rows = dict(conn.execute(select(CONFIGS.c.run_id, CONFIGS.c.overrides).where(CONFIGS.c.run_id.in_(sorted(run_ids)))).all())
-    return {rid: dconfig.effective(rows.get(rid)) for rid in run_ids}
+    return {rid: dconfig.effective(rows.get(rid), stall_after_s=stall_after_s) for rid in run_ids}
 
 
 def save_overrides(conn: Connection, run_id: str, overrides: dict[str, Any], now: float) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from sqlalchemy import Select, and_, func, or_, select
+from sqlalchemy import ColumnElement, Select, and_, func, literal, or_, select
 from sqlalchemy.orm import Session
 
 from runcast_server.models import Project, Rollup, Run, RunTag, Segment, Series
@@ -27,10 +27,14 @@ from runcast_server.reads.values import strict_json
 _CURSOR_TYPES = (float, str)
 
 
-def _liveness(stall_after_s: float, now: float):  # type: ignore[no-untyped-def]
+StallAfter = float | ColumnElement[float]
+"""A stall threshold for a list of runs: seconds, or SQL giving each run's (alerts.service.stall_after_sql)."""
+
+
+def _liveness(stall_after: ColumnElement[float], now: float) -> ColumnElement[bool]:
     """SQL for 'last sign of life is older than the stall threshold'."""
     last_seen = func.coalesce(Run.heartbeat_at, Run.started_at, Run.created_at)
-    return last_seen < now - stall_after_s
+    return last_seen < now - stall_after
 
 
 def effective_status(run: Run, stall_after_s: float, now: float) -> str:
@@ -96,12 +100,12 @@ def run_tags(session: Session, run_ids: list[str]) -> dict[str, list[str]]:
 
 
 def _status_filter(
-    query: Select[*tuple[Any, ...]], status: str, stall_after_s: float, now: float
+    query: Select[*tuple[Any, ...]], status: str, stall_after: ColumnElement[float], now: float
 ) -> Select[*tuple[Any, ...]]:
     if status == "stalled":
-        return query.where(Run.status == "running", _liveness(stall_after_s, now))
+        return query.where(Run.status == "running", _liveness(stall_after, now))
     if status == "running":
-        return query.where(Run.status == "running", ~_liveness(stall_after_s, now))
+        return query.where(Run.status == "running", ~_liveness(stall_after, now))
     return query.where(Run.status == status)
 
 
@@ -115,7 +119,7 @@ def list_runs(
     tag: str | None = None,
     group: str | None = None,
     cursor: str | None,
-    stall_after_s: float,
+    stall_after: StallAfter,
     archived: str = "exclude",
 ) -> RunList:
     """One page of the runs the viewer may see, newest first.
@@ -125,8 +129,9 @@ def list_runs(
     ``exclude`` (archived runs left out), ``include`` or ``only``.
     """
     now = time.time()
+    threshold = stall_after if isinstance(stall_after, ColumnElement) else literal(float(stall_after))
     query = (
-        select(Run, Project.name)
+        select(Run, Project.name, threshold.label("stall_after_s"))
         .join(Project, Project.id == Run.project_id)
         .where(listed_to(viewer))
     )
@@ -137,7 +142,7 @@ def list_runs(
     elif archived == "only":
         query = query.where(Run.archived_at.is_not(None))
     if status is not None:
-        query = _status_filter(query, status, stall_after_s, now)
+        query = _status_filter(query, status, threshold, now)
     if group is not None:
         query = query.where(Run.group_name == group)
     if tag is not None:
@@ -158,12 +163,12 @@ def list_runs(
     if len(rows) > limit:
         last = page[-1][0]
         next_cursor = encode_cursor(last.created_at, last.id)
-    tags = run_tags(session, [run.id for run, _ in page])
-    views = views_for(session, [run for run, _ in page], viewer)
+    tags = run_tags(session, [run.id for run, _, _ in page])
+    views = views_for(session, [run for run, _, _ in page], viewer)
     return RunList(
         runs=[
-            summarize(run, name, stall_after_s=stall_after_s, now=now, tags=tags.get(run.id), view=views[run.id])
-            for run, name in page
+            summarize(run, name, stall_after_s=after, now=now, tags=tags.get(run.id), view=views[run.id])
+            for run, name, after in page
         ],
         next_cursor=next_cursor,
     )

@@ -16,6 +16,7 @@ from runcast import __version__
 from runcast.events import MAX_STEP
 from sqlalchemy import select
 
+from runcast_server.alerts.service import stall_after
 from runcast_server.api.deps import SessionDep, ViewerDep
 from runcast_server.api.read_deps import RUN_ERRORS, ReadableRunDep, ViewDep
 from runcast_server.errors import ApiError
@@ -68,6 +69,7 @@ def share_router(frontend: Frontend, settings: Settings) -> APIRouter:
     )
     def badge(
         request: Request,
+        session: SessionDep,
         found: ReadableRunDep,
         viewer: ViewerDep,
         policy: ViewDep,
@@ -79,7 +81,8 @@ def share_router(frontend: Frontend, settings: Settings) -> APIRouter:
         """A README badge: the run's name | status · step · the last value of ``key``. Cached for
         15 s (ETag: a 304 when unchanged)."""
         run, project = found
-        summary = summarize(run, project, stall_after_s=settings.stall_after_s, now=time.time())
+        summary = summarize(run, project, stall_after_s=stall_after(session, run.id, settings.stall_after_s),
+                            now=time.time())
         last = summary.last_values.get(key) if key is not None and policy.metric(key) else None
         svg = run_badge(
             name=summary.name, status=summary.status, last_step=summary.last_step, key=key,

@@ -51,17 +51,19 @@ def get_alerts(
 
 
 @router.get("/runs/{run_id}/alerts/config", responses=RUN_ERRORS)
-def get_alert_config(session: SessionDep, found: ReadableRunDep) -> dict[str, Any]:
-    """The run's overrides and the effective detector parameters."""
+def get_alert_config(session: SessionDep, settings: SettingsDep, found: ReadableRunDep) -> dict[str, Any]:
+    """The run's overrides and the effective detector parameters (``stall.after_s`` also decides
+    when the run reads as 'stalled')."""
     run, _ = found
     row = session.get(AlertConfig, run.id)
     overrides = row.overrides if row else {}
-    return {"overrides": overrides, "effective": dconfig.effective(overrides)}
+    return {"overrides": overrides, "effective": dconfig.effective(overrides, stall_after_s=settings.stall_after_s)}
 
 
 @router.put("/runs/{run_id}/alerts/config", responses={**RUN_ERRORS, **error_responses(400)})
 def put_alert_config(
     session: SessionDep,
+    settings: SettingsDep,
     writer: WriterDep,
     found: ReadableRunDep,
     overrides: Annotated[dict[str, Any], Body(description="Overrides merged over the current ones.")],
@@ -82,4 +84,4 @@ def put_alert_config(
         session.add(AlertConfig(run_id=run.id, overrides=merged, updated_at=time.time()))
     else:
         row.overrides, row.updated_at = merged, time.time()
-    return {"overrides": merged, "effective": dconfig.effective(merged)}
+    return {"overrides": merged, "effective": dconfig.effective(merged, stall_after_s=settings.stall_after_s)}

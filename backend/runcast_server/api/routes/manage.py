@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from runcast.events import ID_RE, MAX_NAME_CHARS, check_text
 
 from runcast_server import manage
+from runcast_server.alerts.service import stall_after
 from runcast_server.api.deps import SessionDep, WriterDep
 from runcast_server.api.read_deps import SettingsDep
 from runcast_server.errors import NotFound, error_responses
@@ -92,7 +93,8 @@ def change_run(
         manage.set_archived(run, body.archived)
     session.flush()
     tags = reads.run_tags(session, [run.id]).get(run.id, [])
-    return reads.summarize(run, project.name, stall_after_s=settings.stall_after_s, now=time.time(), tags=tags)
+    after = stall_after(session, run.id, settings.stall_after_s)
+    return reads.summarize(run, project.name, stall_after_s=after, now=time.time(), tags=tags)
 
 
 @router.delete("/runs/{run_id}", response_model=DeletedRun, responses=WRITE_ERRORS)

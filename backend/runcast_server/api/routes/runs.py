@@ -6,6 +6,7 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query
 
+from runcast_server.alerts.service import stall_after, stall_after_sql
 from runcast_server.api.deps import SessionDep, ViewerDep
 from runcast_server.api.read_deps import RUN_ERRORS, FullViewDep, ReadableRunDep, SettingsDep, ViewDep
 from runcast_server.errors import error_responses
@@ -49,7 +50,7 @@ def list_runs(
         group=group,
         limit=limit,
         cursor=cursor,
-        stall_after_s=settings.stall_after_s,
+        stall_after=stall_after_sql(settings.stall_after_s),
         archived=archived,
     )
 
@@ -62,4 +63,5 @@ def get_run(
     and pid only for a token of the run's project or a run with ``public_paths``; what the run's
     publication policy withholds only for a token of its project (``publication`` says what)."""
     run, project = found
-    return reads.run_detail(session, run, project, stall_after_s=settings.stall_after_s, full=full, view=view)
+    after = stall_after(session, run.id, settings.stall_after_s)
+    return reads.run_detail(session, run, project, stall_after_s=after, full=full, view=view)
