@@ -145,7 +145,8 @@ SHA256_RE: Final = re.compile(r"^[0-9a-f]{64}$")
 _CONTROL_RE: Final = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _SURROGATE_RE: Final = re.compile("[\ud800-\udfff]")
 
-_NONFINITE_OUT: Final = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+# The wire strings of the non-finite floats (encode_value writes them, decode_value and the importers read them).
+NONFINITE: Final = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 
 # Metric names and run/segment ids that passed their check: a batch repeats the same few
 # in every event, and the server validates hundreds of thousands of events a minute.
@@ -218,8 +219,8 @@ def decode_value(raw: Any, field: str = "value") -> float:
             return float(raw)
         except OverflowError:
             raise EventError(field, "integer too large for a float") from None
-    if isinstance(raw, str) and raw in _NONFINITE_OUT:
-        return _NONFINITE_OUT[raw]
+    if isinstance(raw, str) and raw in NONFINITE:
+        return NONFINITE[raw]
     raise EventError(
         field,
         f"must be a number (or 'NaN', 'Infinity', '-Infinity'), got {type(raw).__name__}",

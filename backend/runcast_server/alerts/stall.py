@@ -23,11 +23,11 @@ from runcast_server.detectors.core import Signal, restart_quiet, stalled
 from runcast_server.detectors.hook import (
     RUN_LEVEL,
     apply_signal,
-    json_safe,
     load_configs,
 )
 from runcast_server.ingest import IngestResult, RunChange, _write_version_log
 from runcast_server.models import Run
+from runcast_server.reads.values import strict_json
 from runcast_server.settings import get_settings
 
 MIN_QUIET_S = 1.0
@@ -101,7 +101,7 @@ def _sweep(now: float, stall_after_s: float) -> int:
                 update(DetectorState.__table__)
                 .where(DetectorState.run_id == st.run_id, DetectorState.segment_id == RUN_LEVEL,
                        DetectorState.key == "", DetectorState.detector == "restart_loop")
-                .values(state=json_safe(state), updated_at=now)
+                .values(state=strict_json(state), updated_at=now)
             )
     dispatch(entries)
     return len(entries)

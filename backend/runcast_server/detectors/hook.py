@@ -16,7 +16,6 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from runcast.events import encode_value
 from sqlalchemy import Connection, Table, bindparam, select, update
 
 from runcast_server.alerts.models import Alert, AlertConfig, DetectorState
@@ -25,6 +24,7 @@ from runcast_server.detectors import config as dconfig
 from runcast_server.detectors.core import SegmentRunner, Signal, inherit, restart
 from runcast_server.ingest import IngestResult, RunChange, _take_write_lock, _write_version_log, lock_runs
 from runcast_server.models import Event, Run, Segment
+from runcast_server.reads.values import strict_json
 
 ALERTS: Table = Alert.__table__  # type: ignore[assignment]
 STATES: Table = DetectorState.__table__  # type: ignore[assignment]
@@ -34,17 +34,6 @@ SEGMENTS: Table = Segment.__table__  # type: ignore[assignment]
 RUN_LEVEL = 0  # segment_id of run-level detector state
 
 log = logging.getLogger(__name__)
-
-
-def json_safe(value: Any) -> Any:
-    """Evidence as strict JSON (non-finite floats as the wire strings)."""
-    if isinstance(value, float):
-        return encode_value(value)
-    if isinstance(value, dict):
-        return {k: json_safe(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [json_safe(v) for v in value]
-    return value
 
 
 def load_configs(
@@ -186,7 +175,7 @@ def _save_states(conn: Connection, changed: dict[tuple[str, int, str, str], dict
     if not changed:
         return
     rows = [
-        {"run_id": r, "segment_id": s, "key": k, "detector": d, "state": json_safe(st), "updated_at": now}
+        {"run_id": r, "segment_id": s, "key": k, "detector": d, "state": strict_json(st), "updated_at": now}
         for (r, s, k, d), st in sorted(changed.items())
     ]
     stmt = upsert(conn, STATES)
@@ -213,7 +202,7 @@ def apply_signal(
     Returns the entry for notifications: ``{"id", "run", "phase", "kind"}``; None when a
     close finds nothing open.
     """
-    evidence = json_safe(sig.evidence)
+    evidence = strict_json(sig.evidence)
     a = ALERTS.c
     if sig.phase == "open":
         alert_id = conn.execute(

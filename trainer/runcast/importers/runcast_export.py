@@ -31,7 +31,6 @@ NAME: Final = "runcast"
 COLUMNS: Final = ("segment", "key", "step", "value")
 # The CSV export's formula guard (runcast_server.reads.export.csv_text), undone.
 _FORMULA_START: Final = ("=", "+", "-", "@", "\t", "\r")
-_NONFINITE: Final = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 
 
 def is_export_header(fields: list[str] | None) -> bool:
@@ -101,9 +100,9 @@ def _fields(raw: Any, good_keys: set[str]) -> tuple[int, str, int, float]:
             raise ValueError(f"an export row has exactly the fields {', '.join(COLUMNS)}")
         segment, key, step, value = (raw[c] for c in COLUMNS)
         if isinstance(value, str):
-            if value not in _NONFINITE:
+            if value not in events.NONFINITE:
                 raise ValueError(f"'value' {value!r} is not a number")
-            value = _NONFINITE[value]
+            value = events.NONFINITE[value]
         elif isinstance(value, bool) or not isinstance(value, (int, float)):
             raise TypeError(f"'value' {value!r} is not a number")
     elif isinstance(raw, list):

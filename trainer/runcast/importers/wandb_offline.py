@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from runcast.events import NONFINITE
 from runcast.importers.model import (
     ImportFailed,
     MissingExtra,
@@ -42,7 +43,6 @@ from runcast.importers.model import (
 )
 
 NAME: Final = "wandb"
-_NONFINITE: Final = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 _INSPECT_TIMEOUT_S: Final = 600
 _CUT_SHORT: Final = "reached the end of an incomplete .wandb file"
 
@@ -197,5 +197,5 @@ def _number(raw: Any) -> float | None:
     if isinstance(raw, (int, float)):
         return float(raw)
     if isinstance(raw, str):
-        return _NONFINITE.get(raw)
+        return NONFINITE.get(raw)
     return None
