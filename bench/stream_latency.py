@@ -10,6 +10,12 @@ parses the JSON to learn which steps each version carries; the others only read 
 
     .venv/bin/python bench/stream_latency.py --viewers 1,1000 --seconds 20
     .venv/bin/python bench/stream_latency.py --embedded --viewers 1 --seconds 20 --throughput 20000
+    .venv/bin/python bench/stream_latency.py --api-processes 2 --viewers 10000 --seconds 20
+
+``--api-processes N`` (production mode) starts N API processes on the same PostgreSQL and
+Redis; the viewers are split evenly across them (one viewer process per API), the SDK logs
+through the first, and each API process's resident memory is read before the viewers
+connect and once they all are, giving the memory per viewer.
 
 ``--embedded`` runs one ``runcast serve`` in the embedded default instead (SQLite, eager
 ingest, in-process hub). ``--flush-interval`` is left at the SDK's default unless given.
@@ -128,19 +134,39 @@ def _ms(values: list[float], p: float) -> float:
     return values[min(len(values) - 1, int(p * len(values)))] * 1000 if values else float("nan")
 
 
-def measure(url: str, token: str, viewers: int, seconds: float, rate: float, flush: float | None) -> dict[str, Any]:
+def _rss_mib(pid: int) -> float:
+    """Resident memory of a process and its children (uvicorn runs the app in the process itself)."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def measure(urls: list[str], pids: list[int], token: str, viewers: int, seconds: float, rate: float,
+            flush: float | None) -> dict[str, Any]:  # fmt: skip
     import runcast
 
-    transport = _timed_transport(url, token)
+    transport = _timed_transport(urls[0], token)
     run = runcast.init(project="bench", name=f"latency-{viewers}", transport=transport, token=token,
                        heartbeat_interval=60, **_timing(flush))  # fmt: skip
     run.log({"loss": 1.0}, step=0)
     time.sleep(1.5)  # run registered and stored before the viewers connect
-    parent, child = mp.Pipe()
-    proc = mp.get_context("spawn").Process(target=viewer_process, args=(url, run.id, viewers, seconds, child))
-    proc.start()
-    assert parent.poll(600), "viewers did not connect"
-    assert parent.recv() == "ready"
+    rss_before = [_rss_mib(pid) for pid in pids]
+    shares = [viewers // len(urls) + (1 if i < viewers % len(urls) else 0) for i in range(len(urls))]
+    pipes, procs = [], []
+    for url, n in zip(urls, shares):
+        if n == 0:
+            continue
+        parent, child = mp.Pipe()
+        proc = mp.get_context("spawn").Process(target=viewer_process, args=(url, run.id, n, seconds, child))
+        proc.start()
+        pipes.append(parent)
+        procs.append(proc)
+    for parent in pipes:
+        assert parent.poll(600), "viewers did not connect"
+        assert parent.recv() == "ready"
+    rss_after = [_rss_mib(pid) for pid in pids]
     logged: dict[int, float] = {}
     step, interval = 1, 1.0 / rate
     began = time.time()
@@ -152,9 +178,16 @@ def measure(url: str, token: str, viewers: int, seconds: float, rate: float, flu
         next_at += interval
         time.sleep(max(0.0, next_at - time.time()))
     run.finish()
-    parent.send("stop")
-    outs, steps = parent.recv()
-    proc.join(30)
+    for parent in pipes:
+        parent.send("stop")
+    outs: list[dict[int, float]] = []
+    steps: dict[int, list[int]] = {}
+    for parent in pipes:
+        more_outs, more_steps = parent.recv()
+        outs.extend(more_outs)
+        steps.update(more_steps)
+    for proc in procs:
+        proc.join(30)
     version_of = {s: v for v, ss in steps.items() for s in ss}
     latencies, missing, dropped = [], 0, 0
     for out in outs:
@@ -171,6 +204,8 @@ def measure(url: str, token: str, viewers: int, seconds: float, rate: float, flu
         "missing": missing, "dropped": dropped, "p50": _ms(latencies, 0.50), "p95": _ms(latencies, 0.95),
         "p99": _ms(latencies, 0.99), "max": _ms(latencies, 1.0), "requests": len(transport.durations),
         "request_p50": _ms(transport.durations, 0.5), "request_p95": _ms(transport.durations, 0.95),
+        "rss_before": rss_before, "rss_after": rss_after,
+        "kib_per_viewer": 1024 * (sum(rss_after) - sum(rss_before)) / max(1, viewers),
     }  # fmt: skip
 
 
@@ -197,7 +232,7 @@ def throughput(url: str, token: str, steps: int, flush: float | None) -> dict[st
             "events_per_s": sent / took, "spilled": run.stats.spilled, "dropped": run.stats.dropped}  # fmt: skip
 
 
-def embedded_stack(tmp: Path) -> tuple[str, str, list[Any]]:
+def embedded_stack(tmp: Path, apis: int = 1) -> tuple[list[str], list[int], str, list[Any]]:
     env = {"RUNCAST_DATA_DIR": str(tmp)}
     api, url = services.start_api(env, tmp / "api.log")
     from runcast_server.auth import create_token
@@ -209,10 +244,10 @@ def embedded_stack(tmp: Path) -> tuple[str, str, list[Any]]:
         token = create_token(s, "bench", label="bench")
         s.commit()
     engine.dispose()
-    return url, token, [api]
+    return [url], [api.pid], token, [api]
 
 
-def stack(tmp: Path) -> tuple[str, str, list[Any]]:
+def stack(tmp: Path, apis: int = 1) -> tuple[list[str], list[int], str, list[Any]]:
     pg, redis = services.PostgresServer(), services.RedisServer()
     pg.start()
     redis.start()
@@ -222,7 +257,7 @@ def stack(tmp: Path) -> tuple[str, str, list[Any]]:
     migrate.upgrade(pg.url(db))
     env = {"RUNCAST_DATABASE_URL": pg.url(db), "RUNCAST_REDIS_URL": redis.url(0), "RUNCAST_DATA_DIR": str(tmp)}
     worker = services.start_worker(env, tmp / "worker.log")
-    api, url = services.start_api(env, tmp / "api.log")
+    started = [services.start_api(env, tmp / f"api{i}.log", name=f"api{i}") for i in range(apis)]
     from runcast_server.auth import create_token
     from runcast_server.db import make_engine
     from sqlalchemy.orm import Session
@@ -232,30 +267,34 @@ def stack(tmp: Path) -> tuple[str, str, list[Any]]:
         token = create_token(s, "bench", label="bench")
         s.commit()
     engine.dispose()
-    return url, token, [api, worker, redis, pg]
+    return [url for _, url in started], [api.pid for api, _ in started], token, [*(a for a, _ in started), worker, redis, pg]
 
 
 def run_latency(args: argparse.Namespace) -> None:
+    if args.embedded and args.api_processes != 1:
+        raise SystemExit("--api-processes: the embedded mode runs one API process (its hub is in-process)")
     with tempfile.TemporaryDirectory(prefix="runcast-bench-") as tmp:
-        url, token, owned = (embedded_stack if args.embedded else stack)(Path(tmp))
+        urls, pids, token, owned = (embedded_stack if args.embedded else stack)(Path(tmp), args.api_processes)
         try:
-            rows = [measure(url, token, n, args.seconds, args.rate, args.flush_interval) for n in args.viewers]
-            rate = throughput(url, token, args.throughput, args.flush_interval) if args.throughput else None
+            rows = [measure(urls, pids, token, n, args.seconds, args.rate, args.flush_interval) for n in args.viewers]
+            rate = throughput(urls[0], token, args.throughput, args.flush_interval) if args.throughput else None
         finally:
             for thing in owned:
                 thing.stop()
     mode = "embedded mode (SQLite, eager ingest)" if args.embedded else "production mode"
     flush = "the SDK's default timing" if args.flush_interval is None else f"flush_interval {args.flush_interval:g} s"
     print(f"\nLive stream latency, log() -> viewer ({args.seconds:.0f} s at {args.rate:g} steps/s, 2 keys, "
-          f"{flush}; {mode}, one API process)")  # fmt: skip
+          f"{flush}; {mode}, {args.api_processes} API process(es))")  # fmt: skip
     print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, load avg {' '.join(f'{x:.2f}' for x in os.getloadavg())}, Python {platform.python_version()}")
     print("| viewers | points | versions | deliveries | missing | dropped | p50 ms | p95 ms | p99 ms | max ms "
-          "| requests | request p50 ms | request p95 ms |")  # fmt: skip
-    print("|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+          "| requests | request p50 ms | request p95 ms | API RSS MiB before → with viewers | KiB / viewer |")  # fmt: skip
+    print("|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--|--:|")
     for r in rows:
         print(f"| {r['viewers']} | {r['points']} | {r['versions']} | {r['deliveries']} | {r['missing']} | {r['dropped']} "
               f"| {r['p50']:.0f} | {r['p95']:.0f} | {r['p99']:.0f} | {r['max']:.0f} | {r['requests']} "
-              f"| {r['request_p50']:.0f} | {r['request_p95']:.0f} |")  # fmt: skip
+              f"| {r['request_p50']:.0f} | {r['request_p95']:.0f} "
+              f"| {' + '.join(f'{b:.0f}' for b in r['rss_before'])} → {' + '.join(f'{a:.0f}' for a in r['rss_after'])} "
+              f"| {r['kib_per_viewer']:.1f} |")  # fmt: skip
     if rate is not None:
         print(f"\nIngest throughput: {rate['steps']} steps x 8 keys logged in a tight loop ({rate['log_s']:.2f} s), "
               f"all acknowledged after {rate['seconds']:.2f} s")  # fmt: skip
@@ -337,6 +376,7 @@ def main() -> None:
     ap.add_argument("--rate", type=float, default=20.0, help="Steps logged per second.")
     ap.add_argument("--flush-interval", type=float, default=None, help="The SDK's flush_interval (s); default: the SDK's.")
     ap.add_argument("--embedded", action="store_true", help="One `runcast serve` in the embedded default.")
+    ap.add_argument("--api-processes", type=int, default=1, help="API processes (production mode); viewers split across them.")
     ap.add_argument("--throughput", type=int, default=0, help="Also log this many steps as fast as possible.")
     ap.add_argument("--ingest-cost", action="store_true", help="Measure the write cost of the replay log instead.")
     ap.add_argument("--batches", type=int, default=200)
