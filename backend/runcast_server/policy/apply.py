@@ -8,6 +8,7 @@ per request (``view_for``), the live stream once per frame batch (``public_view`
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -16,6 +17,7 @@ from sqlalchemy.orm import Session
 
 from runcast_server.errors import NotFound
 from runcast_server.models import Project, Run
+from runcast_server.policy.delay import Horizon, horizon
 from runcast_server.policy.store import run_policies, run_policy
 
 # Which policy field decides whether a timeline event type is shown at all.
@@ -27,10 +29,18 @@ _SHA_FIELDS: Final = ("sha", "branch", "dirty")
 
 @dataclass(frozen=True)
 class View:
-    """What one reader sees of one run (``team``: everything)."""
+    """What one reader sees of one run (``team``: everything, live).
+
+    ``horizon``: the run is published with a delay and some of it is not due yet; reads
+    bound their queries by it (policy/delay.py). None: nothing is held back."""
 
     team: bool
     policy: dict[str, Any] = field(default_factory=lambda: dict(DEFAULT))
+    horizon: Horizon | None = None
+
+    @property
+    def delay_s(self) -> float:
+        return 0 if self.team else float(self.policy.get("delay_s") or 0)
 
     # --- metrics -----------------------------------------------------------------------
     def metric(self, key: str) -> bool:
@@ -167,9 +177,16 @@ def is_team(run: Run, viewer: Project | None) -> bool:
     return viewer is not None and viewer.id == run.project_id
 
 
-def public_view(session: Session, run: Run) -> View:
-    """What anyone outside the run's project sees."""
-    return View(team=False, policy=run_policy(session, run))
+def public_view(session: Session, run: Run, now: float | None = None) -> View:
+    """What anyone outside the run's project sees (as of ``now``, for a delayed run)."""
+    policy = run_policy(session, run)
+    return _public(session, run, policy, now)
+
+
+def _public(session: Session, run: Run, policy: dict[str, Any], now: float | None) -> View:
+    delay = float(policy.get("delay_s") or 0)
+    bound = horizon(session, run, delay, time.time() if now is None else now) if delay > 0 else None
+    return View(team=False, policy=policy, horizon=bound)
 
 
 def view_for(session: Session, run: Run, viewer: Project | None) -> View:
@@ -180,7 +197,8 @@ def view_for(session: Session, run: Run, viewer: Project | None) -> View:
 def views_for(session: Session, runs: list[Run], viewer: Project | None) -> dict[str, View]:
     """``view_for`` of each of ``runs`` (a page of the run list)."""
     policies = run_policies(session, [r for r in runs if not is_team(r, viewer)])
-    return {r.id: View(team=False, policy=policies[r.id]) if r.id in policies else TEAM for r in runs}
+    now = time.time()
+    return {r.id: _public(session, r, policies[r.id], now) if r.id in policies else TEAM for r in runs}
 
 
 def public_policy(session: Session, run_id: str) -> View:
