@@ -1,9 +1,10 @@
 """The broadcast delay: how far a delayed run's public readers see (policy field ``delay_s``).
 
-The public sees a delayed run as it was ``delay_s`` ago: every batch (run version) whose
-``run_versions.committed_at`` is at most ``now - delay_s``, and nothing stored after the
-first version that is not yet due (a prefix of versions, so a clock that steps back on
-one worker cannot make a later version due before an earlier one). ``horizon`` computes
+The public sees a delayed run as it was ``delay_s`` ago: the batches (run versions) up to
+the last one whose ``run_versions.committed_at`` is at most ``now - delay_s`` -- always a
+prefix of the versions (versions are stored in order, under the run's row lock).
+Finding it reads the log backwards from the newest version, so it costs the versions
+inside the delay, not the run's length. ``horizon`` computes
 that bound once per request; the read queries apply it (``Horizon.points_due``,
 ``Horizon.events_due`` and the per-series ``frontier``). The team sees the run live.
 
@@ -15,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, func, or_, select
+from sqlalchemy import ColumnElement, and_, or_, select
 from sqlalchemy.orm import Session
 
 from runcast_server.models import Event, Point, Run, RunVersion, Series
@@ -46,17 +47,36 @@ class Horizon:
         return or_(Event.version <= self.version, and_(Event.version.is_(None), Event.received_at <= self.until))
 
 
+def first_undue(session: Session, run_id: str, until: float) -> tuple[int, float] | None:
+    """(version, committed_at) of the first version stored after ``until``; None if there is none."""
+    last_due = session.scalar(
+        select(RunVersion.version).where(RunVersion.run_id == run_id, RunVersion.committed_at <= until)
+        .order_by(RunVersion.version.desc()).limit(1)
+    )
+    row = session.execute(
+        select(RunVersion.version, RunVersion.committed_at)
+        .where(RunVersion.run_id == run_id, RunVersion.version > (last_due or 0))
+        .order_by(RunVersion.version).limit(1)
+    ).first()
+    return None if row is None else (int(row[0]), float(row[1]))
+
+
+def due_position(session: Session, run_id: str, delay_s: float, now: float) -> tuple[int | None, float | None]:
+    """(the highest version due, when the next one comes due) for the live stream; (None, None)
+    when nothing is held back (the public follows the run live)."""
+    undue = first_undue(session, run_id, now - delay_s) if delay_s > 0 else None
+    return (None, None) if undue is None else (undue[0] - 1, undue[1] + delay_s)
+
+
 def horizon(session: Session, run: Run, delay_s: float, now: float) -> Horizon | None:
     """The bound of ``run``'s public reads under ``delay_s``; None when nothing is held back."""
     if delay_s <= 0:
         return None
     until = now - delay_s
-    first_undue = session.scalar(
-        select(func.min(RunVersion.version)).where(RunVersion.run_id == run.id, RunVersion.committed_at > until)
-    )
-    if first_undue is None:
+    undue = first_undue(session, run.id, until)
+    if undue is None:
         return None
-    version = int(first_undue) - 1
+    version = undue[0] - 1
     row = session.execute(
         select(RunVersion.status, RunVersion.last_step)
         .where(RunVersion.run_id == run.id, RunVersion.version <= version)
@@ -126,5 +146,3 @@ def due_segment_steps(session: Session, run: Run, h: Horizon) -> dict[int, int |
         out[seg] = best if max_step is None or (best is not None and best >= max_step) else max_step
     return out
 
-
-__all__ = ["Horizon", "horizon", "due_last_values", "due_last_point", "due_keys", "due_segment_steps"]
