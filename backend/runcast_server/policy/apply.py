@@ -37,6 +37,7 @@ class View:
     team: bool
     policy: dict[str, Any] = field(default_factory=lambda: dict(DEFAULT))
     horizon: Horizon | None = None
+    until: float | None = None  # a delayed view: now - delay_s (alerts are bounded by time)
 
     @property
     def delay_s(self) -> float:
@@ -144,6 +145,11 @@ class View:
         key = alert.get("key")
         return self.alerts and (not isinstance(key, str) or not key or self.metric(key))
 
+    def notified(self, alert: dict[str, Any]) -> bool:
+        """Whether subscribers (the public) are sent the alert: published, and the run not delayed.
+        A delayed run's alerts reach the public only through its reads, when due (docs/alerts.md)."""
+        return self.alert(alert) and self.delay_s <= 0
+
     @property
     def key(self) -> str:
         """This view's policy as a string (frames remember the policy they were built under)."""
@@ -185,8 +191,9 @@ def public_view(session: Session, run: Run, now: float | None = None) -> View:
 
 def _public(session: Session, run: Run, policy: dict[str, Any], now: float | None) -> View:
     delay = float(policy.get("delay_s") or 0)
-    bound = horizon(session, run, delay, time.time() if now is None else now) if delay > 0 else None
-    return View(team=False, policy=policy, horizon=bound)
+    now = time.time() if now is None else now
+    bound = horizon(session, run, delay, now) if delay > 0 else None
+    return View(team=False, policy=policy, horizon=bound, until=now - delay if delay > 0 else None)
 
 
 def view_for(session: Session, run: Run, viewer: Project | None) -> View:

@@ -47,7 +47,7 @@ def get_alerts(
     page = service.list_alerts(session, run, project, kinds=list(kind) if kind else None,
                                states=list(state) if state else None, after=parse_after(after), limit=limit,
                                base_url=base_url(request, settings), full=full,
-                               until=None if policy.horizon is None else policy.horizon.until)
+                               until=policy.until)
     return {**page, "alerts": [a for a in page["alerts"] if policy.alert(a)], "withheld": False}
 
 

@@ -74,11 +74,11 @@ _ATOM_200 = {200: {"content": {"application/atom+xml": {}}, "description": "An A
 
 def _due(view: View, alert: dict[str, Any]) -> bool:
     """Whether a delayed run's reader may see the alert yet (opened before its horizon)."""
-    return view.horizon is None or alert["opened_at"] <= view.horizon.until
+    return view.until is None or alert["opened_at"] <= view.until
 
 
 def _as_of(view: View, alert: dict[str, Any]) -> dict[str, Any]:
-    return alert if view.horizon is None else as_of(alert, view.horizon.until)
+    return alert if view.until is None else as_of(alert, view.until)
 
 
 @router.get("/runs/{run_id}/alerts.atom", response_class=Response, responses={**_ATOM_200, **RUN_ERRORS})
