@@ -21,7 +21,7 @@ from runcast_server.reads.schemas import (
     SegmentInfo,
 )
 from runcast_server.reads.published import published_code, published_config, published_env
-from runcast_server.policy.apply import TEAM, View, public_view, views_for
+from runcast_server.policy.apply import TEAM, View, public_policy, views_for
 from runcast_server.policy.delay import due_keys, due_last_values, due_segment_steps
 from runcast_server.reads.values import strict_json
 
@@ -190,7 +190,7 @@ def run_detail(
     publication policy shows this reader, policy/apply.py)."""
     summary = summarize(run, project, stall_after_s=stall_after_s, now=time.time(),
                         tags=run_tags(session, [run.id]).get(run.id), view=view, session=session)
-    public = view if not view.team else public_view(session, run)
+    public = view if not view.team else public_policy(session, run.id)  # what the page says is withheld
     h = view.horizon
     keys = session.scalars(
         select(Series.key)

@@ -215,7 +215,7 @@ def checkpoint_card(
         status=v.status,
         checkpoints=records if private_ok else [r for r in records if r.public],
         segments=segments,
-        revisions=load_revisions(session, run.id),
+        revisions=load_revisions(session, run.id, policy.horizon),
         manifests=load_manifests(session, run.id, segments, policy.horizon),
         mix=load_mix(session, run.id, policy.horizon),
         link_template=settings.code_link_template,
