@@ -113,15 +113,19 @@ def test_buckets_of_a_delayed_run_are_its_answer_of_delay_ago(client, seed):
     for step in range(0, 41, 4):
         t.send(*[("metrics", {"step": s, "values": {"loss": float(s % 7) - 2.5}}) for s in range(step, step + 4)])
     params = {"key": "loss", "start": 0, "end": 127, "max_points": 4}
+    raw = {"key": "loss", "max_points": 44}  # the 44 due points fit raw; with the held back ones they do not
     team = {"Authorization": f"Bearer {token}"}
     _wait_due()
     before = client.get(f"/api/v1/runs/{t.run}/metrics", params=params, headers=team).json()
-    assert before["level"] > 0
+    before_raw = client.get(f"/api/v1/runs/{t.run}/metrics", params=raw, headers=team).json()
+    assert before["level"] > 0 and before_raw["level"] == 0
     t.send(*[("metrics", {"step": s, "values": {"loss": 100.0 + s}}) for s in range(44, 90)])
     t.send(("metrics", {"step": 90, "values": {"loss": -50.0}}))
     now_team = client.get(f"/api/v1/runs/{t.run}/metrics", params=params, headers=team).json()
     assert now_team != before
     assert client.get(f"/api/v1/runs/{t.run}/metrics", params=params).json() == before
+    assert client.get(f"/api/v1/runs/{t.run}/metrics", params=raw, headers=team).json()["level"] > 0
+    assert client.get(f"/api/v1/runs/{t.run}/metrics", params=raw).json() == before_raw
     export = client.get(f"/api/v1/runs/{t.run}/export", params={"format": "csv"}).text.splitlines()
     assert len(export) == 1 + 44
 

@@ -39,6 +39,8 @@ class Horizon:
     status: str
     last_step: int | None
     frontier: dict[int, int] = field(default_factory=dict)
+    # due_last_point's answers, kept for the request (detail, list and summary ask the same).
+    last_points: dict[int, tuple[int, Any] | None] = field(default_factory=dict, compare=False, repr=False)
 
     def points_due(self) -> ColumnElement[bool]:
         return Point.version <= self.version
@@ -110,6 +112,12 @@ def due_last_values(session: Session, run: Run, h: Horizon) -> dict[str, Any]:
 
 def due_last_point(session: Session, series_id: int, h: Horizon) -> tuple[int, Any] | None:
     """(step, stored value) of the series' highest due step, reading only the held back tail."""
+    if series_id not in h.last_points:
+        h.last_points[series_id] = _last_point(session, series_id, h)
+    return h.last_points[series_id]
+
+
+def _last_point(session: Session, series_id: int, h: Horizon) -> tuple[int, Any] | None:
     cut = h.frontier.get(series_id)
     q = select(Point.step, Point.value).where(Point.series_id == series_id)
     if cut is not None:

@@ -50,19 +50,21 @@ def plan_level(start: int, end: int, max_points: int) -> int:
     return e
 
 
-def fits_raw(conn: Connection, series: Any, start: int, end: int, max_points: int) -> bool:
-    """Whether ``series`` holds at most ``max_points`` points in ``[start, end]``.
+def fits_raw(conn: Connection, series: Any, start: int, end: int, max_points: int, upto: int | None = None) -> bool:
+    """Whether ``series`` holds at most ``max_points`` points in ``[start, end]`` (``upto``: of
+    run versions up to it, for a delayed reader).
 
     The series' own counter answers when the view covers all of it; otherwise at most
     ``max_points + 1`` primary-key entries are read.
     """
     if series.min_step is None:
         return True
-    if start <= series.min_step and series.max_step <= end:
+    if upto is None and start <= series.min_step and series.max_step <= end:
         return bool(series.n_points <= max_points)
+    due = [Point.version <= upto] if upto is not None else []
     inside = (
         select(Point.step)
-        .where(Point.series_id == series.id, Point.step >= start, Point.step <= end)
+        .where(Point.series_id == series.id, Point.step >= start, Point.step <= end, *due)
         .limit(max_points + 1)
         .subquery()
     )
@@ -280,12 +282,12 @@ def query_metrics(
     lo = start if start is not None else min(lows, default=0)
     hi = end if end is not None else max(highs, default=lo)
     e = plan_level(lo, hi, max_points) if hi >= lo else 0
-    if e > 0 and all(fits_raw(conn, s, lo, hi, max_points) for s in series):
+    upto = None if horizon is None else horizon.version
+    if e > 0 and all(fits_raw(conn, s, lo, hi, max_points, upto if s.id in cuts else None) for s in series):
         e = 0
     out = []
     for s in series:
-        cut, upto = cuts.get(s.id), None if horizon is None else horizon.version
-        b = merged_buckets(conn, s.id, lo, hi, e, cut=cut, upto=upto) if hi >= lo else Buckets()
+        b = merged_buckets(conn, s.id, lo, hi, e, cut=cuts.get(s.id), upto=upto) if hi >= lo else Buckets()
         out.append(
             MetricSeries.model_construct(
                 segment=s.segment,
@@ -328,6 +330,6 @@ def _due_series(session: Session, series: Any, h: Horizon) -> tuple[list[Any], d
         if last is None:
             continue
         cuts[s.id] = h.frontier[s.id]
-        # n_points counts held back points too: fits_raw reads the view instead (max_step moved).
+        # n_points counts held back points too: fits_raw counts the due ones in the view instead.
         out.append(_DueSeries(s.id, s.n_points, s.min_step, last[0], s.segment, s.start_step))
     return out, cuts
