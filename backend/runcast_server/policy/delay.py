@@ -4,9 +4,10 @@ The public sees a delayed run as it was ``delay_s`` ago: the batches (run versio
 the last one whose ``run_versions.committed_at`` is at most ``now - delay_s`` -- always a
 prefix of the versions (versions are stored in order, under the run's row lock).
 Finding it reads the log backwards from the newest version, so it costs the versions
-inside the delay, not the run's length. ``horizon`` computes
-that bound once per request; the read queries apply it (``Horizon.points_due``,
-``Horizon.events_due`` and the per-series ``frontier``). The team sees the run live.
+inside the delay, not the run's length. ``horizon`` computes that bound once per request;
+the read queries apply it (``Horizon.points_due``, ``Horizon.events_due`` and the
+per-series ``frontier``). The team sees the run live. The live stream asks
+``due_position`` instead (live.py).
 
 A run with nothing held back gets no horizon (``None``): its public reads cost nothing more.
 """
