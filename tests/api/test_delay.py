@@ -22,7 +22,9 @@ def _wait_due() -> None:
 
 def _view(client: Any, run: str, headers: dict[str, str]) -> dict[str, Any]:
     """What one reader gets of the run's progress on every read path."""
-    get = lambda path, **kw: client.get(f"/api/v1/runs/{run}{path}", headers=headers, **kw)  # noqa: E731
+    def get(path: str, **kw: Any) -> Any:
+        return client.get(f"/api/v1/runs/{run}{path}", headers=headers, **kw)
+
     detail = get("").json()
     listed = next(r for r in client.get("/api/v1/runs", headers=headers).json()["runs"] if r["id"] == run)
     metrics = get("/metrics", params={"key": "loss"})

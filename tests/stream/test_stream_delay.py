@@ -54,8 +54,8 @@ def test_public_stream_is_the_team_stream_delay_later(server: Any) -> None:
             got: dict[str, list[tuple[float, Message]]] = {"team": [], "anonymous": [], "other": []}
             tasks = [asyncio.create_task(_watch(client, server.stream_url(w.run), got[who], last, headers=h))
                      for who, h in (("team", team_h), ("anonymous", {}), ("other", other_h))]
-            for who in got:
-                await _for(got[who])
+            for messages in got.values():
+                await _for(messages)
             for _ in range(6):
                 await asyncio.to_thread(w.batch, 3, ("loss", "lr"))
                 await asyncio.sleep(0.15)
