@@ -90,6 +90,10 @@ def test_public_sees_the_run_as_it_was_delay_ago_the_team_live(client, delayed):
     assert _view(client, delayed["run"], readers["team"]) == LIVE
     detail = client.get(f"/api/v1/runs/{delayed['run']}").json()
     assert detail["publication"]["withheld"] == {"delay_s": 2}  # the run page names the delay
+    finished = [r["id"] for r in client.get("/api/v1/runs", params={"status": "finished"}).json()["runs"]]
+    assert delayed["run"] not in finished  # it finished less than delay ago
+    assert delayed["run"] in [r["id"] for r in client.get("/api/v1/runs", params={"status": "finished"},
+                                                          headers=readers["team"]).json()["runs"]]
     _wait_due()  # the held back batches come due
     for who in ("anonymous", "other"):
         assert _view(client, delayed["run"], readers[who]) == LIVE, who

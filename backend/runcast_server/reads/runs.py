@@ -172,14 +172,11 @@ def list_runs(
         next_cursor = encode_cursor(last.created_at, last.id)
     tags = run_tags(session, [run.id for run, _ in page])
     views = views_for(session, [run for run, _ in page], viewer)
-    return RunList(
-        runs=[
-            summarize(run, name, stall_after_s=stall_after_s, now=now, tags=tags.get(run.id), view=views[run.id],
-                      session=session)
-            for run, name in page
-        ],
-        next_cursor=next_cursor,
-    )
+    summaries = [summarize(run, name, stall_after_s=stall_after_s, now=now, tags=tags.get(run.id), view=views[run.id],
+                           session=session) for run, name in page]
+    if status is not None:  # a delayed run is listed under its status as of its horizon (the page may be shorter)
+        summaries = [s for s in summaries if views[s.id].horizon is None or s.status == status]
+    return RunList(runs=summaries, next_cursor=next_cursor)
 
 
 def run_detail(
