@@ -407,7 +407,7 @@ def store_batch(
     _update_runs(conn, events, runs, result, new_points, inserted_types, now)
     _write_lost(conn, events, segments)
     write_updates(conn, events, segments)
-    _write_version_log(conn, result, now)
+    _write_version_log(conn, result)
     return result
 
 
@@ -702,6 +702,7 @@ def _write_events(
                 "step": e.get("step"),
                 "ts": e["ts"],
                 "received_at": now,
+                "version": result.runs[e["run"]].version,  # the batch's run version (policy/delay.py)
                 "payload": {k: v for k, v in wire.items() if k not in _ENVELOPE},
             },
         )
@@ -820,8 +821,12 @@ def _update_runs(
         )
 
 
-def _write_version_log(conn: Connection, result: IngestResult, now: float) -> None:
-    """One ``run_versions`` row per run whose version this batch bumped (the stream's replay log)."""
+def _write_version_log(conn: Connection, result: IngestResult) -> None:
+    """One ``run_versions`` row per run whose version this batch bumped (the stream's replay log).
+
+    ``committed_at`` is when the batch is stored (now), not when it arrived (a batch may
+    wait in the inbox): the broadcast delay (policy/delay.py) counts from it."""
+    now = time.time()
     rows = [
         {
             "run_id": rid,

@@ -27,6 +27,16 @@ frame holds the public form and, when it differs (a checkpoint path, a run's con
 environment, a private checkpoint), the form for readers with a token of the run's project;
 each is encoded once per process, and each viewer is sent the one it may read.
 
+Delay. When the run's publication policy sets ``delay_s`` (policy/delay.py), the channel
+sends its frames live to readers of the run's project only. Its one other task
+(``_hold``) releases each version to the other readers when it comes due (its
+``committed_at`` plus the delay), in order, reading the due versions from the database
+at that moment: one timer per channel, not per viewer, and nothing held in memory. A
+public reader joins at the last version released (``public``), and its Last-Event-ID
+replay reads no further. A policy change (the delay lifted, shortened, or set) resets
+the run's viewers; the public ones reset to the new horizon, so whatever the delay no
+longer holds back is published at once.
+
 Joining. A viewer registers with the channel first and notes the last version the
 channel emitted (``c``), then replays ``(last_event_id, ...]`` from the channel's
 recent frames when they cover it, else from the database; afterwards it skips any
@@ -39,6 +49,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -55,6 +66,7 @@ from runcast_server import hub
 from runcast_server.db import session_scope
 from runcast_server.models import Event, Point, Run, RunVersion, Segment, Series
 from runcast_server.policy.apply import TEAM, View, public_policy
+from runcast_server.policy.delay import due_position
 from runcast_server.reads.published import published_payload
 from runcast_server.reads.values import stored_value, strict_json
 
@@ -97,6 +109,7 @@ class Frame:
     reset: bool = False
     project: bytes | None = None  # for readers with a token of the run's project, when it differs
     policy: str = ""  # the publication policy ``data`` was built under (View.key)
+    committed_at: float = 0.0  # when the version was stored (a delayed run's public copy is due delay_s later)
 
     def for_reader(self, project_reader: bool) -> bytes:
         return self.project if project_reader and self.project is not None else self.data
@@ -108,7 +121,8 @@ def _dumps(obj: Any) -> str:
 
 def _published(message: dict[str, Any], full: bool, project: bool, view: View = TEAM) -> dict[str, Any]:
     events = [{**e, "payload": published_payload(e["type"], e["payload"], full, project)} for e in message["events"]]
-    return {**message, "points": view.points(message["points"]), "events": view.events(events)}
+    wire = {k: v for k, v in message.items() if k != "committed_at"}
+    return {**wire, "points": view.points(message["points"]), "events": view.events(events)}
 
 
 def batch_frame(message: dict[str, Any], public_paths: bool = False, policy: View = TEAM) -> Frame:
@@ -122,7 +136,8 @@ def batch_frame(message: dict[str, Any], public_paths: bool = False, policy: Vie
     encode = lambda m: f"id: {v}\nevent: batch\ndata: {_dumps(m)}\n\n".encode()  # noqa: E731
     public = encode(_published(message, public_paths, False, policy))
     project = encode(_published(message, True, True)) if message["events"] or policy.withheld() else public
-    return Frame(v, public, project=None if project == public else project, policy=policy.key)
+    return Frame(v, public, project=None if project == public else project, policy=policy.key,
+                 committed_at=float(message.get("committed_at") or 0.0))
 
 
 def reset_frame(version: int) -> Frame:
@@ -165,8 +180,10 @@ def read_versions(
     *,
     max_versions: int | None = None,
     max_points: int | None = None,
+    upto: int | None = None,
 ) -> Replay:
-    """Every version of ``run_id`` after ``after`` up to the run's current one, as stream messages.
+    """Every version of ``run_id`` after ``after`` up to the run's current one (or ``upto``, when
+    lower: a delayed run's public side), as stream messages.
 
     Cost: one read of the run row, of at most ``max_versions`` log rows, one range scan
     of the points primary key per (series, run of consecutive ranges) and one read of the
@@ -176,6 +193,8 @@ def read_versions(
     max_versions = limits.replay_max_versions if max_versions is None else max_versions
     max_points = limits.replay_max_points if max_points is None else max_points
     current, public_paths = _run_position(session, run_id)
+    if upto is not None:
+        current = min(current, upto)
     policy = public_policy(session, run_id)
     if after == current:
         return Replay(current, public_paths=public_paths, policy=policy)
@@ -201,6 +220,7 @@ def read_versions(
             "last_step": r.last_step,
             "points": points.get(r.version, []),
             "events": [events[i] for i in r.event_ids if i in events],
+            "committed_at": r.committed_at,  # not sent (batch_frame): a delayed run's public side times it
         }
         for r in logs
     ]
@@ -354,19 +374,112 @@ class RunChannel:
         self.reads = 0  # database reads of versions (tests and the benchmark look)
         self.failed: BaseException | None = None
         self._linger: asyncio.TimerHandle | None = None
-        self._task = asyncio.get_running_loop().create_task(self._run(), name=f"runcast-live-{run_id}")
+        # The delayed public side (module docstring, "Delay"): None while the public follows live.
+        self.public: int | None = None  # the last version released to readers outside the project
+        self.delay_s = 0.0
+        self._next_due: float | None = None  # when the next held back version comes due
+        self._resync = False  # the policy may have changed: recompute the public side
+        self._kick = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        self._task = loop.create_task(self._run(), name=f"runcast-live-{run_id}")
+        self._hold_task = loop.create_task(self._hold(), name=f"runcast-live-hold-{run_id}")
 
     # Emitting: the same Frame object goes to every viewer.
     def _emit(self, frame: Frame) -> None:
         self.version = frame.version
         if frame.reset:
             self.recent.clear()
+            self._resync = True  # a policy change resets the stream: the delay may have moved
+            self._kick.set()
         else:
             self.recent.append(frame)
+            if self.public is not None:
+                due = frame.committed_at + self.delay_s
+                self._next_due = due if self._next_due is None else min(self._next_due, due)
+                self._kick.set()
+        held = self.public is not None
         for viewer in list(self.viewers):
+            if held and not viewer.project_reader:
+                continue  # released by _hold when due
             viewer.offer(frame)
             if viewer.closed:
                 self.viewers.discard(viewer)
+
+    def _offer_public(self, frame: Frame) -> None:
+        for viewer in list(self.viewers):
+            if not viewer.project_reader:
+                viewer.offer(frame)
+                if viewer.closed:
+                    self.viewers.discard(viewer)
+
+    # The delayed public side: one task per channel.
+    async def _hold(self) -> None:
+        await self.ready.wait()
+        while True:
+            self._kick.clear()
+            wait = None if self.public is None or self._next_due is None else max(0.0, self._next_due - time.time())
+            if not self._resync and (wait is None or wait > 0):
+                try:
+                    async with asyncio.timeout(wait):
+                        await self._kick.wait()
+                except TimeoutError:
+                    pass
+            try:
+                if self._resync:
+                    await self._sync_public()
+                elif self.public is not None and self._next_due is not None and time.time() >= self._next_due:
+                    await self._release()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("live: delayed side of run %s failed; retrying", self.run_id, extra={"run_id": self.run_id})
+                self._resync = True
+                await asyncio.sleep(stream_settings().poll_s)
+
+    async def _sync_public(self, *, initial: bool = False) -> None:
+        """Read the run's delay and horizon afresh; public viewers reset to it (not at start)."""
+        self._resync = False
+
+        def read(s: Session) -> tuple[float, int | None, float | None, int]:
+            delay = public_policy(s, self.run_id).delay_s
+            pos, due = due_position(s, self.run_id, delay, time.time())
+            return delay, pos, due, current_version(s, self.run_id)
+
+        delay, pos, due, current = await db(read)
+        was, self.delay_s = self.public, delay
+        if delay <= 0:
+            self.public, self._next_due = None, None
+            if was is not None and not initial:
+                self._offer_public(reset_frame(self.version or 0))  # whatever was held back: at once
+            return
+        self.public, self._next_due = (pos if pos is not None else current), due
+        if not initial:
+            self._offer_public(reset_frame(self.public))
+
+    async def _release(self) -> None:
+        """Send public viewers every version due now, in order (read from the database)."""
+        after, delay = self.public, self.delay_s
+        assert after is not None
+        self._next_due = None  # frames emitted during the read set it again
+
+        def read(s: Session) -> tuple[int, float | None, Replay | None]:
+            pos, due = due_position(s, self.run_id, delay, time.time())
+            upto = pos if pos is not None else current_version(s, self.run_id)
+            return upto, due, read_versions(s, self.run_id, after, upto=upto) if upto > after else None
+
+        upto, due, replay = await db(read)
+        self.reads += 1
+        if self._resync or self.public != after:
+            return  # the policy moved meanwhile: _sync_public decides
+        if replay is not None:
+            if replay.messages is None:
+                self._offer_public(reset_frame(upto))
+            else:
+                for message in replay.messages:
+                    self._offer_public(batch_frame(message, replay.public_paths, replay.policy))
+        self.public = max(after, upto)
+        if due is not None:
+            self._next_due = due if self._next_due is None else min(self._next_due, due)
 
     def recent_after(self, after: int) -> list[Frame] | None:
         """The kept frames after version ``after`` when they cover ``(after, self.version]``, else None."""
@@ -401,6 +514,7 @@ class RunChannel:
                     current = await db(lambda s: current_version(s, self.run_id))
                     if self.version is None:
                         self.version = current
+                        await self._sync_public(initial=True)
                         self.ready.set()
                     elif current > self.version:
                         await self._catch_up()
@@ -423,6 +537,7 @@ class RunChannel:
         except Exception as exc:
             log.exception("live: channel for run %s failed", self.run_id, extra={"run_id": self.run_id})
             self.failed = exc
+            self._hold_task.cancel()
             self.ready.set()
             for viewer in list(self.viewers):
                 viewer.close()
@@ -450,6 +565,7 @@ class RunChannel:
     def close(self) -> None:
         self.registry._forget(self)
         self._task.cancel()
+        self._hold_task.cancel()
         for viewer in list(self.viewers):
             viewer.close()  # graceful: each stream ends after its current write
         self.viewers.clear()
@@ -521,7 +637,19 @@ async def viewer_frames(run_id: str, last_event_id: int | None, viewer: Viewer) 
     channel, joined_at = await reg.join(run_id, viewer)
     try:
         yield PREAMBLE
-        if last_event_id is None:
+        held = channel.public if not viewer.project_reader else None
+        if held is not None:  # a delayed run's public reader: nothing after the last version released
+            if last_event_id is None or last_event_id > held:
+                yield reset_frame(held).data
+            else:
+                replay = await db(lambda s: read_versions(s, run_id, last_event_id, upto=held))
+                if replay.messages is None:
+                    yield reset_frame(replay.current).data
+                else:
+                    for message in replay.messages:
+                        yield batch_frame(message, replay.public_paths, replay.policy).data
+            sent = held
+        elif last_event_id is None:
             sent = joined_at
             yield reset_frame(sent).data
         else:

@@ -245,6 +245,9 @@ class Event(Base):
     step: Mapped[int | None] = mapped_column(BigInteger)
     ts: Mapped[float] = mapped_column(Float)
     received_at: Mapped[float] = mapped_column(Float)
+    # The run version of the batch that stored it (migration 0012); NULL before 0012, and for
+    # an alert's anomaly event written outside a batch (policy/delay.py uses received_at then).
+    version: Mapped[int | None] = mapped_column(BigInteger)
     payload: Mapped[dict[str, Any]] = mapped_column(default=dict)
 
 

@@ -188,3 +188,11 @@ def test_runs_policy_over_http(server, client, seed):
     assert runcast("runs", "policy", run.run, "--reset", "colour", "--token", p, **env).returncode == USAGE
     assert runcast("runs", "policy", run.run, "--notes", "hidden", "--token", q, **env).returncode == NOT_FOUND
     assert runcast("runs", "policy", "--notes", "hidden", "--token", p, **env).returncode == USAGE
+    # The broadcast delay: seconds, checked before anything is sent.
+    res = runcast("runs", "policy", run.run, "--delay-s", "90", "--json", "--token", p, **env)
+    assert res.returncode == OK and json.loads(res.stdout)["policy"]["delay_s"] == 90, res.stderr
+    assert client.get(f"/api/v1/runs/{run.run}").json()["keys"] == []  # nothing is 90 s old yet
+    bad = runcast("runs", "policy", run.run, "--delay-s", "-5", "--token", p, **env)
+    assert bad.returncode == USAGE and "--delay-s" in bad.stderr
+    assert runcast("runs", "policy", run.run, "--reset", "delay_s", "--token", p, **env).returncode == OK
+    assert client.get(f"/api/v1/runs/{run.run}").json()["keys"] == ["train/loss", "val/loss"]

@@ -256,3 +256,19 @@ def test_updates_fold_in_trainer_order_whatever_order_batches_arrive(engine: Eng
                                                                                               "sweep"]
         assert conn.execute(text("SELECT count(*) FROM run_updates")).scalar_one() == 4
         assert conn.execute(text("SELECT count(*) FROM events WHERE type = 'update'")).scalar_one() == 0
+
+
+def test_version_log_stamps_the_store_not_the_arrival(engine: Engine, project_id: int) -> None:
+    """committed_at is when the batch is stored (a batch may wait in the inbox): the broadcast delay
+    counts from it. Events remember the version that stored them (migration 0012)."""
+    import time
+
+    before = time.time()
+    store(engine, project_id, [started(seq=0), wire("note", seq=1, text="hi", step=0)], received_at=1000.0)
+    store(engine, project_id, [metrics(1, {"a": 1}, seq=2), wire("note", seq=3, text="later", step=1)],
+          received_at=1001.0)
+    with engine.connect() as conn:
+        stamps = conn.execute(text("SELECT version, committed_at FROM run_versions ORDER BY version")).all()
+        events = conn.execute(text("SELECT type, version, received_at FROM events ORDER BY id")).all()
+    assert [v for v, _ in stamps] == [1, 2] and all(before <= at <= time.time() for _, at in stamps)
+    assert events == [("run_started", 1, 1000.0), ("note", 1, 1000.0), ("note", 2, 1001.0)]

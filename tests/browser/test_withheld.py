@@ -41,3 +41,28 @@ def test_withheld_notice_follows_the_policy(live_server, page, tmp_path):
     assert not page.is_visible("#run-withheld")
     run.finish(timeout=10)
     assert page.errors == [] and page.dialogs == []
+
+
+def test_delay_notice_names_the_delay(live_server, page):
+    """A delayed run tells its public readers how late they see it (and what it holds back: nothing yet)."""
+    run = live_server.sdk_run(name="delayed", policy={"delay_s": 300})
+    for step in range(5):
+        run.log({"loss": 1.0 / (step + 1)}, step=step)
+    assert run.flush(timeout=10)
+    detail = httpx.get(f"{live_server.url}/api/v1/runs/{run.id}").json()
+    assert detail["publication"]["withheld"] == {"delay_s": 300}
+    assert detail["keys"] == [] and detail["last_step"] is None  # nothing is 5 minutes old yet
+
+    page.goto(f"{live_server.url}/runs/{run.id}")  # no chart to draw: nothing is due yet
+    page.wait_for_selector("#run-delay", timeout=20000)
+    assert page.is_visible("#run-withheld")
+    assert page.text_content("#run-delay") == ("Delayed broadcast: public viewers see this run as it was 5 minutes ago; "
+                                               "the team sees it live")
+    assert page.eval_on_selector_all("#run-withheld li", "nodes => nodes.length") == 0
+
+    run.set_policy(delay_s=None)  # lifted: everything at once, and no notice
+    assert httpx.get(f"{live_server.url}/api/v1/runs/{run.id}").json()["keys"] == ["loss"]
+    open_run(page, live_server, run.id)
+    assert not page.is_visible("#run-withheld")
+    run.finish(timeout=10)
+    assert page.errors == [] and page.dialogs == []

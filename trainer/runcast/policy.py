@@ -18,9 +18,11 @@ field           values
 ``notes``       ``"shown"`` | ``"hidden"``
 ``checkpoints`` ``"none"`` | ``"metadata"`` (listed, not downloadable) | ``"downloadable"``
 ``alerts``      ``"public"`` | ``"team"``
+``delay_s``     seconds (0..604800, default 0): the public sees the run as it was
+                this long ago (the broadcast delay; one delay for the whole run)
 ==============  ===============================================================
 
-The team (a token of the run's project) always sees everything.
+The team (a token of the run's project) always sees everything, live.
 """
 
 from __future__ import annotations
@@ -44,11 +46,14 @@ CHOICES: Final[dict[str, tuple[str, ...]]] = {
     "alerts": ("public", "team"),
 }
 LISTS: Final = ("metrics", "config")  # "all", "none" or a list of glob patterns
-FIELDS: Final = (*LISTS, *CHOICES)
+DELAY: Final = "delay_s"
+MAX_DELAY_S: Final = 604_800  # one week
+FIELDS: Final = (*LISTS, *CHOICES, DELAY)
 
 DEFAULT: Final[dict[str, Any]] = {
     "metrics": ALL, "config": ALL, "env": "shown", "code": "diff", "data_mix": "shown",
     "manifests": "previews", "notes": "shown", "checkpoints": "downloadable", "alerts": "public",
+    DELAY: 0,
 }
 
 
@@ -77,6 +82,17 @@ def _patterns(field: str, raw: Any) -> str | list[str]:
     return out
 
 
+def _delay(field: str, raw: Any) -> int | float:
+    if isinstance(raw, str):  # "90" from a command line
+        try:
+            raw = float(raw.strip())
+        except ValueError:
+            raise PolicyError(field, f"must be a number of seconds, 0..{MAX_DELAY_S}") from None
+    if isinstance(raw, bool) or not isinstance(raw, (int, float)) or not 0 <= raw <= MAX_DELAY_S:
+        raise PolicyError(field, f"must be a number of seconds, 0..{MAX_DELAY_S}")
+    return int(raw) if float(raw).is_integer() else float(raw)
+
+
 def check_policy(raw: Any, *, partial: bool = True, field: str = "policy") -> dict[str, Any]:
     """The policy ``raw`` validated: known fields only, each a legal value (``None`` in a
     partial policy means "fall back to the default"). Raises ``PolicyError`` naming the field."""
@@ -91,6 +107,8 @@ def check_policy(raw: Any, *, partial: bool = True, field: str = "policy") -> di
             out[key] = None
         elif key in LISTS:
             out[key] = _patterns(name, value)
+        elif key == DELAY:
+            out[key] = _delay(name, value)
         elif value not in CHOICES[key]:
             raise PolicyError(name, f"must be one of {', '.join(CHOICES[key])}")
         else:

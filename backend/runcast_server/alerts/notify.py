@@ -41,7 +41,7 @@ from runcast_server.celery_app import app, get_app
 from runcast_server.db import session_scope, upsert
 from runcast_server.models import Run
 from runcast_server.observability.metrics import metrics_of
-from runcast_server.policy.apply import public_view
+from runcast_server.policy.apply import public_policy
 from runcast_server.settings import get_settings
 
 FANOUT_TASK: Final = "runcast.alerts.fanout"
@@ -163,8 +163,8 @@ def fanout(alert_id: int, phase: str) -> list[int]:
         if alert is None:
             return []
         run = session.get(Run, alert.run_id)
-        if run is None or not public_view(session, run).alert({"key": alert.key}):
-            return []  # subscribers are the public: a withheld alert (or metric) sends nothing
+        if run is None or not public_policy(session, run.id).notified({"key": alert.key}):
+            return []  # subscribers are the public: a withheld alert (or metric), or a delayed run's, sends nothing
         conds = [Subscription.run_id == run.id]
         if run.visibility == "public":
             conds.append(Subscription.project_id == run.project_id)
@@ -221,7 +221,7 @@ def deliver(delivery_id: int) -> str:
         sub = session.get(Subscription, d.subscription_id)
         alert = session.get(Alert, d.alert_id)
         run = session.get(Run, alert.run_id) if alert is not None else None
-        withheld = run is None or not public_view(session, run).alert({"key": alert.key})  # type: ignore[union-attr]
+        withheld = run is None or not public_policy(session, run.id).notified({"key": alert.key})  # type: ignore[union-attr]
         if sub is None or alert is None or sub.status != "active" or withheld:
             d.status = "dropped"
             _count(sub.channel if sub is not None else "unknown", "dropped")

@@ -111,8 +111,13 @@ def alert_view(session: Session, alert: Alert, *, base_url: str | None = None,
 
 
 def list_alerts(session: Session, run: Run, project: str, *, kinds: list[str] | None, states: list[str] | None,
-                after: int | None, limit: int, base_url: str | None = None, full: bool = False) -> dict[str, Any]:
+                after: int | None, limit: int, base_url: str | None = None, full: bool = False,
+                until: float | None = None) -> dict[str, Any]:
+    """A page of the run's alerts; ``until`` (a delayed reader, policy/delay.py): as they were
+    then (alerts opened later left out, one closed later still open)."""
     q = select(Alert).where(Alert.run_id == run.id)
+    if until is not None:
+        q = q.where(Alert.opened_at <= until)
     if kinds:
         q = q.where(Alert.kind.in_(kinds))
     if states:
@@ -121,10 +126,19 @@ def list_alerts(session: Session, run: Run, project: str, *, kinds: list[str] | 
         q = q.where(Alert.id > after)
     rows = list(session.scalars(q.order_by(Alert.id).limit(limit + 1)))
     page = rows[:limit]
+    views = [alert_view(session, a, base_url=base_url, run=run, project=project, full=full) for a in page]
     return {
-        "alerts": [alert_view(session, a, base_url=base_url, run=run, project=project, full=full) for a in page],
+        "alerts": views if until is None else [as_of(v, until) for v in views],
         "next_cursor": str(page[-1].id) if len(rows) > limit else None,
     }
+
+
+def as_of(view: dict[str, Any], until: float) -> dict[str, Any]:
+    """An alert view as it was at ``until``: one closed since is still open."""
+    if view.get("closed_at") is None or view["closed_at"] <= until:
+        return view
+    evidence = {k: v for k, v in (view.get("evidence") or {}).items() if k != "close"}
+    return {**view, "state": "open", "end_step": None, "closed_at": None, "evidence": evidence}
 
 
 def _num(x: Any) -> str:

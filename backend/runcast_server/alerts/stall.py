@@ -121,7 +121,7 @@ def _with_version(conn: Any, rid: str, sig: Signal, now: float) -> list[dict[str
     if entry is None:
         return []
     conn.execute(update(Run).where(Run.id == rid).values(version=change.version))
-    _write_version_log(conn, result, now)
+    _write_version_log(conn, result)
     return [entry]
 
 

@@ -25,6 +25,7 @@ from sqlalchemy.orm import Session
 
 from runcast_server.artifacts.storage import NotStored, Storage, StoredObject, UnsafePath
 from runcast_server.models import Event, Project, Run, Segment
+from runcast_server.policy.delay import Horizon
 
 Status = Literal["available", "pruned", "private", "missing"]
 
@@ -58,14 +59,17 @@ class CheckpointView:
         return self.status == "available" and self.stored is not None
 
 
-def load_checkpoints(session: Session, run_id: str) -> list[CheckpointRecord]:
-    """Every checkpoint of the run, ordered by segment index, step and id."""
-    rows = session.execute(
+def load_checkpoints(session: Session, run_id: str, horizon: Horizon | None = None) -> list[CheckpointRecord]:
+    """Every checkpoint of the run, ordered by segment index, step and id (``horizon``: those
+    due to a delayed reader, policy/delay.py)."""
+    query = (
         select(Event.id, Event.seq, Event.ts, Event.step, Event.payload, Segment.index)
         .join(Segment, Segment.id == Event.segment_id)
         .where(Event.run_id == run_id, Event.type == "checkpoint")
-        .order_by(Event.id)
-    ).all()
+    )
+    if horizon is not None:
+        query = query.where(horizon.events_due())
+    rows = session.execute(query.order_by(Event.id)).all()
     records: list[CheckpointRecord] = []
     live: dict[tuple[str, int], CheckpointRecord] = {}  # (path, step) -> newest available record
     by_path: dict[str, CheckpointRecord] = {}

@@ -29,6 +29,7 @@ from sqlalchemy.orm import Session
 
 from runcast_server.artifacts.lineage import SegmentRef, lineage
 from runcast_server.models import Event, Segment
+from runcast_server.policy.delay import Horizon
 from runcast_server.reads.values import strict_json
 
 
@@ -53,12 +54,18 @@ class MixEvent:
     seq: int
 
 
-def load_manifests(session: Session, run_id: str, segments: list[SegmentRef]) -> list[ManifestEvent]:
+def _due(query: Any, horizon: Horizon | None) -> Any:
+    """Only the events due to a delayed reader (policy/delay.py)."""
+    return query if horizon is None else query.where(horizon.events_due())
+
+
+def load_manifests(session: Session, run_id: str, segments: list[SegmentRef],
+                   horizon: Horizon | None = None) -> list[ManifestEvent]:
     starts = {s.index: s.start_step for s in segments}
-    rows = session.execute(
+    rows = session.execute(_due(
         select(Event.id, Event.seq, Event.step, Event.ts, Event.payload, Segment.index)
         .join(Segment, Segment.id == Event.segment_id)
-        .where(Event.run_id == run_id, Event.type == "manifest")
+        .where(Event.run_id == run_id, Event.type == "manifest"), horizon)
         .order_by(Event.id)
     ).all()
     return [
@@ -75,11 +82,11 @@ def load_manifests(session: Session, run_id: str, segments: list[SegmentRef]) ->
     ]
 
 
-def load_mix(session: Session, run_id: str) -> list[MixEvent]:
-    rows = session.execute(
+def load_mix(session: Session, run_id: str, horizon: Horizon | None = None) -> list[MixEvent]:
+    rows = session.execute(_due(
         select(Event.id, Event.seq, Event.step, Event.ts, Event.payload, Segment.index)
         .join(Segment, Segment.id == Event.segment_id)
-        .where(Event.run_id == run_id, Event.type == "data_mix")
+        .where(Event.run_id == run_id, Event.type == "data_mix"), horizon)
         .order_by(Segment.index, Event.step, Event.seq)
     ).all()
     return [

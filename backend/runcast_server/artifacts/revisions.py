@@ -23,6 +23,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from runcast_server.models import Event, Segment
+from runcast_server.policy.delay import Horizon
 
 _SCP_LIKE = re.compile(r"^(?:[\w.-]+@)?(?P<host>[\w.-]+):(?!//)(?P<path>.+)$")  # git@github.com:org/repo.git
 
@@ -87,14 +88,17 @@ def _state(code: dict[str, Any]) -> tuple[Any, ...]:
     return (code.get("sha"), bool(code.get("dirty")), code.get("diff") or "")
 
 
-def load_revisions(session: Session, run_id: str) -> list[Revision]:
-    """The run's revisions, in the order their first segment started."""
-    rows = session.execute(
+def load_revisions(session: Session, run_id: str, horizon: Horizon | None = None) -> list[Revision]:
+    """The run's revisions, in the order their first segment started (``horizon``: those due
+    to a delayed reader, policy/delay.py)."""
+    query = (
         select(Event.id, Event.ts, Event.payload, Segment.index, Segment.start_step)
         .join(Segment, Segment.id == Event.segment_id)
         .where(Event.run_id == run_id, Event.type == "run_started")
-        .order_by(Segment.index, Event.id)
-    ).all()
+    )
+    if horizon is not None:
+        query = query.where(horizon.events_due())
+    rows = session.execute(query.order_by(Segment.index, Event.id)).all()
     out: list[Revision] = []
     by_state: dict[tuple[Any, ...], Revision] = {}
     for event_id, ts, payload, index, start_step in rows:

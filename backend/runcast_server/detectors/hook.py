@@ -81,7 +81,7 @@ def detect_batch(
     if changed:
         conn.execute(update(Run).where(Run.id == bindparam("rid")).values(version=bindparam("ver")),
                      [{"rid": rid, "ver": ver} for rid, ver in changed])
-        _write_version_log(conn, result, now)
+        _write_version_log(conn, result)
     return result
 
 
@@ -214,16 +214,16 @@ def apply_signal(
         event_seg = seg if seg is not None else _latest_segment(conn, run)
         if event_seg is not None:
             payload = timeline_payload(alert_id, sig.kind, sig.key, "open", sig.step, None, {"open": evidence})
+            change = result.runs.get(run) if result is not None else None
             event_id = conn.execute(
                 upsert(conn, EVENTS)
                 .values(run_id=run, segment_id=event_seg, seq=-alert_id, type="anomaly", step=sig.step, ts=now,
-                        received_at=now, payload=payload)
+                        received_at=now, version=None if change is None else change.version, payload=payload)
                 .on_conflict_do_nothing(index_elements=["segment_id", "seq"])
                 .returning(EVENTS.c.id)
             ).scalar()
             if event_id is not None:
                 conn.execute(update(ALERTS).where(a.id == alert_id).values(event_id=event_id))
-                change = result.runs.get(run) if result is not None else None
                 if change is not None:  # the run's next version carries the event (live stream)
                     change.event_ids.append(event_id)
                     change.events.append("anomaly")

@@ -8,6 +8,7 @@ per request (``view_for``), the live stream once per frame batch (``public_view`
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -16,6 +17,7 @@ from sqlalchemy.orm import Session
 
 from runcast_server.errors import NotFound
 from runcast_server.models import Project, Run
+from runcast_server.policy.delay import Horizon, horizon
 from runcast_server.policy.store import run_policies, run_policy
 
 # Which policy field decides whether a timeline event type is shown at all.
@@ -27,10 +29,19 @@ _SHA_FIELDS: Final = ("sha", "branch", "dirty")
 
 @dataclass(frozen=True)
 class View:
-    """What one reader sees of one run (``team``: everything)."""
+    """What one reader sees of one run (``team``: everything, live).
+
+    ``horizon``: the run is published with a delay and some of it is not due yet; reads
+    bound their queries by it (policy/delay.py). None: nothing is held back."""
 
     team: bool
     policy: dict[str, Any] = field(default_factory=lambda: dict(DEFAULT))
+    horizon: Horizon | None = None
+    until: float | None = None  # a delayed view: now - delay_s (alerts are bounded by time)
+
+    @property
+    def delay_s(self) -> float:
+        return 0 if self.team else float(self.policy.get("delay_s") or 0)
 
     # --- metrics -----------------------------------------------------------------------
     def metric(self, key: str) -> bool:
@@ -134,6 +145,11 @@ class View:
         key = alert.get("key")
         return self.alerts and (not isinstance(key, str) or not key or self.metric(key))
 
+    def notified(self, alert: dict[str, Any]) -> bool:
+        """Whether subscribers (the public) are sent the alert: published, and the run not delayed.
+        A delayed run's alerts reach the public only through its reads, when due (docs/alerts.md)."""
+        return self.alert(alert) and self.delay_s <= 0
+
     @property
     def key(self) -> str:
         """This view's policy as a string (frames remember the policy they were built under)."""
@@ -167,9 +183,17 @@ def is_team(run: Run, viewer: Project | None) -> bool:
     return viewer is not None and viewer.id == run.project_id
 
 
-def public_view(session: Session, run: Run) -> View:
-    """What anyone outside the run's project sees."""
-    return View(team=False, policy=run_policy(session, run))
+def public_view(session: Session, run: Run, now: float | None = None) -> View:
+    """What anyone outside the run's project sees (as of ``now``, for a delayed run)."""
+    policy = run_policy(session, run)
+    return _public(session, run, policy, now)
+
+
+def _public(session: Session, run: Run, policy: dict[str, Any], now: float | None) -> View:
+    delay = float(policy.get("delay_s") or 0)
+    now = time.time() if now is None else now
+    bound = horizon(session, run, delay, now) if delay > 0 else None
+    return View(team=False, policy=policy, horizon=bound, until=now - delay if delay > 0 else None)
 
 
 def view_for(session: Session, run: Run, viewer: Project | None) -> View:
@@ -180,10 +204,12 @@ def view_for(session: Session, run: Run, viewer: Project | None) -> View:
 def views_for(session: Session, runs: list[Run], viewer: Project | None) -> dict[str, View]:
     """``view_for`` of each of ``runs`` (a page of the run list)."""
     policies = run_policies(session, [r for r in runs if not is_team(r, viewer)])
-    return {r.id: View(team=False, policy=policies[r.id]) if r.id in policies else TEAM for r in runs}
+    now = time.time()
+    return {r.id: _public(session, r, policies[r.id], now) if r.id in policies else TEAM for r in runs}
 
 
 def public_policy(session: Session, run_id: str) -> View:
-    """``public_view`` of a run known by id (the live stream); everything for an unknown run."""
+    """The public policy of a run known by id, without a delay horizon (the live stream holds
+    back frames itself, live.py); everything for an unknown run."""
     run = session.get(Run, run_id)
-    return TEAM if run is None else public_view(session, run)
+    return TEAM if run is None else View(team=False, policy=run_policy(session, run))

@@ -35,6 +35,8 @@ def list_events(
     )
     if types:
         query = query.where(Event.type.in_(types))
+    if view.horizon is not None:  # a delayed reader: events of the versions due (policy/delay.py)
+        query = query.where(view.horizon.events_due())
     if hidden := view.hidden_event_types():
         query = query.where(Event.type.not_in(hidden))
     if segment is not None:

@@ -45,6 +45,7 @@ class SeriesRef:
     id: int
     segment: int
     key: str
+    upto: int | None = None  # only points of run versions up to this one (a delayed reader)
 
 
 def series_to_export(session: Session, run: Run, key: str | None) -> list[SeriesRef]:
@@ -110,9 +111,11 @@ def series_pages(ref: SeriesRef, page_rows: int) -> Iterator[list[tuple[int, flo
     while True:
         with session_scope() as session:
             connection = session.connection()
+            query = select(Point.step, Point.value).where(Point.series_id == ref.id, Point.step > after)
+            if ref.upto is not None:
+                query = query.where(Point.version <= ref.upto)
             sql = str(
-                select(Point.step, Point.value)
-                .where(Point.series_id == ref.id, Point.step > after)
+                query
                 .order_by(Point.step)
                 .limit(page_rows)
                 .compile(connection, compile_kwargs={"literal_binds": True})

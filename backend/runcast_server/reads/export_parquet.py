@@ -78,11 +78,12 @@ def _connect(database_url: str) -> Any:
     return adbc_driver_postgresql.dbapi.connect(uri, autocommit=True)
 
 
-def _page(cursor: Any, series_id: int, after: int, limit: int) -> pa.Table:
+def _page(cursor: Any, series_id: int, after: int, limit: int, upto: int | None = None) -> pa.Table:
     # value is never NULL in the answer (a NULL column could be typed as anything): NaN rows say so.
+    due = "" if upto is None else f" AND version <= {int(upto)}"  # a delayed reader (policy/delay.py)
     cursor.execute(
         "SELECT step, value IS NULL AS nan, COALESCE(value, 0.0) AS value"
-        f" FROM points WHERE series_id = {int(series_id)} AND step > {int(after)} ORDER BY step LIMIT {int(limit)}"
+        f" FROM points WHERE series_id = {int(series_id)} AND step > {int(after)}{due} ORDER BY step LIMIT {int(limit)}"
     )
     return cursor.fetch_arrow_table()
 
@@ -118,7 +119,7 @@ def parquet_chunks(database_url: str, refs: Sequence[SeriesRef], page_rows: int)
             for ref in refs:
                 after = -1
                 while True:
-                    page = _page(cursor, ref.id, after, page_rows)
+                    page = _page(cursor, ref.id, after, page_rows, ref.upto)
                     if page.num_rows == 0:
                         break
                     writer.write_batch(_batch(ref.segment, ref.key, page), row_group_size=page.num_rows)

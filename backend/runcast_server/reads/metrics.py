@@ -30,6 +30,7 @@ from sqlalchemy.orm import Session, aliased
 from runcast_server.db import read_snapshot
 from runcast_server.errors import ApiError, NotFound
 from runcast_server.models import Point, Rollup, Run, Segment, Series
+from runcast_server.policy.delay import Horizon, due_last_point
 from runcast_server.reads.schemas import MetricSeries, MetricsResponse
 from runcast_server.reads.values import aggregate_value, stored_value
 from runcast_server.rollups import LEVELS
@@ -49,19 +50,21 @@ def plan_level(start: int, end: int, max_points: int) -> int:
     return e
 
 
-def fits_raw(conn: Connection, series: Any, start: int, end: int, max_points: int) -> bool:
-    """Whether ``series`` holds at most ``max_points`` points in ``[start, end]``.
+def fits_raw(conn: Connection, series: Any, start: int, end: int, max_points: int, upto: int | None = None) -> bool:
+    """Whether ``series`` holds at most ``max_points`` points in ``[start, end]`` (``upto``: of
+    run versions up to it, for a delayed reader).
 
     The series' own counter answers when the view covers all of it; otherwise at most
     ``max_points + 1`` primary-key entries are read.
     """
     if series.min_step is None:
         return True
-    if start <= series.min_step and series.max_step <= end:
+    if upto is None and start <= series.min_step and series.max_step <= end:
         return bool(series.n_points <= max_points)
+    due = [Point.version <= upto] if upto is not None else []
     inside = (
         select(Point.step)
-        .where(Point.series_id == series.id, Point.step >= start, Point.step <= end)
+        .where(Point.series_id == series.id, Point.step >= start, Point.step <= end, *due)
         .limit(max_points + 1)
         .subquery()
     )
@@ -86,12 +89,11 @@ class Buckets:
     count: list[int] = field(default_factory=list)
 
 
-def _raw_points(conn: Connection, series_id: int, start: int, end: int) -> Buckets:
-    rows = conn.execute(
-        select(Point.step, Point.value)
-        .where(Point.series_id == series_id, Point.step >= start, Point.step <= end)
-        .order_by(Point.step)
-    ).all()
+def _raw_points(conn: Connection, series_id: int, start: int, end: int, upto: int | None = None) -> Buckets:
+    query = select(Point.step, Point.value).where(Point.series_id == series_id, Point.step >= start, Point.step <= end)
+    if upto is not None:
+        query = query.where(Point.version <= upto)
+    rows = conn.execute(query.order_by(Point.step)).all()
     if not rows:
         return Buckets()
     steps, values = (list(col) for col in zip(*rows, strict=True))
@@ -99,10 +101,12 @@ def _raw_points(conn: Connection, series_id: int, start: int, end: int) -> Bucke
     return Buckets(steps, steps, wire, wire, wire, wire, [1] * len(steps))
 
 
-def _source(series_id: int, level: int, lo: int, hi: int) -> Select[*tuple[Any, ...]]:
-    """Rows of the stored level as (bucket, mn, mx, sm, cnt, lst, ls); raw points are level 0."""
+def _source(series_id: int, level: int, lo: int, hi: int, upto: int | None = None) -> Select[*tuple[Any, ...]]:
+    """Rows of the stored level as (bucket, mn, mx, sm, cnt, lst, ls); raw points are level 0
+    (only those of run versions up to ``upto`` when given: a delayed reader's bound)."""
     if level == 0:
         finite = Point.value.between(-_FMAX, _FMAX)
+        due = [Point.version <= upto] if upto is not None else []
         return select(
             Point.step.label("bucket"),
             Point.value.label("mn"),
@@ -111,7 +115,7 @@ def _source(series_id: int, level: int, lo: int, hi: int) -> Select[*tuple[Any, 
             case((finite, 1), else_=0).label("cnt"),
             Point.value.label("lst"),
             Point.step.label("ls"),
-        ).where(Point.series_id == series_id, Point.step >= lo, Point.step <= hi)
+        ).where(Point.series_id == series_id, Point.step >= lo, Point.step <= hi, *due)
     return select(
         Rollup.bucket.label("bucket"),
         Rollup.min.label("mn"),
@@ -129,7 +133,7 @@ def _source(series_id: int, level: int, lo: int, hi: int) -> Select[*tuple[Any, 
 
 
 def _merge_query(
-    series_id: int, level: int, lo: int, hi: int, shift: int
+    series_id: int, level: int, lo: int, hi: int, shift: int, upto: int | None = None
 ) -> Select[*tuple[Any, ...]]:
     """Source rows merged ``2**shift`` at a time: (group, min, max, sum, count, last, last_step).
 
@@ -137,7 +141,7 @@ def _merge_query(
     primary-key lookup per returned bucket (cheaper than ranking every source row
     with a window function, and the same SQL on SQLite and PostgreSQL).
     """
-    src = _source(series_id, level, lo, hi)
+    src = _source(series_id, level, lo, hi, upto)
     if shift == 0:
         return src.order_by(src.selected_columns.bucket)
     sub = src.subquery("src")
@@ -177,9 +181,22 @@ def _merge_query(
 
 
 def merged_buckets(
-    conn: Connection, series_id: int, start: int, end: int, e: int
+    conn: Connection, series_id: int, start: int, end: int, e: int, *, cut: int | None = None, upto: int | None = None
 ) -> Buckets:
-    """The aligned buckets of width ``2**e`` that meet ``[start, end]``, merged in SQL."""
+    """The aligned buckets of width ``2**e`` that meet ``[start, end]``, merged in SQL.
+
+    ``cut``/``upto`` (a delayed reader, policy/delay.py): points from step ``cut`` on may
+    belong to run versions after ``upto``; buckets from there are merged from the points
+    up to ``upto``, the ones below from the stored rollups as usual."""
+    if cut is not None and upto is not None:
+        edge = (cut >> e) << e
+        below = merged_buckets(conn, series_id, start, min(end, edge - 1), e) if start < edge else Buckets()
+        if end < edge:
+            return below
+        lo = max(start, edge)
+        if e == 0:
+            return _concat(below, _raw_points(conn, series_id, lo, end, upto))
+        return _concat(below, _rows(conn.execute(_merge_query(series_id, 0, lo, ((end >> e) + 1 << e) - 1, e, upto)).all(), e))
     if e == 0:
         return _raw_points(conn, series_id, start, end)
     level = source_level(e)
@@ -187,7 +204,10 @@ def merged_buckets(
     # Whole output buckets, in source-bucket units: edges never depend on the view.
     lo = (start >> e) << shift
     hi = (((end >> e) + 1) << shift) - 1
-    rows = conn.execute(_merge_query(series_id, level, lo, hi, shift)).all()
+    return _rows(conn.execute(_merge_query(series_id, level, lo, hi, shift)).all(), e)
+
+
+def _rows(rows: Any, e: int) -> Buckets:
     if not rows:
         return Buckets()
     grp, mn, mx, sm, cnt, last, last_step = zip(*rows, strict=True)
@@ -206,6 +226,10 @@ def merged_buckets(
     )
 
 
+def _concat(a: Buckets, b: Buckets) -> Buckets:
+    return Buckets(*(getattr(a, f) + getattr(b, f) for f in ("step", "last_step", "min", "max", "mean", "last", "count")))
+
+
 def query_metrics(
     session: Session,
     run: Run,
@@ -215,12 +239,18 @@ def query_metrics(
     start: int | None,
     end: int | None,
     max_points: int,
+    horizon: Horizon | None = None,
 ) -> MetricsResponse:
-    """The ``GET /runs/{id}/metrics`` answer: every (or one) segment's series of ``key``, one level for all."""
+    """The ``GET /runs/{id}/metrics`` answer: every (or one) segment's series of ``key``, one level for all.
+
+    ``horizon`` (a delayed reader): the answer holds the run versions up to ``horizon.version``
+    and names that version."""
     if start is not None and end is not None and end < start:
         raise ApiError(422, "end must not be less than start", field="end")
     conn = read_snapshot(session)
     version = conn.scalar(select(Run.version).where(Run.id == run.id)) or 0
+    if horizon is not None:
+        version = horizon.version
     query = (
         select(
             Series.id,
@@ -242,6 +272,9 @@ def query_metrics(
             raise NotFound(f"segment {segment}", field="segment")
         query = query.where(Segment.index == segment)
     series = conn.execute(query).all()
+    cuts: dict[int, int] = {}
+    if horizon is not None:
+        series, cuts = _due_series(session, series, horizon)
     if not series:
         raise NotFound(f"metric {key!r}", field="key")
     lows = [s.min_step for s in series if s.min_step is not None]
@@ -249,11 +282,12 @@ def query_metrics(
     lo = start if start is not None else min(lows, default=0)
     hi = end if end is not None else max(highs, default=lo)
     e = plan_level(lo, hi, max_points) if hi >= lo else 0
-    if e > 0 and all(fits_raw(conn, s, lo, hi, max_points) for s in series):
+    upto = None if horizon is None else horizon.version
+    if e > 0 and all(fits_raw(conn, s, lo, hi, max_points, upto if s.id in cuts else None) for s in series):
         e = 0
     out = []
     for s in series:
-        b = merged_buckets(conn, s.id, lo, hi, e) if hi >= lo else Buckets()
+        b = merged_buckets(conn, s.id, lo, hi, e, cut=cuts.get(s.id), upto=upto) if hi >= lo else Buckets()
         out.append(
             MetricSeries.model_construct(
                 segment=s.segment,
@@ -270,3 +304,32 @@ def query_metrics(
     return MetricsResponse(
         run=run.id, key=key, version=version, level=e, bucket_width=1 << e, series=out
     )
+
+
+@dataclass(frozen=True)
+class _DueSeries:
+    """A series row as a delayed reader sees it (``max_step``: its highest due step)."""
+
+    id: int
+    n_points: int
+    min_step: int | None
+    max_step: int | None
+    segment: int
+    start_step: int
+
+
+def _due_series(session: Session, series: Any, h: Horizon) -> tuple[list[Any], dict[int, int]]:
+    """The series with a due point, bounded to their due steps; and the held back ones' cut steps."""
+    out: list[Any] = []
+    cuts: dict[int, int] = {}
+    for s in series:
+        if s.id not in h.frontier:
+            out.append(s)
+            continue
+        last = due_last_point(session, s.id, h)
+        if last is None:
+            continue
+        cuts[s.id] = h.frontier[s.id]
+        # n_points counts held back points too: fits_raw counts the due ones in the view instead.
+        out.append(_DueSeries(s.id, s.n_points, s.min_step, last[0], s.segment, s.start_step))
+    return out, cuts

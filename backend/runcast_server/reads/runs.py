@@ -21,7 +21,8 @@ from runcast_server.reads.schemas import (
     SegmentInfo,
 )
 from runcast_server.reads.published import published_code, published_config, published_env
-from runcast_server.policy.apply import TEAM, View, public_view, views_for
+from runcast_server.policy.apply import TEAM, View, public_policy, views_for
+from runcast_server.policy.delay import due_keys, due_last_values, due_segment_steps
 from runcast_server.reads.values import strict_json
 
 _CURSOR_TYPES = (float, str)
@@ -63,23 +64,34 @@ def _last_values(raw: dict[str, Any] | None) -> dict[str, LastValue]:
 
 
 def summarize(
-    run: Run, project: str, *, stall_after_s: float, now: float, tags: list[str] | None = None, view: View = TEAM
+    run: Run, project: str, *, stall_after_s: float, now: float, tags: list[str] | None = None, view: View = TEAM,
+    session: Session | None = None,
 ) -> RunSummary:
+    """A run's summary line; a delayed view (``view.horizon``, ``session`` given) shows the
+    run as of its horizon: status, last step and last values then (policy/delay.py)."""
+    h = view.horizon
+    status = effective_status(run, stall_after_s, now)
+    last_step, last_values, finished_at = run.last_step, run.last_values, run.finished_at
+    if h is not None:
+        if h.status != run.status:
+            status, finished_at = h.status, None if h.status == "running" else finished_at
+        last_step = h.last_step
+        last_values = due_last_values(session, run, h) if session is not None else {}
     return RunSummary(
         id=run.id,
         project=project,
         name=run.name,
-        status=effective_status(run, stall_after_s, now),  # type: ignore[arg-type]
+        status=status,  # type: ignore[arg-type]
         visibility=run.visibility,  # type: ignore[arg-type]
         created_at=run.created_at,
         started_at=run.started_at,
-        finished_at=run.finished_at,
+        finished_at=finished_at,
         heartbeat_at=run.heartbeat_at,
         heartbeat_age_s=None
         if run.heartbeat_at is None
         else max(0.0, now - run.heartbeat_at),
-        last_step=run.last_step,
-        last_values=view.by_key(_last_values(run.last_values)),
+        last_step=last_step,
+        last_values=view.by_key(_last_values(last_values)),
         tags=tags or [],
         group=run.group_name,
         job_type=run.job_type,
@@ -165,13 +177,11 @@ def list_runs(
         next_cursor = encode_cursor(last.created_at, last.id)
     tags = run_tags(session, [run.id for run, _, _ in page])
     views = views_for(session, [run for run, _, _ in page], viewer)
-    return RunList(
-        runs=[
-            summarize(run, name, stall_after_s=after, now=now, tags=tags.get(run.id), view=views[run.id])
-            for run, name, after in page
-        ],
-        next_cursor=next_cursor,
-    )
+    summaries = [summarize(run, name, stall_after_s=after, now=now, tags=tags.get(run.id), view=views[run.id],
+                           session=session) for run, name, after in page]
+    if status is not None:  # a delayed run is listed under its status as of its horizon (the page may be shorter)
+        summaries = [s for s in summaries if views[s.id].horizon is None or s.status == status]
+    return RunList(runs=summaries, next_cursor=next_cursor)
 
 
 def run_detail(
@@ -181,8 +191,9 @@ def run_detail(
     (``full``: with its paths, host and pid, reads/published.py; ``view``: what the
     publication policy shows this reader, policy/apply.py)."""
     summary = summarize(run, project, stall_after_s=stall_after_s, now=time.time(),
-                        tags=run_tags(session, [run.id]).get(run.id), view=view)
-    public = view if not view.team else public_view(session, run)
+                        tags=run_tags(session, [run.id]).get(run.id), view=view, session=session)
+    public = view if not view.team else public_policy(session, run.id)  # what the page says is withheld
+    h = view.horizon
     keys = session.scalars(
         select(Series.key)
         .where(Series.run_id == run.id)
@@ -195,7 +206,9 @@ def run_detail(
             .where(Series.run_id == run.id)
             .group_by(Series.segment_id)
         ).all()
-    )
+    ) if h is None else due_segment_steps(session, run, h)
+    if h is not None:
+        keys = due_keys(session, run, h, list(keys))
     segments = session.scalars(
         select(Segment).where(Segment.run_id == run.id).order_by(Segment.index)
     ).all()
@@ -220,17 +233,23 @@ def run_detail(
         ],
         lost_events=sum(s.lost_events for s in segments),
         notes=run.notes if view.event_shown("note") else None,
-        summary=view.by_key(published_config(strict_json(_summary(session, run)), full)),
+        summary=view.by_key(published_config(strict_json(_summary(session, run, view)), full)),
         metrics=view.by_key(dict(run.metric_defs or {})),
         publication=Publication(policy=public.policy, withheld=public.withheld()),
     )
 
 
-def _summary(session: Session, run: Run) -> dict[str, Any]:
-    """run.summary over the declared metrics' figures (min/max from the coarsest rollups, last from last_values)."""
+def _summary(session: Session, run: Run, view: View = TEAM) -> dict[str, Any]:
+    """run.summary over the declared metrics' figures (min/max from the coarsest rollups, last from last_values).
+
+    A delayed view gets only the figures of its horizon: no min/max of a key with points held back."""
     figures: dict[str, Any] = {}
     wanted = {k: d.get("summary") for k, d in (run.metric_defs or {}).items() if d.get("summary") in ("min", "max", "last")}
-    last = _last_values(run.last_values)
+    h = view.horizon
+    if h is not None:
+        held = set(session.scalars(select(Series.key).where(Series.id.in_(sorted(h.frontier)))))
+        wanted = {k: how for k, how in wanted.items() if how == "last" or k not in held}
+    last = _last_values(run.last_values if h is None else due_last_values(session, run, h))
     extremes = {k for k, how in wanted.items() if how in ("min", "max")}
     if extremes:
         rows = session.execute(

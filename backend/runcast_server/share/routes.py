@@ -82,7 +82,7 @@ def share_router(frontend: Frontend, settings: Settings) -> APIRouter:
         15 s (ETag: a 304 when unchanged)."""
         run, project = found
         summary = summarize(run, project, stall_after_s=stall_after(session, run.id, settings.stall_after_s),
-                            now=time.time())
+                            now=time.time(), view=policy, session=session)
         last = summary.last_values.get(key) if key is not None and policy.metric(key) else None
         svg = run_badge(
             name=summary.name, status=summary.status, last_step=summary.last_step, key=key,
@@ -98,7 +98,7 @@ def share_router(frontend: Frontend, settings: Settings) -> APIRouter:
         run, _ = found
         policy.require_metric(key)
         answer = query_metrics(session, run, key=key, segment=segment, start=start, end=end,
-                               max_points=budget(width))
+                               max_points=budget(width), horizon=policy.horizon)
         starts = [(i, s) for i, s in session.execute(
             select(Segment.index, Segment.start_step).where(Segment.run_id == run.id).order_by(Segment.index))]
         figure = Figure(title=run.name, key=key, width=width, height=height, log=log, start=start, end=end)

@@ -222,6 +222,7 @@ def policy_command(
     notes: _setting("shown or hidden.") = None,
     checkpoints: _setting("none, metadata or downloadable.") = None,
     alerts: _setting("public or team.") = None,
+    delay_s: _setting("Broadcast delay in seconds (0..604800; 0: live).") = None,
     reset: Annotated[list[str] | None, typer.Option("--reset", help="Return this setting to the default below "
                                                     "(repeatable).", show_default=False)] = None,
     server: Server = None,
@@ -237,7 +238,7 @@ def policy_command(
     if (run is None) == (project is None):
         raise typer.BadParameter("give RUN or --project NAME (not both)", param_hint="RUN")
     given = {"metrics": metrics, "config": config, "env": env, "code": code, "data_mix": data_mix,
-             "manifests": manifests, "notes": notes, "checkpoints": checkpoints, "alerts": alerts}
+             "manifests": manifests, "notes": notes, "checkpoints": checkpoints, "alerts": alerts, "delay_s": delay_s}
     change: dict[str, Any] = {k: v for k, v in given.items() if v is not None}
     for name in reset or ():
         if name not in FIELDS:

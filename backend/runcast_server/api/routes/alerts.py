@@ -46,7 +46,8 @@ def get_alerts(
         return {"alerts": [], "next_cursor": None, "withheld": True}
     page = service.list_alerts(session, run, project, kinds=list(kind) if kind else None,
                                states=list(state) if state else None, after=parse_after(after), limit=limit,
-                               base_url=base_url(request, settings), full=full)
+                               base_url=base_url(request, settings), full=full,
+                               until=policy.until)
     return {**page, "alerts": [a for a in page["alerts"] if policy.alert(a)], "withheld": False}
 
 

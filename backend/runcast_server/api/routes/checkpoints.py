@@ -52,7 +52,7 @@ def list_checkpoints(found: ReadableRunDep, session: SessionDep, viewer: ViewerD
     return {
         "checkpoints": [
             _published(policy, as_json(view(record, storage, project=project, private_ok=private_ok), run.id))
-            for record in load_checkpoints(session, run.id)
+            for record in load_checkpoints(session, run.id, policy.horizon)
         ],
         "withheld": False,
     }
@@ -71,7 +71,7 @@ def _find(session: SessionDep, run: Any, viewer: Any, cid: int, policy: View):  
     """The checkpoint and all of the run's; a private one, or any under a policy that withholds
     checkpoints, is as unknown to other viewers (404)."""
     policy.require("checkpoint")
-    records = load_checkpoints(session, run.id)
+    records = load_checkpoints(session, run.id, policy.horizon)
     for record in records:
         if record.id == cid and (record.public or may_see_private(run, viewer)):
             return record, records
@@ -217,9 +217,9 @@ def checkpoint_card(
         status=v.status,
         checkpoints=records if private_ok else [r for r in records if r.public],
         segments=segments,
-        revisions=load_revisions(session, run.id),
-        manifests=load_manifests(session, run.id, segments),
-        mix=load_mix(session, run.id),
+        revisions=load_revisions(session, run.id, policy.horizon),
+        manifests=load_manifests(session, run.id, segments, policy.horizon),
+        mix=load_mix(session, run.id, policy.horizon),
         link_template=settings.code_link_template,
         download_url=_published(policy, as_json(v, run.id))["download_url"],
         full=full,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Annotated
 
 from fastapi import APIRouter, Query
@@ -43,6 +44,8 @@ def export_run(
     if key is not None:
         view.require_metric(key)
     refs = [r for r in series_to_export(session, run, key) if view.metric(r.key)]
+    if view.horizon is not None:  # a delayed reader: only the points due (policy/delay.py)
+        refs = [replace(r, upto=view.horizon.version) if r.id in view.horizon.frontier else r for r in refs]
     return StreamingResponse(
         export_chunks(refs, fmt),
         media_type=MEDIA_TYPES[fmt],

@@ -15,13 +15,13 @@ from runcast.events import PROJECT_RE
 from sqlalchemy import select
 
 from runcast_server.alerts.models import Alert
-from runcast_server.alerts.service import alert_view, summary
+from runcast_server.alerts.service import alert_view, as_of, summary
 from runcast_server.api.deps import SessionDep
 from runcast_server.api.read_deps import RUN_ERRORS, FullViewDep, ReadableRunDep, SettingsDep, ViewDep
 from runcast_server.api.routes.alerts import base_url
 from runcast_server.errors import NotFound, error_responses
 from runcast_server.models import Project, Run
-from runcast_server.policy.apply import public_view
+from runcast_server.policy.apply import View, public_view
 
 router = APIRouter(tags=["alerts"])
 ATOM = "http://www.w3.org/2005/Atom"
@@ -72,6 +72,15 @@ def _atom(body: bytes) -> Response:
 _ATOM_200 = {200: {"content": {"application/atom+xml": {}}, "description": "An Atom feed."}}
 
 
+def _due(view: View, alert: dict[str, Any]) -> bool:
+    """Whether a delayed run's reader may see the alert yet (opened before its horizon)."""
+    return view.until is None or alert["opened_at"] <= view.until
+
+
+def _as_of(view: View, alert: dict[str, Any]) -> dict[str, Any]:
+    return alert if view.until is None else as_of(alert, view.until)
+
+
 @router.get("/runs/{run_id}/alerts.atom", response_class=Response, responses={**_ATOM_200, **RUN_ERRORS})
 def run_feed(request: Request, session: SessionDep, settings: SettingsDep, found: ReadableRunDep,
              full: FullViewDep, policy: ViewDep) -> Response:
@@ -79,8 +88,8 @@ def run_feed(request: Request, session: SessionDep, settings: SettingsDep, found
     run, project = found
     base = base_url(request, settings)
     alerts = session.scalars(select(Alert).where(Alert.run_id == run.id).order_by(Alert.id.desc()).limit(FEED_ENTRIES))
-    views = [v for v in (alert_view(session, a, base_url=base, run=run, project=project, full=full) for a in alerts)
-             if policy.alert(v)]
+    views = [_as_of(policy, v) for v in (alert_view(session, a, base_url=base, run=run, project=project, full=full)
+                                          for a in alerts) if policy.alert(v) and _due(policy, v)]
     self_url = f"{base}/api/v1/runs/{run.id}/alerts.atom"
     return _atom(render_feed(self_url, f"Runcast alerts: {project}/{run.name}", self_url, f"{base}/runs/{run.id}", views))
 
@@ -102,7 +111,8 @@ def project_feed(request: Request, session: SessionDep, settings: SettingsDep,
         .order_by(Alert.id.desc()).limit(FEED_ENTRIES)
     ).all()
     policies = {r.id: public_view(session, r) for r in {r.id: r for _, r in rows}.values()}
-    views = [v for a, r in rows
-             if policies[r.id].alert(v := alert_view(session, a, base_url=base, run=r, project=proj.name))]
+    views = [_as_of(policies[r.id], v) for a, r in rows
+             if policies[r.id].alert(v := alert_view(session, a, base_url=base, run=r, project=proj.name))
+             and _due(policies[r.id], v)]
     self_url = f"{base}/api/v1/projects/{proj.name}/alerts.atom"
     return _atom(render_feed(self_url, f"Runcast alerts: {proj.name}", self_url, f"{base}/?project={proj.name}", views))

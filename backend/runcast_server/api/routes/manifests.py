@@ -33,7 +33,7 @@ def list_manifests(found: ReadableRunDep, session: SessionDep, full: FullViewDep
     """Every manifest version the run recorded, in order: sources, file and token counts."""
     run, _ = found
     policy.require("manifest")
-    manifests = load_manifests(session, run.id, run_segments(session, run.id))
+    manifests = load_manifests(session, run.id, run_segments(session, run.id), policy.horizon)
     return {"manifests": published_manifest(strict_json(versions(manifests)), full)[0]}  # version strings too
 
 
@@ -44,13 +44,13 @@ def manifest_diff(found: ReadableRunDep, session: SessionDep, full: FullViewDep,
     run, _ = found
     policy.require_previews()
     segments = run_segments(session, run.id)
-    manifests = load_manifests(session, run.id, segments)
+    manifests = load_manifests(session, run.id, segments, policy.horizon)
     old, new = latest_of_version(manifests, from_), latest_of_version(manifests, to)
     if old is None:
         raise NotFound("manifest version", field="from")
     if new is None:
         raise NotFound("manifest version", field="to")
-    mix = load_mix(session, run.id)
+    mix = load_mix(session, run.id, policy.horizon)
     old_mix = in_force(mix, segments, old.segment, old.step)
     new_mix = in_force(mix, segments, new.segment, new.step)
     changed = diff(old, new, old_mix.weights if old_mix else None, new_mix.weights if new_mix else None)
@@ -65,7 +65,7 @@ def get_manifest(
     """One manifest version as recorded (the newest event of that version), every string scrubbed."""
     run, _ = found
     policy.require_previews()
-    manifest = latest_of_version(load_manifests(session, run.id, run_segments(session, run.id)), version)
+    manifest = latest_of_version(load_manifests(session, run.id, run_segments(session, run.id), policy.horizon), version)
     if manifest is None:
         raise NotFound("manifest version", field="version")
     body, counts = published_manifest(strict_json(manifest.manifest), full)
@@ -85,4 +85,4 @@ def data_mix(found: ReadableRunDep, session: SessionDep, policy: ViewDep) -> dic
     """The data-mix timeline: every change of weights, by segment and step."""
     run, _ = found
     policy.require("data_mix")
-    return mix_timeline(load_mix(session, run.id), run_segments(session, run.id))
+    return mix_timeline(load_mix(session, run.id, policy.horizon), run_segments(session, run.id))

@@ -51,4 +51,5 @@ def get_metrics(
         start=start,
         end=end,
         max_points=max_points,
+        horizon=view.horizon,
     )

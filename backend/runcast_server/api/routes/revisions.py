@@ -26,7 +26,7 @@ def list_revisions(found: ReadableRunDep, session: SessionDep, settings: Setting
     run, _ = found
     if not policy.code_shown:
         raise NotFound("revisions", field="run")
-    revisions = load_revisions(session, run.id)
+    revisions = load_revisions(session, run.id, policy.horizon)
     return {
         "revisions": [{**revision_json(r, run.id, settings.code_link_template), "remote": published_remote(r.remote, full),
                        **({} if policy.code_diff else {"diff_url": None})}
@@ -45,7 +45,7 @@ def revision_diff(found: ReadableRunDep, session: SessionDep, rid: RevisionId, p
     run, _ = found
     if not policy.code_diff:
         raise NotFound("revision", field="revision")
-    revision = next((r for r in load_revisions(session, run.id) if r.id == rid), None)
+    revision = next((r for r in load_revisions(session, run.id, policy.horizon) if r.id == rid), None)
     if revision is None:
         raise NotFound("revision", field="revision")
     text, counts = published_diff(revision)

@@ -26,7 +26,7 @@ from runcast_server.auth import project_for_token
 from runcast_server.errors import ApiError, NotFound, error_responses
 from runcast_server.observability.logs import run_scope
 from runcast_server.observability.metrics import Metrics
-from runcast_server.policy.apply import public_view
+from runcast_server.policy.apply import public_policy
 from runcast_server.reads.access import readable_run
 from runcast_server.reads.published import is_project_reader
 
@@ -120,7 +120,7 @@ def _check_access(run_id: str, token: str | None, cookie: str | None) -> tuple[b
         else:
             viewer = session_viewer(session, "GET", cookie)
         run, _ = readable_run(session, run_id, viewer)
-        return is_project_reader(run, viewer), public_view(session, run).key
+        return is_project_reader(run, viewer), public_policy(session, run.id).key
 
 
 @router.get(
