@@ -49,11 +49,36 @@ import services
 # --- viewers (in their own process) -------------------------------------------------------------
 
 
+async def _connect(host: str, port: int, path: str, opening: asyncio.Semaphore,
+                   retries: list[int]) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:  # fmt: skip
+    """Open one stream up to its first ``reset`` event, as EventSource does: a connection the server
+    could not take (its accept queue full: refused or reset) is tried again after a short wait.
+    At most ``opening``'s value of handshakes are in flight at once, so the viewers connect as fast
+    as the server accepts them rather than overflowing its listen backlog."""
+    while True:
+        async with opening:
+            try:
+                reader, writer = await asyncio.open_connection(host, port, limit=1 << 24)
+                writer.write(f"GET {path} HTTP/1.1\r\nHost: {host}\r\nAccept: text/event-stream\r\n\r\n".encode())
+                await writer.drain()
+                while True:
+                    line = await reader.readline()
+                    if not line:
+                        raise ConnectionResetError("closed before the first event")
+                    if line.startswith(b"event: reset"):
+                        return reader, writer
+            except OSError:
+                retries[0] += 1
+        await asyncio.sleep(0.5)
+
+
 async def _viewer(host: str, port: int, path: str, parse: bool, out: dict[int, float], steps: dict[int, list[int]],
-                  ready: asyncio.Event, counter: list[int], total: int, stop: asyncio.Event) -> None:  # fmt: skip
-    reader, writer = await asyncio.open_connection(host, port, limit=1 << 24)
-    writer.write(f"GET {path} HTTP/1.1\r\nHost: {host}\r\nAccept: text/event-stream\r\n\r\n".encode())
-    await writer.drain()
+                  ready: asyncio.Event, counter: list[int], total: int, stop: asyncio.Event,
+                  opening: asyncio.Semaphore, retries: list[int]) -> None:  # fmt: skip
+    reader, writer = await _connect(host, port, path, opening, retries)
+    counter[0] += 1
+    if counter[0] == total:
+        ready.set()
     version = None
     try:
         while not stop.is_set():
@@ -63,10 +88,6 @@ async def _viewer(host: str, port: int, path: str, parse: bool, out: dict[int, f
                 return
             if line.startswith(b"id: "):
                 version = int(line[4:])
-            elif line.startswith(b"event: reset"):
-                counter[0] += 1
-                if counter[0] == total:
-                    ready.set()
             elif line.startswith(b"data: {\"run\"") and version is not None:
                 out[version] = time.time()
                 if parse:
@@ -77,23 +98,24 @@ async def _viewer(host: str, port: int, path: str, parse: bool, out: dict[int, f
 
 
 def viewer_process(url: str, run: str, n: int, seconds: float, conn: Any) -> None:
-    """Open ``n`` streams, report ready, collect arrival times until told to stop; send them back."""
+    """Open ``n`` streams, report ready (with the seconds it took and the retried connections),
+    collect arrival times until told to stop; send them back."""
     host, port = url.removeprefix("http://").split(":")
 
     async def main() -> None:
         ready, stop = asyncio.Event(), asyncio.Event()
-        counter = [0]
+        opening = asyncio.Semaphore(64)
+        counter, retries = [0], [0]
         outs: list[dict[int, float]] = [{} for _ in range(n)]
         steps: dict[int, list[int]] = {}
-        tasks = []
-        for i in range(n):
-            tasks.append(asyncio.create_task(
-                _viewer(host, int(port), f"/api/v1/runs/{run}/stream", i == 0, outs[i], steps, ready, counter, n, stop)
-            ))  # fmt: skip
-            if i % 50 == 49:
-                await asyncio.sleep(0.05)  # do not flood the accept queue
-        await asyncio.wait_for(ready.wait(), 300)
-        conn.send("ready")
+        began = time.monotonic()
+        tasks = [
+            asyncio.create_task(_viewer(host, int(port), f"/api/v1/runs/{run}/stream", i == 0, outs[i], steps, ready,
+                                        counter, n, stop, opening, retries))
+            for i in range(n)
+        ]  # fmt: skip
+        await asyncio.wait_for(ready.wait(), 600)
+        conn.send(("ready", time.monotonic() - began, retries[0]))
         await asyncio.to_thread(conn.recv)  # "stop"
         await asyncio.sleep(2.0)  # the last messages in flight
         stop.set()
@@ -163,9 +185,12 @@ def measure(urls: list[str], pids: list[int], token: str, viewers: int, seconds:
         proc.start()
         pipes.append(parent)
         procs.append(proc)
+    connect_s, retried = 0.0, 0
     for parent in pipes:
-        assert parent.poll(600), "viewers did not connect"
-        assert parent.recv() == "ready"
+        assert parent.poll(660), "viewers did not connect"
+        said, took, tries = parent.recv()
+        assert said == "ready"
+        connect_s, retried = max(connect_s, took), retried + tries
     rss_after = [_rss_mib(pid) for pid in pids]
     logged: dict[int, float] = {}
     step, interval = 1, 1.0 / rate
@@ -206,6 +231,7 @@ def measure(urls: list[str], pids: list[int], token: str, viewers: int, seconds:
         "request_p50": _ms(transport.durations, 0.5), "request_p95": _ms(transport.durations, 0.95),
         "rss_before": rss_before, "rss_after": rss_after,
         "kib_per_viewer": 1024 * (sum(rss_after) - sum(rss_before)) / max(1, viewers),
+        "connect_s": connect_s, "retried": retried,
     }  # fmt: skip
 
 
@@ -287,14 +313,15 @@ def run_latency(args: argparse.Namespace) -> None:
           f"{flush}; {mode}, {args.api_processes} API process(es))")  # fmt: skip
     print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, load avg {' '.join(f'{x:.2f}' for x in os.getloadavg())}, Python {platform.python_version()}")
     print("| viewers | points | versions | deliveries | missing | dropped | p50 ms | p95 ms | p99 ms | max ms "
-          "| requests | request p50 ms | request p95 ms | API RSS MiB before → with viewers | KiB / viewer |")  # fmt: skip
-    print("|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--|--:|")
+          "| requests | request p50 ms | request p95 ms | API RSS MiB before → with viewers | KiB / viewer "
+          "| all connected after s | connects retried |")  # fmt: skip
+    print("|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--|--:|--:|--:|")
     for r in rows:
         print(f"| {r['viewers']} | {r['points']} | {r['versions']} | {r['deliveries']} | {r['missing']} | {r['dropped']} "
               f"| {r['p50']:.0f} | {r['p95']:.0f} | {r['p99']:.0f} | {r['max']:.0f} | {r['requests']} "
               f"| {r['request_p50']:.0f} | {r['request_p95']:.0f} "
               f"| {' + '.join(f'{b:.0f}' for b in r['rss_before'])} → {' + '.join(f'{a:.0f}' for a in r['rss_after'])} "
-              f"| {r['kib_per_viewer']:.1f} |")  # fmt: skip
+              f"| {r['kib_per_viewer']:.1f} | {r['connect_s']:.1f} | {r['retried']} |")  # fmt: skip
     if rate is not None:
         print(f"\nIngest throughput: {rate['steps']} steps x 8 keys logged in a tight loop ({rate['log_s']:.2f} s), "
               f"all acknowledged after {rate['seconds']:.2f} s")  # fmt: skip
