@@ -79,19 +79,25 @@ async def _viewer(host: str, port: int, path: str, parse: bool, out: dict[int, f
     counter[0] += 1
     if counter[0] == total:
         ready.set()
-    version = None
+    buf = b""
     try:
         while not stop.is_set():
-            line = await reader.readline()
-            if not line:
+            chunk = await reader.read(1 << 16)  # one wake-up per read, not per line: the client costs little
+            if not chunk:
                 out[-1] = 1.0  # the server closed the stream (dropped)
                 return
-            if line.startswith(b"id: "):
-                version = int(line[4:])
-            elif line.startswith(b"data: {\"run\"") and version is not None:
-                out[version] = time.time()
+            now = time.time()
+            buf += chunk
+            *messages, buf = buf.split(b"\n\n")
+            for message in messages:
+                at = message.find(b"id: ")  # after the chunked encoding's size line, if any
+                if at < 0 or b"\nevent: batch\n" not in message:
+                    continue  # keep-alive, reset
+                head, _, data = message[at:].partition(b"\ndata: ")
+                version = int(head[4:head.index(b"\n")])
+                out[version] = now
                 if parse:
-                    msg = json.loads(line[6:])
+                    msg = json.loads(data)
                     steps[version] = sorted({s for p in msg["points"] for s in p["step"]})
     finally:
         writer.close()
@@ -165,6 +171,13 @@ def _rss_mib(pid: int) -> float:
     return float("nan")
 
 
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds a process has used."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def measure(urls: list[str], pids: list[int], token: str, viewers: int, seconds: float, rate: float,
             flush: float | None) -> dict[str, Any]:  # fmt: skip
     import runcast
@@ -192,6 +205,7 @@ def measure(urls: list[str], pids: list[int], token: str, viewers: int, seconds:
         assert said == "ready"
         connect_s, retried = max(connect_s, took), retried + tries
     rss_after = [_rss_mib(pid) for pid in pids]
+    cpu_before = sum(_cpu_s(pid) for pid in pids)
     logged: dict[int, float] = {}
     step, interval = 1, 1.0 / rate
     began = time.time()
@@ -207,6 +221,8 @@ def measure(urls: list[str], pids: list[int], token: str, viewers: int, seconds:
         parent.send("stop")
     outs: list[dict[int, float]] = []
     steps: dict[int, list[int]] = {}
+    time.sleep(2.5)  # the viewers' last messages (they read for 2 s after "stop")
+    api_cpu = sum(_cpu_s(pid) for pid in pids) - cpu_before
     for parent in pipes:
         more_outs, more_steps = parent.recv()
         outs.extend(more_outs)
@@ -232,6 +248,7 @@ def measure(urls: list[str], pids: list[int], token: str, viewers: int, seconds:
         "rss_before": rss_before, "rss_after": rss_after,
         "kib_per_viewer": 1024 * (sum(rss_after) - sum(rss_before)) / max(1, viewers),
         "connect_s": connect_s, "retried": retried,
+        "api_us_per_message": 1e6 * api_cpu / max(1, sum(len(out) for out in outs)),
     }  # fmt: skip
 
 
@@ -314,14 +331,15 @@ def run_latency(args: argparse.Namespace) -> None:
     print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, load avg {' '.join(f'{x:.2f}' for x in os.getloadavg())}, Python {platform.python_version()}")
     print("| viewers | points | versions | deliveries | missing | dropped | p50 ms | p95 ms | p99 ms | max ms "
           "| requests | request p50 ms | request p95 ms | API RSS MiB before → with viewers | KiB / viewer "
-          "| all connected after s | connects retried |")  # fmt: skip
-    print("|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--|--:|--:|--:|")
+          "| all connected after s | connects retried | API CPU µs / message sent |")  # fmt: skip
+    print("|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--|--:|--:|--:|--:|")
     for r in rows:
         print(f"| {r['viewers']} | {r['points']} | {r['versions']} | {r['deliveries']} | {r['missing']} | {r['dropped']} "
               f"| {r['p50']:.0f} | {r['p95']:.0f} | {r['p99']:.0f} | {r['max']:.0f} | {r['requests']} "
               f"| {r['request_p50']:.0f} | {r['request_p95']:.0f} "
               f"| {' + '.join(f'{b:.0f}' for b in r['rss_before'])} → {' + '.join(f'{a:.0f}' for a in r['rss_after'])} "
-              f"| {r['kib_per_viewer']:.1f} | {r['connect_s']:.1f} | {r['retried']} |")  # fmt: skip
+              f"| {r['kib_per_viewer']:.1f} | {r['connect_s']:.1f} | {r['retried']} "
+              f"| {r['api_us_per_message']:.1f} |")  # fmt: skip
     if rate is not None:
         print(f"\nIngest throughput: {rate['steps']} steps x 8 keys logged in a tight loop ({rate['log_s']:.2f} s), "
               f"all acknowledged after {rate['seconds']:.2f} s")  # fmt: skip

@@ -37,6 +37,11 @@ replay reads no further. A policy change (the delay lifted, shortened, or set) r
 the run's viewers; the public ones reset to the new horizon, so whatever the delay no
 longer holds back is published at once.
 
+Writing. A viewer's response writes what its queue holds as one chunk (under load several
+frames go in one write), and nothing per message arms a timer: one watch task per
+process, ``Registry._watch``, sends a keep-alive comment to a viewer idle for
+``keepalive_s`` and drops one whose write has not completed in ``send_timeout_s``.
+
 Joining. A viewer registers with the channel first and notes the last version the
 channel emitted (``c``), then replays ``(last_event_id, ...]`` from the channel's
 recent frames when they cover it, else from the database; afterwards it skips any
@@ -337,6 +342,10 @@ class Viewer:
         self.lagged = False
         self.closed = False
         self.on_abort: Callable[[], object] | None = None  # the response stops writing at once
+        # Kept by the response (api/routes/stream.py), read by Registry._watch (loop.time() values):
+        self.writing_since: float | None = None  # a write in progress began then
+        self.last_write = asyncio.get_running_loop().time()
+        self.keepalive_due = False
 
     def offer(self, frame: Frame) -> None:
         if self.closed:
@@ -346,6 +355,11 @@ class Viewer:
             self.abort()
             return
         self.frames.append(frame)
+        self.wake.set()
+
+    def keepalive(self) -> None:
+        """Write a keep-alive comment now if nothing else is queued (Registry._watch)."""
+        self.keepalive_due = True
         self.wake.set()
 
     def close(self) -> None:
@@ -576,9 +590,12 @@ class Registry:
 
     def __init__(self) -> None:
         self.channels: dict[str, RunChannel] = {}
+        self._watcher: asyncio.Task[None] | None = None
 
     async def join(self, run_id: str, viewer: Viewer) -> tuple[RunChannel, int]:
         """The run's channel (made and started on first use) with ``viewer`` registered."""
+        if self._watcher is None or self._watcher.done():
+            self._watcher = asyncio.get_running_loop().create_task(self._watch(), name="runcast-live-watch")
         while True:
             channel = self.channels.get(run_id)
             if channel is None:
@@ -594,8 +611,29 @@ class Registry:
             del self.channels[channel.run_id]
 
     def close_all(self) -> None:
+        if self._watcher is not None:
+            self._watcher.cancel()
         for channel in list(self.channels.values()):
             channel.close()
+
+    async def _watch(self) -> None:
+        """Keep-alives for idle viewers, and the end of any stream whose client stopped reading."""
+        settings = stream_settings()
+        loop = asyncio.get_running_loop()
+        every = min(1.0, settings.keepalive_s / 3, settings.send_timeout_s / 3)
+        while True:
+            await asyncio.sleep(every)
+            now = loop.time()
+            for channel in list(self.channels.values()):
+                for viewer in list(channel.viewers):
+                    if viewer.writing_since is not None:
+                        if now - viewer.writing_since > settings.send_timeout_s:
+                            log.info("live: a viewer of run %s took no write for %.0f s; its stream ends",
+                                     channel.run_id, settings.send_timeout_s)
+                            channel.viewers.discard(viewer)
+                            viewer.abort()
+                    elif now - viewer.last_write >= settings.keepalive_s and not viewer.frames:
+                        viewer.keepalive()
 
     def viewer_count(self, run_id: str | None = None) -> int:
         chans = self.channels.values() if run_id is None else [c for c in self.channels.values() if c.run_id == run_id]
@@ -669,21 +707,22 @@ async def viewer_frames(run_id: str, last_event_id: int | None, viewer: Viewer) 
                         yield batch_frame(message, replay.public_paths, replay.policy).for_reader(viewer.project_reader)
                 sent = replay.current  # >= joined_at: read after joining
         while True:
-            if not viewer.frames and not viewer.closed:
+            if not viewer.frames and not viewer.closed and not viewer.keepalive_due:
                 viewer.wake.clear()
-                try:
-                    async with asyncio.timeout(stream_settings().keepalive_s):
-                        await viewer.wake.wait()
-                except TimeoutError:
-                    yield KEEPALIVE
-                    continue
+                await viewer.wake.wait()
             if viewer.closed:
                 return
+            chunk = []  # what is queued goes in one write
             while viewer.frames:
                 frame = viewer.frames.popleft()
                 if frame.reset or frame.version > sent:
                     sent = frame.version
-                    yield frame.for_reader(viewer.project_reader)
+                    chunk.append(frame.for_reader(viewer.project_reader))
+            if viewer.keepalive_due and not chunk:
+                chunk.append(KEEPALIVE)
+            viewer.keepalive_due = False
+            if chunk:
+                yield chunk[0] if len(chunk) == 1 else b"".join(chunk)
     finally:
         channel.leave(viewer)
         viewer.close()

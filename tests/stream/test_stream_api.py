@@ -213,6 +213,43 @@ def test_slow_client_is_dropped_and_does_not_delay_others(start_server: Any) -> 
     assert ids and ids == list(range(2, ids[-1] + 1)) and ids[-1] < batches + 1
 
 
+def test_a_client_that_stops_reading_is_dropped_after_the_send_timeout(start_server: Any) -> None:
+    """A queue long enough to hold everything does not keep a stalled client: once its socket
+    buffers are full, a write not taken within RUNCAST_STREAM_SEND_TIMEOUT_S ends its stream,
+    and what it had been sent is a gapless prefix."""
+    server = start_server("embedded", RUNCAST_STREAM_SEND_TIMEOUT_S="2")
+    w = server.writer().start()
+    host, port = server.url.removeprefix("http://").split(":")
+    stalled = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    stalled.connect((host, int(port)))
+    stalled.sendall(f"GET /api/v1/runs/{w.run}/stream?last_event_id=1 HTTP/1.1\r\nHost: {host}\r\n\r\n".encode())
+    batches = 40
+    keys = [f"k{i}" for i in range(10)]
+    for _ in range(batches):  # ~200 KB a message: more than the socket buffers hold, less than the queue
+        w.batch(1000, keys)
+    time.sleep(2 + 3)  # the send timeout, and the watch's period on top
+    stalled.settimeout(5)
+    data, ended, deadline = bytearray(), False, time.monotonic() + 30
+    try:  # a stream still open would be written on as this reads, then keep-alives: no end
+        while not ended and time.monotonic() < deadline:
+            chunk = stalled.recv(1 << 20)
+            data += chunk
+            ended = not chunk
+    finally:
+        stalled.close()
+    assert ended, "the stalled client's stream was still open"
+    ids = [int(x) for x in re.findall(rb"^id: (\d+)$", bytes(data), re.MULTILINE)]
+    assert ids and ids == list(range(2, ids[-1] + 1)) and ids[-1] < batches + 1
+    # Its reconnect replays the rest: the drop cost the viewer nothing.
+
+    async def resume() -> list[Message]:
+        async with httpx.AsyncClient(timeout=30) as client:
+            return await collect(client, server.stream_url(w.run, last_event_id=ids[-1]), batches + 1)
+
+    assert [m.version for m in asyncio.run(resume()) if m.event == "batch"] == list(range(ids[-1] + 1, batches + 2))
+
+
 def test_reset_when_too_far_behind(start_server: Any) -> None:
     server = start_server("embedded", RUNCAST_STREAM_REPLAY_MAX_VERSIONS="5", RUNCAST_STREAM_REPLAY_MAX_POINTS="35")
     w = server.writer().start()

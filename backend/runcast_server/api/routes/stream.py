@@ -2,7 +2,7 @@
 
 A plain ASGI response rather than sse-starlette's EventSourceResponse: each message is
 encoded once per process (``live.Frame``) and written as the same bytes to every viewer,
-every write has a timeout (a client that stops reading cannot hold a stream open), and
+every write has a deadline (a client that stops reading cannot hold a stream open), and
 the client's disconnect ends the stream at once, releasing its place in the run's
 channel. See ``runcast_server.live`` for replay and fan-out, docs/live.md for the protocol.
 """
@@ -40,8 +40,8 @@ class EventStream(Response):
 
     media_type = "text/event-stream"
 
-    def __init__(self, chunks: AsyncIterator[bytes], viewer: live.Viewer | None = None,
-                 metrics: Metrics | None = None, run_id: str | None = None) -> None:
+    def __init__(self, chunks: AsyncIterator[bytes], viewer: live.Viewer, metrics: Metrics,
+                 run_id: str) -> None:
         self.status_code = 200
         self.background = None
         self.raw_headers = [
@@ -55,20 +55,17 @@ class EventStream(Response):
         self.run_id = run_id
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if self.metrics is not None:
-            self.metrics.sse_viewers.inc()
+        self.metrics.sse_viewers.inc()
         try:
             with run_scope(self.run_id):  # the stream's log lines (live.py) carry its run id
                 await self._serve(receive, send)
         finally:
-            if self.metrics is not None:
-                self.metrics.sse_viewers.dec()
+            self.metrics.sse_viewers.dec()
 
     async def _serve(self, receive: Receive, send: Send) -> None:
         pump = asyncio.ensure_future(self._pump(send))
         watcher = asyncio.ensure_future(self._wait_disconnect(receive))
-        if self.viewer is not None:
-            self.viewer.on_abort = pump.cancel  # dropped (too slow) or shutdown: stop mid-write
+        self.viewer.on_abort = pump.cancel  # dropped (too slow, or a write not taken in time) or shutdown
         try:
             await asyncio.wait((pump, watcher), return_when=asyncio.FIRST_COMPLETED)
         finally:
@@ -79,13 +76,15 @@ class EventStream(Response):
                     await task
 
     async def _pump(self, send: Send) -> None:
-        timeout = live.stream_settings().send_timeout_s
+        viewer, clock = self.viewer, asyncio.get_running_loop().time
         try:
             await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
             async for chunk in self.chunks:
-                # A client that stops reading fills the socket buffer; give up on it after a while.
-                async with asyncio.timeout(timeout):
-                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                # A client that stops reading fills the socket buffer and this write waits; live.py's
+                # watch ends the stream after send_timeout_s (one timer per process, not one per write).
+                viewer.writing_since = began = clock()
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                viewer.writing_since, viewer.last_write = None, began
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
             await self.chunks.aclose()  # type: ignore[attr-defined]
