@@ -217,7 +217,8 @@ def test_a_client_that_stops_reading_is_dropped_after_the_send_timeout(start_ser
     """A queue long enough to hold everything does not keep a stalled client: once its socket
     buffers are full, a write not taken within RUNCAST_STREAM_SEND_TIMEOUT_S ends its stream,
     and what it had been sent is a gapless prefix."""
-    server = start_server("embedded", RUNCAST_STREAM_SEND_TIMEOUT_S="2")
+    # The replay limit above what 40 messages hold, so that the reconnect below replays, not resets.
+    server = start_server("embedded", RUNCAST_STREAM_SEND_TIMEOUT_S="2", RUNCAST_STREAM_REPLAY_MAX_POINTS="1000000")
     w = server.writer().start()
     host, port = server.url.removeprefix("http://").split(":")
     stalled = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
