@@ -164,16 +164,41 @@ def test_many_clients_receive_the_same_messages(start_server: Any) -> None:
     assert_exactly_once(results[0], w)
 
 
+def _unread_stream(server: Any, run: str) -> socket.socket:
+    """A stream from version 1 on whose client never reads (a small receive buffer)."""
+    host, port = server.url.removeprefix("http://").split(":")
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.connect((host, int(port)))
+    sock.sendall(f"GET /api/v1/runs/{run}/stream?last_event_id=1 HTTP/1.1\r\nHost: {host}\r\n\r\n".encode())
+    return sock
+
+
+def _read_until_closed(sock: socket.socket, within: float) -> tuple[list[int], bool]:
+    """Read what the server sent until it closes the connection or ``within`` seconds pass (a stream
+    still open would be written on as this reads, then keep-alives: no end). Returns the message
+    ids read and whether the server closed."""
+    sock.settimeout(5)
+    data, ended, deadline = bytearray(), False, time.monotonic() + within
+    try:
+        while not ended and time.monotonic() < deadline:
+            try:
+                chunk = sock.recv(1 << 20)
+            except TimeoutError:
+                continue
+            data += chunk
+            ended = not chunk
+    finally:
+        sock.close()
+    return [int(x) for x in re.findall(rb"^id: (\d+)$", bytes(data), re.MULTILINE)], ended
+
+
 def test_slow_client_is_dropped_and_does_not_delay_others(start_server: Any) -> None:
     """A client that stops reading fills its socket buffers (a few MB on loopback), then its
     queue: it is dropped, while a reading client gets every message as promptly as before."""
     server = start_server("embedded", RUNCAST_STREAM_VIEWER_QUEUE="4", RUNCAST_STREAM_SEND_TIMEOUT_S="120")
     w = server.writer().start()
-    host, port = server.url.removeprefix("http://").split(":")
-    slow = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    slow.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    slow.connect((host, int(port)))
-    slow.sendall(f"GET /api/v1/runs/{w.run}/stream?last_event_id=1 HTTP/1.1\r\nHost: {host}\r\n\r\n".encode())
+    slow = _unread_stream(server, w.run)
     batches = 40
     keys = [f"k{i}" for i in range(10)]
     posted: dict[int, float] = {}
@@ -202,15 +227,8 @@ def test_slow_client_is_dropped_and_does_not_delay_others(start_server: Any) -> 
     assert max(delays) < 2.0, f"the fast client waited up to {max(delays):.2f}s"
     # The slow client was dropped: after what its buffers held, the server closed the connection
     # (a client still subscribed would get keep-alives forever and never see EOF).
-    slow.settimeout(20)
-    data = bytearray()
-    try:
-        while chunk := slow.recv(1 << 20):
-            data += chunk
-    finally:
-        slow.close()
-    ids = [int(x) for x in re.findall(rb"^id: (\d+)$", bytes(data), re.MULTILINE)]
-    assert ids and ids == list(range(2, ids[-1] + 1)) and ids[-1] < batches + 1
+    ids, ended = _read_until_closed(slow, 30)
+    assert ended and ids and ids == list(range(2, ids[-1] + 1)) and ids[-1] < batches + 1
 
 
 def test_a_client_that_stops_reading_is_dropped_after_the_send_timeout(start_server: Any) -> None:
@@ -220,27 +238,14 @@ def test_a_client_that_stops_reading_is_dropped_after_the_send_timeout(start_ser
     # The replay limit above what 40 messages hold, so that the reconnect below replays, not resets.
     server = start_server("embedded", RUNCAST_STREAM_SEND_TIMEOUT_S="2", RUNCAST_STREAM_REPLAY_MAX_POINTS="1000000")
     w = server.writer().start()
-    host, port = server.url.removeprefix("http://").split(":")
-    stalled = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    stalled.connect((host, int(port)))
-    stalled.sendall(f"GET /api/v1/runs/{w.run}/stream?last_event_id=1 HTTP/1.1\r\nHost: {host}\r\n\r\n".encode())
+    stalled = _unread_stream(server, w.run)
     batches = 40
     keys = [f"k{i}" for i in range(10)]
     for _ in range(batches):  # ~200 KB a message: more than the socket buffers hold, less than the queue
         w.batch(1000, keys)
     time.sleep(2 + 3)  # the send timeout, and the watch's period on top
-    stalled.settimeout(5)
-    data, ended, deadline = bytearray(), False, time.monotonic() + 30
-    try:  # a stream still open would be written on as this reads, then keep-alives: no end
-        while not ended and time.monotonic() < deadline:
-            chunk = stalled.recv(1 << 20)
-            data += chunk
-            ended = not chunk
-    finally:
-        stalled.close()
+    ids, ended = _read_until_closed(stalled, 30)
     assert ended, "the stalled client's stream was still open"
-    ids = [int(x) for x in re.findall(rb"^id: (\d+)$", bytes(data), re.MULTILINE)]
     assert ids and ids == list(range(2, ids[-1] + 1)) and ids[-1] < batches + 1
     # Its reconnect replays the rest: the drop cost the viewer nothing.
 
