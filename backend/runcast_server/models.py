@@ -120,6 +120,9 @@ class Run(Base):
     metric_defs: Mapped[dict[str, Any] | None] = mapped_column()
     # Archived runs are left out of the run list unless asked for; still readable by id.
     archived_at: Mapped[float | None] = mapped_column(Float)
+    # PostgreSQL: the run's partitions and series ids (partitions.py); 0 = stored before
+    # migration 0013 (legacy partitions), NULL = nothing stored yet, or SQLite.
+    block: Mapped[int | None] = mapped_column(BigInteger)
 
 
 class RunTag(Base):
