@@ -7,7 +7,10 @@ rows against the bound with one sequential scan): ``points`` and ``rollups`` by 
 of ``series_id`` (legacy: below 2**40, or past every stored id, after a downgrade and
 upgrade), ``run_versions`` by list of ``run_id`` (legacy: the runs that exist now). Every existing run gets block 0 (its rows stay in the legacy
 partitions); a new run gets one from the sequence ``run_blocks`` when its first batch is
-stored. SQLite only gains the column. The downgrade copies the rows back into plain tables.
+stored. ``run_versions`` loses its foreign key to ``runs`` on both databases: attaching a
+partition clones a foreign key, which takes SHARE ROW EXCLUSIVE on ``runs`` and so waits for
+every ingest transaction that has updated a run (``manage.delete_run`` deletes the rows).
+SQLite otherwise only gains the column. The downgrade copies the rows back into plain tables.
 
 Revision ID: 0013
 Revises: 0012
@@ -51,6 +54,8 @@ def _columns(table: str) -> sql.Composable:
 def upgrade() -> None:
     with op.batch_alter_table("runs") as batch:
         batch.add_column(sa.Column("block", sa.BigInteger(), nullable=True))
+    with op.batch_alter_table("run_versions") as batch:
+        batch.drop_constraint(FK, type_="foreignkey")
     if op.get_bind().dialect.name != "postgresql":
         return
     op.execute("UPDATE runs SET block = 0")
@@ -70,9 +75,6 @@ def upgrade() -> None:
             _ident(table), _ident(legacy), sql.SQL(key)))
         _exec(sql.SQL("ALTER TABLE {} ADD CONSTRAINT {} PRIMARY KEY ({})").format(
             _ident(table), _ident(f"pk_{table}"), _columns(table)))
-    op.execute(
-        f"ALTER TABLE run_versions ADD CONSTRAINT {FK} FOREIGN KEY (run_id) REFERENCES runs (id) ON DELETE CASCADE"
-    )
     run_ids = list(op.get_bind().execute(sa.text("SELECT id FROM runs ORDER BY id")).scalars())
     bounds = {
         "points": sql.SQL("FROM (MINVALUE) TO ({})").format(sql.Literal(first << SERIES_BITS)),
@@ -100,9 +102,8 @@ def downgrade() -> None:
             _exec(sql.SQL("ALTER TABLE {} RENAME TO {}").format(_ident(plain), _ident(table)))
             _exec(sql.SQL("ALTER TABLE {} ADD CONSTRAINT {} PRIMARY KEY ({})").format(
                 _ident(table), _ident(f"pk_{table}"), _columns(table)))
-        op.execute(
-            f"ALTER TABLE run_versions ADD CONSTRAINT {FK} FOREIGN KEY (run_id) REFERENCES runs (id) ON DELETE CASCADE"
-        )
         op.execute("DROP SEQUENCE run_blocks")
+    with op.batch_alter_table("run_versions") as batch:
+        batch.create_foreign_key(FK, "runs", ["run_id"], ["id"], ondelete="CASCADE")
     with op.batch_alter_table("runs") as batch:
         batch.drop_column("block")

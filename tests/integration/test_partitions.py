@@ -103,3 +103,31 @@ def test_two_runs_own_partitions_delete_drops_only_ones_own_and_reads_prune(stac
     metrics = httpx.get(f"{stack.api_url}/api/v1/runs/{two.run}/metrics", params={"key": "m3", "max_points": 100},
                         timeout=30).json()
     assert sum(metrics["series"][0]["count"]) == STEPS
+
+
+
+def test_making_a_runs_partitions_waits_for_no_other_runs_batch(pg_url):
+    """``partitions.create`` beside an open transaction that is storing a batch of another run
+    (it updated ``runs``, wrote ``points``, read ``run_versions``) waits for none of its locks."""
+    from runcast_server import partitions
+    from runcast_server.db import make_engine
+
+    engine = make_engine(pg_url)
+    try:
+        with engine.connect() as other, engine.connect() as conn:
+            other.execute(text("INSERT INTO projects (id, name, created_at) VALUES (1, 'p', 0)"))
+            other.execute(text(
+                "INSERT INTO runs (id, project_id, name, visibility, status, config, code, env, created_at,"
+                " last_values, version) VALUES ('run-aaaa-1', 1, 'n', 'public', 'running', '{}', '{}', '{}', 0, '{}', 0)"))
+            partitions.create(other, "run-aaaa-1", 1 << 16)
+            other.commit()
+            other.execute(text("UPDATE runs SET version = 1 WHERE id = 'run-aaaa-1'"))
+            other.execute(text(f"INSERT INTO points VALUES ({(1 << 40) + 1}, 0, 1.0, 1)"))
+            other.execute(text("SELECT count(*) FROM run_versions"))
+            conn.execute(text("SET lock_timeout = '2s'"))
+            partitions.create(conn, "run-bbbb-2", (1 << 16) + 1)  # raises LockNotAvailable if it waited
+            assert conn.execute(text("SELECT count(*) FROM points_b65537")).scalar() == 0
+            conn.rollback()
+            other.rollback()
+    finally:
+        engine.dispose()
