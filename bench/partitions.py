@@ -17,8 +17,10 @@ the planner sees that many partitions of each table. Then, for each ``--points``
    plan of the raw read touches (EXPLAIN);
 3. table and index sizes of the run's partitions, bytes per point;
 4. delete-a-run: the old ``DELETE`` of its points and rollups (timed inside a
-   transaction that is rolled back, only for N <= ``--delete-max``), then
-   ``manage.delete_run``, which drops its partitions (committed).
+   transaction that is rolled back, only for N <= ``--delete-max``), then what
+   ``DELETE /runs/{id}`` does: ``manage.delete_run`` (detaches the partitions; the
+   parents are locked until its commit: "detach s") and then ``manage.drop_detached``
+   (unlinks the files, no lock of the parents: "drop s").
 
 Usage::
 
@@ -142,13 +144,18 @@ def old_delete_s(engine: Engine, sid: int) -> float:
     return elapsed
 
 
-def drop_s(engine: Engine, project_id: int, run_id: str) -> float:
-    began = time.perf_counter()
-    with Session(engine) as session, session.begin():
+def delete_s(engine: Engine, project_id: int, run_id: str) -> tuple[float, float]:
+    """Seconds of ``delete_run`` with its commit (parents locked), then of ``drop_detached``."""
+    with Session(engine) as session:
         project = session.get(Project, project_id)
         assert project is not None
+        began = time.perf_counter()
         manage.delete_run(session, manage.owned_run(session, run_id, project))
-    return time.perf_counter() - began
+        session.commit()
+        detached = time.perf_counter()
+        assert manage.drop_detached(session) == 3
+        session.commit()
+        return detached - began, time.perf_counter() - detached
 
 
 def mib(n: int) -> str:
@@ -180,7 +187,7 @@ def main() -> None:
             store(engine, project_id, f"bench-other-{i:04d}", 10)
         print(f"{args.other_runs} other runs of 10 points: {args.other_runs + 1} partitions per table")
         head = ("points", "fill s", "raw 2k ms", "whole run ms", "parts", "points tbl MiB", "points idx MiB",
-                "rollups tbl MiB", "rollups idx MiB", "B/point", "DELETE s", "drop s")
+                "rollups tbl MiB", "rollups idx MiB", "B/point", "DELETE s", "detach s", "drop s")
         rows = []
         for n in args.points:
             run_id = f"bench-run-{n}"
@@ -193,9 +200,11 @@ def main() -> None:
             whole, _ = median_ms(engine, run_id, args.repeat)
             size = sizes(engine, block)
             old = f"{old_delete_s(engine, sid):.1f}" if n <= args.delete_max else "-"
+            scanned = partitions_scanned(engine, sid, n)
+            detach, drop = delete_s(engine, project_id, run_id)
             rows.append((f"{n:,}", f"{fill_seconds:.0f}", f"{raw:.2f}", f"{whole:.2f}",
-                         str(partitions_scanned(engine, sid, n)), *(mib(v) for v in size.values()),
-                         f"{sum(size.values()) / n:.1f}", old, f"{drop_s(engine, project_id, run_id):.3f}"))
+                         str(scanned), *(mib(v) for v in size.values()),
+                         f"{sum(size.values()) / n:.1f}", old, f"{detach:.3f}", f"{drop:.3f}"))
             print(" | ".join(rows[-1]), flush=True)
         print()
         print("| " + " | ".join(head) + " |")

@@ -4,7 +4,8 @@ A run gets a block number (``runs.block``, from the sequence ``run_blocks``) whe
 first batch of it is stored; the ids of its series are ``block << SERIES_BITS | n``
 (n = 1, 2, ...), so its points and rollups fall in one range partition of each table,
 and its ``run_versions`` rows go to one list partition (``FOR VALUES IN (run id)``).
-Deleting the run drops those three tables instead of deleting their rows.
+Deleting the run detaches those three tables (in the delete's transaction) and then drops
+them (in one of their own) instead of deleting their rows.
 
 Runs stored before migration 0013 have block 0: their series keep
 ids from the series sequence, below ``FIRST_BLOCK << SERIES_BITS`` (or below the first
@@ -74,14 +75,33 @@ def create(conn: Connection, run_id: str, block: int) -> None:
             sql.Identifier(table), part, bound))
 
 
-def drop(conn: Connection, block: int) -> None:
-    """Drop the block's partitions: a run's points, rollups and replay log go in O(1).
+def detach(conn: Connection, block: int) -> None:
+    """Detach the block's partitions: the run's rows leave the three tables, no row is touched.
 
-    Dropping a partition takes ACCESS EXCLUSIVE on its parent for the moment of the
-    catalog change: it waits for reads of that table already running.
+    Takes ACCESS EXCLUSIVE on each parent until commit (a catalog change only): it waits
+    for reads of that table already running. The detached tables are dropped afterwards,
+    in another transaction (``drop_detached``): unlinking gigabytes of files takes seconds,
+    and a ``DROP`` of an attached partition would hold the parent that long.
     """
     for table in (*RANGE_TABLES, LIST_TABLE):
-        _run(conn, sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(partition_name(table, block))))
+        _run(conn, sql.SQL("ALTER TABLE {} DETACH PARTITION {}").format(
+            sql.Identifier(table), sql.Identifier(partition_name(table, block))))
+
+
+def drop_detached(conn: Connection) -> int:
+    """Drop every detached partition (a deleted run's, or one a crash left behind); returns how many.
+
+    Holds no lock of the parents. A no-op on SQLite.
+    """
+    if conn.dialect.name != "postgresql":
+        return 0
+    names = list(conn.execute(text(
+        "SELECT relname FROM pg_class WHERE relkind = 'r' AND NOT relispartition AND pg_table_is_visible(oid)"
+        " AND relname ~ '^(points|rollups|run_versions)_b[0-9]+$' ORDER BY relname"
+    )).scalars())
+    for name in names:
+        _run(conn, sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(name)))
+    return len(names)
 
 
 def _run(conn: Connection, statement: sql.Composable) -> None:

@@ -95,6 +95,7 @@ def test_two_runs_own_partitions_delete_drops_only_ones_own_and_reads_prune(stac
     assert r.status_code == 200, r.text
     assert r.json()["points"] == STEPS * METRICS
     assert _partitions(stack) == before - own[one.run]
+    assert [_scalar(stack, f"SELECT to_regclass('{name}') IS NULL") for name in sorted(own[one.run])] == [True] * 3
     assert _scalar(stack, "SELECT count(*) FROM series WHERE run_id = :r", r=one.run) == 0
     assert point_count(stack.engine, two.run) == STEPS * METRICS
     assert _scalar(stack, "SELECT count(*) FROM points") == STEPS * METRICS
