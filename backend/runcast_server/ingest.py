@@ -25,6 +25,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from runcast.events import SYSTEM_PREFIX, encode_event, encode_value, is_system_event
+from runcast_server import partitions
 from runcast_server.db import upsert
 from runcast_server.models import Event, Point, Project, Rollup, Run, RunVersion, Segment, Series
 from runcast_server.rollups import merge_set, rollup_deltas
@@ -256,7 +257,7 @@ def lock_runs(conn: Connection, run_ids: Iterable[str]) -> dict[str, Any]:
     stmt = (
         select(
             RUNS.c.id, RUNS.c.project_id, RUNS.c.version, RUNS.c.status, RUNS.c.last_step, RUNS.c.last_values,
-            RUNS.c.heartbeat_at,
+            RUNS.c.heartbeat_at, RUNS.c.block,
         )
         .where(RUNS.c.id.in_(ids))
         .order_by(RUNS.c.id)
@@ -386,6 +387,7 @@ def store_batch(
     # Without run_started (the usual batch) the checks read the rows locked here: the
     # same answer as check_batch, two round trips fewer.
     runs = lock_runs(conn, (e["run"] for e in events))
+    blocks = partitions.ensure(conn, runs)
     segments = {
         (r, u): sid
         for sid, r, u in conn.execute(
@@ -402,7 +404,7 @@ def store_batch(
             if e["type"] == "run_started":
                 result.runs[e["run"]].changed = True
 
-    new_points = _write_metrics(conn, events, segments, result)
+    new_points = _write_metrics(conn, events, segments, blocks, result)
     inserted_types = _write_events(conn, events, segments, result, now)
     _update_runs(conn, events, runs, result, new_points, inserted_types, now)
     _write_lost(conn, events, segments)
@@ -431,6 +433,7 @@ def _write_metrics(
     conn: Connection,
     events: Sequence[dict[str, Any]],
     segments: dict[tuple[str, str], int],
+    blocks: dict[str, int | None],
     result: IngestResult,
 ) -> dict[str, dict[str, tuple[int, float | None]]]:
     """Insert series, points and rollups; returns run -> key -> newest inserted (step, value).
@@ -459,7 +462,7 @@ def _write_metrics(
     if not batch:
         return {}
 
-    series = _series_ids(conn, batch, run_of_segment)
+    series = _series_ids(conn, batch, run_of_segment, blocks)
     by_id = sorted((series[k][0], k) for k in batch)
     col_sid: list[int] = []
     col_step: list[int] = []
@@ -575,12 +578,16 @@ def _merge_rollups(stmt: Insert) -> Insert:
 
 
 def _series_ids(
-    conn: Connection, batch: dict[tuple[int, str], Any], run_of_segment: dict[int, str]
+    conn: Connection,
+    batch: dict[tuple[int, str], Any],
+    run_of_segment: dict[int, str],
+    blocks: dict[str, int | None],
 ) -> dict[tuple[int, str], tuple[int, int | None]]:
     """(segment_id, key) -> (series id, highest stored step) for every series of the batch.
 
     Reads first and creates only the missing rows (sorted, ON CONFLICT DO NOTHING),
-    so a batch of known series costs one round trip.
+    so a batch of known series costs one round trip. A run with a block (partitions.py)
+    numbers its series inside the block, under its row lock; others take the sequence's.
     """
     query = select(SERIES.c.id, SERIES.c.segment_id, SERIES.c.key, SERIES.c.max_step).where(
         SERIES.c.segment_id.in_(sorted(run_of_segment))
@@ -592,16 +599,38 @@ def _series_ids(
     found = read()
     missing = sorted(k for k in batch if k not in found)
     if missing:
-        conn.execute(
-            upsert(conn, SERIES).on_conflict_do_nothing(index_elements=["segment_id", "key"]),
-            [
-                {"run_id": run_of_segment[seg], "segment_id": seg, "key": key, "count": 0, "min_step": None,
-                 "max_step": None}
-                for seg, key in missing
-            ],
-        )
+        rows = [
+            {"run_id": run_of_segment[seg], "segment_id": seg, "key": key, "count": 0, "min_step": None,
+             "max_step": None}
+            for seg, key in missing
+        ]
+        numbered = _number_series(conn, [r for r in rows if blocks[r["run_id"]]], blocks)
+        insert = upsert(conn, SERIES).on_conflict_do_nothing(index_elements=["segment_id", "key"])
+        for part in (numbered, [r for r in rows if not blocks[r["run_id"]]]):
+            if part:
+                conn.execute(insert, part)
         found = read()
     return found
+
+
+def _number_series(conn: Connection, rows: list[dict[str, Any]], blocks: dict[str, int | None]) -> list[dict[str, Any]]:
+    """Give each new series of a run with a block the next id of that block (ids ``block << 24 | n``)."""
+    if not rows:
+        return rows
+    run_ids = sorted({r["run_id"] for r in rows})
+    top: dict[str, int] = {
+        rid: hi
+        for rid, hi in conn.execute(
+            select(SERIES.c.run_id, func.max(SERIES.c.id)).where(SERIES.c.run_id.in_(run_ids)).group_by(SERIES.c.run_id)
+        )
+    }
+    for r in rows:
+        lo, hi = partitions.series_range(blocks[r["run_id"]] or 0)
+        r["id"] = max(top.get(r["run_id"], lo), lo) + 1
+        if r["id"] >= hi:
+            raise ValueError(f"run {r['run_id']!r} holds {hi - lo - 1} series, the most a run may hold")
+        top[r["run_id"]] = r["id"]
+    return rows
 
 
 def _min_expr(column: Any, value: Any) -> Any:

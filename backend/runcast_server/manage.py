@@ -11,9 +11,10 @@ import time
 from dataclasses import dataclass
 from typing import Final
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
+from runcast_server import partitions
 from runcast_server.alerts.models import Alert, AlertDelivery, Subscription
 from runcast_server.errors import ApiError, NotFound
 from runcast_server.models import Base, Point, Project, Rollup, Run, RunTag, Series
@@ -51,6 +52,11 @@ def set_archived(run: Run, archived: bool) -> None:
         run.archived_at = time.time()
 
 
+def drop_detached(session: Session) -> int:
+    """Drop the partitions deleted runs left detached (PostgreSQL); call after their delete commits."""
+    return partitions.drop_detached(session.connection())
+
+
 @dataclass(frozen=True)
 class Deleted:
     run: str
@@ -65,13 +71,24 @@ def delete_run(session: Session, run: Run) -> Deleted:
 
     Every table with a ``run_id`` column is cleared (a table added later is covered without
     a change here), children first; points and rollups by the run's series, alert
-    deliveries by its alerts and subscriptions (they have no ``run_id``).
+    deliveries by its alerts and subscriptions (they have no ``run_id``). A run with
+    partitions of its own (PostgreSQL, ``partitions.py``) loses its points, rollups and
+    replay log by detaching them (``drop_detached`` drops them after the commit); its
+    point count is then the sum of its series' counts.
     """
     series_ids = select(Series.id).where(Series.run_id == run.id).scalar_subquery()
     alert_ids = select(Alert.id).where(Alert.run_id == run.id).scalar_subquery()
     sub_ids = select(Subscription.id).where(Subscription.run_id == run.id).scalar_subquery()
-    points = session.execute(delete(Point).where(Point.series_id.in_(series_ids))).rowcount
-    session.execute(delete(Rollup).where(Rollup.series_id.in_(series_ids)))
+    if run.block:
+        points = session.scalar(select(func.coalesce(func.sum(Series.count), 0)).where(Series.run_id == run.id)) or 0
+        partitions.detach(session.connection(), run.block)
+    else:
+        # The id range as constants too, so PostgreSQL plans (and locks) only the legacy partitions.
+        lo, hi = session.execute(select(func.min(Series.id), func.max(Series.id)).where(Series.run_id == run.id)).one()
+        points = session.execute(
+            delete(Point).where(Point.series_id.in_(series_ids), Point.series_id.between(lo, hi))
+        ).rowcount if lo is not None else 0
+        session.execute(delete(Rollup).where(Rollup.series_id.in_(series_ids), Rollup.series_id.between(lo, hi)))
     session.execute(
         delete(AlertDelivery).where(AlertDelivery.alert_id.in_(alert_ids) | AlertDelivery.subscription_id.in_(sub_ids))
     )

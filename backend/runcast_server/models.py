@@ -120,6 +120,9 @@ class Run(Base):
     metric_defs: Mapped[dict[str, Any] | None] = mapped_column()
     # Archived runs are left out of the run list unless asked for; still readable by id.
     archived_at: Mapped[float | None] = mapped_column(Float)
+    # PostgreSQL: the run's partitions and series ids (partitions.py); 0 = stored before
+    # migration 0013 (legacy partitions), NULL = nothing stored yet, or SQLite.
+    block: Mapped[int | None] = mapped_column(BigInteger)
 
 
 class RunTag(Base):
@@ -262,7 +265,9 @@ class RunVersion(Base):
 
     __tablename__ = "run_versions"
 
-    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True)
+    # No foreign key since 0013: attaching a run's partition would clone it, and that takes
+    # SHARE ROW EXCLUSIVE on runs, waiting for every batch in flight. manage.delete_run clears it.
+    run_id: Mapped[str] = mapped_column(String(64), primary_key=True)
     version: Mapped[int] = mapped_column(BigInteger, primary_key=True)
     status: Mapped[str] = mapped_column(String(16))
     last_step: Mapped[int | None] = mapped_column(BigInteger)

@@ -9,7 +9,7 @@ import pytest
 from runcast_server import migrate
 from runcast_server.db import make_engine
 from services import BIN, child_env, free_port, wait_until
-from sqlalchemy import inspect
+from sqlalchemy import inspect, text
 
 EXPECTED_TABLES = {
     "projects", "ingest_tokens", "runs", "segments", "series", "points", "rollups", "events",
@@ -177,3 +177,72 @@ def test_upgrades_keep_every_row(dialect, request, tmp_path):
         assert counts == _COUNTED and value == 2.4
     finally:
         engine.dispose()
+
+
+def test_partitions_upgrade_from_0012_keeps_every_point_and_downgrades(empty_pg):
+    """0013 on PostgreSQL: the tables as they were become the legacy partitions (no row lost, the
+    old run stays writable in them); a new run gets partitions of its own; the downgrade copies
+    every row of both back into plain tables."""
+    from alembic import command
+
+    migrate.upgrade(empty_pg, "0012")
+    engine = make_engine(empty_pg)
+    try:
+        with engine.begin() as conn:
+            for statement in _V1_ROWS:
+                conn.execute(text(statement.replace("'r1'", "'legacy-1'")))
+            conn.execute(text("INSERT INTO points (series_id, step, value, version)"
+                              " SELECT 1, s, s * 0.5, 1 FROM generate_series(3, 1002) s"))
+            conn.execute(text("INSERT INTO run_versions (run_id, version, status, committed_at, points, ranges,"
+                              " event_ids) VALUES ('legacy-1', 1, 'running', 0, 1002, '[]', '[]')"))
+        engine.dispose()
+        migrate.upgrade(empty_pg)
+        with engine.connect() as conn:
+            assert conn.execute(text("SELECT count(*), sum(step) FROM points_legacy")).one() == (1002, 502503)
+            assert conn.execute(text("SELECT count(*) FROM run_versions_legacy")).scalar() == 1
+            assert conn.execute(text("SELECT block FROM runs")).scalar() == 0
+            kinds = dict(conn.execute(text(
+                "SELECT c.relname, p.partstrat FROM pg_partitioned_table p JOIN pg_class c ON c.oid = p.partrelid")).all())
+            assert kinds == {"points": "r", "rollups": "r", "run_versions": "l"}
+        _store_two_runs(empty_pg)
+        with engine.connect() as conn:
+            assert conn.execute(text("SELECT count(*) FROM points_legacy")).scalar() == 1002 + 3
+            assert conn.execute(text("SELECT block FROM runs WHERE id = 'run-two-2'")).scalar() == 1 << 16
+            assert conn.execute(text("SELECT count(*) FROM points_b65536")).scalar() == 3
+        command.downgrade(migrate.alembic_config(empty_pg), "0012")
+        with engine.connect() as conn:
+            assert conn.execute(text("SELECT count(*) FROM points")).scalar() == 1002 + 6
+            assert conn.execute(text("SELECT count(*) FROM run_versions")).scalar() == 3
+            assert conn.execute(text(
+                "SELECT count(*) FROM pg_partitioned_table")).scalar() == 0
+            assert migrate.current_revision(engine) == "0012"
+        migrate.upgrade(empty_pg)  # and up again, over rows of both kinds of run
+        with engine.connect() as conn:
+            assert conn.execute(text("SELECT count(*) FROM points_legacy")).scalar() == 1002 + 6
+    finally:
+        engine.dispose()
+
+
+def _store_two_runs(url: str) -> None:
+    """One batch of 3 points for the legacy run and for a new run of project 1."""
+    from runcast.events import validate_event
+    from runcast_server.ingest import store_batch
+    from sqlalchemy.orm import Session
+
+    engine = make_engine(url)
+    try:
+        with Session(engine) as session, session.begin():
+            session.execute(text("INSERT INTO segments (id, run_id, uid, \"index\", start_step, resumed)"
+                                 " VALUES (2, 'legacy-1', 'segment-2', 1, 0, false)"))
+            for table in ("series", "segments", "events"):  # _V1_ROWS wrote ids by hand
+                session.execute(text(f"SELECT setval('{table}_id_seq', 2)"))
+            events = [
+                {"v": 1, "type": "run_started", "run": "run-two-2", "segment": "segment-3", "seq": 0, "ts": 1.0,
+                 "name": "two", "project": "p"},
+                *({"v": 1, "type": "metrics", "run": run, "segment": seg, "seq": 1 + i, "ts": 2.0, "step": 5000 + i,
+                   "values": {"loss": 1.0}} for run, seg in (("legacy-1", "segment-2"), ("run-two-2", "segment-3")) for i in range(3)),
+            ]
+            store_batch(session, 1, [validate_event(e) for e in events])
+    finally:
+        engine.dispose()
+

@@ -252,16 +252,21 @@ def _summary(session: Session, run: Run, view: View = TEAM) -> dict[str, Any]:
     last = _last_values(run.last_values if h is None else due_last_values(session, run, h))
     extremes = {k for k, how in wanted.items() if how in ("min", "max")}
     if extremes:
+        # The series ids as constants, so PostgreSQL reads only this run's rollups partition.
+        key_of = dict(session.execute(
+            select(Series.id, Series.key).where(Series.run_id == run.id, Series.key.in_(sorted(extremes)))
+        ).all())
         rows = session.execute(
-            select(Series.key, func.min(Rollup.min), func.max(Rollup.max))
-            .join(Rollup, Rollup.series_id == Series.id)
-            .where(Series.run_id == run.id, Series.key.in_(sorted(extremes)), Rollup.level == LEVELS[-1])
-            .group_by(Series.key)
-        ).all()
-        for key, low, high in rows:
-            value = low if wanted[key] == "min" else high
-            if value is not None:
-                figures[key] = value
+            select(Rollup.series_id, Rollup.min, Rollup.max)
+            .where(Rollup.series_id.in_(sorted(key_of)), Rollup.level == LEVELS[-1])
+        ).all() if key_of else []
+        bounds: dict[str, list[float]] = {}
+        for sid, low, high in rows:
+            bounds.setdefault(key_of[sid], []).append(low if wanted[key_of[sid]] == "min" else high)
+        for key, values in bounds.items():
+            present = [v for v in values if v is not None]
+            if present:
+                figures[key] = min(present) if wanted[key] == "min" else max(present)
     for key, how in wanted.items():
         if how == "last" and key in last:
             figures[key] = last[key].value

@@ -103,4 +103,6 @@ def delete_run(session: SessionDep, project: WriterDep, run_id: RunIdPath) -> De
     revision and manifest records), alerts, subscriptions to it. Cannot be undone."""
     run = _owned(session, run_id, project)
     done = manage.delete_run(session, run)
+    session.commit()  # the run is gone and its partitions detached; dropping them holds no lock of the parents
+    manage.drop_detached(session)
     return DeletedRun(run=done.run, points=done.points, series=done.series, segments=done.segments, events=done.events)
