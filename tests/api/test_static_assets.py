@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import json
 import logging
+import posixpath
 import re
 from pathlib import Path
 from typing import Any
@@ -87,9 +88,41 @@ def test_pages_modules_and_styles_are_revalidated(client, path):
 def test_frontend_files_are_the_files_on_disk(client):
     assert client.get("/js/run.js").content == (FRONTEND_DIR / "js" / "run.js").read_bytes()
     assert client.get("/style.css").headers["content-type"].startswith("text/css")
-    # Pages differ from the files only by the versions in their links.
-    unversioned = re.sub(r'\?v=[0-9a-f]{16}|<script type="importmap">.*?</script>\n  ', "", client.get("/").text)
+    # Pages differ from the files only by the versions in their links, the import map and the
+    # modulepreload links the server adds.
+    unversioned = re.sub(
+        r'\?v=[0-9a-f]{16}|<script type="importmap">.*?</script>\n  |<link rel="modulepreload" href="[^"]*" fetchpriority="low">\n  ',
+        "", client.get("/").text,
+    )
     assert unversioned == (FRONTEND_DIR / "index.html").read_text()
+
+
+def _static_imports(rel: str) -> set[str]:
+    """The modules that ``rel`` (``js/run.js``) imports, directly or not (read here independently)."""
+    found, todo = set(), [rel]
+    while todo:
+        cur = todo.pop()
+        if cur in found:
+            continue
+        found.add(cur)
+        text = (FRONTEND_DIR / cur).read_text()
+        for spec in re.findall(r'^(?:import|export)\b[^;]*?\bfrom\s*"(\.{1,2}/[^"]+)"', text, re.M | re.S):
+            todo.append(posixpath.normpath(posixpath.join(posixpath.dirname(cur), spec)))
+    return found
+
+
+@pytest.mark.parametrize("path,entry", [("/runs/abc", "js/run.js"), ("/compare", "js/compare.js"), ("/", "js/runs.js")])
+def test_pages_preload_their_whole_module_graph(client, path, entry):
+    """A first load asks for every module at once (no waterfall of imports), each once, by version."""
+    html = client.get(path).text
+    preloaded = re.findall(r'<link rel="modulepreload" href="/(js/[^"?]+)\?v=[0-9a-f]{16}"', html)
+    assert len(preloaded) == len(set(preloaded))
+    assert set(preloaded) == _static_imports(entry)
+    assert html.index("importmap") < html.index("modulepreload") < html.index('type="module"')
+    # Plotly.js is asked for first and does not hold the run page's modules back.
+    if path.startswith("/runs/"):
+        assert re.search(r'<script src="/vendor/[0-9a-f]{16}/plotly\.min\.js" async fetchpriority="high"></script>', html)
+        assert html.index("plotly.min.js") < html.index("<script>") < html.index('rel="stylesheet"') < html.index("modulepreload")
 
 
 def test_api_docs_load_only_local_bundles(client):
