@@ -30,7 +30,7 @@ _FIRST_MODULE = re.compile(rb'<link rel="modulepreload"|<script type="module"')
 _MODULE_SCRIPT = re.compile(rb'<script type="module" src="/(js/[^"?#]+\.js)"></script>')
 _PRELOAD = re.compile(rb'<link rel="modulepreload" href="/(js/[^"?#]+\.js)">')
 # Static imports and re-exports of a relative module: `import {a} from "./x.js"`, `export * from "../y.js"`.
-_IMPORT = re.compile(r'^\s*(?:import|export)\b[^;"\']*?\bfrom\s*["\'](\.{1,2}/[^"\']+\.js)["\']|^\s*import\s*["\'](\.{1,2}/[^"\']+\.js)["\']', re.M)
+_IMPORT = re.compile(r'^\s*(?:import|export)\b[^;"\']*?\bfrom\s*["\'](\.{1,2}/[^"\']+\.js)["\']|^\s*import\s*["\'](\.{1,2}/[^"\']+\.js)["\']', re.MULTILINE)
 
 
 class Frontend:

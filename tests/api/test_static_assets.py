@@ -16,10 +16,22 @@ import brotli
 import pytest
 from fastapi.testclient import TestClient
 from runcast_server.app import FRONTEND_DIR, create_app
-from runcast_server.assets import IMMUTABLE, REVALIDATE, Asset, FileAssets, accepted_codings, choose_coding
+from runcast_server.assets import (
+    IMMUTABLE,
+    REVALIDATE,
+    Asset,
+    FileAssets,
+    accepted_codings,
+    choose_coding,
+)
 from runcast_server.frontend import Frontend
 from runcast_server.settings import Settings
-from runcast_server.vendor import PLOTLY_NPM_FILE, PLOTLY_NPM_PACKAGE, load_vendor, plotly_package_bundle
+from runcast_server.vendor import (
+    PLOTLY_NPM_FILE,
+    PLOTLY_NPM_PACKAGE,
+    load_vendor,
+    plotly_package_bundle,
+)
 
 VERSIONED = re.compile(r'"(/vendor/([0-9a-f]{16})/([\w.-]+))"')
 
@@ -106,7 +118,7 @@ def _static_imports(rel: str) -> set[str]:
             continue
         found.add(cur)
         text = (FRONTEND_DIR / cur).read_text()
-        for spec in re.findall(r'^(?:import|export)\b[^;]*?\bfrom\s*"(\.{1,2}/[^"]+)"', text, re.M | re.S):
+        for spec in re.findall(r'^(?:import|export)\b[^;]*?\bfrom\s*"(\.{1,2}/[^"]+)"', text, re.MULTILINE | re.DOTALL):
             todo.append(posixpath.normpath(posixpath.join(posixpath.dirname(cur), spec)))
     return found
 
