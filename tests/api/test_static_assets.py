@@ -187,6 +187,30 @@ def test_pages_link_modules_and_styles_by_version(client):
     assert '<a class="brand" href="/">' in html  # links to pages stay as they are
 
 
+def test_module_graph_follows_every_static_import_form(tmp_path):
+    js = tmp_path / "js"
+    (js / "sub").mkdir(parents=True)
+    (tmp_path / "page.html").write_text(
+        '<head><link rel="modulepreload" href="/js/b.js">\n  <script type="module" src="/js/a.js"></script></head>'
+    )
+    (js / "a.js").write_text(
+        '// import { no } from "./comment.js" is not a line that starts with import\n'
+        'import {\n  one,\n  two,\n} from "./b.js";\nexport * from "./sub/c.js";\nimport "./d.js";\n'
+        'const later = () => import("./lazy.js");\n'
+    )
+    (js / "b.js").write_text('import { a } from "./a.js";\n')  # a cycle
+    (js / "sub" / "c.js").write_text('export { x } from "../b.js";\nimport y from "../missing.js";\n')
+    (js / "d.js").write_text("export const d = 1;\n")
+    (js / "lazy.js").write_text("export const lazy = 1;\n")
+    frontend = Frontend(FileAssets(tmp_path), load_vendor(tmp_path / "none"))
+    assert frontend.module_graph("js/a.js") == ["js/a.js", "js/b.js", "js/sub/c.js", "js/d.js"]
+    html = frontend.page("page.html").body.decode()
+    preloaded = re.findall(r'<link rel="modulepreload" href="/(js/[^"?]+)\?v=', html)
+    # b.js was linked by hand already; a dynamic import is left to load when it is asked for.
+    assert preloaded == ["js/b.js", "js/a.js", "js/sub/c.js", "js/d.js"]
+    assert html.index("importmap") < html.index("modulepreload")
+
+
 def test_an_edited_module_gets_a_new_version(tmp_path):
     root = tmp_path / "site"
     (root / "js").mkdir(parents=True)
