@@ -173,7 +173,13 @@ async function pollDetail(page) {
 // --- the live stream -------------------------------------------------------------------------
 
 function onBatch(page, message) {
-  if (!page.detail) return; // start() reads the run again if the stream began before that read
+  if (!page.detail) {
+    // Before the run's read is in (run.js runs while Plotly.js downloads, often before it):
+    // the store still logs the message, for the /metrics answers in flight; the run and its
+    // events are read again by start() when they were sent before the stream began.
+    page.store.onBatch(page.runId, message);
+    return;
+  }
   const before = page.detail.last_step ?? -1;
   applyLive(page, message);
   if ((message.last_step ?? -1) > before) page.mix.soon(); // the last share reaches the new step
