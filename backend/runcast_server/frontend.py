@@ -7,11 +7,17 @@ sends every module import (``import ... from "./chart.js"``) to the versioned ad
 A request whose ``v`` is the file's current version may then be cached as immutable: a
 reload revalidates the page alone, and only a changed file is fetched again. The files
 stay plain ES modules on disk with no build step; an edit shows on the next page load.
+
+Each module script of a page is preceded by a ``<link rel="modulepreload">`` for every module
+it imports, directly or not (the static ``import``/``export ... from`` graph, read from the
+files): a first load asks for the whole graph at once instead of discovering it one level of
+imports after another.
 """
 
 from __future__ import annotations
 
 import json
+import posixpath
 import re
 import threading
 
@@ -21,6 +27,10 @@ from runcast_server.vendor import Vendor
 _VERSION_CHARS = 16
 _LOCAL_LINK = re.compile(rb'(src|href)="/([^"?#]+\.(?:js|css))"')
 _FIRST_MODULE = re.compile(rb'<link rel="modulepreload"|<script type="module"')
+_MODULE_SCRIPT = re.compile(rb'<script type="module" src="/(js/[^"?#]+\.js)"></script>')
+_PRELOAD = re.compile(rb'<link rel="modulepreload" href="/(js/[^"?#]+\.js)">')
+# Static imports and re-exports of a relative module: `import {a} from "./x.js"`, `export * from "../y.js"`.
+_IMPORT = re.compile(r'^\s*(?:import|export)\b[^;"\']*?\bfrom\s*["\'](\.{1,2}/[^"\']+\.js)["\']|^\s*import\s*["\'](\.{1,2}/[^"\']+\.js)["\']', re.MULTILINE)
 
 
 class Frontend:
@@ -44,6 +54,7 @@ class Frontend:
         if source is None:
             return None
         html = self.vendor.link_versions(source.body)
+        html = self._with_module_preloads(html)
         html = _LOCAL_LINK.sub(self._versioned_link, html)
         html = self._with_import_map(html)
         with self._lock:
@@ -58,6 +69,39 @@ class Frontend:
         if asset is None:
             return match.group(0)
         return b'%s="/%s?v=%s"' % (match.group(1), rel.encode(), self.version(asset).encode())
+
+    def module_graph(self, entry: str) -> list[str]:
+        """``entry`` (``js/run.js``) and every module it imports, directly or not, in the order found."""
+        seen: list[str] = []
+        todo = [entry]
+        while todo:
+            rel = todo.pop(0)
+            if rel in seen:
+                continue
+            asset = self.files.get(rel)
+            if asset is None:
+                continue
+            seen.append(rel)
+            base = posixpath.dirname(rel)
+            for match in _IMPORT.finditer(asset.body.decode("utf-8", "replace")):
+                target = posixpath.normpath(posixpath.join(base, match.group(1) or match.group(2)))
+                if target not in seen:
+                    todo.append(target)
+        return seen
+
+    def _with_module_preloads(self, html: bytes) -> bytes:
+        """A modulepreload link before each module script for each module of its graph not yet linked."""
+        linked = {m.group(1).decode() for m in _PRELOAD.finditer(html)}
+
+        def preloads(match: re.Match[bytes]) -> bytes:
+            links = []
+            for rel in self.module_graph(match.group(1).decode()):
+                if rel not in linked:
+                    linked.add(rel)
+                    links.append(b'<link rel="modulepreload" href="/%s" fetchpriority="low">\n  ' % rel.encode())
+            return b"".join(links) + match.group(0)
+
+        return _MODULE_SCRIPT.sub(preloads, html)
 
     def _with_import_map(self, html: bytes) -> bytes:
         first = _FIRST_MODULE.search(html)

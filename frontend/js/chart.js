@@ -68,6 +68,26 @@ export function plotConfig(filename) {
   };
 }
 
+let plotlyReady = null;
+
+/**
+ * Resolves once Plotly.js has run. A page may load it `async` (run.html: its modules set the
+ * page up while Plotly.js downloads); a chart's draw waits for it. Rejects when the script fails.
+ */
+export function whenPlotly() {
+  if (typeof Plotly !== "undefined") return Promise.resolve();
+  if (!plotlyReady) {
+    plotlyReady = new Promise((resolve, reject) => {
+      const script = document.querySelector('script[src*="/plotly.min.js"]');
+      if (!script) return reject(new Error("Plotly.js is not on this page"));
+      // A script's load event follows its run in the same task: not run yet, so not fired yet.
+      script.addEventListener("load", () => resolve(), { once: true });
+      script.addEventListener("error", () => reject(new Error("Plotly.js could not be loaded")), { once: true });
+    });
+  }
+  return plotlyReady;
+}
+
 /** One step of TensorBoard's debiased exponential moving average; NaN/±Inf leave a gap. */
 export function emaStep(state, y, weight) {
   if (y === null || !Number.isFinite(y)) return null;
@@ -112,6 +132,8 @@ export class MetricChart {
     this.bucketWidth = 1;
     this.unsubscribe = this.sources.map((s) => store.subscribe(s.entry, () => this.schedule()));
     this.scheduleLoad = debounce(() => this.load(), FETCH_DEBOUNCE_MS);
+    /** Resolves after the chart's first Plotly draw. */
+    this.firstDraw = new Promise((resolve) => { this.resolveFirstDraw = resolve; });
   }
 
   /** Plot area width in CSS pixels. */
@@ -195,6 +217,12 @@ export class MetricChart {
   }
 
   draw() {
+    if (typeof Plotly === "undefined") {
+      whenPlotly().then(() => this.schedule(), (err) => {
+        if (this.noteEl) this.noteEl.textContent = "Could not draw: " + err.message;
+      });
+      return;
+    }
     const entries = this.sources.map((s) => s.entry);
     if (!entries.some((e) => e.ready)) {
       const failed = entries.find((e) => e.error);
@@ -255,7 +283,10 @@ export class MetricChart {
     if (first) {
       this.drawn = true;
       this.div.on("plotly_relayout", (ev) => this.onRelayout(ev));
-      if (this.onDrawn) Promise.resolve(drawn).then(() => this.onDrawn(this));
+      Promise.resolve(drawn).then(() => {
+        if (this.onDrawn) this.onDrawn(this);
+        this.resolveFirstDraw();
+      });
     }
   }
 

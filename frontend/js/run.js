@@ -18,7 +18,7 @@ import { allCharts, buildMainChart, buildPanels, redraw, setMarkers, setupXmaps 
 import { loadCheckpoints } from "./run/checkpoints.js";
 import { renderConfig } from "./run/config.js";
 import { EstimatePanel } from "./run/estimate.js";
-import { applyLive, renderHeader, renderStatus, tickHeartbeat } from "./run/header.js";
+import { applyLive, renderHeader, renderStatus, renderTitle, tickHeartbeat } from "./run/header.js";
 import { MixChart } from "./run/mix.js";
 import { fromPrefetch, prefetchedMetrics, takePrefetch } from "./run/prefetch.js";
 import { loadRevisions } from "./run/revisions.js";
@@ -173,7 +173,13 @@ async function pollDetail(page) {
 // --- the live stream -------------------------------------------------------------------------
 
 function onBatch(page, message) {
-  if (!page.detail) return; // start() reads the run again if the stream began before that read
+  if (!page.detail) {
+    // Before the run's read is in (run.js runs while Plotly.js downloads, often before it):
+    // the store still logs the message, for the /metrics answers in flight; the run and its
+    // events are read again by start() when they were sent before the stream began.
+    page.store.onBatch(page.runId, message);
+    return;
+  }
   const before = page.detail.last_step ?? -1;
   applyLive(page, message);
   if ((message.last_step ?? -1) > before) page.mix.soon(); // the last share reaches the new step
@@ -216,6 +222,15 @@ function catchUp(page) {
   if (page.subscribedAt === null) return;
   if (page.detailReadAt < page.subscribedAt) page.soon.detail();
   if (page.eventsReadAt < page.subscribedAt) rereadEvents(page);
+}
+
+/**
+ * The chart's first draw; at once when it has nothing to draw (every read failed), and after
+ * a second at most (a hidden tab draws no frames; a chart rebuilt meanwhile never draws).
+ */
+function firstDrawOrFailure(chart) {
+  if (!chart.sources.some((s) => s.entry.ready)) return Promise.resolve();
+  return Promise.race([chart.firstDraw, new Promise((resolve) => setTimeout(resolve, 1000))]);
 }
 
 function onFirstDraw() {
@@ -268,14 +283,19 @@ async function start(page) {
   }
   $("loading").hidden = true;
   $("run").hidden = false;
+  renderTitle(page);
+  await setupXmaps(page);
+  buildMainChart(page, { onDrawn: onFirstDraw, prefetched: prefetchedMetrics(pre) });
+  // The loss curve first: the rest of the page is set up once it is drawn, or, while
+  // Plotly.js is still downloading (run.html loads it async), while it downloads.
+  if (page.mainChart) {
+    await page.mainChart.load();
+    if (typeof Plotly !== "undefined") await firstDrawOrFailure(page.mainChart);
+  }
   renderHeader(page);
   renderConfig(page.detail);
   page.estimate.update(page.detail);
   setupControls(page);
-  await setupXmaps(page);
-  buildMainChart(page, { onDrawn: onFirstDraw, prefetched: prefetchedMetrics(pre) });
-  // The loss curve first; the timeline, data mix and panels once it is drawn.
-  if (page.mainChart) await page.mainChart.load();
   mergeEvents(page, await eventsPromise);
   buildPanels(page, markers(page));
   buildSystem(page);

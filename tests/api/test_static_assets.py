@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import json
 import logging
+import posixpath
 import re
 from pathlib import Path
 from typing import Any
@@ -15,10 +16,22 @@ import brotli
 import pytest
 from fastapi.testclient import TestClient
 from runcast_server.app import FRONTEND_DIR, create_app
-from runcast_server.assets import IMMUTABLE, REVALIDATE, Asset, FileAssets, accepted_codings, choose_coding
+from runcast_server.assets import (
+    IMMUTABLE,
+    REVALIDATE,
+    Asset,
+    FileAssets,
+    accepted_codings,
+    choose_coding,
+)
 from runcast_server.frontend import Frontend
 from runcast_server.settings import Settings
-from runcast_server.vendor import PLOTLY_NPM_FILE, PLOTLY_NPM_PACKAGE, load_vendor, plotly_package_bundle
+from runcast_server.vendor import (
+    PLOTLY_NPM_FILE,
+    PLOTLY_NPM_PACKAGE,
+    load_vendor,
+    plotly_package_bundle,
+)
 
 VERSIONED = re.compile(r'"(/vendor/([0-9a-f]{16})/([\w.-]+))"')
 
@@ -87,9 +100,41 @@ def test_pages_modules_and_styles_are_revalidated(client, path):
 def test_frontend_files_are_the_files_on_disk(client):
     assert client.get("/js/run.js").content == (FRONTEND_DIR / "js" / "run.js").read_bytes()
     assert client.get("/style.css").headers["content-type"].startswith("text/css")
-    # Pages differ from the files only by the versions in their links.
-    unversioned = re.sub(r'\?v=[0-9a-f]{16}|<script type="importmap">.*?</script>\n  ', "", client.get("/").text)
+    # Pages differ from the files only by the versions in their links, the import map and the
+    # modulepreload links the server adds.
+    unversioned = re.sub(
+        r'\?v=[0-9a-f]{16}|<script type="importmap">.*?</script>\n  |<link rel="modulepreload" href="[^"]*" fetchpriority="low">\n  ',
+        "", client.get("/").text,
+    )
     assert unversioned == (FRONTEND_DIR / "index.html").read_text()
+
+
+def _static_imports(rel: str) -> set[str]:
+    """The modules that ``rel`` (``js/run.js``) imports, directly or not (read here independently)."""
+    found, todo = set(), [rel]
+    while todo:
+        cur = todo.pop()
+        if cur in found:
+            continue
+        found.add(cur)
+        text = (FRONTEND_DIR / cur).read_text()
+        for spec in re.findall(r'^(?:import|export)\b[^;]*?\bfrom\s*"(\.{1,2}/[^"]+)"', text, re.MULTILINE | re.DOTALL):
+            todo.append(posixpath.normpath(posixpath.join(posixpath.dirname(cur), spec)))
+    return found
+
+
+@pytest.mark.parametrize("path,entry", [("/runs/abc", "js/run.js"), ("/compare", "js/compare.js"), ("/", "js/runs.js")])
+def test_pages_preload_their_whole_module_graph(client, path, entry):
+    """A first load asks for every module at once (no waterfall of imports), each once, by version."""
+    html = client.get(path).text
+    preloaded = re.findall(r'<link rel="modulepreload" href="/(js/[^"?]+)\?v=[0-9a-f]{16}"', html)
+    assert len(preloaded) == len(set(preloaded))
+    assert set(preloaded) == _static_imports(entry)
+    assert html.index("importmap") < html.index("modulepreload") < html.index('type="module"')
+    # Plotly.js is asked for first and does not hold the run page's modules back.
+    if path.startswith("/runs/"):
+        assert re.search(r'<script src="/vendor/[0-9a-f]{16}/plotly\.min\.js" async fetchpriority="high"></script>', html)
+        assert html.index("plotly.min.js") < html.index("<script>") < html.index('rel="stylesheet"') < html.index("modulepreload")
 
 
 def test_api_docs_load_only_local_bundles(client):
@@ -140,6 +185,30 @@ def test_pages_link_modules_and_styles_by_version(client):
         assert client.get(path + "?v=0000000000000000").headers["cache-control"] == REVALIDATE
     assert re.search(r'href="/style\.css\?v=[0-9a-f]{16}"', client.get("/").text)
     assert '<a class="brand" href="/">' in html  # links to pages stay as they are
+
+
+def test_module_graph_follows_every_static_import_form(tmp_path):
+    js = tmp_path / "js"
+    (js / "sub").mkdir(parents=True)
+    (tmp_path / "page.html").write_text(
+        '<head><link rel="modulepreload" href="/js/b.js">\n  <script type="module" src="/js/a.js"></script></head>'
+    )
+    (js / "a.js").write_text(
+        '// import { no } from "./comment.js" is not a line that starts with import\n'
+        'import {\n  one,\n  two,\n} from "./b.js";\nexport * from "./sub/c.js";\nimport "./d.js";\n'
+        'const later = () => import("./lazy.js");\n'
+    )
+    (js / "b.js").write_text('import { a } from "./a.js";\n')  # a cycle
+    (js / "sub" / "c.js").write_text('export { x } from "../b.js";\nimport y from "../missing.js";\n')
+    (js / "d.js").write_text("export const d = 1;\n")
+    (js / "lazy.js").write_text("export const lazy = 1;\n")
+    frontend = Frontend(FileAssets(tmp_path), load_vendor(tmp_path / "none"))
+    assert frontend.module_graph("js/a.js") == ["js/a.js", "js/b.js", "js/sub/c.js", "js/d.js"]
+    html = frontend.page("page.html").body.decode()
+    preloaded = re.findall(r'<link rel="modulepreload" href="/(js/[^"?]+)\?v=', html)
+    # b.js was linked by hand already; a dynamic import is left to load when it is asked for.
+    assert preloaded == ["js/b.js", "js/a.js", "js/sub/c.js", "js/d.js"]
+    assert html.index("importmap") < html.index("modulepreload")
 
 
 def test_an_edited_module_gets_a_new_version(tmp_path):

@@ -8,11 +8,18 @@ const $ = (id) => document.getElementById(id);
 const LIVE_STATUSES = new Set(["running", "stalled"]);
 const STREAM_LABELS = { live: "● live", reconnecting: "reconnecting…", offline: "stream offline", unsupported: "" };
 
-export function renderHeader(page) {
+/** The run's name and project (cheap: run.js shows them before the loss curve is drawn). */
+export function renderTitle(page) {
   const d = page.detail;
   document.title = d.name + " · " + d.project + " · Runcast";
   $("run-project").textContent = d.project;
   $("run-name").textContent = d.name;
+}
+
+/** The whole header. Its numbers are formatted for the locale: a page's first use costs tens of ms. */
+export function renderHeader(page) {
+  const d = page.detail;
+  renderTitle(page);
   renderStatus(page);
   $("fact-step").textContent = d.last_step === null ? "–" : d.last_step.toLocaleString();
   const lossKey = lastLossKey(d.last_values);

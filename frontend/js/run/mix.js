@@ -3,7 +3,7 @@
 
 /* global Plotly */
 import { decode } from "../api.js";
-import { plotConfig } from "../chart.js";
+import { plotConfig, whenPlotly } from "../chart.js";
 import { rangesEqual } from "../xmap.js";
 import { color, escapeHtml, theme } from "../util.js";
 
@@ -60,6 +60,14 @@ export class MixChart {
       yaxis: { tickformat: ".0%", range: [0, 1], gridcolor: t.grid, fixedrange: true, automargin: true },
       legend: { orientation: "h", x: 0, y: 0, yref: "container", yanchor: "bottom" },
     };
+    if (typeof Plotly === "undefined") {
+      // Plotly.js is still on its way (run.html loads it async): draw once it has run.
+      if (!this.waiting) {
+        this.waiting = true;
+        whenPlotly().then(() => { this.waiting = false; this.render(); }, () => {});
+      }
+      return;
+    }
     Plotly.react(this.div, traces, layout, plotConfig(detail.name + "-data-mix"));
     if (!this.drawn) {
       this.drawn = true;
