@@ -12,6 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from runcast_server.artifacts.checkpoints import Status
+
 
 class _Answer(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -23,11 +25,11 @@ class Checkpoint(_Answer):
     id: int
     step: int
     segment: int
-    status: str = Field(description="available, missing, pruned or private.")
+    status: Status
     reason: str | None
     size: int | None
     sha256: str | None
-    metrics: Any
+    metrics: dict[str, Any]
     public: bool
     filename: str | None
     kind: Literal["file", "directory"] | None
@@ -76,8 +78,8 @@ class CardCheckpoint(_Answer):
     filename: str | None
     size: int | None
     sha256: str | None
-    metrics: Any
-    status: str
+    metrics: dict[str, Any]
+    status: Status
     download_url: str | None
 
 
