@@ -16,7 +16,12 @@ from fastapi import APIRouter, Path, Query
 from runcast_server.api.deps import AdminDep, SessionDep
 from runcast_server.errors import ApiError, NotFound, error_responses
 from runcast_server.inbox import quarantine
-from runcast_server.inbox.schemas import InboxPage, InboxRetry, InboxRowDetail, InboxStats
+from runcast_server.inbox.schemas import (
+    InboxPage,
+    InboxRetry,
+    InboxRowDetail,
+    InboxStats,
+)
 
 log = logging.getLogger(__name__)
 router = APIRouter(prefix="/admin", tags=["admin"], dependencies=[AdminDep], responses=error_responses(401, 403, 422))

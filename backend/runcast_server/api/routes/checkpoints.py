@@ -29,7 +29,11 @@ from runcast_server.artifacts.http import CheckpointFileResponse, content_dispos
 from runcast_server.artifacts.lineage import run_segments
 from runcast_server.artifacts.manifests import load_manifests, load_mix
 from runcast_server.artifacts.revisions import load_revisions
-from runcast_server.artifacts.schemas import CheckpointCard, CheckpointFiles, CheckpointList
+from runcast_server.artifacts.schemas import (
+    CheckpointCard,
+    CheckpointFiles,
+    CheckpointList,
+)
 from runcast_server.artifacts.storage import storage_from_settings
 from runcast_server.artifacts.uploads import manifest_for
 from runcast_server.errors import ApiError, NotFound, error_responses

@@ -19,7 +19,12 @@ from runcast_server.artifacts.manifests import (
     mix_timeline,
     versions,
 )
-from runcast_server.artifacts.schemas import DataMix, Manifest, ManifestDiff, ManifestList
+from runcast_server.artifacts.schemas import (
+    DataMix,
+    Manifest,
+    ManifestDiff,
+    ManifestList,
+)
 from runcast_server.errors import NotFound
 from runcast_server.reads.published import published_manifest
 from runcast_server.reads.values import strict_json

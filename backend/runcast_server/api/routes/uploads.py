@@ -20,7 +20,12 @@ from runcast_server.api.read_deps import SettingsDep
 from runcast_server.api.routes.ingest import accept_batch
 from runcast_server.artifacts import uploads
 from runcast_server.artifacts.models import Upload
-from runcast_server.artifacts.schemas import ChunkReceived, StorageCapabilities, UploadDone, UploadState
+from runcast_server.artifacts.schemas import (
+    ChunkReceived,
+    StorageCapabilities,
+    UploadDone,
+    UploadState,
+)
 from runcast_server.artifacts.storage import storage_from_settings
 from runcast_server.artifacts.upload_store import upload_store_for
 from runcast_server.errors import ApiError, NotFound, error_responses
