@@ -24,7 +24,7 @@ from runcast_server.api.limits import BodyLimit, body_limit
 from runcast_server.db import get_engine
 from runcast_server.errors import error_responses, install_error_handlers
 from runcast_server.frontend import Frontend
-from runcast_server.health import Probes, Readiness, probes
+from runcast_server.health import Liveness, Probes, Readiness, probes
 from runcast_server.inbox.sweep import SweepTimer
 from runcast_server.observability.collectors import InboxCollector
 from runcast_server.observability.http import RequestMetrics, exposition, scrape_registry
@@ -97,10 +97,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_api_route("/metrics", exposition(scrape, settings.metrics_token), methods=["GET"],
                       include_in_schema=False, tags=["health"])
 
-    @app.get("/healthz", tags=["health"])
-    def healthz() -> dict[str, str]:
+    @app.get("/healthz", tags=["health"], response_model=Liveness)
+    def healthz() -> Liveness:
         """Liveness: the process answers (no dependency is touched; see /readyz)."""
-        return {"status": "ok", "version": __version__, "mode": "embedded" if settings.embedded else "production"}
+        return Liveness(status="ok", version=__version__, mode="embedded" if settings.embedded else "production")
 
     @app.get("/readyz", tags=["health"], response_model=Readiness,
              responses={503: {"model": Readiness, "description": "The database or Redis cannot be reached."}})

@@ -11,7 +11,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import Engine, text
 
 log = logging.getLogger(__name__)
@@ -21,6 +21,16 @@ CHECK_TIMEOUT_S = 2.0
 class Check(BaseModel):
     ok: bool
     error: str | None = Field(None, description="Why not (the kind of failure; never a host or a path).")
+
+
+class Liveness(BaseModel):
+    """/healthz: the process answers."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    status: Literal["ok"]
+    version: str
+    mode: Literal["embedded", "production"]
 
 
 class Readiness(BaseModel):

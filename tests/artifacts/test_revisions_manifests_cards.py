@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from runcast_server.artifacts.revisions import Revision, code_link, normalise_remote
+from runcast_server.artifacts.schemas import CheckpointCard
 
 from artifacts.conftest import checkpoint_event, write_file
 
@@ -211,3 +212,5 @@ def test_reproducibility_card_follows_lineage(client, seed, storage_root):
     download = client.get(listed[(0, 100)]["card_url"], params={"download": "true"})
     assert download.headers["content-disposition"] == f'attachment; filename="{sim.run}-step100-card.json"'
     assert download.json()["checkpoint"]["id"] == listed[(0, 100)]["id"]
+    for answer in (card, old, first):  # the card's OpenAPI model describes it exactly
+        assert CheckpointCard.model_validate(answer).model_dump(mode="json") == answer

@@ -151,6 +151,7 @@ def test_corrupted_chunk_is_rejected_and_a_bad_file_is_never_listed(client, seed
     assert res.status_code == 422 and res.json()["error"]["field"] == "X-Runcast-Chunk-Sha256"
     again = client.post(f"/api/v1/runs/{sim.run}/uploads", json=body, headers=_auth(token)).json()
     assert (again["id"], again["files"][0]["received"]) == (up["id"], 0)  # nothing was written
+    assert list(again["files"][0]) == ["index", "path", "size", "received"]  # the S3-only keys stay absent
     # a chunk at the wrong offset
     res = client.put(f"{url}?offset=5", content=good[:10], headers={**_auth(token), "X-Runcast-Chunk-Sha256": _sha(good[:10])})
     assert res.status_code == 409 and res.json()["error"]["field"] == "offset"

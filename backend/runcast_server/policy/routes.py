@@ -19,6 +19,7 @@ from runcast_server.api.deps import SessionDep, WriterDep
 from runcast_server.errors import ApiError, NotFound, error_responses
 from runcast_server.models import Project
 from runcast_server.policy import store
+from runcast_server.policy.schemas import ProjectPolicyView, RunPolicyView
 
 router = APIRouter(tags=["policy"])
 ERRORS = error_responses(401, 404, 422)
@@ -45,7 +46,7 @@ def _run_answer(session: Any, run: Any) -> dict[str, Any]:
     return {"run": run.id, "policy": effective(project, own), "run_settings": own, "project_settings": project}
 
 
-@router.get("/runs/{run_id}/policy", responses=ERRORS)
+@router.get("/runs/{run_id}/policy", response_model=RunPolicyView, responses=ERRORS)
 def get_run_policy(session: SessionDep, writer: WriterDep,
                    run_id: Annotated[str, Path(max_length=64, description="The run id.")]) -> dict[str, Any]:
     """The policy in force (``policy``), the run's own settings and its project's default."""
@@ -54,7 +55,7 @@ def get_run_policy(session: SessionDep, writer: WriterDep,
     return _run_answer(session, manage.owned_run(session, run_id, writer))
 
 
-@router.put("/runs/{run_id}/policy", responses=ERRORS)
+@router.put("/runs/{run_id}/policy", response_model=RunPolicyView, responses=ERRORS)
 def put_run_policy(session: SessionDep, writer: WriterDep, body: PolicyBody,
                    run_id: Annotated[str, Path(max_length=64, description="The run id.")]) -> dict[str, Any]:
     """Change the run's settings (merged into what it has); answers as the GET."""
@@ -68,7 +69,7 @@ def put_run_policy(session: SessionDep, writer: WriterDep, body: PolicyBody,
     return _run_answer(session, run)
 
 
-@router.get("/projects/{project}/policy", responses=ERRORS)
+@router.get("/projects/{project}/policy", response_model=ProjectPolicyView, responses=ERRORS)
 def get_project_policy(session: SessionDep, writer: WriterDep,
                        project: Annotated[str, Path(max_length=100)]) -> dict[str, Any]:
     """The project's default settings and the policy they make for a run without its own."""
@@ -77,7 +78,7 @@ def get_project_policy(session: SessionDep, writer: WriterDep,
     return {"project": proj.name, "policy": effective(own), "project_settings": own}
 
 
-@router.put("/projects/{project}/policy", responses=ERRORS)
+@router.put("/projects/{project}/policy", response_model=ProjectPolicyView, responses=ERRORS)
 def put_project_policy(session: SessionDep, writer: WriterDep, body: PolicyBody,
                        project: Annotated[str, Path(max_length=100)]) -> dict[str, Any]:
     """Change the project's default (every run without its own setting follows it)."""

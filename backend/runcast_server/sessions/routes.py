@@ -13,7 +13,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from fastapi import APIRouter, Request, Response
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from runcast_server.alerts import ratelimit
 from runcast_server.api.deps import SessionDep
@@ -31,6 +31,14 @@ class SignInBody(BaseModel):
 class SessionView(BaseModel):
     project: str = Field(description="The project whose private and unlisted runs this browser reads.")
     expires_at: float = Field(description="When the session ends (epoch seconds; fixed at sign-in).")
+
+
+class SignedOut(BaseModel):
+    """Sign-out's answer (always true: signing out without a session is not an error)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    signed_out: bool
 
 
 def _same_origin(request: Request) -> None:
@@ -88,10 +96,10 @@ def current(request: Request, session: SessionDep) -> SessionView:
     return SessionView(project=found.project.name, expires_at=found.expires_at)
 
 
-@router.delete("/session", responses=error_responses(403))
-def sign_out(request: Request, response: Response, session: SessionDep) -> dict[str, bool]:
+@router.delete("/session", response_model=SignedOut, responses=error_responses(403))
+def sign_out(request: Request, response: Response, session: SessionDep) -> SignedOut:
     """Sign out: the session is deleted and the cookie cleared (also when there was none)."""
     _same_origin(request)
     service.sign_out(session, request.cookies.get(COOKIE))
     response.delete_cookie(COOKIE, path="/", httponly=True, samesite="strict", secure=request.url.scheme == "https")
-    return {"signed_out": True}
+    return SignedOut(signed_out=True)

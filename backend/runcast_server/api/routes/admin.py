@@ -16,6 +16,12 @@ from fastapi import APIRouter, Path, Query
 from runcast_server.api.deps import AdminDep, SessionDep
 from runcast_server.errors import ApiError, NotFound, error_responses
 from runcast_server.inbox import quarantine
+from runcast_server.inbox.schemas import (
+    InboxPage,
+    InboxRetry,
+    InboxRowDetail,
+    InboxStats,
+)
 
 log = logging.getLogger(__name__)
 router = APIRouter(prefix="/admin", tags=["admin"], dependencies=[AdminDep], responses=error_responses(401, 403, 422))
@@ -23,13 +29,13 @@ router = APIRouter(prefix="/admin", tags=["admin"], dependencies=[AdminDep], res
 InboxId = Annotated[int, Path(ge=1, le=2**63 - 1, description="The inbox row's id.")]
 
 
-@router.get("/inbox/stats")
+@router.get("/inbox/stats", response_model=InboxStats)
 def inbox_stats(session: SessionDep) -> dict[str, Any]:
     """Rows per state and the number of stored batches whose detectors failed."""
     return quarantine.counts(session)
 
 
-@router.get("/inbox")
+@router.get("/inbox", response_model=InboxPage)
 def list_inbox(
     session: SessionDep,
     state: Annotated[
@@ -42,7 +48,7 @@ def list_inbox(
     return quarantine.list_rows(session, state=None if state == "all" else state, after=after, limit=limit)
 
 
-@router.get("/inbox/{inbox_id}", responses=error_responses(404))
+@router.get("/inbox/{inbox_id}", response_model=InboxRowDetail, responses=error_responses(404))
 def show_inbox(session: SessionDep, inbox_id: InboxId) -> dict[str, Any]:
     """One row, with the content of each event that could not be stored."""
     found = quarantine.show(session, inbox_id)
@@ -51,7 +57,7 @@ def show_inbox(session: SessionDep, inbox_id: InboxId) -> dict[str, Any]:
     return found
 
 
-@router.post("/inbox/{inbox_id}/retry", status_code=202, responses=error_responses(404, 409))
+@router.post("/inbox/{inbox_id}/retry", status_code=202, response_model=InboxRetry, responses=error_responses(404, 409))
 def retry_inbox(session: SessionDep, inbox_id: InboxId) -> dict[str, Any]:
     """Send a quarantined batch through the worker again (it is quarantined again if it fails again)."""
     from runcast_server.tasks import enqueue_ingest

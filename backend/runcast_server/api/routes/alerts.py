@@ -11,6 +11,7 @@ from runcast.events import MAX_ALERTS_BYTES, check_json
 
 from runcast_server.alerts import service
 from runcast_server.alerts.models import AlertConfig
+from runcast_server.alerts.schemas import AlertConfigView, AlertPage
 from runcast_server.api.deps import SessionDep, WriterDep
 from runcast_server.api.read_deps import RUN_ERRORS, FullViewDep, ReadableRunDep, SettingsDep, ViewDep
 from runcast_server.detectors import config as dconfig
@@ -27,7 +28,8 @@ def base_url(request: Request, settings: Any) -> str:
     return settings.public_url or str(request.base_url).rstrip("/")
 
 
-@router.get("/runs/{run_id}/alerts", responses=RUN_ERRORS)
+@router.get("/runs/{run_id}/alerts", response_model=AlertPage, response_model_exclude_unset=True,
+            responses=RUN_ERRORS)
 def get_alerts(
     request: Request,
     session: SessionDep,
@@ -51,7 +53,7 @@ def get_alerts(
     return {**page, "alerts": [a for a in page["alerts"] if policy.alert(a)], "withheld": False}
 
 
-@router.get("/runs/{run_id}/alerts/config", responses=RUN_ERRORS)
+@router.get("/runs/{run_id}/alerts/config", response_model=AlertConfigView, responses=RUN_ERRORS)
 def get_alert_config(session: SessionDep, settings: SettingsDep, found: ReadableRunDep) -> dict[str, Any]:
     """The run's overrides and the effective detector parameters (``stall.after_s`` also decides
     when the run reads as 'stalled')."""
@@ -61,7 +63,8 @@ def get_alert_config(session: SessionDep, settings: SettingsDep, found: Readable
     return {"overrides": overrides, "effective": dconfig.effective(overrides, stall_after_s=settings.stall_after_s)}
 
 
-@router.put("/runs/{run_id}/alerts/config", responses={**RUN_ERRORS, **error_responses(400)})
+@router.put("/runs/{run_id}/alerts/config", response_model=AlertConfigView,
+            responses={**RUN_ERRORS, **error_responses(400)})
 def put_alert_config(
     session: SessionDep,
     settings: SettingsDep,

@@ -29,6 +29,11 @@ from runcast_server.artifacts.http import CheckpointFileResponse, content_dispos
 from runcast_server.artifacts.lineage import run_segments
 from runcast_server.artifacts.manifests import load_manifests, load_mix
 from runcast_server.artifacts.revisions import load_revisions
+from runcast_server.artifacts.schemas import (
+    CheckpointCard,
+    CheckpointFiles,
+    CheckpointList,
+)
 from runcast_server.artifacts.storage import storage_from_settings
 from runcast_server.artifacts.uploads import manifest_for
 from runcast_server.errors import ApiError, NotFound, error_responses
@@ -39,7 +44,7 @@ router = APIRouter(tags=["artifacts"])
 CheckpointId = Annotated[int, Path(ge=1, le=2**63 - 1, description="The checkpoint id (from the list).")]
 
 
-@router.get("/runs/{run_id}/checkpoints", responses=RUN_ERRORS)
+@router.get("/runs/{run_id}/checkpoints", response_model=CheckpointList, responses=RUN_ERRORS)
 def list_checkpoints(found: ReadableRunDep, session: SessionDep, viewer: ViewerDep, settings: SettingsDep,
                      policy: ViewDep) -> dict[str, Any]:
     """Every checkpoint the run recorded (pruned ones too), by segment and step, with its status.
@@ -158,7 +163,8 @@ def _directory(session: SessionDep, found: Any, viewer: Any, settings: Any, cid:
     return record, v.stored, storage, archive.members(storage, v.stored, manifest_for(session, run.id, record.path))
 
 
-@router.get("/runs/{run_id}/checkpoints/{cid}/files", responses={**RUN_ERRORS, **error_responses(410)})
+@router.get("/runs/{run_id}/checkpoints/{cid}/files", response_model=CheckpointFiles,
+            responses={**RUN_ERRORS, **error_responses(410)})
 def checkpoint_files(
     found: ReadableRunDep, session: SessionDep, viewer: ViewerDep, settings: SettingsDep, cid: CheckpointId,
     policy: ViewDep,
@@ -191,7 +197,7 @@ def download_checkpoint_file(
     )
 
 
-@router.get("/runs/{run_id}/checkpoints/{cid}/card", responses=RUN_ERRORS)
+@router.get("/runs/{run_id}/checkpoints/{cid}/card", responses={200: {"model": CheckpointCard}, **RUN_ERRORS})
 def checkpoint_card(
     found: ReadableRunDep,
     session: SessionDep,

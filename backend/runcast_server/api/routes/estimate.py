@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
+from pydantic import BaseModel, ConfigDict
 from runcast.estimate import estimate
 
 from runcast_server.errors import ApiError, error_responses
@@ -14,7 +15,48 @@ from runcast_server.errors import ApiError, error_responses
 router = APIRouter(tags=["tools"])
 
 
-@router.get("/estimate", responses=error_responses(422))
+class EstimateBytes(BaseModel):
+    """Bytes per device (``cpu_optimizer``: in CPU memory when the optimizer is offloaded)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    weights: float
+    gradients: float
+    optimizer: float
+    cpu_optimizer: float
+    total: float
+    activations: float
+    gpu_total: float
+
+
+class EstimateShape(BaseModel):
+    """The model shape the estimate used; ``assumed``: layers and hidden derived from Ψ."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    layers: int
+    hidden: int
+    heads: int
+    seq_len: int
+    micro_batch: int
+    assumed: bool
+    activation_checkpointing: bool
+
+
+class MemoryEstimate(BaseModel):
+    """GPU memory per device under ZeRO (the document of ``runcast estimate --json``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    params: float
+    gpus: int
+    zero_stage: int
+    offload_optimizer: bool
+    bytes: EstimateBytes
+    shape: EstimateShape
+
+
+@router.get("/estimate", response_model=MemoryEstimate, responses=error_responses(422))
 def memory_estimate(
     params: Annotated[float, Query(gt=0, le=1e15, description="Parameter count Ψ, e.g. 7e9.")],
     gpus: Annotated[int, Query(ge=1, le=1_000_000, description="Data-parallel devices N.")] = 1,

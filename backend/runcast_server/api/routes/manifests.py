@@ -19,6 +19,12 @@ from runcast_server.artifacts.manifests import (
     mix_timeline,
     versions,
 )
+from runcast_server.artifacts.schemas import (
+    DataMix,
+    Manifest,
+    ManifestDiff,
+    ManifestList,
+)
 from runcast_server.errors import NotFound
 from runcast_server.reads.published import published_manifest
 from runcast_server.reads.values import strict_json
@@ -28,7 +34,7 @@ router = APIRouter(tags=["artifacts"])
 Version = Annotated[str, Query(min_length=1, max_length=100)]
 
 
-@router.get("/runs/{run_id}/manifests", responses=RUN_ERRORS)
+@router.get("/runs/{run_id}/manifests", response_model=ManifestList, responses=RUN_ERRORS)
 def list_manifests(found: ReadableRunDep, session: SessionDep, full: FullViewDep, policy: ViewDep) -> dict[str, Any]:
     """Every manifest version the run recorded, in order: sources, file and token counts."""
     run, _ = found
@@ -37,7 +43,7 @@ def list_manifests(found: ReadableRunDep, session: SessionDep, full: FullViewDep
     return {"manifests": published_manifest(strict_json(versions(manifests)), full)[0]}  # version strings too
 
 
-@router.get("/runs/{run_id}/manifests/diff", responses=RUN_ERRORS)
+@router.get("/runs/{run_id}/manifests/diff", response_model=ManifestDiff, responses=RUN_ERRORS)
 def manifest_diff(found: ReadableRunDep, session: SessionDep, full: FullViewDep, policy: ViewDep,
                   from_: Annotated[str, Query(alias="from", min_length=1, max_length=100)], to: Version) -> dict[str, Any]:
     """Files added / removed / changed, token counts and weights between two versions."""
@@ -57,7 +63,7 @@ def manifest_diff(found: ReadableRunDep, session: SessionDep, full: FullViewDep,
     return published_manifest(changed, full)[0]
 
 
-@router.get("/runs/{run_id}/manifests/{version:path}", responses=RUN_ERRORS)
+@router.get("/runs/{run_id}/manifests/{version:path}", response_model=Manifest, responses=RUN_ERRORS)
 def get_manifest(
     found: ReadableRunDep, session: SessionDep, full: FullViewDep, policy: ViewDep,
     version: Annotated[str, PathParam(min_length=1, max_length=100)],
@@ -80,7 +86,7 @@ def get_manifest(
     }
 
 
-@router.get("/runs/{run_id}/data-mix", responses=RUN_ERRORS)
+@router.get("/runs/{run_id}/data-mix", response_model=DataMix, responses=RUN_ERRORS)
 def data_mix(found: ReadableRunDep, session: SessionDep, policy: ViewDep) -> dict[str, Any]:
     """The data-mix timeline: every change of weights, by segment and step."""
     run, _ = found

@@ -11,6 +11,7 @@ from runcast_server.api.deps import SessionDep
 from runcast_server.api.read_deps import RUN_ERRORS, FullViewDep, ReadableRunDep, SettingsDep, ViewDep
 from runcast_server.artifacts.http import content_disposition
 from runcast_server.artifacts.revisions import changes, load_revisions, published_diff, revision_json
+from runcast_server.artifacts.schemas import RevisionList
 from runcast_server.errors import NotFound
 from runcast_server.reads.published import published_remote
 
@@ -19,7 +20,7 @@ router = APIRouter(tags=["artifacts"])
 RevisionId = Annotated[int, Path(ge=1, le=2**63 - 1, description="The revision id (from the list).")]
 
 
-@router.get("/runs/{run_id}/revisions", responses=RUN_ERRORS)
+@router.get("/runs/{run_id}/revisions", response_model=RevisionList, responses=RUN_ERRORS)
 def list_revisions(found: ReadableRunDep, session: SessionDep, settings: SettingsDep, full: FullViewDep,
                    policy: ViewDep) -> dict[str, Any]:
     """Each code state the run trained with, the segments that used it, and the code changes between segments."""

@@ -20,6 +20,7 @@ from sqlalchemy import select
 from runcast_server.alerts import email, ratelimit, ssrf
 from runcast_server.alerts.models import Subscription
 from runcast_server.alerts.notify import new_secret, unsubscribe_url
+from runcast_server.alerts.schemas import SubscriptionStatus, SubscriptionView
 from runcast_server.api.deps import SessionDep, ViewerDep
 from runcast_server.api.read_deps import SettingsDep
 from runcast_server.api.routes.alerts import AlertKind, base_url
@@ -63,7 +64,8 @@ def _view(sub: Subscription, run: str | None, project: str | None) -> dict[str, 
     }
 
 
-@router.post("/subscriptions", status_code=201, responses=error_responses(400, 401, 404, 422, 429, 502))
+@router.post("/subscriptions", status_code=201, response_model=SubscriptionView, response_model_exclude_unset=True,
+             responses=error_responses(400, 401, 404, 422, 429, 502))
 def create_subscription(
     request: Request, session: SessionDep, settings: SettingsDep, viewer: ViewerDep, body: NewSubscription
 ) -> Any:
@@ -140,7 +142,7 @@ def _by_token(session: SessionDep, column: Any, token: str) -> Subscription:
     return sub
 
 
-@router.get("/subscriptions/confirm", responses=error_responses(404, 422))
+@router.get("/subscriptions/confirm", response_model=SubscriptionStatus, responses=error_responses(404, 422))
 def confirm(session: SessionDep, token: Annotated[str, Query(max_length=64)]) -> dict[str, Any]:
     """The link in the confirmation mail: activates the email subscription."""
     sub = _by_token(session, Subscription.confirm_token, token)
@@ -149,8 +151,10 @@ def confirm(session: SessionDep, token: Annotated[str, Query(max_length=64)]) ->
     return {"id": sub.id, "status": sub.status}
 
 
-@router.get("/subscriptions/unsubscribe", operation_id="unsubscribe_by_link", responses=error_responses(404, 422))
-@router.post("/subscriptions/unsubscribe", operation_id="unsubscribe", responses=error_responses(404, 422))
+@router.get("/subscriptions/unsubscribe", operation_id="unsubscribe_by_link", response_model=SubscriptionStatus,
+            responses=error_responses(404, 422))
+@router.post("/subscriptions/unsubscribe", operation_id="unsubscribe", response_model=SubscriptionStatus,
+             responses=error_responses(404, 422))
 def unsubscribe(session: SessionDep, token: Annotated[str, Query(max_length=64)]) -> dict[str, Any]:
     """The link in every delivery: deletes the subscription (no account needed)."""
     sub = _by_token(session, Subscription.unsub_token, token)
@@ -159,7 +163,8 @@ def unsubscribe(session: SessionDep, token: Annotated[str, Query(max_length=64)]
     return {"id": sid, "status": "unsubscribed"}
 
 
-@router.get("/subscriptions/{subscription_id}", responses=error_responses(404, 422))
+@router.get("/subscriptions/{subscription_id}", response_model=SubscriptionView, response_model_exclude_unset=True,
+            responses=error_responses(404, 422))
 def get_subscription(session: SessionDep, subscription_id: Annotated[int, Path(ge=1, le=2**63 - 1)],
                      token: Annotated[str, Query(max_length=64, description="The unsubscribe token.")]) -> dict[str, Any]:
     """One's own subscription (its status, e.g. disabled after failures), by its unsubscribe token."""

@@ -20,6 +20,12 @@ from runcast_server.api.read_deps import SettingsDep
 from runcast_server.api.routes.ingest import accept_batch
 from runcast_server.artifacts import uploads
 from runcast_server.artifacts.models import Upload
+from runcast_server.artifacts.schemas import (
+    ChunkReceived,
+    StorageCapabilities,
+    UploadDone,
+    UploadState,
+)
 from runcast_server.artifacts.storage import storage_from_settings
 from runcast_server.artifacts.upload_store import upload_store_for
 from runcast_server.errors import ApiError, NotFound, error_responses
@@ -55,7 +61,7 @@ def _record(session: Session, row: Upload, project_id: int, request: Request) ->
     accept_batch(session, project_id, dumps_batch([row.event]), time.time(), request.app.state.metrics)
 
 
-@router.get("/storage")
+@router.get("/storage", response_model=StorageCapabilities)
 def storage_capabilities(settings: SettingsDep) -> dict[str, Any]:
     """What a trainer needs to publish checkpoints: uploads accepted, chunk size and limits, the backend."""
     return {
@@ -67,7 +73,7 @@ def storage_capabilities(settings: SettingsDep) -> dict[str, Any]:
     }
 
 
-@router.post("/runs/{run_id}/uploads", responses=_ERRORS)
+@router.post("/runs/{run_id}/uploads", response_model=UploadState, response_model_exclude_unset=True, responses=_ERRORS)
 def begin_upload(
     run_id: RunId, project: WriterDep, session: SessionDep, settings: SettingsDep, request: Request,
     body: Annotated[dict[str, Any] | None, Body(description="segment, seq, ts, step, name, kind, files "
@@ -91,7 +97,7 @@ def begin_upload(
     return {**answer, "path": row.path if row.mode == "upload" else None}
 
 
-@router.put("/runs/{run_id}/uploads/{upload_id}/files/{index}", responses=_ERRORS)
+@router.put("/runs/{run_id}/uploads/{upload_id}/files/{index}", response_model=ChunkReceived, responses=_ERRORS)
 async def upload_chunk(
     run_id: RunId, upload_id: UploadId, project: WriterDep, session: SessionDep, settings: SettingsDep,
     request: Request,
@@ -117,7 +123,7 @@ async def upload_chunk(
     return {"index": index, "received": received}
 
 
-@router.post("/runs/{run_id}/uploads/{upload_id}/complete", responses=_ERRORS)
+@router.post("/runs/{run_id}/uploads/{upload_id}/complete", response_model=UploadDone, responses=_ERRORS)
 def complete_upload(
     run_id: RunId, upload_id: UploadId, project: WriterDep, session: SessionDep, settings: SettingsDep,
     request: Request,
