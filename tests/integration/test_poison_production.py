@@ -15,7 +15,7 @@ import httpx
 import pytest
 from runcast import events as ev
 
-from integration.helpers import Driver, export_rows
+from integration.helpers import Driver, export_rows, wait_points
 
 pytestmark = pytest.mark.slow
 
@@ -83,6 +83,8 @@ def test_poison_is_refused_while_another_run_is_stored_exactly_once(stack):
     assert len(results) == 14
 
     driver.wait()
+    # finish() returns once every batch is accepted (in the inbox); the worker stores them after.
+    wait_points(stack.engine, driver.run_id, STEPS * 4, timeout=120, procs=[worker])
     rows = export_rows(api, driver.run_id)
     assert len(rows) == STEPS * 4
     assert len({(r["key"], r["step"]) for r in rows}) == STEPS * 4
