@@ -14,20 +14,24 @@ from fastapi.dependencies.models import Dependant
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute, iter_route_contexts
-
 from runcast import __version__
+
 from runcast_server import migrate
-from runcast_server.assets import FileAssets
 from runcast_server.api import api_router
 from runcast_server.api.deps import admin, bearer_token, writer_project
 from runcast_server.api.limits import BodyLimit, body_limit
+from runcast_server.assets import FileAssets
 from runcast_server.db import get_engine
 from runcast_server.errors import error_responses, install_error_handlers
 from runcast_server.frontend import Frontend
 from runcast_server.health import Liveness, Probes, Readiness, probes
 from runcast_server.inbox.sweep import SweepTimer
 from runcast_server.observability.collectors import InboxCollector
-from runcast_server.observability.http import RequestMetrics, exposition, scrape_registry
+from runcast_server.observability.http import (
+    RequestMetrics,
+    exposition,
+    scrape_registry,
+)
 from runcast_server.observability.metrics import Metrics, multiprocess_dir
 from runcast_server.pages import FrontendFiles, pages_router
 from runcast_server.sessions.http import PrivateWhenSignedIn

@@ -24,7 +24,7 @@ import json
 import logging
 import threading
 from collections.abc import AsyncIterator
-from typing import Any, Final
+from typing import Any, Final, Self
 
 from runcast_server.settings import Settings, get_settings
 
@@ -82,7 +82,7 @@ class Subscription:
             raise StopAsyncIteration
         return item
 
-    async def __aenter__(self) -> Subscription:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -178,7 +178,7 @@ class RedisHub(LocalHub):
                         self.deliver(name[len(CHANNEL_PREFIX) :], message)
             except asyncio.CancelledError:
                 raise
-            except Exception:  # noqa: BLE001 - reconnect on any broker trouble
+            except Exception:
                 log.warning("hub: Redis subscription lost; reconnecting in %.1fs", delay, exc_info=True)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 30.0)

@@ -20,17 +20,26 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from runcast.events import SYSTEM_PREFIX, encode_event, encode_value, is_system_event
 from sqlalchemy import Connection, Insert, Table, bindparam, case, func, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
-from runcast.events import SYSTEM_PREFIX, encode_event, encode_value, is_system_event
 from runcast_server import partitions
 from runcast_server.db import upsert
-from runcast_server.models import Event, Point, Project, Rollup, Run, RunVersion, Segment, Series
+from runcast_server.models import (
+    Event,
+    Point,
+    Project,
+    Rollup,
+    Run,
+    RunVersion,
+    Segment,
+    Series,
+)
+from runcast_server.policy.store import record_initial
 from runcast_server.rollups import merge_set, rollup_deltas
 from runcast_server.run_updates import write_tags, write_updates
-from runcast_server.policy.store import record_initial
 
 RUNS: Table = Run.__table__  # type: ignore[assignment]
 SEGMENTS: Table = Segment.__table__  # type: ignore[assignment]
@@ -457,7 +466,7 @@ def _write_metrics(
             if points is None:
                 points = batch[(seg, key)] = {}
             if step not in points:
-                points[step] = None if value != value else value
+                points[step] = None if value != value else value  # noqa: PLR0124  (NaN; the cheapest test in this loop)
     result.points_received = received
     if not batch:
         return {}
@@ -503,8 +512,7 @@ def _write_metrics(
             stats[sid] = [1, step, step, value]
         else:
             st[0] += 1
-            if step < st[1]:
-                st[1] = step
+            st[1] = min(st[1], step)
             if step > st[2]:
                 st[2], st[3] = step, value
     key_of = dict(by_id)
@@ -683,12 +691,14 @@ def _append_rows(conn: Connection, table: str, names: Sequence[str], pg_types: S
     """
     dbapi = conn.connection.dbapi_connection
     if conn.dialect.name == "postgresql":
-        with dbapi.cursor() as cursor:  # type: ignore[union-attr]
-            with cursor.copy(f"COPY {table} ({', '.join(names)}) FROM STDIN (FORMAT BINARY)") as copy:
-                copy.set_types(list(pg_types))
-                write = copy.write_row
-                for row in rows:
-                    write(row)
+        with (
+            dbapi.cursor() as cursor,  # type: ignore[union-attr]
+            cursor.copy(f"COPY {table} ({', '.join(names)}) FROM STDIN (FORMAT BINARY)") as copy,
+        ):
+            copy.set_types(list(pg_types))
+            write = copy.write_row
+            for row in rows:
+                write(row)
         return
     cursor = dbapi.cursor()  # type: ignore[union-attr]
     try:

@@ -21,7 +21,13 @@ from celery.signals import task_failure, task_retry, worker_init
 from runcast_server import hub
 from runcast_server.celery_app import app, get_app
 from runcast_server.inbox import sweep as inbox_sweep
-from runcast_server.inbox.service import QUARANTINED, Outcome, Policy, adopt_legacy, process
+from runcast_server.inbox.service import (
+    QUARANTINED,
+    Outcome,
+    Policy,
+    adopt_legacy,
+    process,
+)
 from runcast_server.ingest import IngestResult
 from runcast_server.observability.logs import run_scope
 from runcast_server.observability.metrics import Metrics, bind_to, metrics_of
@@ -137,7 +143,7 @@ def publish_result(result: IngestResult) -> None:
     for run_id, message in result.messages():
         try:
             hub.publish(run_id, message)
-        except Exception:  # noqa: BLE001 - live messages are best effort; the data is stored
+        except Exception:
             log.warning("ingest: could not publish to run:%s", run_id, exc_info=True)
 
 
@@ -149,7 +155,7 @@ def after_commit_alerts(result: IngestResult) -> None:
         if get_settings().embedded:
             stall.ensure_timer()
         notify.dispatch(result.alerts)
-    except Exception:  # noqa: BLE001 - notifications never fail a stored batch
+    except Exception:
         log.warning("ingest: could not dispatch alerts", exc_info=True)
 
 

@@ -19,14 +19,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Final
+from typing import Any, Final, Self
 
 from . import events, lifecycle, runtime, system
-from .handshake import DEFAULT_START_TIMEOUT, InitError, whoami
 from .events import MAX_METRICS_PER_EVENT, MAX_STEP, EventError, check_key, new_id
+from .handshake import DEFAULT_START_TIMEOUT, InitError, whoami
 from .overflow import FORMAT as OVERFLOW_FORMAT
-from .policy import check_policy, put_policy
 from .overflow import Overflow
+from .policy import check_policy, put_policy
 from .record import Synced
 from .sender import Counters, Item, Sender, SenderConfig, Wakeup
 from .spool import Spool, SpoolBusy, default_dir
@@ -216,8 +216,7 @@ class Run:
         if not values:
             return
         key_steps.update(dict.fromkeys(values, step))
-        if step > self._step:
-            self._step = step
+        self._step = max(self._step, step)
         self._put("metrics", time.time(), step, values)
 
     @property
@@ -519,7 +518,7 @@ class Run:
         """The highest step logged so far (-1 before the first)."""
         return self._step
 
-    def __enter__(self) -> Run:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(
@@ -666,7 +665,7 @@ def init(
     token: str | None = None,
     mode: str | None = None,
     on_error: str = "raise",
-    id: str | None = None,  # noqa: A002 - the name W&B and MLflow users know
+    id: str | None = None,
     resume: str | None = None,
     resume_step: int | None = None,
     tags: Sequence[str] | None = None,
@@ -675,7 +674,7 @@ def init(
     notes: str | None = None,
     visibility: str = "public",
     seed: int | None = None,
-    dir: str | os.PathLike[str] | None = None,  # noqa: A002
+    dir: str | os.PathLike[str] | None = None,
     spool_dir: str | os.PathLike[str] | None = None,
     start_timeout: float = DEFAULT_START_TIMEOUT,
     flush_interval: float = 0.0,
@@ -816,7 +815,7 @@ def init(
     if alerts is not None:  # per-run detector overrides (docs/alerts.md)
         started["alerts"] = json_object(alerts, "alerts")
     if not isinstance(public_paths, bool):
-        raise ValueError("public_paths must be True or False")
+        raise ValueError("public_paths must be True or False")  # noqa: TRY004  (init's documented error for a bad option)
     if public_paths:
         started["public_paths"] = True
     if policy is not None:

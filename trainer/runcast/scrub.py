@@ -157,7 +157,7 @@ def scrub_counts(
     counts: Counter[str] = Counter()
     for tag, pattern, check in RULES if rules is None else rules:
 
-        def replace(m: re.Match[str], tag: str = tag, check=check) -> str:
+        def replace(m: re.Match[str], tag: str = tag, pattern: re.Pattern[str] = pattern, check=check) -> str:
             if check is not None and not check(m):
                 return m.group(0)
             counts[tag] += 1

@@ -93,7 +93,7 @@ class Spool:
     def pending(self) -> Iterator[tuple[bytes, list[dict[str, Any]], int]]:
         """Unacknowledged batches in order: (body, events, offset after it); skips unreadable lines."""
         try:
-            handle = open(self._batches, "rb")
+            handle = open(self._batches, "rb")  # noqa: SIM115  (closed by the with below; only opening may miss)
         except FileNotFoundError:
             return
         with handle:

@@ -4,12 +4,26 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from runcast_server.api.routes import events, export, ingest, metrics, runs, stream
-from runcast_server.api.routes import checkpoints, manifests, revisions, uploads
-from runcast_server.api.routes import alerts, feeds, subscriptions
-from runcast_server.api.routes import estimate
-from runcast_server.api.routes import admin
-from runcast_server.api.routes import manage, tokens, whoami
+from runcast_server.api.routes import (
+    admin,
+    alerts,
+    checkpoints,
+    estimate,
+    events,
+    export,
+    feeds,
+    ingest,
+    manage,
+    manifests,
+    metrics,
+    revisions,
+    runs,
+    stream,
+    subscriptions,
+    tokens,
+    uploads,
+    whoami,
+)
 from runcast_server.errors import error_responses
 from runcast_server.policy import routes as policy
 from runcast_server.sessions import routes as session_routes

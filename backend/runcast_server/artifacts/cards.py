@@ -11,15 +11,15 @@ and the parent checkpoint: the newest earlier checkpoint of the segment's lineag
 from __future__ import annotations
 
 import time
-from urllib.parse import quote
 from typing import Any
+from urllib.parse import quote
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from runcast_server.artifacts.checkpoints import CheckpointRecord, filename_for
 from runcast_server.artifacts.lineage import SegmentRef, Window, in_lineage, lineage
-from runcast_server.artifacts.manifests import MixEvent, ManifestEvent, in_force
+from runcast_server.artifacts.manifests import ManifestEvent, MixEvent, in_force
 from runcast_server.artifacts.revisions import Revision, code_link
 from runcast_server.models import Event, Point, Run, Series
 from runcast_server.reads.published import published_config, published_remote

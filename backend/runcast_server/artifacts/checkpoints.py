@@ -23,7 +23,12 @@ from typing import Any, Literal
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from runcast_server.artifacts.storage import NotStored, Storage, StoredObject, UnsafePath
+from runcast_server.artifacts.storage import (
+    NotStored,
+    Storage,
+    StoredObject,
+    UnsafePath,
+)
 from runcast_server.models import Event, Project, Run, Segment
 from runcast_server.policy.delay import Horizon
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -61,8 +62,7 @@ def normalise_remote(remote: str | None) -> tuple[str, str, str] | None:
             return None
         host, path = parts.hostname, parts.path
     path = path.strip("/")
-    if path.endswith(".git"):
-        path = path[:-4]
+    path = path.removesuffix(".git")
     if not host or not path or ".." in path.split("/"):
         return None
     return f"https://{host}/{path}", host, path
@@ -132,7 +132,7 @@ def changes(revisions: list[Revision]) -> list[dict[str, Any]]:
         key=lambda t: t[0],
     )
     out = []
-    for (_, _, before), (seg, step, after) in zip(by_segment, by_segment[1:]):
+    for (_, _, before), (seg, step, after) in pairwise(by_segment):
         if before.id != after.id:
             out.append({"segment": seg, "step": step, "from": before.id, "to": after.id})
     return out

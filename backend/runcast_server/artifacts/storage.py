@@ -197,7 +197,7 @@ class LocalStorage:
 
     def presign(self, obj: StoredObject, disposition: str, expires_s: int) -> None:
         """Local files have no URL of their own (nginx's X-Accel-Redirect hands them off instead)."""
-        return None
+        return
 
     def files(self, obj: StoredObject) -> list[tuple[str, int]]:
         """``(relative POSIX path, size)`` of every regular file in a directory checkpoint, sorted.

@@ -22,7 +22,13 @@ from runcast_server.alerts.models import Alert, AlertConfig, DetectorState
 from runcast_server.db import upsert
 from runcast_server.detectors import config as dconfig
 from runcast_server.detectors.core import SegmentRunner, Signal, inherit, restart
-from runcast_server.ingest import IngestResult, RunChange, _take_write_lock, _write_version_log, lock_runs
+from runcast_server.ingest import (
+    IngestResult,
+    RunChange,
+    _take_write_lock,
+    _write_version_log,
+    lock_runs,
+)
 from runcast_server.models import Event, Run, Segment
 from runcast_server.reads.values import strict_json
 

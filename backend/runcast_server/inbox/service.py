@@ -31,10 +31,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from runcast.events import validate_batch, validate_event
 from sqlalchemy import Connection, func, insert, select, update
 from sqlalchemy.orm import Session
 
-from runcast.events import validate_batch, validate_event
 from runcast_server.db import session_scope
 from runcast_server.detectors.hook import detect_batch
 from runcast_server.inbox.models import InboxRow
@@ -384,7 +384,7 @@ def _detect_salvaged(inbox_id: int, events: list[dict[str, Any]], publish: Publi
     try:
         with session_scope() as session:
             result = detect_batch(session.connection(), events, time.time())
-    except Exception:  # noqa: BLE001 - alerts are best effort here; the data is stored
+    except Exception:
         log.exception("ingest: inbox %d: the detectors failed on the stored part of a quarantined batch", inbox_id)
         return
     publish(result)
@@ -415,6 +415,7 @@ def adopt_legacy(events: Sequence[Any], project_id: int | None, token: str | Non
     silently).
     """
     from runcast.events import dumps_batch
+
     from runcast_server.auth import project_for_token
 
     now = time.time()

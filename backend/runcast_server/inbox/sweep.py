@@ -23,7 +23,13 @@ from typing import Final
 from sqlalchemy import bindparam, delete, select, update
 
 from runcast_server.db import session_scope
-from runcast_server.inbox.service import DONE, INBOX, MAX_SWEEP_BACKOFF_S, PENDING, STORED
+from runcast_server.inbox.service import (
+    DONE,
+    INBOX,
+    MAX_SWEEP_BACKOFF_S,
+    PENDING,
+    STORED,
+)
 from runcast_server.settings import Settings
 
 ROWS_PER_SWEEP: Final = 1000
@@ -48,7 +54,7 @@ def sweep(now: float, settings: Settings, enqueue: Callable[[int], None]) -> Swe
     for inbox_id in due_rows(now, settings.inbox_redeliver_after_s):
         try:
             enqueue(inbox_id)
-        except Exception:  # noqa: BLE001 - the row stays due; the next pass tries again
+        except Exception:
             result.failed += 1
             log.warning("inbox sweep: could not enqueue inbox %d", inbox_id, exc_info=result.failed == 1)
         else:
@@ -114,7 +120,7 @@ class SweepTimer:
         while True:  # the first pass at once: rows a crash left behind
             try:
                 self.run_once(time.time())
-            except Exception:  # noqa: BLE001 - the next pass tries again
+            except Exception:
                 log.exception("inbox sweep failed")
             if self._stop.wait(self._settings.inbox_sweep_interval_s):
                 return

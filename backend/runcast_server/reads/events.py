@@ -8,8 +8,8 @@ from sqlalchemy.orm import Session
 from runcast_server.errors import ApiError
 from runcast_server.models import Event, Run, Segment
 from runcast_server.policy.apply import TEAM, View
-from runcast_server.reads.schemas import EventList, TimelineEvent
 from runcast_server.reads.published import published_payload
+from runcast_server.reads.schemas import EventList, TimelineEvent
 from runcast_server.reads.values import strict_json
 
 

@@ -9,9 +9,15 @@ from sqlalchemy import ColumnElement, Select, and_, func, literal, or_, select
 from sqlalchemy.orm import Session
 
 from runcast_server.models import Project, Rollup, Run, RunTag, Segment, Series
-from runcast_server.rollups import LEVELS
+from runcast_server.policy.apply import TEAM, View, public_policy, views_for
+from runcast_server.policy.delay import due_keys, due_last_values, due_segment_steps
 from runcast_server.reads.access import listed_to
 from runcast_server.reads.cursor import decode_cursor, encode_cursor
+from runcast_server.reads.published import (
+    published_code,
+    published_config,
+    published_env,
+)
 from runcast_server.reads.schemas import (
     LastValue,
     Publication,
@@ -20,10 +26,8 @@ from runcast_server.reads.schemas import (
     RunSummary,
     SegmentInfo,
 )
-from runcast_server.reads.published import published_code, published_config, published_env
-from runcast_server.policy.apply import TEAM, View, public_policy, views_for
-from runcast_server.policy.delay import due_keys, due_last_values, due_segment_steps
 from runcast_server.reads.values import strict_json
+from runcast_server.rollups import LEVELS
 
 _CURSOR_TYPES = (float, str)
 

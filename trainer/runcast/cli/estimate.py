@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Optional
 
 import typer
 
@@ -22,9 +21,9 @@ def estimate_command(
     gpus: int = typer.Option(1, min=1, help="Data-parallel devices N."),
     zero: int = typer.Option(0, min=0, max=3, help="ZeRO stage: 0 (plain data parallel), 1, 2 or 3."),
     offload_optimizer: bool = typer.Option(False, help="ZeRO-Offload: optimizer states in CPU memory."),
-    layers: Optional[int] = typer.Option(None, min=1, help="Transformer layers (default: assumed from Ψ)."),
-    hidden: Optional[int] = typer.Option(None, min=1, help="Hidden size (default: assumed from Ψ)."),
-    heads: Optional[int] = typer.Option(None, min=1, help="Attention heads (default: hidden / 128)."),
+    layers: int | None = typer.Option(None, min=1, help="Transformer layers (default: assumed from Ψ)."),
+    hidden: int | None = typer.Option(None, min=1, help="Hidden size (default: assumed from Ψ)."),
+    heads: int | None = typer.Option(None, min=1, help="Attention heads (default: hidden / 128)."),
     seq_len: int = typer.Option(2048, min=1, help="Sequence length."),
     micro_batch: int = typer.Option(1, min=1, help="Micro-batch per device."),
     checkpoint_activations: bool = typer.Option(False, help="Full activation checkpointing."),

@@ -23,7 +23,7 @@ import math
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Optional
+from typing import Annotated, Any
 
 import typer
 
@@ -155,16 +155,24 @@ def replay(
 
 
 def replay_command(
-    file: Path = typer.Argument(..., exists=True, dir_okay=False, help="A .jsonl or .csv training log."),
-    speed: float = typer.Option(1.0, min=0.0, help="Times faster than recorded; 0 = as fast as possible."),
-    seconds_per_step: float = typer.Option(1.0, min=0.0, help="Recorded time per step when the log has no timestamps."),
-    max_gap: float = typer.Option(10.0, min=0.0, help="Longest wait between two rows, in seconds."),
-    events: Optional[Path] = typer.Option(None, help="Events JSON to show as notes (default: FILE's .events.json)."),
-    project: str = typer.Option("replay", help="Project the replayed runs belong to."),
-    name: Optional[str] = typer.Option(None, help="Run name (default: the file name; ':<run>' per run column value)."),
-    server: Optional[str] = typer.Option(None, envvar="RUNCAST_SERVER", help="Runcast server URL."),
-    token: Optional[str] = typer.Option(None, envvar="RUNCAST_TOKEN", help="Project ingest token.", show_default=False),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+    file: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="A .jsonl or .csv training log.")],
+    speed: Annotated[float, typer.Option(min=0.0, help="Times faster than recorded; 0 = as fast as possible.")] = 1.0,
+    seconds_per_step: Annotated[
+        float, typer.Option(min=0.0, help="Recorded time per step when the log has no timestamps.")
+    ] = 1.0,
+    max_gap: Annotated[float, typer.Option(min=0.0, help="Longest wait between two rows, in seconds.")] = 10.0,
+    events: Annotated[
+        Path | None, typer.Option(help="Events JSON to show as notes (default: FILE's .events.json).")
+    ] = None,
+    project: Annotated[str, typer.Option(help="Project the replayed runs belong to.")] = "replay",
+    name: Annotated[
+        str | None, typer.Option(help="Run name (default: the file name; ':<run>' per run column value).")
+    ] = None,
+    server: Annotated[str | None, typer.Option(envvar="RUNCAST_SERVER", help="Runcast server URL.")] = None,
+    token: Annotated[
+        str | None, typer.Option(envvar="RUNCAST_TOKEN", help="Project ingest token.", show_default=False)
+    ] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:
     """Stream a recorded training log (JSONL or CSV) into Runcast as if it were live, segments and events included."""
     _send(file, speed, seconds_per_step, max_gap, events, project, name, server, token, quiet)

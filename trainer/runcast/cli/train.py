@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Optional
-
 import typer
 
 MODEL, DATA, OPTIM, EVAL, FAULTS, BROADCAST = "Model", "Data", "Optimisation", "Evaluation and checkpoints", "Fault injection", "Broadcast"
@@ -22,7 +20,7 @@ def train_command(
         rich_help_panel=DATA,
     ),
     val_fraction: float = typer.Option(0.05, min=0.0, max=0.5, help="Share of documents held out for validation.", rich_help_panel=DATA),
-    data_limit: Optional[int] = typer.Option(None, min=1, help="Read at most this many files per source (quick runs).", rich_help_panel=DATA),
+    data_limit: int | None = typer.Option(None, min=1, help="Read at most this many files per source (quick runs).", rich_help_panel=DATA),
     batch_size: int = typer.Option(8, min=1, help="Sequences per micro-batch.", rich_help_panel=DATA),
     gradient_accumulation_steps: int = typer.Option(1, min=1, help="Micro-batches per optimizer step.", rich_help_panel=OPTIM),
     max_steps: int = typer.Option(300, min=1, help="Optimizer steps to train for.", rich_help_panel=OPTIM),
@@ -38,22 +36,22 @@ def train_command(
     keep_last: int = typer.Option(2, min=0, help="Retention: keep the newest N checkpoints ...", rich_help_panel=EVAL),
     keep_best: int = typer.Option(1, min=0, help="... and the best M by validation loss; the rest are pruned.", rich_help_panel=EVAL),
     out_dir: str = typer.Option("out-runcast", help="Where checkpoints go.", rich_help_panel=EVAL),
-    resume: Optional[str] = typer.Option(
+    resume: str | None = typer.Option(
         None, help="Resume from this checkpoint exactly (model, optimizer, schedule, RNG, data position); "
         "the broadcast continues the same run in a new segment.", rich_help_panel=EVAL,
     ),
-    deepspeed: Optional[str] = typer.Option(
+    deepspeed: str | None = typer.Option(
         None, help="Train through DeepSpeed with this ds_config.json (ZeRO stage, accumulation, bf16, offload).",
         rich_help_panel=OPTIM,
     ),
-    inject_spike_at: Optional[int] = typer.Option(None, min=0, help="Multiply the learning rate at this step ...", rich_help_panel=FAULTS),
+    inject_spike_at: int | None = typer.Option(None, min=0, help="Multiply the learning rate at this step ...", rich_help_panel=FAULTS),
     spike_factor: float = typer.Option(100.0, help="... by this factor ...", rich_help_panel=FAULTS),
     spike_steps: int = typer.Option(3, min=1, help="... for this many steps: the loss really spikes.", rich_help_panel=FAULTS),
-    crash_at: Optional[int] = typer.Option(None, min=1, help="Exit uncleanly (status 1, run not finished) after this step.", rich_help_panel=FAULTS),
-    server: Optional[str] = typer.Option(None, envvar="RUNCAST_SERVER", help="Runcast server URL. Without one, training runs offline.", rich_help_panel=BROADCAST),
-    token: Optional[str] = typer.Option(None, envvar="RUNCAST_TOKEN", help="Project ingest token.", rich_help_panel=BROADCAST, show_default=False),
+    crash_at: int | None = typer.Option(None, min=1, help="Exit uncleanly (status 1, run not finished) after this step.", rich_help_panel=FAULTS),
+    server: str | None = typer.Option(None, envvar="RUNCAST_SERVER", help="Runcast server URL. Without one, training runs offline.", rich_help_panel=BROADCAST),
+    token: str | None = typer.Option(None, envvar="RUNCAST_TOKEN", help="Project ingest token.", rich_help_panel=BROADCAST, show_default=False),
     project: str = typer.Option("runcast-train", help="Project the run belongs to.", rich_help_panel=BROADCAST),
-    name: Optional[str] = typer.Option(None, help="Run name (default tinygpt-<layers>x<width>).", rich_help_panel=BROADCAST),
+    name: str | None = typer.Option(None, help="Run name (default tinygpt-<layers>x<width>).", rich_help_panel=BROADCAST),
     visibility: str = typer.Option("public", help="public, unlisted or private.", rich_help_panel=BROADCAST),
     public_paths: bool = typer.Option(
         False, "--public-paths", help="Show this run's paths, host name and pid to every reader "

@@ -11,8 +11,8 @@ import math
 from dataclasses import dataclass
 
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
+from torch import nn
 
 
 @dataclass
@@ -82,7 +82,7 @@ class GPT(nn.Module):
         self.apply(self._init_weights)
         # Residual projections start smaller so the residual stream does not grow with depth.
         for name, p in self.named_parameters():
-            if name.endswith("attn.proj.weight") or name.endswith("mlp.2.weight"):
+            if name.endswith(("attn.proj.weight", "mlp.2.weight")):
                 nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * cfg.n_layer))
 
     @staticmethod

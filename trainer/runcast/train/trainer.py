@@ -142,7 +142,7 @@ def train(cfg: TrainConfig, run: Any = None, log=print) -> dict[str, Any]:
 
     # -- distributed set-up: DeepSpeed picks its own ranks; only rank 0 broadcasts --------
     engine = None
-    rank, world_size = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
+    rank, world_size = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
     if cfg.deepspeed:
         from runcast.integrations.deepspeed import init_cpu_distributed
 

@@ -69,6 +69,6 @@ def retry_inbox(session: SessionDep, inbox_id: InboxId) -> dict[str, Any]:
     session.commit()
     try:
         enqueue_ingest(inbox_id)
-    except Exception:  # noqa: BLE001 - the row is pending: the sweeper enqueues it
+    except Exception:
         log.warning("admin: could not enqueue inbox %d now; the sweeper will", inbox_id, exc_info=True)
     return {"id": inbox_id, "state": "pending"}

@@ -13,7 +13,13 @@ from runcast_server.alerts import service
 from runcast_server.alerts.models import AlertConfig
 from runcast_server.alerts.schemas import AlertConfigView, AlertPage
 from runcast_server.api.deps import SessionDep, WriterDep
-from runcast_server.api.read_deps import RUN_ERRORS, FullViewDep, ReadableRunDep, SettingsDep, ViewDep
+from runcast_server.api.read_deps import (
+    RUN_ERRORS,
+    FullViewDep,
+    ReadableRunDep,
+    SettingsDep,
+    ViewDep,
+)
 from runcast_server.detectors import config as dconfig
 from runcast_server.errors import ApiError, NotFound, error_responses
 from runcast_server.reads.events import parse_after

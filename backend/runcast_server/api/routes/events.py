@@ -7,7 +7,12 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from runcast_server.api.deps import SessionDep, ViewerDep
-from runcast_server.api.read_deps import RUN_ERRORS, FullViewDep, ReadableRunDep, ViewDep
+from runcast_server.api.read_deps import (
+    RUN_ERRORS,
+    FullViewDep,
+    ReadableRunDep,
+    ViewDep,
+)
 from runcast_server.reads.events import list_events, parse_after
 from runcast_server.reads.published import is_project_reader
 from runcast_server.reads.schemas import MAX_SEGMENT, EventList, TimelineType

@@ -17,7 +17,13 @@ from sqlalchemy import select
 from runcast_server.alerts.models import Alert
 from runcast_server.alerts.service import alert_view, as_of, summary
 from runcast_server.api.deps import SessionDep
-from runcast_server.api.read_deps import RUN_ERRORS, FullViewDep, ReadableRunDep, SettingsDep, ViewDep
+from runcast_server.api.read_deps import (
+    RUN_ERRORS,
+    FullViewDep,
+    ReadableRunDep,
+    SettingsDep,
+    ViewDep,
+)
 from runcast_server.api.routes.alerts import base_url
 from runcast_server.errors import NotFound, error_responses
 from runcast_server.models import Project, Run

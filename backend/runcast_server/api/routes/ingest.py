@@ -20,9 +20,9 @@ from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
 from kombu.exceptions import OperationalError as BrokerError
 from pydantic import BaseModel
+from runcast.events import EventError, validate_batch
 from sqlalchemy.orm import Session
 
-from runcast.events import EventError, validate_batch
 from runcast_server.api.deps import SessionDep, WriterDep
 from runcast_server.api.ingest_doc import BODY_DOC
 from runcast_server.errors import ApiError, error_responses

@@ -8,7 +8,12 @@ from fastapi import APIRouter, Query
 from fastapi import Path as PathParam
 
 from runcast_server.api.deps import SessionDep
-from runcast_server.api.read_deps import RUN_ERRORS, FullViewDep, ReadableRunDep, ViewDep
+from runcast_server.api.read_deps import (
+    RUN_ERRORS,
+    FullViewDep,
+    ReadableRunDep,
+    ViewDep,
+)
 from runcast_server.artifacts.lineage import run_segments
 from runcast_server.artifacts.manifests import (
     diff,

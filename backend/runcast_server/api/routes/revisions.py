@@ -8,9 +8,20 @@ from fastapi import APIRouter, Path
 from fastapi.responses import PlainTextResponse
 
 from runcast_server.api.deps import SessionDep
-from runcast_server.api.read_deps import RUN_ERRORS, FullViewDep, ReadableRunDep, SettingsDep, ViewDep
+from runcast_server.api.read_deps import (
+    RUN_ERRORS,
+    FullViewDep,
+    ReadableRunDep,
+    SettingsDep,
+    ViewDep,
+)
 from runcast_server.artifacts.http import content_disposition
-from runcast_server.artifacts.revisions import changes, load_revisions, published_diff, revision_json
+from runcast_server.artifacts.revisions import (
+    changes,
+    load_revisions,
+    published_diff,
+    revision_json,
+)
 from runcast_server.artifacts.schemas import RevisionList
 from runcast_server.errors import NotFound
 from runcast_server.reads.published import published_remote

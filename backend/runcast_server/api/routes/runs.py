@@ -8,7 +8,13 @@ from fastapi import APIRouter, Query
 
 from runcast_server.alerts.service import stall_after, stall_after_sql
 from runcast_server.api.deps import SessionDep, ViewerDep
-from runcast_server.api.read_deps import RUN_ERRORS, FullViewDep, ReadableRunDep, SettingsDep, ViewDep
+from runcast_server.api.read_deps import (
+    RUN_ERRORS,
+    FullViewDep,
+    ReadableRunDep,
+    SettingsDep,
+    ViewDep,
+)
 from runcast_server.errors import error_responses
 from runcast_server.reads import runs as reads
 from runcast_server.reads.schemas import RunDetail, RunList, RunStatus

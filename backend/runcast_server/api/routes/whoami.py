@@ -6,9 +6,9 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
+from runcast.events import ID_RE
 from sqlalchemy import select
 
-from runcast.events import ID_RE
 from runcast_server.api.deps import SessionDep, WriterDep
 from runcast_server.errors import ApiError, error_responses
 from runcast_server.models import Run
