@@ -422,7 +422,7 @@ def load_series(stack: Stack, points: int, batch_events: int) -> tuple[str, floa
 
     from runcast import events as ev
     from runcast_server.db import make_engine
-    from runcast_server.ingest import store_batch
+    from runcast_server.ingest.store import store_batch
     from runcast_server.models import Project, Run, Series
 
     run_id = f"bench-query-{points}"

@@ -65,7 +65,7 @@ def seed_run(data_dir: Path, storage: Path, size: int, sha: str) -> str:
     from runcast_server import migrate
     from runcast_server.auth import get_or_create_project
     from runcast_server.db import session_scope
-    from runcast_server.ingest import store_batch
+    from runcast_server.ingest.store import store_batch
     from runcast_server.settings import get_settings
 
     migrate.upgrade(get_settings().sqlalchemy_url)

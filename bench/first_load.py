@@ -65,7 +65,7 @@ def fill(data_dir: Path, points: int) -> float:
     from runcast_server import migrate
     from runcast_server.auth import create_token
     from runcast_server.db import make_engine
-    from runcast_server.ingest import store_batch
+    from runcast_server.ingest.store import store_batch
     from runcast_server.models import Project
     from sqlalchemy import select
     from sqlalchemy.orm import Session

@@ -20,7 +20,7 @@ from runcast import events as ev
 from runcast_server import migrate
 from runcast_server.auth import create_token
 from runcast_server.db import make_engine
-from runcast_server.ingest import store_batch
+from runcast_server.ingest.store import store_batch
 from runcast_server.models import Project, Run
 from runcast_server.reads.metrics import query_metrics
 from sqlalchemy import Engine, func, select

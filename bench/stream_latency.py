@@ -354,9 +354,10 @@ def run_latency(args: argparse.Namespace) -> None:
 
 def run_ingest_cost(args: argparse.Namespace) -> None:
     from runcast import events as ev
-    from runcast_server import ingest, migrate
+    from runcast_server import migrate
     from runcast_server.auth import get_or_create_project
     from runcast_server.db import make_engine
+    from runcast_server.ingest import store as ingest
     from sqlalchemy import text
     from sqlalchemy.orm import Session
 
@@ -371,9 +372,9 @@ def run_ingest_cost(args: argparse.Namespace) -> None:
             if "index" in variant:
                 with engine.begin() as c:
                     c.execute(text("CREATE INDEX ix_points_series_version ON points (series_id, version)"))
-            original = ingest._write_version_log
+            original = ingest.write_version_log
             if "no log row" in variant:
-                ingest._write_version_log = lambda *a, **k: None  # type: ignore[assignment]
+                ingest.write_version_log = lambda *a, **k: None  # type: ignore[assignment]
             try:
                 with Session(engine) as s:
                     pid = get_or_create_project(s, "bench").id
@@ -402,7 +403,7 @@ def run_ingest_cost(args: argparse.Namespace) -> None:
                     times.append(time.perf_counter() - t)
                 results[variant] = statistics.median(times) * 1000
             finally:
-                ingest._write_version_log = original  # type: ignore[assignment]
+                ingest.write_version_log = original  # type: ignore[assignment]
                 engine.dispose()
         print(f"\nstore_batch on PostgreSQL, {args.batches} batches of {args.batch_steps} steps x 4 keys (median ms per batch)")
         print("| variant | ms / batch | vs no log row |")

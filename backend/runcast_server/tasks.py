@@ -28,7 +28,7 @@ from runcast_server.inbox.service import (
     adopt_legacy,
     process,
 )
-from runcast_server.ingest import IngestResult
+from runcast_server.ingest.results import IngestResult
 from runcast_server.observability.logs import run_scope
 from runcast_server.observability.metrics import Metrics, bind_to, metrics_of
 from runcast_server.settings import Settings, get_settings

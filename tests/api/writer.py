@@ -15,7 +15,7 @@ from typing import Any
 
 from runcast import events as ev
 from runcast_server.auth import create_token
-from runcast_server.ingest import store_batch
+from runcast_server.ingest.store import store_batch
 from runcast_server.models import Project
 from sqlalchemy import select
 from sqlalchemy.orm import Session

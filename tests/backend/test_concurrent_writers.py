@@ -6,7 +6,7 @@ import threading
 from typing import Any
 
 from runcast.events import validate_event
-from runcast_server.ingest import store_batch
+from runcast_server.ingest.store import store_batch
 from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session
 

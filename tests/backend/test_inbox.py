@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from alerts.helpers import WireRun, loss_curve
 from runcast.events import dumps_batch
 from runcast_server.auth import create_admin_token, create_token
 from runcast_server.db import get_engine, session_scope
@@ -21,7 +22,6 @@ from runcast_server.settings import get_settings
 from runcast_server.tasks import enqueue_ingest
 from sqlalchemy import text, update
 
-from alerts.helpers import WireRun, loss_curve
 from backend.helpers import counts
 
 URL = "/api/v1/ingest"

@@ -19,7 +19,7 @@ from runcast.events import validate_event
 from runcast_server import migrate
 from runcast_server.auth import get_or_create_project
 from runcast_server.db import make_engine
-from runcast_server.ingest import store_batch
+from runcast_server.ingest.store import store_batch
 from sqlalchemy.orm import Session
 
 

@@ -8,7 +8,7 @@ from typing import Any
 from runcast import events as ev
 from runcast_server import live
 from runcast_server.auth import get_or_create_project
-from runcast_server.ingest import store_batch
+from runcast_server.ingest.store import store_batch
 from runcast_server.models import RunVersion
 from sqlalchemy import Engine, delete
 from sqlalchemy.orm import Session

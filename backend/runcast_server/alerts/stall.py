@@ -25,7 +25,8 @@ from runcast_server.detectors.hook import (
     apply_signal,
     load_configs,
 )
-from runcast_server.ingest import IngestResult, RunChange, _write_version_log
+from runcast_server.ingest.results import IngestResult, RunChange
+from runcast_server.ingest.versions import write_version_log
 from runcast_server.models import Run
 from runcast_server.reads.values import strict_json
 from runcast_server.settings import get_settings
@@ -121,7 +122,7 @@ def _with_version(conn: Any, rid: str, sig: Signal, now: float) -> list[dict[str
     if entry is None:
         return []
     conn.execute(update(Run).where(Run.id == rid).values(version=change.version))
-    _write_version_log(conn, result)
+    write_version_log(conn, result)
     return [entry]
 
 

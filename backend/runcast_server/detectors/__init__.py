@@ -1,8 +1,8 @@
 """Anomaly detectors run on ingest: loss spike, non-finite values, grad-norm explosion,
 plateau, divergence, throughput drop, restart loop and stall. See docs/alerts.md.
 
-``core`` holds the pure, incremental detectors (no database); ``hook.run_detectors``
-feeds them from ``ingest.store_batch`` inside the ingest transaction and stores their
+``core`` holds the pure, incremental detectors (no database); ``hook.detect_batch``
+feeds them a stored batch after its commit, in a transaction of its own, and stores their
 state and alerts; ``config`` holds the documented parameters and per-run overrides.
 """
 

@@ -22,13 +22,9 @@ from runcast_server.alerts.models import Alert, AlertConfig, DetectorState
 from runcast_server.db import upsert
 from runcast_server.detectors import config as dconfig
 from runcast_server.detectors.core import SegmentRunner, Signal, inherit, restart
-from runcast_server.ingest import (
-    IngestResult,
-    RunChange,
-    _take_write_lock,
-    _write_version_log,
-    lock_runs,
-)
+from runcast_server.ingest.checks import lock_runs, take_write_lock
+from runcast_server.ingest.results import IngestResult, RunChange
+from runcast_server.ingest.versions import write_version_log
 from runcast_server.models import Event, Run, Segment
 from runcast_server.reads.values import strict_json
 
@@ -67,7 +63,7 @@ def detect_batch(
     here when not given). Returns the runs whose version moved (alerts opened or closed)
     and ``alerts`` for notifications; the caller commits, then publishes and dispatches.
     """
-    _take_write_lock(conn)
+    take_write_lock(conn)
     runs = lock_runs(conn, (e["run"] for e in events))
     if segments is None:
         segments = {
@@ -87,7 +83,7 @@ def detect_batch(
     if changed:
         conn.execute(update(Run).where(Run.id == bindparam("rid")).values(version=bindparam("ver")),
                      [{"rid": rid, "ver": ver} for rid, ver in changed])
-        _write_version_log(conn, result)
+        write_version_log(conn, result)
     return result
 
 

@@ -38,7 +38,8 @@ from sqlalchemy.orm import Session
 from runcast_server.db import session_scope
 from runcast_server.detectors.hook import detect_batch
 from runcast_server.inbox.models import InboxRow
-from runcast_server.ingest import IngestResult, UnknownRun, store_batch
+from runcast_server.ingest.results import IngestResult, UnknownRun
+from runcast_server.ingest.store import store_batch
 
 INBOX: Final = InboxRow.__table__
 PENDING: Final = "pending"
@@ -148,9 +149,9 @@ def _claim(conn: Connection, inbox_id: int, expect: str, *, read_body: bool = Tr
         .scalar_subquery()
     )
     if conn.dialect.name == "sqlite":
-        from runcast_server.ingest import _take_write_lock
+        from runcast_server.ingest.checks import take_write_lock
 
-        _take_write_lock(conn)
+        take_write_lock(conn)
     columns = [INBOX.c.project_id, INBOX.c.received_at]
     if read_body and "body" not in values:
         columns.append(INBOX.c.body)

@@ -1,0 +1,80 @@
+"""Bulk writes: many rows in few round trips (unnest arrays or COPY on PostgreSQL, executemany on SQLite)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from sqlalchemy import Connection, Insert, Table, bindparam, func, select
+from sqlalchemy.dialects import postgresql, sqlite
+
+_PG_SQL: dict[tuple[str, tuple[str, ...], str], str] = {}  # compiled bulk statements
+_BINARY_PARAM = re.compile(r"%\((a_\w+)\)s")
+
+
+def bulk_insert(
+    conn: Connection,
+    table: Table,
+    names: Sequence[str],
+    columns: Sequence[Sequence[Any]],
+    finish: Callable[[Insert], Insert],
+) -> Sequence[Sequence[Any]]:
+    """Insert rows, given column by column (``columns[i]`` holds ``names[i]``), in few round trips.
+
+    ``finish`` must build the same clause every time it is called from one place
+    (its statement is compiled once per table, columns and ``finish``).
+
+    PostgreSQL: one ``INSERT ... SELECT * FROM unnest(<one array per column>)``
+    whatever the row count. SQLite: a multi-row ``INSERT ... VALUES`` per page
+    (SQLAlchemy's insertmanyvalues). ``finish`` adds the ``ON CONFLICT`` clause
+    and any ``RETURNING``; it gets the statement so it can use ``stmt.excluded``.
+    """
+    if conn.dialect.name == "postgresql":
+        key = (table.name, tuple(names), finish.__qualname__)
+        sql = _PG_SQL.get(key)
+        if sql is None:
+            arrays = [bindparam(f"a_{c}", type_=postgresql.ARRAY(table.c[c].type)) for c in names]
+            source = select(func.unnest(*arrays).table_valued(*names).render_derived())
+            stmt = finish(postgresql.insert(table).from_select(list(names), source))
+            # Arrays travel in binary (%b): parsing them as text costs more than the insert.
+            sql = _PG_SQL[key] = _BINARY_PARAM.sub(r"%(\1)b", str(stmt.compile(dialect=conn.dialect)))
+        params = {f"a_{c}": list(col) for c, col in zip(names, columns)}
+        with conn.connection.dbapi_connection.cursor() as cursor:  # type: ignore[union-attr]
+            cursor.execute(sql, params)
+            return cursor.fetchall() if cursor.description else []
+    stmt = finish(sqlite.insert(table))
+    rows = [dict(zip(names, r)) for r in zip(*columns)]
+    result = conn.execute(stmt, rows)
+    return result.all() if result.returns_rows else []
+
+
+def append_rows(conn: Connection, table: str, names: Sequence[str], pg_types: Sequence[str],
+                 rows: Iterable[Sequence[Any]]) -> None:
+    """Write rows that cannot conflict with stored ones, in the session's transaction.
+
+    PostgreSQL: ``COPY ... FROM STDIN`` in binary (``pg_types``: the columns' types).
+    SQLite: the driver's ``executemany`` of one prepared plain INSERT (SQLAlchemy's
+    multi-row VALUES costs several times more client CPU per row). Any conflict still
+    raises: nothing is skipped silently.
+    """
+    dbapi = conn.connection.dbapi_connection
+    if conn.dialect.name == "postgresql":
+        with (
+            dbapi.cursor() as cursor,  # type: ignore[union-attr]
+            cursor.copy(f"COPY {table} ({', '.join(names)}) FROM STDIN (FORMAT BINARY)") as copy,
+        ):
+            copy.set_types(list(pg_types))
+            write = copy.write_row
+            for row in rows:
+                write(row)
+        return
+    cursor = dbapi.cursor()  # type: ignore[union-attr]
+    try:
+        cursor.executemany(f"INSERT INTO {table} ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})", rows)
+    finally:
+        cursor.close()
+
+
+def is_sqlite(conn: Connection) -> bool:
+    return conn.dialect.name == "sqlite"

@@ -1,0 +1,197 @@
+"""The door of the write path: may this project write these events, and the runs and segments they start."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from sqlalchemy import Connection, select, update
+from sqlalchemy.orm import Session
+
+from runcast_server.db import upsert
+from runcast_server.ingest.bulk import is_sqlite
+from runcast_server.ingest.results import ForeignRun, TakenRun, UnknownRun, WrongProject
+from runcast_server.ingest.tables import RUNS, SEGMENTS
+from runcast_server.models import (
+    Project,
+)
+from runcast_server.policy.store import record_initial
+from runcast_server.run_updates import write_tags
+
+
+def started_segments(events: Sequence[dict[str, Any]]) -> dict[tuple[str, str], int]:
+    """(run, segment) -> index of its run_started in the batch."""
+    out: dict[tuple[str, str], int] = {}
+    for i, e in enumerate(events):
+        if e["type"] == "run_started":
+            out.setdefault((e["run"], e["segment"]), i)
+    return out
+
+
+def check_batch(session: Session, project_id: int, events: Sequence[dict[str, Any]]) -> None:
+    """Raise ForeignRun or UnknownRun for the first event the project may not write.
+
+    Every event's run must be stored under ``project_id`` or started in this
+    batch, and every event's segment stored or started in this batch. Reads only.
+    """
+    conn = session.connection()
+    started = started_segments(events)
+    if started:
+        name = conn.execute(select(Project.name).where(Project.id == project_id)).scalar_one()
+        for i in sorted(started.values()):
+            if events[i]["project"] != name:
+                raise WrongProject(
+                    f"run_started names project {events[i]['project']!r}, the token is for {name!r}",
+                    field="project",
+                    index=i,
+                )
+    run_ids = sorted({e["run"] for e in events})
+    owner = dict(conn.execute(select(RUNS.c.id, RUNS.c.project_id).where(RUNS.c.id.in_(run_ids))).all())
+    stored_segments: set[tuple[str, str]] = set()
+    if owner:
+        stored_segments = {
+            (r, u)
+            for r, u in conn.execute(
+                select(SEGMENTS.c.run_id, SEGMENTS.c.uid).where(SEGMENTS.c.run_id.in_(sorted(owner)))
+            ).all()
+        }
+    check_owners(events, project_id, owner, stored_segments, started)
+
+
+def check_owners(
+    events: Sequence[dict[str, Any]],
+    project_id: int,
+    owner: dict[str, int],
+    stored_segments: set[tuple[str, str]] | dict[tuple[str, str], Any],
+    started: dict[tuple[str, str], int],
+) -> None:
+    """The run and segment checks of ``check_batch``, on rows already read."""
+    started_runs = {run for run, _ in started}
+    for i, e in enumerate(events):
+        run = e["run"]
+        if run in owner and owner[run] != project_id:
+            if e["type"] == "run_started":
+                raise TakenRun(f"run id {run!r} is taken: start a new run", field="run", index=i)
+            raise ForeignRun(_unknown_run(run), field="run", index=i)
+        if run not in owner and run not in started_runs:
+            raise UnknownRun(_unknown_run(run), field="run", index=i)
+        key = (run, e["segment"])
+        if key not in stored_segments and key not in started:
+            raise UnknownRun(
+                f"unknown segment {e['segment']!r} of run {run!r}: send its run_started first",
+                field="segment",
+                index=i,
+            )
+
+
+def _unknown_run(run: str) -> str:
+    return f"unknown run {run!r}: send its run_started first"
+
+
+def lock_runs(conn: Connection, run_ids: Iterable[str]) -> dict[str, Any]:
+    """Lock the runs' rows in id order and return them by id."""
+    ids = sorted(set(run_ids))
+    stmt = (
+        select(
+            RUNS.c.id, RUNS.c.project_id, RUNS.c.version, RUNS.c.status, RUNS.c.last_step, RUNS.c.last_values,
+            RUNS.c.heartbeat_at, RUNS.c.block,
+        )
+        .where(RUNS.c.id.in_(ids))
+        .order_by(RUNS.c.id)
+    )
+    if not is_sqlite(conn):
+        stmt = stmt.with_for_update()
+    return {row.id: row for row in conn.execute(stmt)}
+
+
+def take_write_lock(conn: Connection) -> None:
+    """On SQLite, start the write transaction now so reads and writes see one state.
+
+    pysqlite opens a transaction only at the first write; a no-op UPDATE makes
+    that happen before we read run state (PostgreSQL uses row locks instead).
+    """
+    if is_sqlite(conn):
+        conn.execute(update(RUNS).where(RUNS.c.id == "").values(version=RUNS.c.version))
+
+
+def register_runs(
+    session: Session, project_id: int, events: Sequence[dict[str, Any]], *, received_at: float | None = None
+) -> int:
+    """Create the runs and segments of the batch's run_started events; returns segments made.
+
+    Idempotent. Segment indexes count segments in creation order per run; the run
+    row is locked first, so two writers never pick the same index.
+    """
+    started = started_segments(events)
+    if not started:
+        return 0
+    conn = session.connection()
+    now = received_at if received_at is not None else time.time()
+    take_write_lock(conn)
+    firsts: dict[str, dict[str, Any]] = {}
+    for (run, _), i in sorted(started.items()):
+        e = events[i]
+        if run not in firsts or e["ts"] < firsts[run]["ts"]:
+            firsts[run] = e
+    rows = [
+        {
+            "id": run,
+            "project_id": project_id,
+            "name": e["name"],
+            "visibility": e["visibility"],
+            "public_paths": e.get("public_paths", False),
+            "status": "running",
+            "config": e["config"],
+            "group_name": e.get("group"),
+            "job_type": e.get("job_type"),
+            "notes": e.get("notes"),
+            "code": e["code"],
+            "env": e["env"],
+            "seed": e["seed"],
+            "created_at": now,
+            "started_at": e["ts"],
+            "finished_at": None,
+            "heartbeat_at": None,
+            "last_step": None,
+            "last_values": {},
+            "version": 0,
+        }
+        for run, e in sorted(firsts.items())
+    ]
+    conn.execute(upsert(conn, RUNS).on_conflict_do_nothing(index_elements=["id"]), rows)
+    lock_runs(conn, firsts)
+    write_tags(conn, [events[i] for i in sorted(started.values())])
+    record_initial(conn, {run: e["policy"] for run, e in firsts.items() if e.get("policy")}, now)
+    existing = {
+        (r, u)
+        for r, u in conn.execute(
+            select(SEGMENTS.c.run_id, SEGMENTS.c.uid).where(SEGMENTS.c.run_id.in_(sorted(firsts)))
+        ).all()
+    }
+    # New segments in the order the trainer opened them (ts, then seq).
+    new = sorted(
+        (events[i] for key, i in started.items() if key not in existing),
+        key=lambda e: (e["run"], e["ts"], e["seq"], e["segment"]),
+    )
+    made = 0
+    for e in new:
+        next_index = (
+            select(SEGMENTS.c.index + 1).where(SEGMENTS.c.run_id == e["run"]).order_by(SEGMENTS.c.index.desc()).limit(1)
+        ).scalar_subquery()
+        index = conn.execute(select(next_index)).scalar() or 0
+        resume = e["resume_step"]
+        result = conn.execute(
+            upsert(conn, SEGMENTS)
+            .values(
+                run_id=e["run"],
+                uid=e["segment"],
+                index=index,
+                start_step=resume or 0,
+                resumed=resume is not None,
+                started_at=e["ts"],
+            )
+            .on_conflict_do_nothing(index_elements=["run_id", "uid"])
+        )
+        made += result.rowcount or 0
+    return made

@@ -1,0 +1,267 @@
+"""Series, points and rollups of a batch's metrics: the hot path of ingest."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import Connection, Insert, bindparam, case, func, select, update
+
+from runcast_server import partitions
+from runcast_server.db import upsert
+from runcast_server.ingest.bulk import append_rows, bulk_insert
+from runcast_server.ingest.results import IngestResult
+from runcast_server.ingest.tables import POINTS, ROLLUPS, SERIES
+from runcast_server.rollups import merge_set, rollup_deltas
+
+
+def write_metrics(
+    conn: Connection,
+    events: Sequence[dict[str, Any]],
+    segments: dict[tuple[str, str], int],
+    blocks: dict[str, int | None],
+    result: IngestResult,
+) -> dict[str, dict[str, tuple[int, float | None]]]:
+    """Insert series, points and rollups; returns run -> key -> newest inserted (step, value).
+
+    The hot path of ingest: plain dicts and lists, one statement per table.
+    """
+    # (segment_id, key) -> {step: value (NaN as None)}; the first occurrence in the batch wins.
+    batch: dict[tuple[int, str], dict[int, float | None]] = {}
+    run_of_segment: dict[int, str] = {}
+    received = 0
+    for e in events:
+        if e["type"] != "metrics":
+            continue
+        seg = segments[(e["run"], e["segment"])]
+        run_of_segment[seg] = e["run"]
+        step = e["step"]
+        values = e["values"]
+        received += len(values)
+        for key, value in values.items():
+            points = batch.get((seg, key))
+            if points is None:
+                points = batch[(seg, key)] = {}
+            if step not in points:
+                points[step] = None if value != value else value  # noqa: PLR0124  (NaN; the cheapest test in this loop)
+    result.points_received = received
+    if not batch:
+        return {}
+
+    series = _series_ids(conn, batch, run_of_segment, blocks)
+    by_id = sorted((series[k][0], k) for k in batch)
+    col_sid: list[int] = []
+    col_step: list[int] = []
+    col_value: list[float | None] = []
+    col_version: list[int] = []
+    # True while every step of the batch is past its series' highest stored step: then no
+    # point can be stored already (points are only written here, under the run's lock).
+    beyond = True
+    for sid, k in by_id:
+        points = batch[k]
+        steps = sorted(points)
+        stored_max = series[k][1]
+        if stored_max is not None and steps[0] <= stored_max:
+            beyond = False
+        col_sid.extend([sid] * len(steps))
+        col_step.extend(steps)
+        col_value.extend([points[st] for st in steps])
+        col_version.extend([result.runs[run_of_segment[k[0]]].version] * len(steps))
+    inserted = _insert_points(conn, [col_sid, col_step, col_value, col_version], beyond=beyond)
+    if inserted is None:  # the usual case: every point is new
+        result.points_inserted = len(col_sid)
+        new_points = list(zip(col_sid, col_step, col_value))
+    else:
+        result.points_inserted = len(inserted)
+        if not inserted:
+            return {}
+        key_of = dict(by_id)
+        inserted.sort()
+        new_points = [(sid, step, batch[key_of[sid]][step]) for sid, step in inserted]
+
+    _write_rollups(conn, rollup_deltas(new_points), {sid: series[k][1] for sid, k in by_id})
+
+    # Per series: how many points, their step range and the newest one.
+    stats: dict[int, list[Any]] = {}
+    for sid, step, value in new_points:
+        st = stats.get(sid)
+        if st is None:
+            stats[sid] = [1, step, step, value]
+        else:
+            st[0] += 1
+            st[1] = min(st[1], step)
+            if step > st[2]:
+                st[2], st[3] = step, value
+    key_of = dict(by_id)
+    newest: dict[str, dict[str, tuple[int, float | None]]] = {}
+    for sid, (n, lo, hi, value) in sorted(stats.items()):
+        seg, key = key_of[sid]
+        run = run_of_segment[seg]
+        change = result.runs[run]
+        change.ranges.append([sid, lo, hi, n])
+        change.points += n
+        change.keys.add(key)
+        change.changed = True
+        per_run = newest.setdefault(run, {})
+        if key not in per_run or hi > per_run[key][0]:
+            per_run[key] = (hi, value)
+    c = SERIES.c
+    conn.execute(
+        update(SERIES)
+        .where(c.id == bindparam("sid"))
+        .values(
+            count=c.count + bindparam("n"),
+            min_step=_min_expr(c.min_step, bindparam("lo")),
+            max_step=_max_expr(c.max_step, bindparam("hi")),
+        ),
+        [{"sid": sid, "n": st[0], "lo": st[1], "hi": st[2]} for sid, st in sorted(stats.items())],
+    )
+    return newest
+
+
+_ROLLUP_COLUMNS = ("series_id", "level", "bucket", "min", "max", "sum", "count", "nan_count", "last", "last_step")
+_ROLLUP_TYPES = ("int8", "int2", "int8", "float8", "float8", "float8", "int8", "int8", "float8", "int8")
+_POINT_COLUMNS = ("series_id", "step", "value", "version")
+_POINT_TYPES = ("int8", "int8", "float8", "int8")
+
+
+def _write_rollups(conn: Connection, deltas: dict[tuple[int, int, int], list[Any]], stored_max: dict[int, int | None]) -> None:
+    """Merge rollup deltas into the stored rows (``stored_max``: series id -> highest stored step before this batch).
+
+    The row of a bucket past its series' highest stored step cannot exist yet (rollup
+    rows are made only from stored points, only here, under the run's lock), so those
+    rows, nearly all of an in-order batch, are written as plain rows (``append_rows``);
+    the rest (at most one per level and series for an in-order batch) are merged by
+    INSERT ... ON CONFLICT DO UPDATE.
+    """
+    new: list[tuple[int, int, int]] = []
+    merge: list[tuple[int, int, int]] = []
+    for k in sorted(deltas):
+        hi = stored_max[k[0]]
+        (new if hi is None or k[2] > hi >> k[1] else merge).append(k)
+    if new:
+        append_rows(conn, "rollups", _ROLLUP_COLUMNS, _ROLLUP_TYPES, [(*k, *deltas[k]) for k in new])
+    if merge:
+        bulk_insert(
+            conn,
+            ROLLUPS,
+            _ROLLUP_COLUMNS,
+            [
+                [k[0] for k in merge],
+                [k[1] for k in merge],
+                [k[2] for k in merge],
+                *([deltas[k][i] for k in merge] for i in range(7)),
+            ],
+            _merge_rollups,
+        )
+
+
+def _merge_rollups(stmt: Insert) -> Insert:
+    return stmt.on_conflict_do_update(
+        index_elements=["series_id", "level", "bucket"], set_=merge_set(ROLLUPS.c, stmt.excluded)
+    )
+
+
+def _series_ids(
+    conn: Connection,
+    batch: dict[tuple[int, str], Any],
+    run_of_segment: dict[int, str],
+    blocks: dict[str, int | None],
+) -> dict[tuple[int, str], tuple[int, int | None]]:
+    """(segment_id, key) -> (series id, highest stored step) for every series of the batch.
+
+    Reads first and creates only the missing rows (sorted, ON CONFLICT DO NOTHING),
+    so a batch of known series costs one round trip. A run with a block (partitions.py)
+    numbers its series inside the block, under its row lock; others take the sequence's.
+    """
+    query = select(SERIES.c.id, SERIES.c.segment_id, SERIES.c.key, SERIES.c.max_step).where(
+        SERIES.c.segment_id.in_(sorted(run_of_segment))
+    )
+
+    def read() -> dict[tuple[int, str], tuple[int, int | None]]:
+        return {(seg, key): (sid, hi) for sid, seg, key, hi in conn.execute(query) if (seg, key) in batch}
+
+    found = read()
+    missing = sorted(k for k in batch if k not in found)
+    if missing:
+        rows = [
+            {"run_id": run_of_segment[seg], "segment_id": seg, "key": key, "count": 0, "min_step": None,
+             "max_step": None}
+            for seg, key in missing
+        ]
+        numbered = _number_series(conn, [r for r in rows if blocks[r["run_id"]]], blocks)
+        insert = upsert(conn, SERIES).on_conflict_do_nothing(index_elements=["segment_id", "key"])
+        for part in (numbered, [r for r in rows if not blocks[r["run_id"]]]):
+            if part:
+                conn.execute(insert, part)
+        found = read()
+    return found
+
+
+def _number_series(conn: Connection, rows: list[dict[str, Any]], blocks: dict[str, int | None]) -> list[dict[str, Any]]:
+    """Give each new series of a run with a block the next id of that block (ids ``block << 24 | n``)."""
+    if not rows:
+        return rows
+    run_ids = sorted({r["run_id"] for r in rows})
+    top: dict[str, int] = {
+        rid: hi
+        for rid, hi in conn.execute(
+            select(SERIES.c.run_id, func.max(SERIES.c.id)).where(SERIES.c.run_id.in_(run_ids)).group_by(SERIES.c.run_id)
+        )
+    }
+    for r in rows:
+        lo, hi = partitions.series_range(blocks[r["run_id"]] or 0)
+        r["id"] = max(top.get(r["run_id"], lo), lo) + 1
+        if r["id"] >= hi:
+            raise ValueError(f"run {r['run_id']!r} holds {hi - lo - 1} series, the most a run may hold")
+        top[r["run_id"]] = r["id"]
+    return rows
+
+
+def _min_expr(column: Any, value: Any) -> Any:
+    return case((column.is_(None) | (value < column), value), else_=column)
+
+
+def _max_expr(column: Any, value: Any) -> Any:
+    return case((column.is_(None) | (value > column), value), else_=column)
+
+
+def _insert_points(conn: Connection, columns: list[list[Any]], *, beyond: bool = False) -> list[tuple[int, int]] | None:
+    """Insert points (columns series_id, step, value, version; sorted by key), skipping stored ones.
+
+    Returns None when every point was inserted, else the ``(series_id, step)`` really
+    inserted: the only points rollups may count. ``beyond``: every step is past its
+    series' highest stored step, so none can be stored already.
+
+    With ``beyond`` the points are appended as plain rows (``append_rows``: no
+    savepoint, no RETURNING, no ON CONFLICT: the cheapest write for client and server).
+    Otherwise, on PostgreSQL, a plain INSERT is tried first, in a savepoint: when every
+    point is new it skips ON CONFLICT's speculative insertion, a third WAL record per
+    row; a batch that repeats a stored point falls back to ON CONFLICT.
+    """
+    if beyond:
+        append_rows(conn, "points", _POINT_COLUMNS, _POINT_TYPES, zip(*columns))
+        return None
+    if conn.dialect.name == "postgresql":
+        from psycopg.errors import UniqueViolation
+
+        savepoint = conn.begin_nested()
+        try:
+            bulk_insert(conn, POINTS, _POINT_COLUMNS, columns, _plain)
+        except UniqueViolation:
+            savepoint.rollback()
+        else:
+            savepoint.commit()
+            return None
+    rows = bulk_insert(conn, POINTS, _POINT_COLUMNS, columns, _skip_stored_returning_keys)
+    return [(sid, step) for sid, step in rows]
+
+
+def _plain(stmt: Insert) -> Insert:
+    return stmt
+
+
+def _skip_stored_returning_keys(stmt: Insert) -> Insert:
+    return stmt.on_conflict_do_nothing(index_elements=["series_id", "step"]).returning(
+        POINTS.c.series_id, POINTS.c.step
+    )
