@@ -24,14 +24,16 @@ pytestmark = pytest.mark.slow
 def inproc(embedded_env: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, str, asyncio.AbstractEventLoop]]:
     """(url, token, server loop) of an embedded app served by uvicorn in a thread of this process."""
     import uvicorn
-    from runcast_server import hub, live, migrate
+    from runcast_server import hub, migrate
     from runcast_server.app import create_app
     from runcast_server.auth import create_token
     from runcast_server.db import session_scope
+    from runcast_server.live.fanout import shutdown
+    from runcast_server.live.settings import stream_settings
     from runcast_server.settings import get_settings
 
     monkeypatch.setenv("RUNCAST_STREAM_LINGER_S", "0.2")
-    live.stream_settings.cache_clear()
+    stream_settings.cache_clear()
     hub.reset_hub()
     migrate.upgrade(get_settings().sqlalchemy_url)
     with session_scope() as s:
@@ -45,10 +47,10 @@ def inproc(embedded_env: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tupl
     try:
         yield f"http://127.0.0.1:{port}", token, loop
     finally:
-        loop.call_soon_threadsafe(live.shutdown)
+        loop.call_soon_threadsafe(shutdown)
         server.should_exit = True
         thread.join(10)
-        live.stream_settings.cache_clear()
+        stream_settings.cache_clear()
         hub.reset_hub()
 
 
@@ -62,7 +64,8 @@ def on_loop(loop: asyncio.AbstractEventLoop, fn: Any) -> Any:
 
 
 def test_one_database_read_per_version_for_all_viewers_and_disconnect_releases(inproc: Any) -> None:
-    from runcast_server import hub, live
+    from runcast_server import hub
+    from runcast_server.live.fanout import registry
 
     url, token, loop = inproc
     api = httpx.Client(base_url=url, timeout=30)
@@ -70,7 +73,7 @@ def test_one_database_read_per_version_for_all_viewers_and_disconnect_releases(i
     viewers = 60
 
     def channel() -> Any:
-        return live.registry().channels.get(w.run)
+        return registry().channels.get(w.run)
 
     async def main() -> list[list[Message]]:
         limits = httpx.Limits(max_connections=viewers + 5)
@@ -79,7 +82,7 @@ def test_one_database_read_per_version_for_all_viewers_and_disconnect_releases(i
             tasks = [asyncio.create_task(collect(client, f"{url}/api/v1/runs/{w.run}/stream", 11, into=b)) for b in boxes]
             while sum(1 for b in boxes if b) < viewers:
                 await asyncio.sleep(0.02)
-            assert on_loop(loop, lambda: live.registry().viewer_count(w.run)) == viewers
+            assert on_loop(loop, lambda: registry().viewer_count(w.run)) == viewers
             reads_before = on_loop(loop, lambda: channel().reads)
             for _ in range(10):
                 await asyncio.to_thread(w.batch, 3)
@@ -93,14 +96,14 @@ def test_one_database_read_per_version_for_all_viewers_and_disconnect_releases(i
     # Every viewer got the very same bytes object per version (encoded once): compare data.
     assert all([m.data for m in r] == [m.data for m in results[0]] for r in results)
     # All clients are gone: viewers released at once, then the channel and its hub subscription.
-    wait_until(lambda: on_loop(loop, lambda: live.registry().viewer_count(w.run)) == 0, 10, "viewers released")
+    wait_until(lambda: on_loop(loop, lambda: registry().viewer_count(w.run)) == 0, 10, "viewers released")
     wait_until(lambda: on_loop(loop, channel) is None, 10, "channel closed")
     wait_until(lambda: hub.get_hub().subscriber_count(w.run) == 0, 10, "hub subscription released")
     api.close()
 
 
 def test_shutdown_ends_open_streams(inproc: Any) -> None:
-    from runcast_server import live
+    from runcast_server.live.fanout import shutdown
 
     url, token, loop = inproc
     api = httpx.Client(base_url=url, timeout=30)
@@ -109,7 +112,7 @@ def test_shutdown_ends_open_streams(inproc: Any) -> None:
         lines = response.iter_lines()
         assert next(lines) == "retry: 1000"
         started = time.monotonic()
-        loop.call_soon_threadsafe(live.shutdown)
+        loop.call_soon_threadsafe(shutdown)
         rest = list(lines)  # ends: the server closed the stream
         assert time.monotonic() - started < 5
         assert "event: reset" in rest

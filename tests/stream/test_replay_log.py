@@ -1,4 +1,4 @@
-"""``live.read_versions`` on SQLite and PostgreSQL: the run_versions log written by store_batch,
+"""``read_versions`` on SQLite and PostgreSQL: the run_versions log written by store_batch,
 read back as stream messages by primary-key range scans."""
 
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from runcast import events as ev
-from runcast_server import live
 from runcast_server.auth import get_or_create_project
 from runcast_server.ingest.store import store_batch
+from runcast_server.live.replay import _scan_groups, read_versions
 from runcast_server.models import RunVersion
 from sqlalchemy import Engine, delete
 from sqlalchemy.orm import Session
@@ -48,7 +48,7 @@ def test_versions_replayed_exactly_as_written(engine: Engine) -> None:
     w.metrics(range(10, 12))  # 5: steps go back (a late batch): a second scan range
     w.send(w.event("metrics", step=3, values={"loss": 9.0}))  # a repeat: nothing new, no version
     with Session(engine) as s:
-        replay = live.read_versions(s, w.run, 0)
+        replay = read_versions(s, w.run, 0)
         assert replay.current == 5 and replay.messages is not None
         msgs = replay.messages
         assert [m["version"] for m in msgs] == [1, 2, 3, 4, 5]
@@ -61,17 +61,17 @@ def test_versions_replayed_exactly_as_written(engine: Engine) -> None:
         assert notes == [(0, 4, {"text": "first"})] and any(e["type"] == "note" for e in msgs[1]["events"])
         assert [p["step"] for p in msgs[4]["points"]] == [[10, 11], [10, 11]]
         assert [(m["status"], m["last_step"]) for m in msgs] == [("running", None), ("running", 4), ("running", 7), ("running", 21), ("running", 21)]
-        assert [m["version"] for m in live.read_versions(s, w.run, 3).messages or []] == [4, 5]
-        assert live.read_versions(s, w.run, 5).messages == []
+        assert [m["version"] for m in read_versions(s, w.run, 3).messages or []] == [4, 5]
+        assert read_versions(s, w.run, 5).messages == []
         # Resets: too many versions, too many points, a position ahead of the run, a hole in the log.
-        assert live.read_versions(s, w.run, 0, max_versions=4).messages is None
-        assert live.read_versions(s, w.run, 1, max_points=23).messages is None  # 10 + 6 + 4 + 4 points
-        assert live.read_versions(s, w.run, 1, max_points=24).messages is not None
-        assert live.read_versions(s, w.run, 6).messages is None
+        assert read_versions(s, w.run, 0, max_versions=4).messages is None
+        assert read_versions(s, w.run, 1, max_points=23).messages is None  # 10 + 6 + 4 + 4 points
+        assert read_versions(s, w.run, 1, max_points=24).messages is not None
+        assert read_versions(s, w.run, 6).messages is None
         s.execute(delete(RunVersion).where(RunVersion.version == 3))
         s.commit()
-        assert live.read_versions(s, w.run, 1).messages is None
-        assert [m["version"] for m in live.read_versions(s, w.run, 3).messages or []] == [4, 5]
+        assert read_versions(s, w.run, 1).messages is None
+        assert [m["version"] for m in read_versions(s, w.run, 3).messages or []] == [4, 5]
 
 
 def test_scan_groups_merge_forward_ranges_only() -> None:
@@ -81,4 +81,4 @@ def test_scan_groups_merge_forward_ranges_only() -> None:
         RunVersion(version=3, ranges=[[7, 2, 3, 2]]),
         RunVersion(version=4, ranges=[[7, 10, 12, 3]]),
     ]
-    assert live._scan_groups(logs) == [(7, 0, 9), (7, 2, 12), (8, 0, 4)]
+    assert _scan_groups(logs) == [(7, 0, 9), (7, 2, 12), (8, 0, 4)]

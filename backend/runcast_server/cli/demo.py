@@ -178,11 +178,11 @@ class _Server:
             time.sleep(0.05)
 
     def stop(self) -> None:
-        from runcast_server import live
+        from runcast_server.live.fanout import shutdown
 
         if self.thread.is_alive():
             # End open live streams first: uvicorn's graceful shutdown waits for every response.
-            self.loop.call_soon_threadsafe(live.shutdown)
+            self.loop.call_soon_threadsafe(shutdown)
             self.server.should_exit = True
             self.thread.join(timeout=30)
 

@@ -210,6 +210,6 @@ def views_for(session: Session, runs: list[Run], viewer: Project | None) -> dict
 
 def public_policy(session: Session, run_id: str) -> View:
     """The public policy of a run known by id, without a delay horizon (the live stream holds
-    back frames itself, live.py); everything for an unknown run."""
+    back frames itself, live/fanout.py); everything for an unknown run."""
     run = session.get(Run, run_id)
     return TEAM if run is None else View(team=False, policy=run_policy(session, run))

@@ -7,7 +7,7 @@ Finding it reads the log backwards from the newest version, so it costs the vers
 inside the delay, not the run's length. ``horizon`` computes that bound once per request;
 the read queries apply it (``Horizon.points_due``, ``Horizon.events_due`` and the
 per-series ``frontier``). The team sees the run live. The live stream asks
-``due_position`` instead (live.py).
+``due_position`` instead (live/fanout.py).
 
 A run with nothing held back gets no horizon (``None``): its public reads cost nothing more.
 """

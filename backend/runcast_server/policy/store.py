@@ -1,6 +1,6 @@
 """Reading and writing policies. A change bumps the affected runs' ``version`` without a
 ``run_versions`` row, so every live channel of those runs sends ``event: reset`` and each
-viewer reloads under the new policy (live.read_versions: a version without a log row)."""
+viewer reloads under the new policy (live.replay.read_versions: a version without a log row)."""
 
 from __future__ import annotations
 

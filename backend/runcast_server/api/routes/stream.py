@@ -1,7 +1,7 @@
 """``GET /runs/{run_id}/stream``: the run's live updates as Server-Sent Events.
 
 A plain ASGI response rather than sse-starlette's EventSourceResponse: each message is
-encoded once per process (``live.Frame``) and written as the same bytes to every viewer,
+encoded once per process (``live.frames.Frame``) and written as the same bytes to every viewer,
 every write has a deadline (a client that stops reading cannot hold a stream open), and
 the client's disconnect ends the stream at once, releasing its place in the run's
 channel. See ``runcast_server.live`` for replay and fan-out, docs/live.md for the protocol.
@@ -20,10 +20,11 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from runcast_server import live
 from runcast_server.api.deps import SESSION_COOKIE, TokenDep, session_viewer
 from runcast_server.auth import project_for_token
 from runcast_server.errors import ApiError, NotFound, error_responses
+from runcast_server.live.fanout import Viewer
+from runcast_server.live.stream import viewer_frames
 from runcast_server.observability.logs import run_scope
 from runcast_server.observability.metrics import Metrics
 from runcast_server.policy.apply import public_policy
@@ -40,7 +41,7 @@ class EventStream(Response):
 
     media_type = "text/event-stream"
 
-    def __init__(self, chunks: AsyncIterator[bytes], viewer: live.Viewer, metrics: Metrics,
+    def __init__(self, chunks: AsyncIterator[bytes], viewer: Viewer, metrics: Metrics,
                  run_id: str) -> None:
         self.status_code = 200
         self.background = None
@@ -57,7 +58,7 @@ class EventStream(Response):
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         self.metrics.sse_viewers.inc()
         try:
-            with run_scope(self.run_id):  # the stream's log lines (live.py) carry its run id
+            with run_scope(self.run_id):  # the stream's log lines (live/) carry its run id
                 await self._serve(receive, send)
         finally:
             self.metrics.sse_viewers.dec()
@@ -80,7 +81,7 @@ class EventStream(Response):
         try:
             await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
             async for chunk in self.chunks:
-                # A client that stops reading fills the socket buffer and this write waits; live.py's
+                # A client that stops reading fills the socket buffer and this write waits; live/fanout.py's
                 # watch ends the stream after send_timeout_s (one timer per process, not one per write).
                 viewer.writing_since = began = clock()
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
@@ -157,5 +158,5 @@ async def stream(
         after = _parse_version(last_event_id, "last_event_id")
     project_reader, policy = await run_in_threadpool(_check_access, run_id, token,
                                                      request.cookies.get(SESSION_COOKIE))
-    viewer = live.Viewer(project_reader=project_reader, policy=policy)
-    return EventStream(live.viewer_frames(run_id, after, viewer), viewer, request.app.state.metrics, run_id)
+    viewer = Viewer(project_reader=project_reader, policy=policy)
+    return EventStream(viewer_frames(run_id, after, viewer), viewer, request.app.state.metrics, run_id)

@@ -1,0 +1,59 @@
+"""SSE frames: one message encoded once per process, for both kinds of reader."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Final
+
+from runcast_server.policy.apply import TEAM, View
+from runcast_server.reads.published import published_payload
+
+RETRY_MS: Final = 1000  # the reconnect delay suggested to EventSource clients
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One encoded SSE message (shared, never copied, by every viewer of a process)."""
+
+    version: int
+    data: bytes  # as every reader may see it
+    reset: bool = False
+    project: bytes | None = None  # for readers with a token of the run's project, when it differs
+    policy: str = ""  # the publication policy ``data`` was built under (View.key)
+    committed_at: float = 0.0  # when the version was stored (a delayed run's public copy is due delay_s later)
+
+    def for_reader(self, project_reader: bool) -> bytes:
+        return self.project if project_reader and self.project is not None else self.data
+
+
+def _dumps(obj: Any) -> str:
+    return json.dumps(obj, separators=(",", ":"), allow_nan=False)
+
+
+def _published(message: dict[str, Any], full: bool, project: bool, view: View = TEAM) -> dict[str, Any]:
+    events = [{**e, "payload": published_payload(e["type"], e["payload"], full, project)} for e in message["events"]]
+    wire = {k: v for k, v in message.items() if k != "committed_at"}
+    return {**wire, "points": view.points(message["points"]), "events": view.events(events)}
+
+
+def batch_frame(message: dict[str, Any], public_paths: bool = False, policy: View = TEAM) -> Frame:
+    """``id: <version>`` / ``event: batch`` / ``data: <message>``, for both kinds of reader.
+
+    ``message`` is one of ``read_versions``'s (event payloads as stored); ``public_paths``:
+    the run opted in, so every reader sees its paths (not its private checkpoints' files);
+    ``policy``: what the run's publication policy shows readers outside its project.
+    """
+    v = message["version"]
+    encode = lambda m: f"id: {v}\nevent: batch\ndata: {_dumps(m)}\n\n".encode()
+    public = encode(_published(message, public_paths, False, policy))
+    project = encode(_published(message, True, True)) if message["events"] or policy.withheld() else public
+    return Frame(v, public, project=None if project == public else project, policy=policy.key,
+                 committed_at=float(message.get("committed_at") or 0.0))
+
+
+def reset_frame(version: int) -> Frame:
+    """``event: reset``: the client should reload through REST; live batches after ``version`` follow."""
+    return Frame(version, f"id: {version}\nevent: reset\ndata: {_dumps({'version': version})}\n\n".encode(), True)
+KEEPALIVE: Final = b": keep-alive\n\n"
+PREAMBLE: Final = f"retry: {RETRY_MS}\n\n".encode()
