@@ -96,10 +96,8 @@ class Wakeup:
         self._tokens.put(None)
 
     def wait(self, timeout: float) -> None:
-        try:
+        with contextlib.suppress(queue.Empty):
             self._tokens.get(timeout=timeout)
-        except queue.Empty:
-            pass
         while True:
             try:
                 self._tokens.get_nowait()

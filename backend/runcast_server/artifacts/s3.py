@@ -26,6 +26,7 @@ between the listing and the download ends the transfer instead of mixing two fil
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import threading
@@ -121,10 +122,8 @@ class S3Reader:
 
     def _drop(self) -> None:
         if self._body is not None:
-            try:
+            with contextlib.suppress(Exception):  # closing a half-read stream is best effort
                 self._body.close()
-            except Exception:  # noqa: BLE001, S110 - closing a half-read stream is best effort
-                pass
         self._body = None
         self._pos = -1
 

@@ -259,7 +259,7 @@ def close_stall_alerts(conn: Connection, run_ids: Sequence[str], now: float, res
     rows = conn.execute(
         select(a.id, a.run_id).where(a.run_id.in_(list(run_ids)), a.kind == "stall", a.state == "open")
     ).all()
-    for alert_id, run in rows:
+    for _alert_id, run in rows:
         sig = Signal("stall", "close", None, {"reason": "activity", "quiet_s": None})
         entry = apply_signal(conn, run, None, sig, now, result=result)
         if entry is not None and result is not None:

@@ -45,7 +45,10 @@ def batch_frame(message: dict[str, Any], public_paths: bool = False, policy: Vie
     ``policy``: what the run's publication policy shows readers outside its project.
     """
     v = message["version"]
-    encode = lambda m: f"id: {v}\nevent: batch\ndata: {_dumps(m)}\n\n".encode()
+
+    def encode(m: dict[str, Any]) -> bytes:
+        return f"id: {v}\nevent: batch\ndata: {_dumps(m)}\n\n".encode()
+
     public = encode(_published(message, public_paths, False, policy))
     project = encode(_published(message, True, True)) if message["events"] or policy.withheld() else public
     return Frame(v, public, project=None if project == public else project, policy=policy.key,
