@@ -115,7 +115,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             return report
         return JSONResponse(report.model_dump(), status_code=503, headers={"Retry-After": "5"})
 
-    frontend = Frontend(FileAssets(FRONTEND_DIR), vendor)
+    frontend = Frontend(FileAssets(FRONTEND_DIR), vendor, bundles=settings.page_bundles)
     app.include_router(share_router(frontend, settings), responses=error_responses(413, 503))
     app.include_router(pages_router(frontend, vendor, title=app.title, openapi_url=app.openapi_url or "/openapi.json"))
     app.mount("/", FrontendFiles(frontend), name="frontend")  # last: whatever no route matched

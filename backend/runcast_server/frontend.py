@@ -8,15 +8,23 @@ A request whose ``v`` is the file's current version may then be cached as immuta
 reload revalidates the page alone, and only a changed file is fetched again. The files
 stay plain ES modules on disk with no build step; an edit shows on the next page load.
 
-Each module script of a page is preceded by a ``<link rel="modulepreload">`` for every module
-it imports, directly or not (the static ``import``/``export ... from`` graph, read from the
-files): a first load asks for the whole graph at once instead of discovering it one level of
-imports after another.
+Bundled: when ``vendor/build.mjs`` (esbuild, run by ``scripts/install`` and the Docker
+image) has built a page's modules into one file (``frontend/dist/run.js``), the page's module
+script points at that bundle instead, as long as ``frontend/dist/manifest.json`` says it was
+built from exactly the files now on disk (each source's sha256, and the bundle's). A first
+load then asks for one module. An edited module, a missing or partial build (a pip-only
+install, no npm) or an unreadable manifest: the plain modules, as below.
+
+Unbundled, each module script of a page is preceded by a ``<link rel="modulepreload">`` for
+every module it imports, directly or not (the static ``import``/``export ... from`` graph, read
+from the files): a first load asks for the whole graph at once instead of discovering it one
+level of imports after another.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import posixpath
 import re
 import threading
@@ -24,9 +32,12 @@ import threading
 from runcast_server.assets import Asset, FileAssets
 from runcast_server.vendor import Vendor
 
+log = logging.getLogger(__name__)
+
 _VERSION_CHARS = 16
+BUNDLE_MANIFEST = "dist/manifest.json"
 _LOCAL_LINK = re.compile(rb'(src|href)="/([^"?#]+\.(?:js|css))"')
-_FIRST_MODULE = re.compile(rb'<link rel="modulepreload"|<script type="module"')
+_FIRST_MODULE = re.compile(rb'<link rel="modulepreload" href="/js/|<script type="module" src="/js/')
 _MODULE_SCRIPT = re.compile(rb'<script type="module" src="/(js/[^"?#]+\.js)"></script>')
 _PRELOAD = re.compile(rb'<link rel="modulepreload" href="/(js/[^"?#]+\.js)">')
 # Static imports and re-exports of a relative module: `import {a} from "./x.js"`, `export * from "../y.js"`.
@@ -36,11 +47,13 @@ _IMPORT = re.compile(r'^\s*(?:import|export)\b[^;"\']*?\bfrom\s*["\'](\.{1,2}/[^
 class Frontend:
     """Pages with versioned links over the files of one directory."""
 
-    def __init__(self, files: FileAssets, vendor: Vendor) -> None:
+    def __init__(self, files: FileAssets, vendor: Vendor, *, bundles: bool = True) -> None:
         self.files = files
+        self.bundles = bundles
         self.vendor = vendor
         self._pages: dict[str, Asset] = {}
         self._lock = threading.Lock()
+        self._stale_logged: set[tuple[str, str]] = set()
 
     def file(self, rel: str) -> Asset | None:
         return self.files.get(rel)
@@ -54,6 +67,7 @@ class Frontend:
         if source is None:
             return None
         html = self.vendor.link_versions(source.body)
+        html = self._with_bundles(html)
         html = self._with_module_preloads(html)
         html = _LOCAL_LINK.sub(self._versioned_link, html)
         html = self._with_import_map(html)
@@ -69,6 +83,42 @@ class Frontend:
         if asset is None:
             return match.group(0)
         return b'%s="/%s?v=%s"' % (match.group(1), rel.encode(), self.version(asset).encode())
+
+    def bundle(self, entry: str) -> str | None:
+        """The bundle built from ``entry`` (``js/run.js`` -> ``dist/run.js``) if it is up to date, else None."""
+        manifest = self.files.get(BUNDLE_MANIFEST) if self.bundles else None
+        if manifest is None:
+            return None
+        try:
+            built = json.loads(manifest.body)["bundles"][entry]
+            file, inputs = str(built["file"]), dict(built["inputs"])
+            current = self.files.get(file)
+            stale = [] if current is not None and current.sha256 == built["sha256"] else [file]
+        except (ValueError, KeyError, TypeError):
+            return None
+        for rel, digest in inputs.items():
+            asset = self.files.get(rel)
+            if asset is None or asset.sha256 != digest:
+                stale.append(rel)
+        if stale:
+            key = (entry, manifest.sha256)
+            if key not in self._stale_logged:
+                self._stale_logged.add(key)
+                log.warning(
+                    "%s: the bundle %s is older than %s: serving the plain modules (run scripts/install or "
+                    "node vendor/build.mjs to rebuild it)", entry, file, ", ".join(stale[:3]),
+                )
+            return None
+        return file
+
+    def _with_bundles(self, html: bytes) -> bytes:
+        """Each module script pointed at its page bundle, where one is built and up to date."""
+
+        def bundled(match: re.Match[bytes]) -> bytes:
+            file = self.bundle(match.group(1).decode())
+            return match.group(0) if file is None else b'<script type="module" src="/%s"></script>' % file.encode()
+
+        return _MODULE_SCRIPT.sub(bundled, html)
 
     def module_graph(self, entry: str) -> list[str]:
         """``entry`` (``js/run.js``) and every module it imports, directly or not, in the order found."""

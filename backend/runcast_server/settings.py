@@ -82,6 +82,11 @@ class Settings(BaseSettings):
         description="The node_modules directory holding the npm-installed Plotly.js partial bundle "
         "(plotly.js-basic-dist-min); without it the pages get the plotly package's full bundle.",
     )
+    page_bundles: bool = Field(
+        default=True,
+        description="Serve each page's modules as the one file esbuild built at install (frontend/dist, "
+        "vendor/build.mjs) while it is up to date with frontend/js; off, or without a build: the plain modules.",
+    )
     stall_after_s: float = Field(
         default=600, gt=0,
         description="A running run silent (no event, no heartbeat) for longer than this reads as 'stalled' and "

@@ -5,10 +5,13 @@ Plotly.js partial bundle served when installed, the plotly package's full one ot
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import logging
 import posixpath
 import re
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -97,7 +100,15 @@ def test_pages_modules_and_styles_are_revalidated(client, path):
     assert head.status_code == 200 and head.content == b"" and head.headers["etag"] == etag
 
 
-def test_frontend_files_are_the_files_on_disk(client):
+@pytest.fixture
+def plain_client(embedded_env: Path) -> Any:
+    """The app serving the plain modules (RUNCAST_PAGE_BUNDLES off), whether or not frontend/dist is built."""
+    with TestClient(create_app(Settings(page_bundles=False))) as c:
+        yield c
+
+
+def test_frontend_files_are_the_files_on_disk(plain_client):
+    client = plain_client
     assert client.get("/js/run.js").content == (FRONTEND_DIR / "js" / "run.js").read_bytes()
     assert client.get("/style.css").headers["content-type"].startswith("text/css")
     # Pages differ from the files only by the versions in their links, the import map and the
@@ -124,9 +135,9 @@ def _static_imports(rel: str) -> set[str]:
 
 
 @pytest.mark.parametrize("path,entry", [("/runs/abc", "js/run.js"), ("/compare", "js/compare.js"), ("/", "js/runs.js")])
-def test_pages_preload_their_whole_module_graph(client, path, entry):
+def test_pages_preload_their_whole_module_graph(plain_client, path, entry):
     """A first load asks for every module at once (no waterfall of imports), each once, by version."""
-    html = client.get(path).text
+    html = plain_client.get(path).text
     preloaded = re.findall(r'<link rel="modulepreload" href="/(js/[^"?]+)\?v=[0-9a-f]{16}"', html)
     assert len(preloaded) == len(set(preloaded))
     assert set(preloaded) == _static_imports(entry)
@@ -165,8 +176,9 @@ def test_no_path_leaves_the_frontend(client, path):
     assert "error" in res.json()
 
 
-def test_pages_link_modules_and_styles_by_version(client):
+def test_pages_link_modules_and_styles_by_version(plain_client):
     """A reload asks for the page alone: its scripts, modules and styles are kept as immutable."""
+    client = plain_client
     html = client.get("/runs/abc").text
     modules = sorted(p.relative_to(FRONTEND_DIR).as_posix() for p in FRONTEND_DIR.glob("js/**/*.js"))
     imports = json.loads(re.search(r'<script type="importmap">(.*?)</script>', html).group(1))["imports"]
@@ -281,3 +293,98 @@ def test_partial_bundle_when_installed_full_bundle_otherwise(embedded_env, tmp_p
     assert len(warning) == 1
     assert "full bundle of the plotly Python package" in warning[0].getMessage()
     assert "scripts/install" in warning[0].getMessage()
+
+
+# --- page bundles (frontend/dist, built by vendor/build.mjs with esbuild) --------------------
+
+REPO = FRONTEND_DIR.parent
+BUILT = FRONTEND_DIR / "dist" / "manifest.json"
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _fake_site(root: Path) -> Frontend:
+    """A page whose module a.js imports b.js, with a bundle of both and its manifest."""
+    (root / "js").mkdir(parents=True)
+    (root / "dist").mkdir()
+    (root / "page.html").write_text('<head><script type="module" src="/js/a.js"></script></head>')
+    (root / "js" / "a.js").write_text('import { b } from "./b.js";\nconsole.log(b);\n')
+    (root / "js" / "b.js").write_text("export const b = 1;\n")
+    (root / "dist" / "a.js").write_text("console.log(1);\n")
+    manifest = {"bundles": {"js/a.js": {"file": "dist/a.js", "sha256": _sha(root / "dist" / "a.js"),
+                                        "inputs": {r: _sha(root / r) for r in ("js/a.js", "js/b.js")}}}}
+    (root / "dist" / "manifest.json").write_text(json.dumps(manifest))
+    return Frontend(FileAssets(root), load_vendor(root / "none"))
+
+
+def test_a_page_loads_its_bundle_while_it_is_up_to_date(tmp_path, caplog):
+    root = tmp_path / "site"
+    frontend = _fake_site(root)
+    html = frontend.page("page.html").body.decode()
+    assert re.search(r'<script type="module" src="/dist/a\.js\?v=[0-9a-f]{16}"></script>', html)
+    # One module: no import map, no preloads of the plain modules.
+    assert "importmap" not in html and "modulepreload" not in html and "/js/" not in html
+
+    caplog.set_level(logging.WARNING, logger="runcast_server")
+    (root / "js" / "b.js").write_text("export const b = 2; // edited after the build\n")
+    for _ in range(2):
+        html = frontend.page("page.html").body.decode()
+        assert re.search(r'<script type="module" src="/js/a\.js\?v=[0-9a-f]{16}"></script>', html)
+        assert "/dist/" not in html and "importmap" in html
+        assert re.findall(r'modulepreload" href="/(js/[^"?]+)', html) == ["js/a.js", "js/b.js"]
+    stale = [r.getMessage() for r in caplog.records if "older than" in r.getMessage()]
+    assert len(stale) == 1 and "js/b.js" in stale[0] and "vendor/build.mjs" in stale[0]
+
+
+@pytest.mark.parametrize("breakage", ["bundle edited", "bundle missing", "manifest garbled", "entry not built", "off"])
+def test_plain_modules_whenever_the_bundle_cannot_be_trusted(tmp_path, breakage):
+    root = tmp_path / "site"
+    frontend = _fake_site(root)
+    if breakage == "bundle edited":
+        (root / "dist" / "a.js").write_text("console.log('half written');\n")
+    elif breakage == "bundle missing":
+        (root / "dist" / "a.js").unlink()
+    elif breakage == "manifest garbled":
+        (root / "dist" / "manifest.json").write_text("{not json")
+    elif breakage == "entry not built":
+        (root / "dist" / "manifest.json").write_text(json.dumps({"bundles": {}}))
+    else:
+        frontend = Frontend(FileAssets(root), load_vendor(root / "none"), bundles=False)
+    html = frontend.page("page.html").body.decode()
+    assert '<script type="module" src="/js/a.js?v=' in html and "/dist/" not in html
+
+
+def test_build_script_bundles_every_page_entry(tmp_path):
+    """vendor/build.mjs on a copy of frontend/: one bundle per page, built from the modules the page imports."""
+    esbuild = REPO / "vendor" / "node_modules" / ".bin" / "esbuild"
+    if not esbuild.exists() or shutil.which("node") is None:
+        pytest.skip("esbuild (scripts/install with npm) or node is not installed")
+    site = tmp_path / "frontend"
+    shutil.copytree(FRONTEND_DIR, site, ignore=shutil.ignore_patterns("dist", "dist.tmp"))
+    subprocess.run(["node", str(REPO / "vendor" / "build.mjs"), str(site)], check=True, capture_output=True, timeout=120)
+    manifest = json.loads((site / "dist" / "manifest.json").read_text())["bundles"]
+    assert sorted(manifest) == ["js/compare.js", "js/embed.js", "js/run.js", "js/runs.js"]
+    for entry, built in manifest.items():
+        assert set(built["inputs"]) == _static_imports(entry)
+        assert all(_sha(site / rel) == digest for rel, digest in built["inputs"].items())
+        bundle = (site / built["file"]).read_text()
+        assert _sha(site / built["file"]) == built["sha256"]
+        # Self-contained: no static import left to fetch.
+        assert not re.search(r'(?:^|[;}\s])import\s*(?:[\w{*][^;]*?from\s*)?["\']\.', bundle)
+
+
+def test_installed_pages_load_their_bundles(client):
+    """With the build scripts/install made (frontend/dist), each page asks for one module, kept as immutable."""
+    if not BUILT.exists():
+        pytest.skip("frontend/dist is not built (scripts/install with npm)")
+    for path, bundle in (("/runs/abc", "run.js"), ("/compare", "compare.js"), ("/", "runs.js")):
+        html = client.get(path).text
+        scripts = re.findall(r'<script type="module" src="([^"]+)"></script>', html)
+        assert len(scripts) == 1 and re.fullmatch(rf"/dist/{re.escape(bundle)}\?v=[0-9a-f]{{16}}", scripts[0]), scripts
+        assert "importmap" not in html and "modulepreload" not in html
+        res, body = raw_get(client, scripts[0], **{"Accept-Encoding": "br"})
+        assert res.status_code == 200 and res.headers["cache-control"] == IMMUTABLE
+        assert res.headers["content-encoding"] == "br" and res.headers["content-type"].startswith("text/javascript")
+        assert decode(body, "br") == (FRONTEND_DIR / "dist" / bundle).read_bytes()
