@@ -44,6 +44,34 @@ export function markerStyle(type) {
   return MARKER_STYLE[type] || { symbol: "circle-open", color: GREY, name: type };
 }
 
+// A chart's first draw sets its bottom margin itself (the x axis's tick labels and title, and
+// the legend's rows, measured at Plotly's default fonts) instead of leaving it to Plotly's
+// automargin, which draws the whole chart a second time to grow the margin: about a third of
+// a first draw's time (docs/performance.md). The y axis keeps automargin (its labels fit the
+// 56 px left margin; wider ones grow it without a second draw of the common case). Every
+// later draw has automargin on again, and one follows the first at once, so a margin
+// measured wrong (another font) lasts one frame, never longer.
+const X_AXIS_BOTTOM = 50; // tick labels, title and the gaps around them under the plot, px
+const LEGEND_ROW = 19; // one row of the horizontal legend at 11 px
+const LEGEND_ITEM = 45; // each item's line sample and gaps, besides its text
+const LEGEND_FONT = '11px "Open Sans", verdana, arial, sans-serif';
+let measureCanvas = null;
+
+/**
+ * The bottom margin automargin would give: the x axis's labels and title, then the legend's
+ * rows. Plotly lays a horizontal legend out in one row when every item fits the plot's width,
+ * else in columns as wide as its widest item.
+ */
+export function firstBottomMargin(names, plotWidth) {
+  if (!names.length) return X_AXIS_BOTTOM;
+  if (!measureCanvas) measureCanvas = document.createElement("canvas").getContext("2d");
+  measureCanvas.font = LEGEND_FONT;
+  const widths = names.map((name) => LEGEND_ITEM + measureCanvas.measureText(name).width);
+  const total = widths.reduce((a, b) => a + b, 0);
+  const columns = total <= plotWidth ? names.length : Math.max(1, Math.floor(plotWidth / Math.max(...widths)));
+  return X_AXIS_BOTTOM + LEGEND_ROW * Math.ceil(names.length / columns);
+}
+
 const SVG_ICON = { width: 1000, height: 1000, path: "M450 100h100v420l130-130 70 70-250 250-250-250 70-70 130 130z M150 800h700v100h-700z" };
 
 /**
@@ -279,13 +307,24 @@ export class MetricChart {
     }
     const first = !this.drawn;
     if (first) this.div.replaceChildren(); // the placeholder
-    const drawn = Plotly.react(this.div, traces, this.layout(), this.config);
+    const layout = this.layout();
+    // The first draw's margin set here, not by automargin (see firstBottomMargin); date axes
+    // (two-line tick labels) keep automargin.
+    const quick = first && layout.xaxis.type === "linear";
+    if (quick) {
+      const names = traces.filter((t) => t.showlegend).map((t) => t.name);
+      const width = this.div.clientWidth - layout.margin.l - layout.margin.r;
+      layout.xaxis.automargin = false;
+      layout.margin = { ...layout.margin, b: firstBottomMargin(names, width) };
+    }
+    const drawn = Plotly.react(this.div, traces, layout, this.config);
     if (first) {
       this.drawn = true;
       this.div.on("plotly_relayout", (ev) => this.onRelayout(ev));
       Promise.resolve(drawn).then(() => {
         if (this.onDrawn) this.onDrawn(this);
         this.resolveFirstDraw();
+        if (quick) this.invalidate(); // the next frame's draw has automargin back
       });
     }
   }
