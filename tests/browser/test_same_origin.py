@@ -5,7 +5,8 @@ another origin, as a machine without internet would, then checks the list: the r
 list, a run with data (loss, panels, data mix, checkpoint, note), compare, ``/docs``
 and ``/redoc``. The dashboard is loaded with the Plotly.js partial bundle (when
 ``scripts/install`` put it in the checkout) and with the plotly package's full bundle
-(the fallback), and every chart's trace types must be ones the loaded bundle knows.
+(the fallback), and every chart's trace types must be ones the loaded bundle knows; and
+with the pages' module bundles (``frontend/dist``, when built) and without them.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from runcast_server.vendor import PLOTLY_NPM_FILE, PLOTLY_NPM_PACKAGE, plotly_pa
 from browser.conftest import open_run
 
 INSTALLED_PARTIAL = Settings().vendor_dir / PLOTLY_NPM_PACKAGE / PLOTLY_NPM_FILE
+PAGE_BUNDLES = Path(__file__).resolve().parents[2] / "frontend" / "dist" / "manifest.json"
 
 UNKNOWN_TRACE_TYPES = """() => {
   const known = new Set(Object.keys(Plotly.PlotSchema.get().traces));
@@ -65,12 +67,16 @@ def seed_runs(server: Any, tmp_path: Path) -> tuple[Any, Any]:
     return run, other
 
 
-@pytest.mark.parametrize("bundle", ["partial", "full"])
+@pytest.mark.parametrize("bundle", ["partial", "full", "plain modules"])
 def test_dashboard_pages_ask_only_their_own_origin(live_server, page, tmp_path, bundle):
-    if bundle == "partial":
+    """``plain modules``: the pages' own modules one by one (no frontend/dist, as a pip-only install)."""
+    if bundle in ("partial", "plain modules"):
         if not INSTALLED_PARTIAL.is_file():
             pytest.skip(f"{PLOTLY_NPM_PACKAGE} is not installed (scripts/install with npm present installs it)")
         expected = INSTALLED_PARTIAL
+        if bundle == "plain modules":
+            live_server.env["RUNCAST_PAGE_BUNDLES"] = "false"
+            live_server.restart()
     else:
         live_server.env["RUNCAST_VENDOR_DIR"] = str(tmp_path / "no-node-modules")
         live_server.restart()
@@ -107,6 +113,11 @@ def test_dashboard_pages_ask_only_their_own_origin(live_server, page, tmp_path, 
     digest = hashlib.sha256(expected.read_bytes()).hexdigest()[:16]
     assert plotly_urls == {f"{origin}/vendor/{digest}/plotly.min.js"}
     assert any(u.startswith(f"{origin}/api/v1/runs/{run.id}/stream") for u in urls)  # it did go live
+    scripts = {u.split("?")[0].removeprefix(origin) for u in urls if "/js/" in u or "/dist/" in u}
+    if bundle == "plain modules" or not PAGE_BUNDLES.is_file():
+        assert {"/js/runs.js", "/js/run.js", "/js/chart.js", "/js/compare.js"} <= scripts and not any("/dist/" in u for u in scripts)
+    else:
+        assert scripts == {"/dist/runs.js", "/dist/run.js", "/dist/compare.js"}
     assert page.dialogs == [] and page.errors == []
 
 

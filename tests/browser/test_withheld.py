@@ -7,6 +7,10 @@ import httpx
 
 from .conftest import open_run
 
+# A reload draws the loss curve before it sets up the header and the controls (dashboard.md,
+# "First load"): wait for them, not only for the first draw.
+HEADER_SET_UP = "document.getElementById('fact-step').textContent !== ''"
+
 
 def test_withheld_notice_follows_the_policy(live_server, page, tmp_path):
     run = live_server.sdk_run(name="partly public", config={"lr": 3e-4, "data_path": "mix-v2"},
@@ -32,12 +36,14 @@ def test_withheld_notice_follows_the_policy(live_server, page, tmp_path):
     policy = run.set_policy(metrics="all", config=None, notes=None)
     assert policy["metrics"] == "all" and policy["checkpoints"] == "metadata"
     open_run(page, live_server, run.id)
+    page.wait_for_function(HEADER_SET_UP)
     items = page.eval_on_selector_all("#run-withheld li", "nodes => nodes.map(n => n.textContent)")
     assert items == ["checkpoints: metadata only"]
     assert "val/loss" in page.text_content("#key-picker")
 
     run.set_policy(checkpoints=None)
     open_run(page, live_server, run.id)
+    page.wait_for_function(HEADER_SET_UP)
     assert not page.is_visible("#run-withheld")
     run.finish(timeout=10)
     assert page.errors == [] and page.dialogs == []
