@@ -46,7 +46,7 @@ export function markerStyle(type) {
 
 // A chart's first draw sets its bottom margin itself (the x axis's tick labels and title, and
 // the legend's rows, measured at Plotly's default fonts) instead of leaving it to Plotly's
-// automargin, which draws the whole chart a second time to grow the margin: about a third of
+// automargin, which draws the whole chart a second time to grow the margin: about half of
 // a first draw's time (docs/performance.md). The y axis keeps automargin (its labels fit the
 // 56 px left margin; wider ones grow it without a second draw of the common case). Every
 // later draw has automargin on again, and one follows the first at once, so a margin
