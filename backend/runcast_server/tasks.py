@@ -18,8 +18,8 @@ from typing import Any, Final
 from celery import Task
 from celery.signals import task_failure, task_retry, worker_init
 
-from runcast_server import hub
-from runcast_server.celery_app import app, get_app
+from runcast_server.core.celery_app import app, get_app
+from runcast_server.core.settings import Settings, get_settings
 from runcast_server.inbox import sweep as inbox_sweep
 from runcast_server.inbox.service import (
     QUARANTINED,
@@ -29,9 +29,9 @@ from runcast_server.inbox.service import (
     process,
 )
 from runcast_server.ingest.results import IngestResult
+from runcast_server.live import hub
 from runcast_server.observability.logs import run_scope
 from runcast_server.observability.metrics import Metrics, bind_to, metrics_of
-from runcast_server.settings import Settings, get_settings
 
 INGEST_TASK: Final = "runcast.ingest_batch"
 SWEEP_TASK: Final = "runcast.inbox.sweep"

@@ -19,13 +19,13 @@ from typing import Any
 from sqlalchemy import Connection, Table, bindparam, select, update
 
 from runcast_server.alerts.models import Alert, AlertConfig, DetectorState
-from runcast_server.db import upsert
+from runcast_server.core.db import upsert
+from runcast_server.core.models import Event, Run, Segment
 from runcast_server.detectors import config as dconfig
 from runcast_server.detectors.core import SegmentRunner, Signal, inherit, restart
 from runcast_server.ingest.checks import lock_runs, take_write_lock
 from runcast_server.ingest.results import IngestResult, RunChange
 from runcast_server.ingest.versions import write_version_log
-from runcast_server.models import Event, Run, Segment
 from runcast_server.reads.values import strict_json
 
 ALERTS: Table = Alert.__table__  # type: ignore[assignment]

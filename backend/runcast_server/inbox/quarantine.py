@@ -11,9 +11,9 @@ from typing import Any, Final
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
+from runcast_server.core.models import Project
 from runcast_server.inbox.models import InboxRow
 from runcast_server.inbox.service import PENDING, QUARANTINED, STATES
-from runcast_server.models import Project
 
 MAX_EVENT_CHARS: Final = 2000  # of each bad event shown by ``show``
 

@@ -35,7 +35,7 @@ from runcast.events import validate_batch, validate_event
 from sqlalchemy import Connection, func, insert, select, update
 from sqlalchemy.orm import Session
 
-from runcast_server.db import session_scope
+from runcast_server.core.db import session_scope
 from runcast_server.detectors.hook import detect_batch
 from runcast_server.inbox.models import InboxRow
 from runcast_server.ingest.results import IngestResult, UnknownRun
@@ -417,7 +417,7 @@ def adopt_legacy(events: Sequence[Any], project_id: int | None, token: str | Non
     """
     from runcast.events import dumps_batch
 
-    from runcast_server.auth import project_for_token
+    from runcast_server.core.auth import project_for_token
 
     now = time.time()
     try:

@@ -22,7 +22,8 @@ from typing import Final
 
 from sqlalchemy import bindparam, delete, select, update
 
-from runcast_server.db import session_scope
+from runcast_server.core.db import session_scope
+from runcast_server.core.settings import Settings
 from runcast_server.inbox.service import (
     DONE,
     INBOX,
@@ -30,7 +31,6 @@ from runcast_server.inbox.service import (
     PENDING,
     STORED,
 )
-from runcast_server.settings import Settings
 
 ROWS_PER_SWEEP: Final = 1000
 PRUNE_PER_SWEEP: Final = 10_000

@@ -7,12 +7,12 @@ from typing import Any
 
 from sqlalchemy import Connection, Insert, bindparam, case, func, select, update
 
-from runcast_server import partitions
-from runcast_server.db import upsert
+from runcast_server.core import partitions
+from runcast_server.core.db import upsert
 from runcast_server.ingest.bulk import append_rows, bulk_insert
 from runcast_server.ingest.results import IngestResult
 from runcast_server.ingest.tables import POINTS, ROLLUPS, SERIES
-from runcast_server.rollups import merge_set, rollup_deltas
+from runcast_server.metrics.rollups import merge_set, rollup_deltas
 
 
 def write_metrics(

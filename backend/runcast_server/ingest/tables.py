@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sqlalchemy import Table
 
-from runcast_server.models import (
+from runcast_server.core.models import (
     Event,
     Point,
     Rollup,

@@ -15,8 +15,8 @@ from typing import Any, Final
 from runcast.policy import DEFAULT, allows
 from sqlalchemy.orm import Session
 
-from runcast_server.errors import NotFound
-from runcast_server.models import Project, Run
+from runcast_server.core.errors import NotFound
+from runcast_server.core.models import Project, Run
 from runcast_server.policy.delay import Horizon, horizon
 from runcast_server.policy.store import run_policies, run_policy
 

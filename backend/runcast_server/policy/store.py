@@ -12,8 +12,8 @@ from runcast.policy import effective
 from sqlalchemy import Connection, select, update
 from sqlalchemy.orm import Session
 
-from runcast_server.db import upsert
-from runcast_server.models import Run
+from runcast_server.core.db import upsert
+from runcast_server.core.models import Run
 from runcast_server.policy.models import ProjectPolicy, RunPolicy
 
 Publish = Callable[[str, dict[str, Any]], None]

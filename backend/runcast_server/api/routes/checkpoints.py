@@ -36,7 +36,7 @@ from runcast_server.artifacts.schemas import (
 )
 from runcast_server.artifacts.storage import storage_from_settings
 from runcast_server.artifacts.uploads import manifest_for
-from runcast_server.errors import ApiError, NotFound, error_responses
+from runcast_server.core.errors import ApiError, NotFound, error_responses
 from runcast_server.policy.apply import View
 
 router = APIRouter(tags=["artifacts"])

@@ -25,8 +25,8 @@ from runcast_server.api.read_deps import (
     ViewDep,
 )
 from runcast_server.api.routes.alerts import base_url
-from runcast_server.errors import NotFound, error_responses
-from runcast_server.models import Project, Run
+from runcast_server.core.errors import NotFound, error_responses
+from runcast_server.core.models import Project, Run
 from runcast_server.policy.apply import View, public_view
 
 router = APIRouter(tags=["alerts"])

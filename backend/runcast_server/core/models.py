@@ -275,8 +275,3 @@ class RunVersion(Base):
     points: Mapped[int] = mapped_column(BigInteger)
     ranges: Mapped[list[Any]] = mapped_column(JSON)
     event_ids: Mapped[list[Any]] = mapped_column(JSON)
-from runcast_server.alerts import models as _alert_models  # noqa: F401  (alerts tables, migration 0003)
-from runcast_server.artifacts import models as _artifact_models  # noqa: F401  (checkpoint uploads, migration 0008)
-from runcast_server.inbox import models as _inbox_models  # noqa: F401  (ingest inbox, migration 0006)
-from runcast_server.policy import models as _policy_models  # noqa: F401  (publication policies, migration 0011)
-from runcast_server.sessions import models as _session_models  # noqa: F401  (dashboard sign-in, migration 0010)

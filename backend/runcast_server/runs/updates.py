@@ -13,8 +13,8 @@ from typing import Any
 
 from sqlalchemy import Connection, Table, select, update
 
-from runcast_server.db import upsert
-from runcast_server.models import Event, Run, RunTag, RunUpdate, Segment
+from runcast_server.core.db import upsert
+from runcast_server.core.models import Event, Run, RunTag, RunUpdate, Segment
 
 RUNS: Table = Run.__table__  # type: ignore[assignment]
 TAGS: Table = RunTag.__table__  # type: ignore[assignment]

@@ -12,7 +12,7 @@ from sqlalchemy import Connection, Engine, Table, create_engine, event
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session, sessionmaker
 
-from runcast_server.settings import get_settings
+from runcast_server.core.settings import get_settings
 
 
 def upsert(bind: Connection | Engine | Session, table: Table) -> Any:

@@ -14,10 +14,11 @@ from typing import Final
 from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
-from runcast_server import partitions
 from runcast_server.alerts.models import Alert, AlertDelivery, Subscription
-from runcast_server.errors import ApiError, NotFound
-from runcast_server.models import Base, Point, Project, Rollup, Run, RunTag, Series
+from runcast_server.core import partitions
+from runcast_server.core.errors import ApiError, NotFound
+from runcast_server.core.models import Point, Project, Rollup, Run, RunTag, Series
+from runcast_server.tables import METADATA
 
 MAX_TAGS: Final = 32
 MAX_TAG_CHARS: Final = 64
@@ -93,7 +94,7 @@ def delete_run(session: Session, run: Run) -> Deleted:
         delete(AlertDelivery).where(AlertDelivery.alert_id.in_(alert_ids) | AlertDelivery.subscription_id.in_(sub_ids))
     )
     counts: dict[str, int] = {}
-    for table in reversed(Base.metadata.sorted_tables):  # children before their parents
+    for table in reversed(METADATA.sorted_tables):  # children before their parents
         if "run_id" in table.c:
             counts[table.name] = session.execute(delete(table).where(table.c.run_id == run.id)).rowcount
     run_id = run.id

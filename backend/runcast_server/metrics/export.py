@@ -23,11 +23,11 @@ from typing import Final, Literal
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from runcast_server.db import session_scope
-from runcast_server.errors import NotFound
-from runcast_server.models import Point, Run, Segment, Series
+from runcast_server.core.db import session_scope
+from runcast_server.core.errors import NotFound
+from runcast_server.core.models import Point, Run, Segment, Series
+from runcast_server.core.settings import get_settings
 from runcast_server.reads.values import stored_value
-from runcast_server.settings import get_settings
 
 ExportFormat = Literal["jsonl", "csv", "parquet"]
 COLUMNS: Final = ("segment", "key", "step", "value")
@@ -140,7 +140,7 @@ def export_chunks(
     """The export body: a CSV header (for csv), then one chunk per page of points
     (Parquet: the file, one row group per page)."""
     if fmt == "parquet":
-        from runcast_server.reads.export_parquet import (
+        from runcast_server.metrics.export_parquet import (
             parquet_chunks,  # pyarrow and ADBC: on use
         )
 

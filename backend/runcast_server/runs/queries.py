@@ -8,7 +8,8 @@ from typing import Any
 from sqlalchemy import ColumnElement, Select, and_, func, literal, or_, select
 from sqlalchemy.orm import Session
 
-from runcast_server.models import Project, Rollup, Run, RunTag, Segment, Series
+from runcast_server.core.models import Project, Rollup, Run, RunTag, Segment, Series
+from runcast_server.metrics.rollups import LEVELS
 from runcast_server.policy.apply import TEAM, View, public_policy, views_for
 from runcast_server.policy.delay import due_keys, due_last_values, due_segment_steps
 from runcast_server.reads.access import listed_to
@@ -27,7 +28,6 @@ from runcast_server.reads.schemas import (
     SegmentInfo,
 )
 from runcast_server.reads.values import strict_json
-from runcast_server.rollups import LEVELS
 
 _CURSOR_TYPES = (float, str)
 
