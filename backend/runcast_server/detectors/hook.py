@@ -22,7 +22,9 @@ from runcast_server.alerts.models import Alert, AlertConfig, DetectorState
 from runcast_server.core.db import upsert
 from runcast_server.core.models import Event, Run, Segment
 from runcast_server.detectors import config as dconfig
-from runcast_server.detectors.core import SegmentRunner, Signal, inherit, restart
+from runcast_server.detectors.core import SegmentRunner, inherit
+from runcast_server.detectors.runlevel import restart
+from runcast_server.detectors.signals import Signal
 from runcast_server.ingest.checks import lock_runs, take_write_lock
 from runcast_server.ingest.results import IngestResult, RunChange
 from runcast_server.ingest.versions import write_version_log
