@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 
 from runcast_server.core.models import Project
 from runcast_server.inbox.models import InboxRow
-from runcast_server.inbox.service import PENDING, QUARANTINED, STATES
+from runcast_server.inbox.rows import PENDING, QUARANTINED, STATES
 
 MAX_EVENT_CHARS: Final = 2000  # of each bad event shown by ``show``
 

@@ -24,14 +24,9 @@ from sqlalchemy import bindparam, delete, select, update
 
 from runcast_server.core.db import session_scope
 from runcast_server.core.settings import Settings
-from runcast_server.inbox.service import (
-    DONE,
-    INBOX,
-    MAX_SWEEP_BACKOFF_S,
-    PENDING,
-    STORED,
-)
+from runcast_server.inbox.rows import DONE, INBOX, PENDING, STORED
 
+MAX_SWEEP_BACKOFF_S: Final = 600.0
 ROWS_PER_SWEEP: Final = 1000
 PRUNE_PER_SWEEP: Final = 10_000
 
