@@ -22,8 +22,8 @@ def divergence_train(state: dict[str, Any], p: dict[str, Any], step: int, value:
         return []
     med = median(ring)
     ctx["train_smoothed"] = med
-    best = state.get("best")
-    if (best is None or med < best) and not state.get("open"):
+    best: float | None = state.get("best")
+    if best is None or (med < best and not state.get("open")):  # an open alert always has a best
         state["best"], state["best_step"] = med, step
         best = med
     level = best * (1 + p["rise"]) if best >= 0 else best * (1 - p["rise"])

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeGuard
 
 from runcast_server.detectors.signals import Signal
 
@@ -35,6 +35,7 @@ def restart_quiet(state: dict[str, Any], p: dict[str, Any], now: float) -> list[
     return []
 
 
-def stalled(heartbeat_at: float | None, now: float, p: dict[str, Any]) -> bool:
-    """Whether a running run with this last heartbeat (any event) counts as stalled."""
+def stalled(heartbeat_at: float | None, now: float, p: dict[str, Any]) -> TypeGuard[float]:
+    """Whether a running run with this last heartbeat (any event) counts as stalled (never
+    without a heartbeat: True also tells a type checker that ``heartbeat_at`` is a float)."""
     return heartbeat_at is not None and now - heartbeat_at >= p["after_s"]

@@ -47,6 +47,7 @@ def adopt_legacy(events: Sequence[Any], project_id: int | None, token: str | Non
     from runcast_server.core.auth import project_for_token
 
     now = time.time()
+    error: str | None
     try:
         body = dumps_batch(list(events))
     except Exception as exc:  # noqa: BLE001 - whatever the message held, it must end visible, not lost

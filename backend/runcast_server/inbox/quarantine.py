@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any, Final
 
-from sqlalchemy import func, select, update
+from sqlalchemy import CursorResult, func, select, update
 from sqlalchemy.orm import Session
 
 from runcast_server.core.models import Project
@@ -90,4 +90,4 @@ def retry(session: Session, inbox_id: int, now: float) -> bool:
         .where(InboxRow.id == inbox_id, InboxRow.state == QUARANTINED, InboxRow.body.is_not(None))
         .values(state=PENDING, error=None, bad_events=None, sweeps=0, next_sweep_at=now)
     )
-    return bool(done.rowcount)
+    return isinstance(done, CursorResult) and bool(done.rowcount)  # an UPDATE's result is a CursorResult

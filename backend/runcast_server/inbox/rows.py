@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from sqlalchemy import Connection, func, select, update
+from sqlalchemy import ColumnElement, Connection, Row, func, select, update
 
 from runcast_server.inbox.models import InboxRow
 from runcast_server.ingest.results import IngestResult
@@ -80,7 +80,7 @@ def _not_json(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-def claim(conn: Connection, inbox_id: int, expect: str, *, read_body: bool = True, **values: Any) -> Any:
+def claim(conn: Connection, inbox_id: int, expect: str, *, read_body: bool = True, **values: Any) -> Row[Any] | None:
     """Lock the row if it is in state ``expect`` and nobody else holds it, and set ``values``.
 
     Returns the row's (project_id, body, received_at) as they were (the body only with
@@ -99,7 +99,7 @@ def claim(conn: Connection, inbox_id: int, expect: str, *, read_body: bool = Tru
         from runcast_server.ingest.checks import take_write_lock
 
         take_write_lock(conn)
-    columns = [INBOX.c.project_id, INBOX.c.received_at]
+    columns: list[ColumnElement[Any]] = [INBOX.c.project_id, INBOX.c.received_at]
     if read_body and "body" not in values:
         columns.append(INBOX.c.body)
     if conn.dialect.name == "postgresql":
