@@ -7,7 +7,6 @@ The life cycle is described in ``inbox.process``.
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -25,8 +24,6 @@ QUARANTINED: Final = "quarantined"
 STATES: Final = (PENDING, STORED, DONE, QUARANTINED)
 BUSY_RETRY_S: Final = 2.0
 MAX_ERROR_CHARS: Final = 2000
-
-log = logging.getLogger(__name__)
 
 Publish = Callable[[IngestResult], None]
 
