@@ -92,13 +92,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     bind_metrics(metrics)  # embedded: the eager tasks record into this registry
     install_error_handlers(app)
     app.add_middleware(
-        BodyLimit,  # type: ignore[arg-type]
+        BodyLimit,
         limit_for=lambda path: body_limit(settings, path),
     )
-    app.add_middleware(RequestMetrics, metrics=metrics, ingest_path=INGEST_PATH)  # type: ignore[arg-type]
-    app.add_middleware(PrivateWhenSignedIn)  # type: ignore[arg-type]  # docs/auth.md: caching
+    app.add_middleware(RequestMetrics, metrics=metrics, ingest_path=INGEST_PATH)
+    app.add_middleware(PrivateWhenSignedIn)  # docs/auth.md: caching
     if settings.cors_origins:  # outermost: a preflight is answered before anything else (docs/sharing.md)
-        app.add_middleware(PublicReadCors, origins=settings.cors_origins)  # type: ignore[arg-type]
+        app.add_middleware(PublicReadCors, origins=settings.cors_origins)
     app.include_router(api_router)
     scrape = scrape_registry(metrics, [InboxCollector(get_engine)])
     app.add_api_route("/metrics", exposition(scrape, settings.metrics_token), methods=["GET"],
@@ -151,7 +151,7 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
             security = [{}, {"bearer": []}]
         else:
             continue
-        for method in route.methods:
+        for method in route.methods or ():  # an APIRoute always has its methods
             operation = schema["paths"].get(route.path_format, {}).get(method.lower())
             if operation is not None:
                 operation["security"] = security

@@ -15,7 +15,8 @@ from alerts.helpers import WireRun, loss_curve
 from runcast.events import dumps_batch
 from runcast_server.core.auth import create_admin_token, create_token
 from runcast_server.core.db import get_engine, session_scope
-from runcast_server.inbox import service as inbox
+from runcast_server.inbox import accept as inbox_accept
+from runcast_server.inbox import process as inbox_process
 from runcast_server.inbox.models import InboxRow
 from runcast_server.inbox.sweep import sweep
 from runcast_server.core.settings import get_settings
@@ -72,7 +73,7 @@ def add_row(body: bytes, events: int, project: str = "demo") -> int:
     now = time.time()
     with session_scope() as session:
         pid = get_or_create_project(session, project).id
-        return inbox.add(session, pid, body, events, now, next_sweep_at=now + 30)
+        return inbox_accept.add(session, pid, body, events, now, next_sweep_at=now + 30)
 
 
 def test_accepted_batch_ends_done_with_its_body_cleared(client: Any, token: str) -> None:
@@ -97,7 +98,7 @@ def test_embedded_api_stores_the_events_it_validated_without_decoding_the_body_a
         raise AssertionError("the body was decoded again")
 
     with monkeypatch.context() as m:
-        m.setattr(inbox, "decode", refuse)
+        m.setattr(inbox_process, "decode", refuse)
         assert post(client, token, events).status_code == 202
     [row] = rows()
     assert (row.state, row.body, row.detector_error) == ("done", None, None)

@@ -21,12 +21,13 @@ from runcast_server.alerts.models import Alert, DetectorState
 from runcast_server.core.db import session_scope
 from runcast_server.core.models import Run
 from runcast_server.core.settings import get_settings
-from runcast_server.detectors.core import Signal, restart_quiet, stalled
 from runcast_server.detectors.hook import (
     RUN_LEVEL,
     apply_signal,
     load_configs,
 )
+from runcast_server.detectors.runlevel import restart_quiet, stalled
+from runcast_server.detectors.signals import Signal
 from runcast_server.ingest.results import IngestResult, RunChange
 from runcast_server.ingest.versions import write_version_log
 from runcast_server.reads.values import strict_json

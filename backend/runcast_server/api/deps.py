@@ -29,6 +29,8 @@ class BearerToken(HTTPBearer):
     """The token of an ``Authorization: Bearer <token>`` header, if any (401 for any other
     form). Declared in OpenAPI as the ``bearer`` security scheme."""
 
+    # The override returns the token itself, not HTTPBearer's credentials object (the
+    # subclass is kept for its OpenAPI security scheme; every dependant wants the string).
     async def __call__(self, request: Request) -> str | None:  # type: ignore[override]
         authorization = request.headers.get("authorization")
         if not authorization:

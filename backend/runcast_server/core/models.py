@@ -20,6 +20,7 @@ from sqlalchemy import (
     MetaData,
     SmallInteger,
     String,
+    Table,
     Text,
     UniqueConstraint,
     false,
@@ -39,6 +40,10 @@ BigId = BigInteger().with_variant(Integer(), "sqlite")
 
 
 class Base(DeclarativeBase):
+    # Every model here maps a Table (none maps a join or a select), so ``Model.__table__``
+    # is typed as one: DeclarativeBase types it as the wider FromClause, which insert(),
+    # update() and the upsert helpers refuse (the SQLAlchemy maintainers' advice, #9130).
+    __table__: ClassVar[Table]
     metadata = MetaData(naming_convention=NAMING_CONVENTION)
     type_annotation_map: ClassVar[dict[Any, Any]] = {dict[str, Any]: JSON}
 

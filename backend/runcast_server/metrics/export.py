@@ -16,7 +16,7 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Final, Literal
 
@@ -79,7 +79,7 @@ def _value_text(value: float | None) -> str:
 
 
 def _format_page(
-    ref: SeriesRef, rows: list[tuple[int, float | None]], fmt: ExportFormat
+    ref: SeriesRef, rows: Sequence[tuple[int, float | None]], fmt: ExportFormat
 ) -> bytes:
     if fmt == "jsonl":
         lines = (
@@ -105,7 +105,7 @@ def _format_page(
     return buf.getvalue().encode()
 
 
-def series_pages(ref: SeriesRef, page_rows: int) -> Iterator[list[tuple[int, float | None]]]:
+def series_pages(ref: SeriesRef, page_rows: int) -> Iterator[Sequence[tuple[int, float | None]]]:
     """The series' ``(step, value)`` rows in step order, ``page_rows`` per list (NULL = NaN)."""
     after = -1
     while True:
@@ -120,7 +120,7 @@ def series_pages(ref: SeriesRef, page_rows: int) -> Iterator[list[tuple[int, flo
                 .limit(page_rows)
                 .compile(connection, compile_kwargs={"literal_binds": True})
             )
-            cursor = connection.connection.cursor()  # type: ignore[union-attr]
+            cursor = connection.connection.cursor()
             try:
                 cursor.execute(sql)
                 rows = cursor.fetchall()

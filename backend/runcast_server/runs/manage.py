@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass
 from typing import Final
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import CursorResult, delete, func, select
 from sqlalchemy.orm import Session
 
 from runcast_server.alerts.models import Alert, AlertDelivery, Subscription
@@ -86,9 +86,11 @@ def delete_run(session: Session, run: Run) -> Deleted:
     else:
         # The id range as constants too, so PostgreSQL plans (and locks) only the legacy partitions.
         lo, hi = session.execute(select(func.min(Series.id), func.max(Series.id)).where(Series.run_id == run.id)).one()
-        points = session.execute(
+        deleted = session.execute(
             delete(Point).where(Point.series_id.in_(series_ids), Point.series_id.between(lo, hi))
-        ).rowcount if lo is not None else 0
+        ) if lo is not None else None
+        # Session.execute types its answer as a Result; a DELETE's is a CursorResult (rowcount).
+        points = deleted.rowcount if isinstance(deleted, CursorResult) else 0
         session.execute(delete(Rollup).where(Rollup.series_id.in_(series_ids), Rollup.series_id.between(lo, hi)))
     session.execute(
         delete(AlertDelivery).where(AlertDelivery.alert_id.in_(alert_ids) | AlertDelivery.subscription_id.in_(sub_ids))
@@ -96,7 +98,8 @@ def delete_run(session: Session, run: Run) -> Deleted:
     counts: dict[str, int] = {}
     for table in reversed(METADATA.sorted_tables):  # children before their parents
         if "run_id" in table.c:
-            counts[table.name] = session.execute(delete(table).where(table.c.run_id == run.id)).rowcount
+            gone = session.execute(delete(table).where(table.c.run_id == run.id))
+            counts[table.name] = gone.rowcount if isinstance(gone, CursorResult) else 0
     run_id = run.id
     session.execute(delete(Run).where(Run.id == run_id))
     session.expunge(run)

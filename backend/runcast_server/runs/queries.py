@@ -85,6 +85,7 @@ def summarize(
         id=run.id,
         project=project,
         name=run.name,
+        # str columns into the model's Literal fields, which pydantic checks at runtime.
         status=status,  # type: ignore[arg-type]
         visibility=run.visibility,  # type: ignore[arg-type]
         created_at=run.created_at,
@@ -264,7 +265,7 @@ def _summary(session: Session, run: Run, view: View = TEAM) -> dict[str, Any]:
             select(Rollup.series_id, Rollup.min, Rollup.max)
             .where(Rollup.series_id.in_(sorted(key_of)), Rollup.level == LEVELS[-1])
         ).all() if key_of else []
-        bounds: dict[str, list[float]] = {}
+        bounds: dict[str, list[float | None]] = {}
         for sid, low, high in rows:
             bounds.setdefault(key_of[sid], []).append(low if wanted[key_of[sid]] == "min" else high)
         for key, values in bounds.items():

@@ -9,6 +9,7 @@ reachable by its id. None of them shows a path, host or process id.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
@@ -114,7 +115,7 @@ def share_router(frontend: Frontend, settings: Settings) -> APIRouter:
             raise ApiError(503, "busy drawing other figures; retry later", headers={"Retry-After": "5"}) from None
         return Response(body, media_type=MEDIA_TYPES[fmt], headers=headers)
 
-    def plot_route(fmt: Format):  # type: ignore[no-untyped-def]
+    def plot_route(fmt: Format) -> Callable[..., Response]:
         def route(
             request: Request,
             session: SessionDep,

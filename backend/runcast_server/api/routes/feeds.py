@@ -75,7 +75,7 @@ def _atom(body: bytes) -> Response:
     return Response(body, media_type="application/atom+xml; charset=utf-8")
 
 
-_ATOM_200 = {200: {"content": {"application/atom+xml": {}}, "description": "An Atom feed."}}
+_ATOM_200: dict[int | str, dict[str, Any]] = {200: {"content": {"application/atom+xml": {}}, "description": "An Atom feed."}}
 
 
 def _due(view: View, alert: dict[str, Any]) -> bool:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Annotated
 
 from fastapi import APIRouter, Header, Path, Query, Request
@@ -41,7 +41,7 @@ class EventStream(Response):
 
     media_type = "text/event-stream"
 
-    def __init__(self, chunks: AsyncIterator[bytes], viewer: Viewer, metrics: Metrics,
+    def __init__(self, chunks: AsyncGenerator[bytes, None], viewer: Viewer, metrics: Metrics,
                  run_id: str) -> None:
         self.status_code = 200
         self.background = None
@@ -88,7 +88,7 @@ class EventStream(Response):
                 viewer.writing_since, viewer.last_write = None, began
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
-            await self.chunks.aclose()  # type: ignore[attr-defined]
+            await self.chunks.aclose()
 
     @staticmethod
     async def _wait_disconnect(receive: Receive) -> None:
