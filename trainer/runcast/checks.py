@@ -11,7 +11,7 @@ import json
 import math
 import re
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any, Final, Literal, overload
 
 from .limits import (
     CONTROL_RE,
@@ -123,6 +123,12 @@ def check_text(value: str, field: str) -> str:
     return value
 
 
+@overload
+def check_int(raw: Any, field: str, *, low: int = 0, high: int = MAX_INT, optional: Literal[False] = False) -> int: ...
+@overload
+def check_int(raw: Any, field: str, *, low: int = 0, high: int = MAX_INT, optional: bool) -> int | None: ...
+
+
 def check_int(raw: Any, field: str, *, low: int = 0, high: int = MAX_INT, optional: bool = False) -> int | None:
     """Validate an integer in [low, high] (booleans are not integers)."""
     if raw is None and optional:
@@ -172,6 +178,12 @@ def check_json(raw: Any, field: str, max_bytes: int) -> dict[str, Any]:
     if size > max_bytes:
         raise EventError(field, f"encodes to {size} bytes, more than {max_bytes}")
     return raw
+
+
+@overload
+def check_step(raw: Any, field: str = "step", *, optional: Literal[False] = False) -> int: ...
+@overload
+def check_step(raw: Any, field: str = "step", *, optional: bool) -> int | None: ...
 
 
 def check_step(raw: Any, field: str = "step", *, optional: bool = False) -> int | None:
