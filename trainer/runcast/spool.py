@@ -81,7 +81,7 @@ class Spool:
 
     @property
     def meta(self) -> dict[str, Any]:
-        return json.loads((self.path / META).read_bytes())
+        return cast("dict[str, Any]", json.loads((self.path / META).read_bytes()))  # written by create(): an object
 
     def append(self, body: bytes) -> None:
         """Add one batch at the end, durably."""

@@ -29,7 +29,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from .checkpoint_files import hash_file, tree_files
 from .upload_jobs import Job, UploadConfig, UploadStats
@@ -292,7 +292,7 @@ class Uploader:
             raise _Retry(f"{type(exc).__name__}: {exc}") from exc
         status = response.status_code
         if status < 300:
-            return response.json()
+            return cast("dict[str, Any]", response.json())  # the uploads API answers JSON objects (docs/api.md)
         try:
             message = response.json()["error"]["message"]
         except (ValueError, KeyError, TypeError):

@@ -133,7 +133,7 @@ def json_object(obj: Any, what: str) -> dict[str, Any]:
         obj = vars(obj)
     if not isinstance(obj, Mapping):
         raise TypeError(f"{what} must be a dict (or a dataclass or argparse.Namespace), got {type(obj).__name__}")
-    return _jsonable(obj, what, 0)
+    return {str(k): _jsonable(v, what, 1) for k, v in obj.items()}  # _jsonable's mapping case, typed
 
 
 def _jsonable(obj: Any, what: str, depth: int) -> Any:

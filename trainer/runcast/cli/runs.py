@@ -204,7 +204,8 @@ def delete_command(
 
 
 def _setting(help_text: str) -> Any:
-    return Annotated[str | None, typer.Option(help=help_text, show_default=False)]
+    """The option of one policy setting (``Annotated[str | None, _setting(...)]``)."""
+    return typer.Option(help=help_text, show_default=False)
 
 
 @runs_app.command("policy")
@@ -213,16 +214,16 @@ def policy_command(
                                               metavar="RUN", show_default=False)] = None,
     project: Annotated[str | None, typer.Option(help="Change the project's default instead of a run's.",
                                                 show_default=False)] = None,
-    metrics: _setting("all, none, or key patterns separated by commas ('train/*,loss').") = None,
-    config: _setting("all, none, or config keys separated by commas.") = None,
-    env: _setting("shown or hidden.") = None,
-    code: _setting("none, sha or diff.") = None,
-    data_mix: _setting("shown or hidden.") = None,
-    manifests: _setting("none, summary or previews.") = None,
-    notes: _setting("shown or hidden.") = None,
-    checkpoints: _setting("none, metadata or downloadable.") = None,
-    alerts: _setting("public or team.") = None,
-    delay_s: _setting("Broadcast delay in seconds (0..604800; 0: live).") = None,
+    metrics: Annotated[str | None, _setting("all, none, or key patterns separated by commas ('train/*,loss').")] = None,
+    config: Annotated[str | None, _setting("all, none, or config keys separated by commas.")] = None,
+    env: Annotated[str | None, _setting("shown or hidden.")] = None,
+    code: Annotated[str | None, _setting("none, sha or diff.")] = None,
+    data_mix: Annotated[str | None, _setting("shown or hidden.")] = None,
+    manifests: Annotated[str | None, _setting("none, summary or previews.")] = None,
+    notes: Annotated[str | None, _setting("shown or hidden.")] = None,
+    checkpoints: Annotated[str | None, _setting("none, metadata or downloadable.")] = None,
+    alerts: Annotated[str | None, _setting("public or team.")] = None,
+    delay_s: Annotated[str | None, _setting("Broadcast delay in seconds (0..604800; 0: live).")] = None,
     reset: Annotated[list[str] | None, typer.Option("--reset", help="Return this setting to the default below "
                                                     "(repeatable).", show_default=False)] = None,
     server: Server = None,
