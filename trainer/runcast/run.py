@@ -275,7 +275,9 @@ class Run:
         if self._api is None:
             raise RuntimeError("set_policy needs a server (server= or RUNCAST_SERVER); pass policy= to init() "
                                "for an offline run")
-        return put_policy(self._api[0], self._api[1], f"/runs/{self.id}/policy", change, timeout)["policy"]  # type: ignore[no-any-return]
+        answer = put_policy(self._api[0], self._api[1], f"/runs/{self.id}/policy", change, timeout)
+        in_force: dict[str, Any] = answer["policy"]
+        return in_force
 
     def flush(self, timeout: float | None = 10.0) -> bool:
         """Wait until everything logged so far was sent or spooled; True if nothing is left unsent.

@@ -19,7 +19,7 @@ import contextlib
 import json
 import logging
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, cast
@@ -207,7 +207,7 @@ def batch_bodies(wire: list[dict[str, Any]]) -> list[tuple[bytes, list[dict[str,
     """Encode ``wire`` as one batch, halving it until each part is under MAX_BATCH_BYTES."""
     if not wire:
         return []
-    body = schema.dumps_batch(cast("list[Mapping[str, Any]]", wire))
+    body = schema.dumps_batch(wire)
     if len(body) <= schema.MAX_BATCH_BYTES or len(wire) == 1:
         return [(body, wire)]
     half = len(wire) // 2

@@ -129,7 +129,8 @@ def show_command(run: Run, server: Server = None, token: Token = None, json_out:
 
 def _change(run: str, body: dict[str, Any], server: str | None, token: str | None) -> dict[str, Any]:
     with Api(server, token) as api:
-        return api.call("PATCH", f"/runs/{check_run_id(run)}", json=body)  # type: ignore[no-any-return]
+        changed: dict[str, Any] = api.call("PATCH", f"/runs/{check_run_id(run)}", json=body)  # the run, as JSON
+        return changed
 
 
 @runs_app.command("rename")
