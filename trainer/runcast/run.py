@@ -28,7 +28,7 @@ from .overflow import Overflow
 from .policy import check_policy, put_policy
 from .record import Synced
 from .sender import Sender, SenderConfig
-from .spool import Spool, SpoolBusy
+from .spool import Spool
 from .steps import Steps, checked_step
 from .transport import Transport
 from .upload import Uploader
@@ -144,7 +144,7 @@ class Run:
                 "overflow": OVERFLOW_FORMAT,
             },
         )
-        spool = _open_spool(spool_dir, config.spool_meta)  # made now: the overflow file lives in it
+        spool = Spool.create_or_warn(spool_dir, config.spool_meta)  # made now: the overflow file lives in it
         outbox = self._outbox
         if spool is not None:
             outbox.overflow = Overflow(spool.path)
@@ -390,11 +390,3 @@ class Run:
         if lost:
             body["lost"] = lost
         return (next(self._outbox.seq), "heartbeat", time.time(), None, body)
-
-
-def _open_spool(spool_dir: Path, meta: dict[str, Any]) -> Spool | None:
-    try:
-        return Spool.create(spool_dir, meta)
-    except (OSError, SpoolBusy) as exc:
-        log.warning("runcast: cannot prepare the spool under %s (%s)", spool_dir, exc)
-        return None

@@ -72,6 +72,15 @@ class Spool:
         return spool
 
     @classmethod
+    def create_or_warn(cls, root: Path, meta: dict[str, Any]) -> Spool | None:
+        """``create``, or None (logged) when the disk or another process refuses."""
+        try:
+            return cls.create(root, meta)
+        except (OSError, SpoolBusy) as exc:
+            log.warning("runcast: cannot prepare the spool under %s (%s)", root, exc)
+            return None
+
+    @classmethod
     def open(cls, path: Path) -> Spool:
         """Open an existing spool directory; SpoolBusy if someone else holds it."""
         path = Path(path)
