@@ -36,9 +36,9 @@ def main() -> None:
     redis.start()
     procs = []
     try:
-        from runcast_server import migrate
-        from runcast_server.auth import create_token
-        from runcast_server.db import make_engine
+        from runcast_server.core import migrate
+        from runcast_server.core.auth import create_token
+        from runcast_server.core.db import make_engine
         from sqlalchemy.orm import Session
 
         db = pg.create_database("latency")

@@ -35,13 +35,8 @@ sys.path.insert(0, str(ROOT / "backend"))
 sys.path.insert(0, str(ROOT / "trainer"))
 
 from runcast_server.detectors.config import DEFAULTS, effective
-from runcast_server.detectors.core import (
-    SegmentRunner,
-    inherit,
-    restart,
-    restart_quiet,
-    stalled,
-)
+from runcast_server.detectors.core import SegmentRunner, inherit
+from runcast_server.detectors.runlevel import restart, restart_quiet, stalled
 
 STEPS = 30_000
 

@@ -131,7 +131,7 @@ class Stack:
             exits.callback(redis.stop)
             self.redis_url = redis.url()
             self.redis_pid = redis.proc.pid if redis.proc else None
-        from runcast_server import migrate
+        from runcast_server.core import migrate
 
         migrate.upgrade(self.pg_url)
         self.env = {
@@ -167,8 +167,8 @@ class Stack:
     def _token(self) -> str:
         from sqlalchemy.orm import Session
 
-        from runcast_server.auth import create_token
-        from runcast_server.db import make_engine
+        from runcast_server.core.auth import create_token
+        from runcast_server.core.db import make_engine
 
         engine = make_engine(self.pg_url)
         with Session(engine) as session:
@@ -421,9 +421,9 @@ def load_series(stack: Stack, points: int, batch_events: int) -> tuple[str, floa
     from sqlalchemy.orm import Session
 
     from runcast import events as ev
-    from runcast_server.db import make_engine
+    from runcast_server.core.db import make_engine
     from runcast_server.ingest.store import store_batch
-    from runcast_server.models import Project, Run, Series
+    from runcast_server.core.models import Project, Run, Series
 
     run_id = f"bench-query-{points}"
     engine = make_engine(stack.pg_url)

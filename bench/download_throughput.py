@@ -62,11 +62,11 @@ def seed_run(data_dir: Path, storage: Path, size: int, sha: str) -> str:
     os.environ["RUNCAST_DATA_DIR"] = str(data_dir)
     os.environ["RUNCAST_STORAGE_ROOT"] = str(storage)
     from runcast import events as ev
-    from runcast_server import migrate
-    from runcast_server.auth import get_or_create_project
-    from runcast_server.db import session_scope
+    from runcast_server.core import migrate
+    from runcast_server.core.auth import get_or_create_project
+    from runcast_server.core.db import session_scope
     from runcast_server.ingest.store import store_batch
-    from runcast_server.settings import get_settings
+    from runcast_server.core.settings import get_settings
 
     migrate.upgrade(get_settings().sqlalchemy_url)
     run, segment = ev.new_id(), ev.new_id()

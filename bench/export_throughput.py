@@ -43,7 +43,7 @@ def loadavg() -> str:
 
 def fill(data_dir: Path, points: int) -> float:
     """The database with one run of ``points`` points; returns the seconds it took (0 if kept)."""
-    from runcast_server import migrate
+    from runcast_server.core import migrate
 
     db = data_dir / "runcast.db"
     marker = data_dir / "filled"

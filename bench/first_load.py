@@ -62,11 +62,11 @@ MEASURE = """() => {
 def fill(data_dir: Path, points: int) -> float:
     """One run of ``points`` steps of KEY (detectors off: this measures reads); returns seconds."""
     from runcast import events as ev
-    from runcast_server import migrate
-    from runcast_server.auth import create_token
-    from runcast_server.db import make_engine
+    from runcast_server.core import migrate
+    from runcast_server.core.auth import create_token
+    from runcast_server.core.db import make_engine
     from runcast_server.ingest.store import store_batch
-    from runcast_server.models import Project
+    from runcast_server.core.models import Project
     from sqlalchemy import select
     from sqlalchemy.orm import Session
 

@@ -24,10 +24,10 @@ BATCH = 1000
 
 def fill(points: int) -> str:
     """One public run of ``points`` steps of ``loss`` (spike in the middle); returns its id."""
-    from runcast_server.auth import create_token
-    from runcast_server.db import session_scope
+    from runcast_server.core.auth import create_token
+    from runcast_server.core.db import session_scope
     from runcast_server.ingest.store import store_batch
-    from runcast_server.models import Project
+    from runcast_server.core.models import Project
     from sqlalchemy import select
 
     with session_scope() as session:

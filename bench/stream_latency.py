@@ -278,8 +278,8 @@ def throughput(url: str, token: str, steps: int, flush: float | None) -> dict[st
 def embedded_stack(tmp: Path, apis: int = 1) -> tuple[list[str], list[int], str, list[Any]]:
     env = {"RUNCAST_DATA_DIR": str(tmp)}
     api, url = services.start_api(env, tmp / "api.log")
-    from runcast_server.auth import create_token
-    from runcast_server.db import make_engine
+    from runcast_server.core.auth import create_token
+    from runcast_server.core.db import make_engine
     from sqlalchemy.orm import Session
 
     engine = make_engine(f"sqlite:///{tmp / 'runcast.db'}")
@@ -295,14 +295,14 @@ def stack(tmp: Path, apis: int = 1) -> tuple[list[str], list[int], str, list[Any
     pg.start()
     redis.start()
     db = pg.create_database("bench")
-    from runcast_server import migrate
+    from runcast_server.core import migrate
 
     migrate.upgrade(pg.url(db))
     env = {"RUNCAST_DATABASE_URL": pg.url(db), "RUNCAST_REDIS_URL": redis.url(0), "RUNCAST_DATA_DIR": str(tmp)}
     worker = services.start_worker(env, tmp / "worker.log")
     started = [services.start_api(env, tmp / f"api{i}.log", name=f"api{i}") for i in range(apis)]
-    from runcast_server.auth import create_token
-    from runcast_server.db import make_engine
+    from runcast_server.core.auth import create_token
+    from runcast_server.core.db import make_engine
     from sqlalchemy.orm import Session
 
     engine = make_engine(pg.url(db))
@@ -354,9 +354,9 @@ def run_latency(args: argparse.Namespace) -> None:
 
 def run_ingest_cost(args: argparse.Namespace) -> None:
     from runcast import events as ev
-    from runcast_server import migrate
-    from runcast_server.auth import get_or_create_project
-    from runcast_server.db import make_engine
+    from runcast_server.core import migrate
+    from runcast_server.core.auth import get_or_create_project
+    from runcast_server.core.db import make_engine
     from runcast_server.ingest import store as ingest
     from sqlalchemy import text
     from sqlalchemy.orm import Session

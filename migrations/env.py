@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from alembic import context
-
-from runcast_server.db import make_engine
-from runcast_server.models import Base
-from runcast_server.settings import get_settings
+from runcast_server.core.db import make_engine
+from runcast_server.core.settings import get_settings
+from runcast_server.tables import METADATA
 
 config = context.config
 url = config.get_main_option("sqlalchemy.url") or get_settings().sqlalchemy_url
@@ -14,7 +13,7 @@ url = config.get_main_option("sqlalchemy.url") or get_settings().sqlalchemy_url
 
 def run_migrations_offline() -> None:
     context.configure(
-        url=url, target_metadata=Base.metadata, literal_binds=True, render_as_batch=True
+        url=url, target_metadata=METADATA, literal_binds=True, render_as_batch=True
     )
     with context.begin_transaction():
         context.run_migrations()
@@ -31,7 +30,7 @@ def run_migrations_online() -> None:
             connection.exec_driver_sql("PRAGMA foreign_keys=OFF")
             connection.commit()
         context.configure(
-            connection=connection, target_metadata=Base.metadata, render_as_batch=True
+            connection=connection, target_metadata=METADATA, render_as_batch=True
         )
         with context.begin_transaction():
             context.run_migrations()

@@ -33,8 +33,8 @@ from typing import Any
 
 import pytest
 import services
-from runcast_server import migrate
-from runcast_server.db import make_engine
+from runcast_server.core import migrate
+from runcast_server.core.db import make_engine
 from services import BIN, PostgresServer, Process, RedisServer, child_env
 from sqlalchemy import Engine
 
@@ -93,7 +93,7 @@ def pg_server() -> Iterator[PostgresServer]:
 @pytest.fixture(scope="session")
 def pg_template(pg_server: PostgresServer) -> str:
     """A database migrated to head once; fresh databases are copies of it (fast)."""
-    from runcast_server import migrate
+    from runcast_server.core import migrate
 
     name = pg_server.create_database("runcast_template")
     migrate.upgrade(pg_server.url(name))
@@ -225,14 +225,14 @@ class ProductionStack(Processes):
     def engine(self):  # type: ignore[no-untyped-def]
         """A SQLAlchemy engine on this test's database (for exact table comparisons)."""
         if self._engine is None:
-            from runcast_server.db import make_engine
+            from runcast_server.core.db import make_engine
 
             self._engine = make_engine(self.database_url)
         return self._engine
 
     def token(self, project: str = "test") -> str:
         """A fresh ingest token for ``project`` (created if missing)."""
-        from runcast_server.auth import create_token
+        from runcast_server.core.auth import create_token
         from sqlalchemy.orm import Session
 
         with Session(self.engine) as session:
@@ -277,8 +277,8 @@ def stack(
 
 
 def _reset_caches() -> None:
-    from runcast_server.db import reset_engine
-    from runcast_server.settings import get_settings
+    from runcast_server.core.db import reset_engine
+    from runcast_server.core.settings import get_settings
 
     reset_engine()
     get_settings.cache_clear()

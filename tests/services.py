@@ -451,7 +451,7 @@ def worker_argv(concurrency: int = 1, pool: str = "solo", hostname: str | None =
     if runcast_has_command("worker"):
         return [str(BIN / "runcast"), "worker", "--pool", pool, "--concurrency", str(concurrency)]
     argv = [
-        str(BIN / "celery"), "-A", "runcast_server.celery_app", "worker",
+        str(BIN / "celery"), "-A", "runcast_server.core.celery_app", "worker",
         "--pool", pool, "--concurrency", str(concurrency), "--loglevel", "INFO", "--without-gossip",
         "--without-mingle", "--without-heartbeat",
     ]

@@ -16,13 +16,15 @@ from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute, iter_route_contexts
 from runcast import __version__
 
-from runcast_server import migrate
 from runcast_server.api import api_router
 from runcast_server.api.deps import admin, bearer_token, writer_project
 from runcast_server.api.limits import BodyLimit, body_limit
+from runcast_server.artifacts.s3 import parse_storage_url
 from runcast_server.assets import FileAssets
-from runcast_server.db import get_engine
-from runcast_server.errors import error_responses, install_error_handlers
+from runcast_server.core import migrate
+from runcast_server.core.db import get_engine
+from runcast_server.core.errors import error_responses, install_error_handlers
+from runcast_server.core.settings import Settings, get_settings
 from runcast_server.frontend import Frontend
 from runcast_server.health import Liveness, Probes, Readiness, probes
 from runcast_server.inbox.sweep import SweepTimer
@@ -35,7 +37,6 @@ from runcast_server.observability.http import (
 from runcast_server.observability.metrics import Metrics, multiprocess_dir
 from runcast_server.pages import FrontendFiles, pages_router
 from runcast_server.sessions.http import PrivateWhenSignedIn
-from runcast_server.settings import Settings, get_settings
 from runcast_server.share.cors import PublicReadCors
 from runcast_server.share.routes import share_router
 from runcast_server.tasks import bind_metrics, enqueue_ingest
@@ -58,6 +59,8 @@ def prepare_database(settings: Settings) -> None:
 def create_app(settings: Settings | None = None) -> FastAPI:
     """Build the API app: REST under /api/v1, /healthz, /readyz, /metrics, and the static frontend at /."""
     settings = settings or get_settings()
+    if settings.storage_url:  # refused at startup, not on the first download
+        parse_storage_url(settings.storage_url)
     metrics = Metrics()
     checks: Probes | None = None
     vendor = load_vendor(settings.vendor_dir)
@@ -89,13 +92,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     bind_metrics(metrics)  # embedded: the eager tasks record into this registry
     install_error_handlers(app)
     app.add_middleware(
-        BodyLimit,  # type: ignore[arg-type]
+        BodyLimit,
         limit_for=lambda path: body_limit(settings, path),
     )
-    app.add_middleware(RequestMetrics, metrics=metrics, ingest_path=INGEST_PATH)  # type: ignore[arg-type]
-    app.add_middleware(PrivateWhenSignedIn)  # type: ignore[arg-type]  # docs/auth.md: caching
+    app.add_middleware(RequestMetrics, metrics=metrics, ingest_path=INGEST_PATH)
+    app.add_middleware(PrivateWhenSignedIn)  # docs/auth.md: caching
     if settings.cors_origins:  # outermost: a preflight is answered before anything else (docs/sharing.md)
-        app.add_middleware(PublicReadCors, origins=settings.cors_origins)  # type: ignore[arg-type]
+        app.add_middleware(PublicReadCors, origins=settings.cors_origins)
     app.include_router(api_router)
     scrape = scrape_registry(metrics, [InboxCollector(get_engine)])
     app.add_api_route("/metrics", exposition(scrape, settings.metrics_token), methods=["GET"],
@@ -148,7 +151,7 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
             security = [{}, {"bearer": []}]
         else:
             continue
-        for method in route.methods:
+        for method in route.methods or ():  # an APIRoute always has its methods
             operation = schema["paths"].get(route.path_format, {}).get(method.lower())
             if operation is not None:
                 operation["security"] = security

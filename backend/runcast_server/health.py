@@ -20,7 +20,7 @@ CHECK_TIMEOUT_S = 2.0
 
 class Check(BaseModel):
     ok: bool
-    error: str | None = Field(None, description="Why not (the kind of failure; never a host or a path).")
+    error: str | None = Field(default=None, description="Why not (the kind of failure; never a host or a path).")
 
 
 class Liveness(BaseModel):

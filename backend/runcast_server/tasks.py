@@ -1,7 +1,7 @@
 """Celery tasks of the write path: ``runcast.ingest_batch`` and ``runcast.inbox.sweep``.
 
 The ingest task's message is ``{"contract": 2, "inbox_id": <id>}``: the batch itself is
-in the inbox table, committed by the API before it answered 202 (``inbox.service``).
+in the inbox table, committed by the API before it answered 202 (``inbox.accept``).
 A message of the first contract (the events themselves, from an API or SDK of the
 previous release still queued in the broker during an upgrade) is put into the inbox
 and handled the same way; a message of any other contract is refused with an error in
@@ -18,20 +18,16 @@ from typing import Any, Final
 from celery import Task
 from celery.signals import task_failure, task_retry, worker_init
 
-from runcast_server import hub
-from runcast_server.celery_app import app, get_app
+from runcast_server.core.celery_app import app, get_app
+from runcast_server.core.settings import Settings, get_settings
 from runcast_server.inbox import sweep as inbox_sweep
-from runcast_server.inbox.service import (
-    QUARANTINED,
-    Outcome,
-    Policy,
-    adopt_legacy,
-    process,
-)
+from runcast_server.inbox.accept import adopt_legacy
+from runcast_server.inbox.process import Policy, process
+from runcast_server.inbox.rows import QUARANTINED, Outcome
 from runcast_server.ingest.results import IngestResult
+from runcast_server.live import hub
 from runcast_server.observability.logs import run_scope
 from runcast_server.observability.metrics import Metrics, bind_to, metrics_of
-from runcast_server.settings import Settings, get_settings
 
 INGEST_TASK: Final = "runcast.ingest_batch"
 SWEEP_TASK: Final = "runcast.inbox.sweep"
@@ -46,7 +42,7 @@ def policy(settings: Settings) -> Policy:
 
 @app.task(name=INGEST_TASK, bind=True, acks_late=True)
 def ingest_batch(self: Task, **message: Any) -> dict[str, Any]:
-    """Store the inbox batch the message names, then run its detectors (``inbox.service.process``).
+    """Store the inbox batch the message names, then run its detectors (``inbox.process.process``).
 
     While the database is unavailable the task retries with a capped back-off, for as
     long as it takes (the sweeper also re-enqueues what a lost message leaves behind).
@@ -63,7 +59,7 @@ def ingest_batch(self: Task, **message: Any) -> dict[str, Any]:
 
 def store_row(inbox_id: int, settings: Settings, *, attempt: int = 0,
               events: list[dict[str, Any]] | None = None) -> Outcome:
-    """Process one inbox row (``inbox.service.process``) and record its metrics and log line."""
+    """Process one inbox row (``inbox.process.process``) and record its metrics and log line."""
     outcome = process(inbox_id, policy(settings), publish, attempt=attempt, events=events)
     _observe(inbox_id, outcome)
     return outcome

@@ -11,7 +11,7 @@
 // back to the answer's version; when it does not (the stream reset past it, or the answer is
 // older than what the log covers) the entry fetches again.
 //
-// Merging follows the server's rules exactly (backend/runcast_server/reads/metrics.py):
+// Merging follows the server's rules exactly (backend/runcast_server/metrics/queries.py):
 // raw points are keyed by step, written once; in a bucketed view a point joins the aligned
 // bucket [b·2^level, (b+1)·2^level) as min/max (NaN ignored, ±Infinity kept), sum/count
 // (finite values), last/last_step (the highest step). After each change the entry checks

@@ -8,13 +8,8 @@ import math
 
 import pytest
 from runcast_server.detectors import config as dconfig
-from runcast_server.detectors.core import (
-    SegmentRunner,
-    inherit,
-    restart,
-    restart_quiet,
-    stalled,
-)
+from runcast_server.detectors.core import SegmentRunner, inherit
+from runcast_server.detectors.runlevel import restart, restart_quiet, stalled
 
 from alerts.helpers import loss_curve
 

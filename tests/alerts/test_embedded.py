@@ -23,9 +23,9 @@ def make_client(embedded_env, monkeypatch) -> Iterator[Any]:
     """``make_client(**env)``: the embedded app with extra RUNCAST_* settings; returns (client, token)."""
     from fastapi.testclient import TestClient
     from runcast_server.app import create_app
-    from runcast_server.auth import create_token
-    from runcast_server.db import reset_engine, session_scope
-    from runcast_server.settings import get_settings
+    from runcast_server.core.auth import create_token
+    from runcast_server.core.db import reset_engine, session_scope
+    from runcast_server.core.settings import get_settings
 
     clients = []
 

@@ -128,7 +128,7 @@ def test_documented_snippet_refuses_stale_forged_and_replayed_deliveries():
 def _alert_and_subscription(session: Any, url: str, fmt: str = "json") -> tuple[int, int]:
     from api.writer import TrainerSim, project_token
     from runcast_server.alerts.models import Alert, Subscription
-    from runcast_server.db import session_scope
+    from runcast_server.core.db import session_scope
 
     _, project_id = project_token(session, "demo")
     session.commit()
@@ -149,8 +149,8 @@ def test_delivered_header_names_the_same_event_as_the_body(embedded_env, monkeyp
     from runcast_server.alerts import notify
     from runcast_server.alerts.models import AlertDelivery
     from runcast_server.app import create_app
-    from runcast_server.db import session_scope
-    from runcast_server.settings import get_settings
+    from runcast_server.core.db import session_scope
+    from runcast_server.core.settings import get_settings
 
     monkeypatch.setenv("RUNCAST_WEBHOOK_ALLOW_CIDRS", "127.0.0.0/8")
     get_settings.cache_clear()
@@ -182,9 +182,9 @@ def test_delivered_header_names_the_same_event_as_the_body(embedded_env, monkeyp
 def test_finished_deliveries_are_pruned_after_the_retention(embedded, monkeypatch):
     from runcast_server.alerts import notify
     from runcast_server.alerts.models import AlertDelivery
-    from runcast_server.celery_app import get_app
-    from runcast_server.db import session_scope
-    from runcast_server.settings import get_settings
+    from runcast_server.core.celery_app import get_app
+    from runcast_server.core.db import session_scope
+    from runcast_server.core.settings import get_settings
     from sqlalchemy import select
 
     monkeypatch.setattr(get_settings(), "delivery_retention_s", 3600.0)

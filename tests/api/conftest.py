@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from runcast_server.db import session_scope
+from runcast_server.core.db import session_scope
 
 from api.writer import TrainerSim, project_token
 

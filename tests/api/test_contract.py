@@ -96,7 +96,7 @@ def test_every_path_answers_undocumented_methods_with_405_and_the_right_allow(cl
 
 def test_errors_are_json_everywhere(client, monkeypatch):
     from fastapi.testclient import TestClient
-    from runcast_server.reads import runs
+    from runcast_server.runs import queries as runs
 
     for url in ("/nowhere", "/api/v1/nowhere", "/api/v1/runs/x"):
         res = client.get(url)
@@ -133,7 +133,7 @@ def test_chunked_body_over_the_limit_is_413_naming_the_body(client, seed, method
 
 
 def test_csv_export_neutralises_formula_cells_and_keeps_numbers(client, seed):
-    from runcast_server.reads.export import csv_text
+    from runcast_server.metrics.export import csv_text
 
     hostile = ["=cmd|' /C calc'!A0", "+SUM(1,2)", "-2+3", "@SUM(A1)", "plain/loss"]
     sim = seed.run("demo").start()

@@ -157,8 +157,8 @@ def test_sdk_and_cli_accept_the_delay():
 
 def test_alerts_of_a_delayed_run_as_they_were_and_not_sent(client, seed):
     from runcast_server.alerts.models import Alert
-    from runcast_server.db import session_scope
-    from runcast_server.models import Run
+    from runcast_server.core.db import session_scope
+    from runcast_server.core.models import Run
     from runcast_server.policy.apply import public_policy
 
     token, other = seed.token("team"), seed.token("rivals")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 
-from runcast_server.reads.export import SeriesRef, export_chunks
+from runcast_server.metrics.export import SeriesRef, export_chunks
 
 API = "/api/v1/runs"
 
@@ -161,8 +161,8 @@ def test_export_pages_by_keyset(client, seed):
     detail = client.get(f"{API}/{run.run}").json()
     assert detail["keys"] == ["x"]
     # The same series exported in pages of 7 rows gives the same bytes.
-    from runcast_server.db import session_scope
-    from runcast_server.models import Series
+    from runcast_server.core.db import session_scope
+    from runcast_server.core.models import Series
 
     with session_scope() as session:
         (sid,) = session.query(Series.id).filter(Series.run_id == run.run).one()

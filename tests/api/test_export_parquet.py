@@ -10,9 +10,9 @@ import math
 
 import pyarrow.parquet as pq
 import pytest
-from runcast_server.db import session_scope
-from runcast_server.models import Series
-from runcast_server.reads.export import SeriesRef, export_chunks
+from runcast_server.core.db import session_scope
+from runcast_server.core.models import Series
+from runcast_server.metrics.export import SeriesRef, export_chunks
 
 from api.test_events_export import export_run
 

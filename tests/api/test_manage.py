@@ -8,8 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from runcast_server.db import get_engine
-from runcast_server.models import Base
+from runcast_server.core.db import get_engine
+from runcast_server.tables import METADATA
 from sqlalchemy import text
 
 PATCH_ERRORS = [
@@ -64,7 +64,7 @@ def _alert_rows(run: str) -> None:
         DetectorState,
         Subscription,
     )
-    from runcast_server.db import session_scope
+    from runcast_server.core.db import session_scope
 
     with session_scope() as session:
         alert = Alert(run_id=run, kind="spike", step=3, opened_at=1.0, evidence={})
@@ -143,7 +143,7 @@ def _counts(run: str, series: list[int]) -> dict[str, int]:
     out = {}
     with get_engine().connect() as conn:
         out["runs"] = conn.execute(text("SELECT count(*) FROM runs WHERE id = :r"), {"r": run}).scalar_one()
-        for table in Base.metadata.sorted_tables:
+        for table in METADATA.sorted_tables:
             if "run_id" in table.c:
                 out[table.name] = conn.execute(
                     text(f"SELECT count(*) FROM {table.name} WHERE run_id = :r"), {"r": run}).scalar_one()
@@ -196,8 +196,8 @@ def test_token_list_shows_no_secret_and_last_use(client, seed, two):
 
 
 def _new_token(project: str) -> str:
-    from runcast_server.auth import create_token
-    from runcast_server.db import session_scope
+    from runcast_server.core.auth import create_token
+    from runcast_server.core.db import session_scope
 
     with session_scope() as session:
         return create_token(session, project, label="second")

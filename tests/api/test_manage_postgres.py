@@ -30,8 +30,8 @@ pytestmark = pytest.mark.services
 def client(embedded_env: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     from fastapi.testclient import TestClient
     from runcast_server.app import create_app
-    from runcast_server.db import reset_engine
-    from runcast_server.settings import get_settings
+    from runcast_server.core.db import reset_engine
+    from runcast_server.core.settings import get_settings
 
     monkeypatch.setenv("RUNCAST_DATABASE_URL", pg_url)
     reset_engine()

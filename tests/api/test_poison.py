@@ -14,7 +14,7 @@ import json
 from typing import Any
 
 import pytest
-from runcast_server.db import get_engine
+from runcast_server.core.db import get_engine
 from sqlalchemy import text
 
 S = "\ud800"  # a lone surrogate: not a Unicode scalar value
@@ -196,8 +196,8 @@ def test_out_of_range_numbers_in_every_query_and_path_parameter(client, seed):
     doc = client.get("/openapi.json").json()
     fill = {"run_id": sim.run, "cid": "1", "rid": "1", "subscription_id": "1", "version": "v1",
             "project": "demo"}
-    from runcast_server.auth import create_admin_token
-    from runcast_server.db import session_scope
+    from runcast_server.core.auth import create_admin_token
+    from runcast_server.core.db import session_scope
 
     with session_scope() as session:  # the admin routes check their token before their parameters
         admin = {"Authorization": f"Bearer {create_admin_token(session)}"}

@@ -48,7 +48,7 @@ class Trainer:
 
 @pytest.fixture
 def team(client: Any, seed: Any) -> dict[str, Any]:
-    from runcast_server.settings import get_settings
+    from runcast_server.core.settings import get_settings
 
     storage_root = get_settings().checkpoint_root
     token, other = seed.token("team"), seed.token("rivals")
@@ -239,7 +239,7 @@ def test_policy_routes_are_the_team_s_only(client, team):
 
 def test_alerts_team_only(client, team):
     from runcast_server.alerts.models import Alert
-    from runcast_server.db import session_scope
+    from runcast_server.core.db import session_scope
 
     with session_scope() as session:
         session.add(Alert(run_id=team["run"], segment_id=None, kind="stall", key="", state="open", opened_at=time.time(),

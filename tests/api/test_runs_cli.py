@@ -112,8 +112,8 @@ def test_an_unreachable_server_fails():
 
 
 def test_token_list_and_revoke(server, seed):
-    from runcast_server.auth import create_token
-    from runcast_server.db import session_scope
+    from runcast_server.core.auth import create_token
+    from runcast_server.core.db import session_scope
 
     seed.run("pproj", name="a").start()
     keep = seed.token("pproj")

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import services
 from artifacts.live import LiveServer
-from runcast_server.settings import Settings, get_settings
+from runcast_server.core.settings import Settings, get_settings
 
 UNKNOWN = "unknownrun000000"
 SVG = "{http://www.w3.org/2000/svg}"

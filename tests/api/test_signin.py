@@ -15,8 +15,8 @@ from typing import Any
 import httpx
 import pytest
 from fastapi.testclient import TestClient
-from runcast_server.db import get_engine
-from runcast_server.settings import get_settings
+from runcast_server.core.db import get_engine
+from runcast_server.core.settings import get_settings
 from sqlalchemy import text
 
 from artifacts.live import LiveServer
@@ -108,8 +108,8 @@ def test_the_cookie_reads_the_projects_private_run_everywhere_and_never_anothers
 
 
 def test_wrong_revoked_and_admin_tokens_are_refused_alike(client, world, seed):
-    from runcast_server.auth import create_admin_token
-    from runcast_server.db import session_scope
+    from runcast_server.core.auth import create_admin_token
+    from runcast_server.core.db import session_scope
 
     with session_scope() as session:
         admin = create_admin_token(session)
@@ -131,8 +131,8 @@ def test_wrong_revoked_and_admin_tokens_are_refused_alike(client, world, seed):
 
 
 def test_revoking_the_token_ends_its_sessions_at_once(client, world):
-    from runcast_server.auth import create_token
-    from runcast_server.db import session_scope
+    from runcast_server.core.auth import create_token
+    from runcast_server.core.db import session_scope
 
     with session_scope() as session:
         token = create_token(session, "pproj", label="browser")  # `runcast token create pproj`

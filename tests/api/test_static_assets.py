@@ -28,7 +28,7 @@ from runcast_server.assets import (
     choose_coding,
 )
 from runcast_server.frontend import Frontend
-from runcast_server.settings import Settings
+from runcast_server.core.settings import Settings
 from runcast_server.vendor import (
     PLOTLY_NPM_FILE,
     PLOTLY_NPM_PACKAGE,

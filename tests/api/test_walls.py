@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 from fastapi.routing import APIRoute, iter_route_contexts
-from runcast_server.settings import get_settings
+from runcast_server.core.settings import get_settings
 
 from artifacts.live import LiveServer
 from stream.helpers import sse

@@ -14,9 +14,9 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 from runcast import events as ev
-from runcast_server.auth import create_token
+from runcast_server.core.auth import create_token
 from runcast_server.ingest.store import store_batch
-from runcast_server.models import Project
+from runcast_server.core.models import Project
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from runcast_server.db import session_scope
+from runcast_server.core.db import session_scope
 
 from api.writer import TrainerSim, project_token
 
@@ -36,7 +36,7 @@ class Seeder:
 @pytest.fixture
 def storage_root(embedded_env: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """RUNCAST_STORAGE_ROOT for the app (a temp dir); settings cache cleared."""
-    from runcast_server.settings import get_settings
+    from runcast_server.core.settings import get_settings
 
     root = embedded_env.parent / "storage"
     root.mkdir()

@@ -78,7 +78,7 @@ def moto_s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MotoS3Server]:
 def s3(moto_s3: MotoS3Server, storage_root: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[S3Env]:
     import boto3
     from runcast_server.artifacts.storage import _s3_storage
-    from runcast_server.settings import get_settings
+    from runcast_server.core.settings import get_settings
 
     for name, value in {
         "AWS_ACCESS_KEY_ID": "runcast-test",
@@ -107,7 +107,7 @@ def s3(moto_s3: MotoS3Server, storage_root: Path, monkeypatch: pytest.MonkeyPatc
 def record_requests(env: S3Env) -> list[tuple[str, dict[str, Any]]]:
     """Record (operation, params) of every request the app's S3 client makes from now on."""
     from runcast_server.artifacts.storage import storage_from_settings
-    from runcast_server.settings import get_settings
+    from runcast_server.core.settings import get_settings
 
     storage = storage_from_settings(get_settings())
 

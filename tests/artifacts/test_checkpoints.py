@@ -198,7 +198,7 @@ def test_trainer_root_mapping(storage_root, embedded_env, monkeypatch, seed):
     """An absolute path under RUNCAST_STORAGE_TRAINER_ROOT is mapped onto the storage root."""
     from fastapi.testclient import TestClient
     from runcast_server.app import create_app
-    from runcast_server.settings import get_settings
+    from runcast_server.core.settings import get_settings
 
     monkeypatch.setenv("RUNCAST_STORAGE_TRAINER_ROOT", "/mnt/shared/ckpts")
     get_settings.cache_clear()

@@ -90,7 +90,7 @@ def test_storage_url_parsing():
 def s3_client(s3: S3Env, monkeypatch):  # noqa: F811 - the fixture above
     from fastapi.testclient import TestClient
     from runcast_server.app import create_app
-    from runcast_server.settings import get_settings
+    from runcast_server.core.settings import get_settings
 
     monkeypatch.setenv("RUNCAST_DOWNLOAD_CHUNK_BYTES", "65536")  # many chunks per transfer
     get_settings.cache_clear()
@@ -236,7 +236,7 @@ def test_s3_traversal_refused_and_no_key_outside_prefix_requested(s3, s3_client,
 @pytest.mark.services
 def test_s3_object_replaced_after_locate_is_not_mixed(s3, s3_client):  # noqa: F811
     from runcast_server.artifacts.storage import storage_from_settings
-    from runcast_server.settings import get_settings
+    from runcast_server.core.settings import get_settings
 
     storage = storage_from_settings(get_settings())
     s3.put(f"{PREFIX}/r.pt", b"1" * 100)
@@ -260,7 +260,7 @@ def test_s3_presigned_redirect_after_the_visibility_check(s3, seed, monkeypatch)
     import httpx
     from fastapi.testclient import TestClient
     from runcast_server.app import create_app
-    from runcast_server.settings import get_settings
+    from runcast_server.core.settings import get_settings
 
     data = _data(300_000, 3)
     sha = hashlib.sha256(data).hexdigest()

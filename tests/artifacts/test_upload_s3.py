@@ -93,7 +93,7 @@ def test_a_part_that_is_not_the_file_fails_and_leaves_nothing(s3, client, seed):
 
 @pytest.fixture
 def presigned(s3, monkeypatch):  # noqa: F811 - before `client`: the app reads its settings once
-    from runcast_server.settings import get_settings
+    from runcast_server.core.settings import get_settings
 
     monkeypatch.setenv("RUNCAST_DOWNLOAD_PRESIGN_S", "300")
     get_settings.cache_clear()

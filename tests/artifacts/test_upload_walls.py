@@ -11,7 +11,7 @@ import os
 
 import pytest
 from runcast_server.artifacts.models import Upload
-from runcast_server.db import session_scope
+from runcast_server.core.db import session_scope
 from sqlalchemy import func, select
 
 
@@ -112,7 +112,7 @@ def test_bad_manifests_are_refused(client, seed, sim, storage_root, name, files,
 
 
 def test_size_limits(client, seed, sim, storage_root, monkeypatch):
-    from runcast_server.settings import get_settings
+    from runcast_server.core.settings import get_settings
 
     monkeypatch.setenv("RUNCAST_UPLOAD_MAX_BYTES", "1000")
     monkeypatch.setenv("RUNCAST_UPLOAD_MAX_FILES", "2")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from runcast_server.auth import get_or_create_project
+from runcast_server.core.auth import get_or_create_project
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 

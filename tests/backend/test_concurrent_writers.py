@@ -14,8 +14,8 @@ from backend.helpers import metrics, started
 
 
 def test_racing_writers_store_everything_once(pg_url: str) -> None:
-    from runcast_server.auth import get_or_create_project
-    from runcast_server.db import make_engine
+    from runcast_server.core.auth import get_or_create_project
+    from runcast_server.core.db import make_engine
 
     engine: Engine = make_engine(pg_url)
     with Session(engine) as session:

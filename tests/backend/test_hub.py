@@ -7,7 +7,7 @@ import threading
 from typing import Any
 
 import pytest
-from runcast_server import hub
+from runcast_server.live import hub
 
 
 @pytest.fixture
@@ -51,8 +51,8 @@ def test_slow_subscriber_is_dropped(local: Any) -> None:
 
 
 def test_ingest_publishes_one_message_per_batch(embedded: Any) -> None:
-    from runcast_server.auth import create_token
-    from runcast_server.db import session_scope
+    from runcast_server.core.auth import create_token
+    from runcast_server.core.db import session_scope
 
     from backend.helpers import metrics, started
     from backend.test_ingest_route import post

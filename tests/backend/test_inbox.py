@@ -13,12 +13,13 @@ from typing import Any
 import pytest
 from alerts.helpers import WireRun, loss_curve
 from runcast.events import dumps_batch
-from runcast_server.auth import create_admin_token, create_token
-from runcast_server.db import get_engine, session_scope
-from runcast_server.inbox import service as inbox
+from runcast_server.core.auth import create_admin_token, create_token
+from runcast_server.core.db import get_engine, session_scope
+from runcast_server.inbox import accept as inbox_accept
+from runcast_server.inbox import process as inbox_process
 from runcast_server.inbox.models import InboxRow
 from runcast_server.inbox.sweep import sweep
-from runcast_server.settings import get_settings
+from runcast_server.core.settings import get_settings
 from runcast_server.tasks import enqueue_ingest
 from sqlalchemy import text, update
 
@@ -32,7 +33,7 @@ def client(request: pytest.FixtureRequest, embedded_env: Any, monkeypatch: pytes
     """The app with eager tasks, on SQLite or on PostgreSQL."""
     from fastapi.testclient import TestClient
     from runcast_server.app import create_app
-    from runcast_server.db import reset_engine
+    from runcast_server.core.db import reset_engine
 
     if request.param == "postgresql":
         monkeypatch.setenv("RUNCAST_DATABASE_URL", request.getfixturevalue("pg_url"))
@@ -67,12 +68,12 @@ def rows() -> list[InboxRow]:
 
 def add_row(body: bytes, events: int, project: str = "demo") -> int:
     """An inbox row as the API commits it, without enqueueing it."""
-    from runcast_server.auth import get_or_create_project
+    from runcast_server.core.auth import get_or_create_project
 
     now = time.time()
     with session_scope() as session:
         pid = get_or_create_project(session, project).id
-        return inbox.add(session, pid, body, events, now, next_sweep_at=now + 30)
+        return inbox_accept.add(session, pid, body, events, now, next_sweep_at=now + 30)
 
 
 def test_accepted_batch_ends_done_with_its_body_cleared(client: Any, token: str) -> None:
@@ -97,7 +98,7 @@ def test_embedded_api_stores_the_events_it_validated_without_decoding_the_body_a
         raise AssertionError("the body was decoded again")
 
     with monkeypatch.context() as m:
-        m.setattr(inbox, "decode", refuse)
+        m.setattr(inbox_process, "decode", refuse)
         assert post(client, token, events).status_code == 202
     [row] = rows()
     assert (row.state, row.body, row.detector_error) == ("done", None, None)
@@ -255,7 +256,7 @@ def test_deeply_nested_config_neither_crashes_nor_blocks(client: Any, token: str
 
 
 def test_database_down_is_503_json_with_retry_after(client: Any, token: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    from runcast_server.db import reset_engine
+    from runcast_server.core.db import reset_engine
     from services import free_port
 
     monkeypatch.setenv("RUNCAST_DATABASE_URL", f"postgresql+psycopg://postgres@127.0.0.1:{free_port()}/x")

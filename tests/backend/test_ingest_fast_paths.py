@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from runcast.events import validate_event
-from runcast_server.auth import get_or_create_project
+from runcast_server.core.auth import get_or_create_project
 from runcast_server.ingest.results import ForeignRun, UnknownRun
 from runcast_server.ingest.store import store_batch
 from sqlalchemy import Engine, text

@@ -6,9 +6,9 @@ import json
 from typing import Any
 
 import pytest
-from runcast_server.auth import create_token
-from runcast_server.db import get_engine, session_scope
-from runcast_server.settings import get_settings
+from runcast_server.core.auth import create_token
+from runcast_server.core.db import get_engine, session_scope
+from runcast_server.core.settings import get_settings
 
 from backend.helpers import counts, metrics, started, wire
 

@@ -11,11 +11,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from runcast.events import validate_event
-from runcast_server.auth import create_token, hash_token
+from runcast_server.core.auth import create_token, hash_token
 from runcast_server.ingest.results import ForeignRun, UnknownRun
 from runcast_server.ingest.store import store_batch
-from runcast_server.models import Run
-from runcast_server.rollups import LEVELS
+from runcast_server.core.models import Run
+from runcast_server.metrics.rollups import LEVELS
 from sqlalchemy import Engine, select, text
 from sqlalchemy.orm import Session
 

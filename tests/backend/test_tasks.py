@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from runcast_server.auth import create_token
-from runcast_server.db import get_engine, session_scope
+from runcast_server.core.auth import create_token
+from runcast_server.core.db import get_engine, session_scope
 from runcast_server.inbox.models import InboxRow
 from runcast_server.tasks import CONTRACT, INGEST_TASK, ingest_batch
 

@@ -16,9 +16,9 @@ import statistics
 import time
 
 from runcast.events import validate_event
-from runcast_server import migrate
-from runcast_server.auth import get_or_create_project
-from runcast_server.db import make_engine
+from runcast_server.core import migrate
+from runcast_server.core.auth import get_or_create_project
+from runcast_server.core.db import make_engine
 from runcast_server.ingest.store import store_batch
 from sqlalchemy.orm import Session
 

@@ -17,8 +17,8 @@ import services
 from runcast import importers
 from runcast.importers.plan import Plan
 from runcast.transport import Rejected, Retryable
-from runcast_server.auth import create_token
-from runcast_server.db import session_scope
+from runcast_server.core.auth import create_token
+from runcast_server.core.db import session_scope
 
 from importers.tools import run_python
 

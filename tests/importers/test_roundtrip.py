@@ -7,7 +7,7 @@ import math
 import pytest
 from api.writer import TrainerSim, project_token
 from runcast import importers
-from runcast_server.db import session_scope
+from runcast_server.core.db import session_scope
 
 
 @pytest.fixture

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from runcast import importers
 from runcast.importers.plan import ELAPSED_KEY
-from runcast_server.db import session_scope
-from runcast_server.models import Run, RunVersion
+from runcast_server.core.db import session_scope
+from runcast_server.core.models import Run, RunVersion
 from sqlalchemy import func, select
 from tensorboard.backend.event_processing import event_accumulator
 from torch.utils.tensorboard import SummaryWriter

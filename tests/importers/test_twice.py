@@ -6,8 +6,8 @@ import json
 
 from mlflow import MlflowClient
 from mlflow.entities import Metric
-from runcast_server.db import session_scope
-from runcast_server.models import Event, Point, Rollup, Run, RunVersion, Segment, Series
+from runcast_server.core.db import session_scope
+from runcast_server.core.models import Event, Point, Rollup, Run, RunVersion, Segment, Series
 from sqlalchemy import func, select
 from torch.utils.tensorboard import SummaryWriter
 

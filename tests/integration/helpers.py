@@ -352,7 +352,7 @@ def start_beat(stack: Any, name: str = "beat", **env: str) -> Any:
     from services import Process, child_env, wait_until
 
     schedule = stack.tmp / f"{name}-schedule"
-    argv = [str(Path(sys.executable).parent / "celery"), "-A", "runcast_server.celery_app:app", "beat",
+    argv = [str(Path(sys.executable).parent / "celery"), "-A", "runcast_server.core.celery_app:app", "beat",
             "--schedule", str(schedule), "--loglevel", "INFO"]
     proc = Process(name, argv, child_env({**stack.env, **env}), stack._log_path(name))
     stack.processes.append(proc)

@@ -6,8 +6,8 @@ from __future__ import annotations
 import math
 import random
 
-from runcast_server.db import make_engine
-from runcast_server.rollups import LEVELS
+from runcast_server.core.db import make_engine
+from runcast_server.metrics.rollups import LEVELS
 from services import wait_until
 from sqlalchemy import text
 
@@ -81,7 +81,7 @@ def test_two_workers_out_of_order_equal_one_worker_in_order(stack, pg_server, pg
     try:
         env_b = {"RUNCAST_DATABASE_URL": url_b}
         workers = [stack.start_worker(name=f"worker-{i}", **env_b) for i in range(2)]
-        from runcast_server.auth import create_token
+        from runcast_server.core.auth import create_token
         from sqlalchemy.orm import Session
 
         with Session(engine_b) as session:

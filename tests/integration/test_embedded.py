@@ -30,8 +30,8 @@ def make_token(env: dict[str, str], project: str, data_dir) -> str:
                              env=child_env(env), check=False, capture_output=True, text=True, timeout=60)
         assert res.returncode == 0, res.stderr
         return [w for w in res.stdout.split() if w.startswith("rc_")][-1]
-    from runcast_server.auth import create_token
-    from runcast_server.db import make_engine
+    from runcast_server.core.auth import create_token
+    from runcast_server.core.db import make_engine
     from sqlalchemy.orm import Session
 
     engine = make_engine(f"sqlite:///{data_dir / 'runcast.db'}")
@@ -72,8 +72,8 @@ def test_runcast_serve_embedded_with_sdk(processes):
 def test_embedded_app_in_process_ingest_and_read(embedded):
     """The `embedded` fixture: TestClient on create_app(), eager ingest, reads."""
     from runcast import events as ev
-    from runcast_server.auth import create_token
-    from runcast_server.db import get_engine
+    from runcast_server.core.auth import create_token
+    from runcast_server.core.db import get_engine
     from sqlalchemy.orm import Session
 
     with Session(get_engine()) as session:

@@ -14,7 +14,7 @@ import time
 
 import httpx
 import pytest
-from runcast_server.rollups import LEVELS
+from runcast_server.metrics.rollups import LEVELS
 from services import wait_until
 from sqlalchemy import text
 
@@ -122,7 +122,7 @@ def test_postgres_down_for_long_then_back(stack):
 
 
 def _postgres_outage(stack, pg: RestartablePostgres, outage_s: float) -> None:
-    from runcast_server import migrate
+    from runcast_server.core import migrate
 
     name = pg.server.create_database("outage")
     migrate.upgrade(pg.url(name))

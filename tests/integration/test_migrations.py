@@ -6,8 +6,8 @@ import sqlite3
 import subprocess
 
 import pytest
-from runcast_server import migrate
-from runcast_server.db import make_engine
+from runcast_server.core import migrate
+from runcast_server.core.db import make_engine
 from services import BIN, child_env, free_port, wait_until
 from sqlalchemy import inspect, text
 
@@ -66,8 +66,8 @@ def test_db_upgrade_on_empty_sqlite_reaches_head(tmp_path):
 def test_app_refuses_database_not_at_head_in_process(empty_pg, redis_server, tmp_path, monkeypatch):
     from fastapi.testclient import TestClient
     from runcast_server.app import create_app
-    from runcast_server.db import reset_engine
-    from runcast_server.settings import get_settings
+    from runcast_server.core.db import reset_engine
+    from runcast_server.core.settings import get_settings
 
     monkeypatch.setenv("RUNCAST_DATABASE_URL", empty_pg)
     monkeypatch.setenv("RUNCAST_REDIS_URL", redis_server.url())
@@ -124,7 +124,7 @@ def test_migrations_match_the_models(dialect, request, tmp_path):
     """Alembic is the only way the schema is made, so head must equal models.py exactly."""
     from alembic.autogenerate import compare_metadata
     from alembic.runtime.migration import MigrationContext
-    from runcast_server.models import Base
+    from runcast_server.tables import METADATA
 
     if dialect == "sqlite":
         url = f"sqlite:///{tmp_path / 'm.db'}"
@@ -135,7 +135,7 @@ def test_migrations_match_the_models(dialect, request, tmp_path):
     engine = make_engine(url)
     try:
         with engine.connect() as conn:
-            assert compare_metadata(MigrationContext.configure(conn), Base.metadata) == []
+            assert compare_metadata(MigrationContext.configure(conn), METADATA) == []
     finally:
         engine.dispose()
 

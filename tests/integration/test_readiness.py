@@ -21,7 +21,7 @@ pytestmark = pytest.mark.services
 
 @pytest.fixture
 def own_pg() -> Iterator[tuple[PostgresServer, str]]:
-    from runcast_server import migrate
+    from runcast_server.core import migrate
 
     server = PostgresServer().start()
     try:
@@ -42,8 +42,8 @@ def own_redis() -> Iterator[RedisServer]:
 
 
 def _token(database_url: str, project: str = "ready") -> str:
-    from runcast_server.auth import create_token
-    from runcast_server.db import make_engine
+    from runcast_server.core.auth import create_token
+    from runcast_server.core.db import make_engine
     from sqlalchemy.orm import Session
 
     engine = make_engine(database_url)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 
 import psycopg
-from runcast_server import migrate
-from runcast_server.db import make_engine
+from runcast_server.core import migrate
+from runcast_server.core.db import make_engine
 from sqlalchemy import text
 
 

@@ -24,13 +24,14 @@ pytestmark = pytest.mark.slow
 def inproc(embedded_env: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, str, asyncio.AbstractEventLoop]]:
     """(url, token, server loop) of an embedded app served by uvicorn in a thread of this process."""
     import uvicorn
-    from runcast_server import hub, migrate
+    from runcast_server.live import hub
+    from runcast_server.core import migrate
     from runcast_server.app import create_app
-    from runcast_server.auth import create_token
-    from runcast_server.db import session_scope
+    from runcast_server.core.auth import create_token
+    from runcast_server.core.db import session_scope
     from runcast_server.live.fanout import shutdown
     from runcast_server.live.settings import stream_settings
-    from runcast_server.settings import get_settings
+    from runcast_server.core.settings import get_settings
 
     monkeypatch.setenv("RUNCAST_STREAM_LINGER_S", "0.2")
     stream_settings.cache_clear()
@@ -64,7 +65,7 @@ def on_loop(loop: asyncio.AbstractEventLoop, fn: Any) -> Any:
 
 
 def test_one_database_read_per_version_for_all_viewers_and_disconnect_releases(inproc: Any) -> None:
-    from runcast_server import hub
+    from runcast_server.live import hub
     from runcast_server.live.fanout import registry
 
     url, token, loop = inproc

@@ -37,9 +37,9 @@ def test_an_sdk_module_importing_the_server_breaks_the_contract(tmp_path: Path) 
     shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
     shutil.copytree(ROOT / "trainer" / "runcast", tmp_path / "trainer" / "runcast", ignore=ignore)
     shutil.copytree(ROOT / "backend" / "runcast_server", tmp_path / "backend" / "runcast_server", ignore=ignore)
-    (tmp_path / "trainer" / "runcast" / "offender.py").write_text("from runcast_server import db\n")
+    (tmp_path / "trainer" / "runcast" / "offender.py").write_text("from runcast_server.core import db\n")
 
     res = lint_imports(tmp_path)
     assert res.returncode == 1, res.stdout + res.stderr
     assert "The SDK never imports the server BROKEN" in res.stdout
-    assert "runcast.offender -> runcast_server.db" in res.stdout
+    assert "runcast.offender -> runcast_server.core.db" in res.stdout

@@ -18,16 +18,16 @@ def _files(root):
 
 
 def test_file_is_copied_off_the_training_thread_and_the_copy_reported(make_run, receiver, tmp_path, monkeypatch):
-    from runcast import sender
+    from runcast import checkpoint_files
 
     threads = []
-    real_copy = sender._copy
+    real_copy = checkpoint_files.copy_checkpoint
 
     def spy(*args, **kwargs):
         threads.append(threading.current_thread().name)
         return real_copy(*args, **kwargs)
 
-    monkeypatch.setattr(sender, "_copy", spy)
+    monkeypatch.setattr(checkpoint_files, "copy_checkpoint", spy)
     storage = tmp_path / "storage"
     ckpt = tmp_path / "work" / "last.pt"
     ckpt.parent.mkdir()

@@ -70,16 +70,21 @@ def test_an_unwritable_disk_drops_counted_logged_once_and_reported(make_run, rec
         run = make_run(max_queue=10, batch_size=1000, flush_interval=30.0, spool_dir=blocker / "spool")
         for step in range(20):
             run.log({"a": float(step)})
-    assert run.stats.dropped == 11 and run.stats.has_hole
+    # The queue holds run_started and 9 points; the first drop wakes the sender, which may
+    # empty the queue before the loop ends (a busy machine), so later steps can fit again.
+    dropped = run.stats.dropped
+    assert 1 <= dropped <= 11 and run.stats.has_hole
     assert sum("overflow file" in r.getMessage() for r in caplog.records) == 1
     receiver.wait_for(lambda: receiver.of_type("heartbeat"))
     run.finish()
-    assert metric_steps(receiver) == list(range(9))
+    steps = metric_steps(receiver)
+    assert steps[:9] == list(range(9)) and steps == sorted(set(steps)) and len(steps) + dropped == 20
     # The service hears about the hole: at once in a heartbeat (after the events queued
     # before it), and in the finished event.
-    assert [e.get("lost") for e in receiver.of_type("heartbeat")] == [11]
+    lost = [e.get("lost") for e in receiver.of_type("heartbeat")]
+    assert lost == sorted(set(lost)) and lost[-1] == dropped
     assert [e["type"] for e in receiver.events()][:2] == ["run_started", "metrics"]
-    assert receiver.of_type("finished")[0]["lost"] == 11
+    assert receiver.of_type("finished")[0]["lost"] == dropped
 
 
 DRIVER = """

@@ -14,10 +14,11 @@ are used only when present and needed). See docs/sdk.md.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
 
-from . import run as _run_module
+from . import start as _start
 from .handshake import InitError
 from .run import Run, RunStats
 
@@ -27,20 +28,20 @@ __all__ = ["InitError", "Run", "RunStats", "__version__", "finish", "init", "log
 
 # The run the last init() made: state set by init() and cleared by finish(), nothing at import.
 # (This name shadows the submodule runcast.run as an attribute; import from it with
-# ``from runcast.run import ...``.)
+# ``from runcast.run import ...``. ``init`` itself lives in runcast.start.)
 run: Run | None = None
 
 
 def init(*args: Any, **kwargs: Any) -> Run:
-    """Start a run (every argument of ``runcast.run.init``, docs/sdk.md) and make it ``runcast.run``."""
+    """Start a run (every argument of ``runcast.start.init``, docs/sdk.md) and make it ``runcast.run``."""
     global run
-    made = _run_module.init(*args, **kwargs)
+    made = _start.init(*args, **kwargs)
     run = made
     return made
 
 
-init.__doc__ = f"{init.__doc__}\n\n{_run_module.init.__doc__}"
-init.__wrapped__ = _run_module.init  # type: ignore[attr-defined]  (inspect.signature shows the real one)
+init.__doc__ = f"{init.__doc__}\n\n{_start.init.__doc__}"
+functools.update_wrapper(init, _start.init, assigned=(), updated=())  # __wrapped__: inspect.signature shows the real one
 
 
 def log(metrics: Mapping[str, Any], step: int | None = None) -> None:

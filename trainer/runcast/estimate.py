@@ -74,7 +74,7 @@ def estimate(params: float, gpus: int, stage: int, offload_optimizer: bool = Fal
              checkpointing: bool = False) -> dict[str, Any]:
     states = model_states(params, gpus, stage, offload_optimizer)
     assumed = layers is None or hidden is None
-    if assumed:
+    if layers is None or hidden is None:
         layers, hidden = model_shape(params)
     heads = heads or max(1, hidden // 128)
     act = activations(layers, hidden, heads, seq_len, micro_batch, checkpointing)

@@ -75,6 +75,12 @@ as first written):
 A batch (the body of ``POST /api/v1/ingest``) is ``{"v": 1, "events": [...]}``
 with at most ``MAX_BATCH_EVENTS`` events and ``MAX_BATCH_BYTES`` bytes.
 
+The schema is kept in four modules, all re-exported here (import them from
+``runcast.events``): ``runcast.limits`` (the numbers and patterns above),
+``runcast.checks`` (``EventError``, the wire form of floats, the checks of single
+fields), ``runcast.bodies`` (each type's body check) and this one (ids, the envelope,
+batches).
+
 This module uses only the standard library: it is imported by the SDK inside
 training jobs and by the backend.
 """
@@ -82,99 +88,121 @@ training jobs and by the backend.
 from __future__ import annotations
 
 import json
-import math
-import re
 import secrets
-from collections.abc import Mapping
-from typing import Any, Final
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-from runcast.policy import PolicyError, check_policy
-
-SCHEMA_VERSION: Final = 1
-
-EVENT_TYPES: Final = (
-    "run_started",
-    "metrics",
-    "checkpoint",
-    "data_mix",
-    "manifest",
-    "note",
-    "heartbeat",
-    "finished",
-    "update",
+from .bodies import BODY_VALIDATORS
+from .checks import (
+    GOOD_IDS,
+    NONFINITE,
+    EventError,
+    check_define,
+    check_int,
+    check_json,
+    check_key,
+    check_step,
+    check_tags,
+    check_text,
+    decode_value,
+    encode_value,
+    remember,
 )
-FINAL_STATUSES: Final = ("finished", "failed", "killed")
-VISIBILITIES: Final = ("public", "unlisted", "private")
-CHECKPOINT_STATUSES: Final = ("available", "pruned")
+from .limits import (
+    CHECKPOINT_STATUSES,
+    EVENT_TYPES,
+    FINAL_STATUSES,
+    ID_RE,
+    MAX_ALERTS_BYTES,
+    MAX_BATCH_BYTES,
+    MAX_BATCH_EVENTS,
+    MAX_CODE_BYTES,
+    MAX_CONFIG_BYTES,
+    MAX_ENV_BYTES,
+    MAX_GROUP_CHARS,
+    MAX_INT,
+    MAX_JOB_TYPE_CHARS,
+    MAX_JSON_DEPTH,
+    MAX_KEY_BYTES,
+    MAX_MANIFEST_BYTES,
+    MAX_METRICS_PER_EVENT,
+    MAX_MIX_SOURCES,
+    MAX_NAME_CHARS,
+    MAX_NOTE_CHARS,
+    MAX_PATH_CHARS,
+    MAX_PROJECT_CHARS,
+    MAX_SEQ,
+    MAX_STEP,
+    MAX_SUMMARY_BYTES,
+    MAX_TAG_CHARS,
+    MAX_TAGS,
+    MAX_TS,
+    MAX_VERSION_CHARS,
+    PROJECT_RE,
+    SCHEMA_VERSION,
+    SHA256_RE,
+    SUMMARIES,
+    SYSTEM_PREFIX,
+    VISIBILITIES,
+    X_AXES,
+)
 
-MAX_BATCH_EVENTS: Final = 1000
-MAX_BATCH_BYTES: Final = 8 * 1024 * 1024
-MAX_METRICS_PER_EVENT: Final = 1000
-MAX_KEY_BYTES: Final = 200
-MAX_STEP: Final = 2**53 - 1
-MAX_SEQ: Final = 2**53 - 1
-MAX_INT: Final = 2**63 - 1  # a signed 64-bit column (seed, size, integers inside JSON objects)
-MAX_TS: Final = 253_402_300_799.0  # 9999-12-31T23:59:59Z: any date library can show it
-MAX_JSON_DEPTH: Final = 64
-MAX_NAME_CHARS: Final = 200
-MAX_PROJECT_CHARS: Final = 100
-MAX_NOTE_CHARS: Final = 10_000
-MAX_PATH_CHARS: Final = 4096
-MAX_VERSION_CHARS: Final = 100
-MAX_MIX_SOURCES: Final = 256
-MAX_CONFIG_BYTES: Final = 256 * 1024
-MAX_CODE_BYTES: Final = 1024 * 1024
-MAX_ENV_BYTES: Final = 64 * 1024
-MAX_MANIFEST_BYTES: Final = 1024 * 1024
-MAX_ALERTS_BYTES: Final = 16 * 1024
-# Keys the SDK's system sampler sends (runcast.system): system/<node>/rank<r>/<name>, the step
-# a wall-clock second. An event holding only such keys does not move the run's step, last
-# values or heartbeat.
-SYSTEM_PREFIX: Final = "system/"
-MAX_SUMMARY_BYTES: Final = 64 * 1024
-MAX_TAGS: Final = 64
-MAX_TAG_CHARS: Final = 64
-MAX_GROUP_CHARS: Final = 128
-MAX_JOB_TYPE_CHARS: Final = 64
-X_AXES: Final = ("step", "tokens", "time")
-SUMMARIES: Final = ("min", "max", "last", "none")
-
-ID_RE: Final = re.compile(r"^[A-Za-z0-9_-]{8,64}$")
-PROJECT_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
-SHA256_RE: Final = re.compile(r"^[0-9a-f]{64}$")
-_CONTROL_RE: Final = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-_SURROGATE_RE: Final = re.compile("[\ud800-\udfff]")
-
-# The wire strings of the non-finite floats (encode_value writes them, decode_value and the importers read them).
-NONFINITE: Final = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
-
-# Metric names and run/segment ids that passed their check: a batch repeats the same few
-# in every event, and the server validates hundreds of thousands of events a minute.
-# Only strings that passed are added; the sets are emptied when they grow past the limit.
-_GOOD_KEYS: set[str] = set()
-_GOOD_IDS: set[str] = set()
-_GOOD_MAX: Final = 4096
-
-
-class EventError(ValueError):
-    """An event, or a field of one, breaks the schema.
-
-    ``index`` is the event's position in its batch (None outside a batch) and
-    ``field`` the offending field, dotted for nested ones (``values.loss``).
-    """
-
-    def __init__(self, field: str, message: str, index: int | None = None) -> None:
-        super().__init__(message)
-        self.field = field
-        self.message = message
-        self.index = index
-
-    def __str__(self) -> str:
-        where = f"event {self.index}, " if self.index is not None else ""
-        return f"{where}field {self.field!r}: {self.message}"
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"index": self.index, "field": self.field, "message": self.message}
+# The schema's public names, wherever they are defined (the backend and the SDK import them from here).
+__all__ = [
+    "CHECKPOINT_STATUSES",
+    "EVENT_TYPES",
+    "EventError",
+    "FINAL_STATUSES",
+    "ID_RE",
+    "MAX_ALERTS_BYTES",
+    "MAX_BATCH_BYTES",
+    "MAX_BATCH_EVENTS",
+    "MAX_CODE_BYTES",
+    "MAX_CONFIG_BYTES",
+    "MAX_ENV_BYTES",
+    "MAX_GROUP_CHARS",
+    "MAX_INT",
+    "MAX_JOB_TYPE_CHARS",
+    "MAX_JSON_DEPTH",
+    "MAX_KEY_BYTES",
+    "MAX_MANIFEST_BYTES",
+    "MAX_METRICS_PER_EVENT",
+    "MAX_MIX_SOURCES",
+    "MAX_NAME_CHARS",
+    "MAX_NOTE_CHARS",
+    "MAX_PATH_CHARS",
+    "MAX_PROJECT_CHARS",
+    "MAX_SEQ",
+    "MAX_STEP",
+    "MAX_SUMMARY_BYTES",
+    "MAX_TAGS",
+    "MAX_TAG_CHARS",
+    "MAX_TS",
+    "MAX_VERSION_CHARS",
+    "NONFINITE",
+    "PROJECT_RE",
+    "SCHEMA_VERSION",
+    "SHA256_RE",
+    "SUMMARIES",
+    "SYSTEM_PREFIX",
+    "VISIBILITIES",
+    "X_AXES",
+    "check_define",
+    "check_int",
+    "check_json",
+    "check_key",
+    "check_step",
+    "check_tags",
+    "check_text",
+    "decode_value",
+    "dumps_batch",
+    "encode_event",
+    "encode_value",
+    "is_system_event",
+    "new_id",
+    "validate_batch",
+    "validate_event",
+]
 
 
 def new_id() -> str:
@@ -185,7 +213,7 @@ def new_id() -> str:
     return value
 
 
-# --- values -------------------------------------------------------------------------
+# --- system metrics ----------------------------------------------------------------
 
 
 def is_system_event(event: Mapping[str, Any]) -> bool:
@@ -197,187 +225,6 @@ def is_system_event(event: Mapping[str, Any]) -> bool:
         and bool(values)
         and all(isinstance(k, str) and k.startswith(SYSTEM_PREFIX) for k in values)
     )
-
-
-def encode_value(value: float) -> float | str:
-    """A float as it travels: finite as a number, NaN and +-Inf as strings."""
-    if math.isfinite(value):
-        return value
-    if math.isnan(value):
-        return "NaN"
-    return "Infinity" if value > 0 else "-Infinity"
-
-
-def decode_value(raw: Any, field: str = "value") -> float:
-    """The float a wire value stands for; raises EventError for anything else."""
-    if isinstance(raw, bool):
-        raise EventError(field, "must be a number, not a boolean")
-    if isinstance(raw, float):
-        return raw
-    if isinstance(raw, int):
-        try:
-            return float(raw)
-        except OverflowError:
-            raise EventError(field, "integer too large for a float") from None
-    if isinstance(raw, str) and raw in NONFINITE:
-        return NONFINITE[raw]
-    raise EventError(
-        field,
-        f"must be a number (or 'NaN', 'Infinity', '-Infinity'), got {type(raw).__name__}",
-    )
-
-
-def check_key(key: Any, field: str = "values") -> str:
-    """Validate a metric name: 1..200 UTF-8 bytes, no control characters."""
-    if not isinstance(key, str):
-        raise EventError(
-            field, f"metric names must be strings, got {type(key).__name__}"
-        )
-    if not key:
-        raise EventError(field, "metric name must not be empty")
-    if not key.isascii() and _SURROGATE_RE.search(key):
-        raise EventError(f"{field}.{key[:40]!a}", "metric name holds a lone surrogate (not Unicode text)")
-    if len(key.encode("utf-8")) > MAX_KEY_BYTES:
-        raise EventError(
-            f"{field}.{key[:40]}", f"metric name longer than {MAX_KEY_BYTES} bytes"
-        )
-    if _CONTROL_RE.search(key):
-        raise EventError(f"{field}.{key!r}", "metric name contains control characters")
-    _remember(_GOOD_KEYS, key)
-    return key
-
-
-def _remember(good: set[str], value: str) -> None:
-    if len(good) >= _GOOD_MAX:
-        good.clear()
-    good.add(value)
-
-
-def check_text(value: str, field: str) -> str:
-    """Refuse text that UTF-8 or a database cannot hold: a lone surrogate or a NUL character."""
-    if "\x00" in value:
-        raise EventError(field, "holds a NUL character")
-    if not value.isascii() and _SURROGATE_RE.search(value):
-        raise EventError(field, "holds a lone surrogate (not a Unicode scalar value)")
-    return value
-
-
-def check_int(raw: Any, field: str, *, low: int = 0, high: int = MAX_INT, optional: bool = False) -> int | None:
-    """Validate an integer in [low, high] (booleans are not integers)."""
-    if raw is None and optional:
-        return None
-    if isinstance(raw, bool) or not isinstance(raw, int):
-        raise EventError(field, f"must be an integer, got {type(raw).__name__}")
-    if not low <= raw <= high:
-        raise EventError(field, f"must be an integer in [{low}, {high}]")
-    return raw
-
-
-def check_json(raw: Any, field: str, max_bytes: int) -> dict[str, Any]:
-    """Validate a JSON object: depth, text, numbers, then its encoded size.
-
-    Iterative, so a hostile nesting depth costs no recursion before it is refused.
-    """
-    if not isinstance(raw, dict):
-        raise EventError(field, "must be a JSON object")
-    stack: list[tuple[Any, int, str]] = [(raw, 1, field)]
-    while stack:
-        value, depth, where = stack.pop()
-        if isinstance(value, dict):
-            if depth > MAX_JSON_DEPTH:
-                raise EventError(where, f"nested more than {MAX_JSON_DEPTH} levels deep")
-            for key, item in value.items():
-                if not isinstance(key, str):
-                    raise EventError(where, "object keys must be strings")
-                check_text(key, where)
-                stack.append((item, depth + 1, f"{where}.{key[:40]}" if depth < 8 else where))
-        elif isinstance(value, list):
-            if depth > MAX_JSON_DEPTH:
-                raise EventError(where, f"nested more than {MAX_JSON_DEPTH} levels deep")
-            stack.extend((item, depth + 1, where) for item in value)
-        elif isinstance(value, str):
-            check_text(value, where)
-        elif isinstance(value, bool) or value is None:
-            pass
-        elif isinstance(value, int):
-            if not -MAX_INT <= value <= MAX_INT:
-                raise EventError(where, f"integers must lie in [-{MAX_INT}, {MAX_INT}]")
-        elif isinstance(value, float):
-            if not math.isfinite(value):
-                raise EventError(where, "numbers must be finite")
-        else:
-            raise EventError(where, f"{type(value).__name__} is not JSON")
-    size = len(json.dumps(raw, allow_nan=False, separators=(",", ":")).encode())
-    if size > max_bytes:
-        raise EventError(field, f"encodes to {size} bytes, more than {max_bytes}")
-    return raw
-
-
-def check_step(raw: Any, field: str = "step", *, optional: bool = False) -> int | None:
-    """Validate a step: an integer in [0, 2**53)."""
-    if raw is None and optional:
-        return None
-    if isinstance(raw, bool) or not isinstance(raw, int):
-        raise EventError(field, f"must be an integer, got {type(raw).__name__}")
-    if raw < 0:
-        raise EventError(field, "must not be negative")
-    if raw > MAX_STEP:
-        raise EventError(field, f"must be at most {MAX_STEP}")
-    return raw
-
-
-# --- helpers for validation ---------------------------------------------------------
-
-
-def _str(
-    event: Mapping[str, Any], field: str, max_chars: int, *, optional: bool = False
-) -> str | None:
-    raw = event.get(field)
-    if raw is None and optional:
-        return None
-    if not isinstance(raw, str):
-        raise EventError(field, "must be a string")
-    if len(raw) > max_chars:
-        raise EventError(field, f"longer than {max_chars} characters")
-    return check_text(raw, field)
-
-
-def _json_obj(event: Mapping[str, Any], field: str, max_bytes: int) -> dict[str, Any]:
-    raw = event.get(field)
-    if raw is None:
-        return {}
-    return check_json(raw, field, max_bytes)
-
-
-def _number_map(
-    raw: Any, field: str, max_entries: int, *, allow_empty: bool
-) -> dict[str, float]:
-    if not isinstance(raw, dict):
-        raise EventError(field, "must be a JSON object of name -> number")
-    if not raw and not allow_empty:
-        raise EventError(field, "must hold at least one entry")
-    if len(raw) > max_entries:
-        raise EventError(field, f"holds {len(raw)} entries, more than {max_entries}")
-    out: dict[str, float] = {}
-    good = _GOOD_KEYS
-    for key, value in raw.items():
-        if type(key) is not str or key not in good:
-            check_key(key, field)
-        # A float needs no decoding (and no field name for an error): the usual value.
-        out[key] = value if type(value) is float else decode_value(value, f"{field}.{key}")
-    return out
-
-
-def _choice(
-    event: Mapping[str, Any],
-    field: str,
-    choices: tuple[str, ...],
-    default: str | None = None,
-) -> str:
-    raw = event.get(field, default)
-    if raw not in choices:
-        raise EventError(field, f"must be one of {', '.join(choices)}")
-    return raw
 
 
 # --- one event -----------------------------------------------------------------------
@@ -401,13 +248,13 @@ def validate_event(event: Any) -> dict[str, Any]:
         raise EventError("type", f"must be one of {', '.join(EVENT_TYPES)}")
     for field in ("run", "segment"):
         value = event.get(field)
-        if type(value) is str and value in _GOOD_IDS:
+        if type(value) is str and value in GOOD_IDS:
             continue
         if not isinstance(value, str) or not ID_RE.match(value):
             raise EventError(
                 field, "must be 8-64 characters of A-Z, a-z, 0-9, '_' or '-'"
             )
-        _remember(_GOOD_IDS, value)
+        remember(GOOD_IDS, value)
     seq = event.get("seq")
     if isinstance(seq, bool) or not isinstance(seq, int) or not 0 <= seq <= MAX_SEQ:
         raise EventError("seq", f"must be an integer in [0, {MAX_SEQ}]")
@@ -428,193 +275,8 @@ def validate_event(event: Any) -> dict[str, Any]:
         "seq": seq,
         "ts": float(ts),
     }
-    out.update(_BODY_VALIDATORS[kind](event))
+    out.update(BODY_VALIDATORS[kind](event))
     return out
-
-
-def _run_started(e: Mapping[str, Any]) -> dict[str, Any]:
-    project = e.get("project")
-    if not isinstance(project, str) or not PROJECT_RE.match(project):
-        raise EventError(
-            "project",
-            "must be 1-100 characters of A-Z, a-z, 0-9, '.', '_' or '-', starting with a letter or digit",
-        )
-    name = _str(e, "name", MAX_NAME_CHARS)
-    if not name or _CONTROL_RE.search(name):
-        raise EventError("name", "must be non-empty with no control characters")
-    seed = check_int(e.get("seed"), "seed", low=-MAX_INT, optional=True)
-    out = {
-        "project": project,
-        "name": name,
-        "config": _json_obj(e, "config", MAX_CONFIG_BYTES),
-        "code": _json_obj(e, "code", MAX_CODE_BYTES),
-        "env": _json_obj(e, "env", MAX_ENV_BYTES),
-        "seed": seed,
-        "resume_step": check_step(e.get("resume_step"), "resume_step", optional=True),
-        "visibility": _choice(e, "visibility", VISIBILITIES, "public"),
-    }
-    if e.get("alerts") is not None:
-        out["alerts"] = _json_obj(e, "alerts", MAX_ALERTS_BYTES)
-    public_paths = e.get("public_paths", False)
-    if not isinstance(public_paths, bool):
-        raise EventError("public_paths", "must be true or false")
-    if public_paths:
-        out["public_paths"] = True
-    if e.get("tags") is not None:
-        out["tags"] = check_tags(e["tags"])
-    if e.get("policy") is not None:
-        try:
-            out["policy"] = check_policy(e["policy"])
-        except PolicyError as exc:
-            raise EventError(exc.field, exc.message) from None
-    for field, limit in (("group", MAX_GROUP_CHARS), ("job_type", MAX_JOB_TYPE_CHARS), ("notes", MAX_NOTE_CHARS)):
-        if e.get(field) is not None:
-            value = _str(e, field, limit)
-            if value.strip():
-                out[field] = value
-    return out
-
-
-def check_tags(raw: Any, field: str = "tags") -> list[str]:
-    """A list of distinct tags (order kept): 1..64 characters, no control characters, no commas."""
-    if not isinstance(raw, list):
-        raise EventError(field, "must be a list of strings")
-    if len(raw) > MAX_TAGS:
-        raise EventError(field, f"holds {len(raw)} tags, more than {MAX_TAGS}")
-    out: list[str] = []
-    for i, tag in enumerate(raw):
-        where = f"{field}.{i}"
-        if not isinstance(tag, str) or not tag.strip():
-            raise EventError(where, "must be a non-empty string")
-        if len(tag) > MAX_TAG_CHARS:
-            raise EventError(where, f"longer than {MAX_TAG_CHARS} characters")
-        if _CONTROL_RE.search(tag) or "," in tag:
-            raise EventError(where, "must hold no control characters and no commas")
-        check_text(tag, where)
-        if tag not in out:
-            out.append(tag)
-    return out
-
-
-def check_define(raw: Any, field: str = "define") -> dict[str, dict[str, str]]:
-    """Metric declarations: name -> {"x": one of X_AXES, "summary": one of SUMMARIES}."""
-    if not isinstance(raw, dict) or not raw:
-        raise EventError(field, "must be a non-empty JSON object of metric name -> declaration")
-    if len(raw) > MAX_METRICS_PER_EVENT:
-        raise EventError(field, f"holds {len(raw)} entries, more than {MAX_METRICS_PER_EVENT}")
-    out: dict[str, dict[str, str]] = {}
-    for key, decl in raw.items():
-        check_key(key, field)
-        if not isinstance(decl, dict):
-            raise EventError(f"{field}.{key}", "must be an object with 'x' and 'summary'")
-        out[key] = {
-            "x": _choice(decl, "x", X_AXES, "step"),
-            "summary": _choice(decl, "summary", SUMMARIES, "last"),
-        }
-    return out
-
-
-def _update(e: Mapping[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    if e.get("config") is not None:
-        out["config"] = _json_obj(e, "config", MAX_CONFIG_BYTES)
-    if e.get("summary") is not None:
-        out["summary"] = _json_obj(e, "summary", MAX_SUMMARY_BYTES)
-    if e.get("define") is not None:
-        out["define"] = check_define(e["define"])
-    if not out:
-        raise EventError("config", "an update needs config, summary or define")
-    return out
-
-
-def _metrics(e: Mapping[str, Any]) -> dict[str, Any]:
-    return {
-        "step": check_step(e.get("step")),
-        "values": _number_map(
-            e.get("values"), "values", MAX_METRICS_PER_EVENT, allow_empty=False
-        ),
-    }
-
-
-def _checkpoint(e: Mapping[str, Any]) -> dict[str, Any]:
-    size = check_int(e.get("size"), "size")
-    sha = e.get("sha256")
-    if sha is not None and (not isinstance(sha, str) or not SHA256_RE.match(sha)):
-        raise EventError("sha256", "must be 64 lowercase hex characters or null")
-    public = e.get("public", True)
-    if not isinstance(public, bool):
-        raise EventError("public", "must be true or false")
-    return {
-        "step": check_step(e.get("step")),
-        "path": _str(e, "path", MAX_PATH_CHARS),
-        "size": size,
-        "sha256": sha,
-        "metrics": _number_map(
-            e.get("metrics", {}), "metrics", MAX_METRICS_PER_EVENT, allow_empty=True
-        ),
-        "public": public,
-        "status": _choice(e, "status", CHECKPOINT_STATUSES, "available"),
-    }
-
-
-def _data_mix(e: Mapping[str, Any]) -> dict[str, Any]:
-    weights = _number_map(
-        e.get("weights"), "weights", MAX_MIX_SOURCES, allow_empty=False
-    )
-    for source, weight in weights.items():
-        if not math.isfinite(weight) or weight < 0:
-            raise EventError(
-                f"weights.{source}", "must be a finite, non-negative number"
-            )
-    return {"step": check_step(e.get("step")), "weights": weights}
-
-
-def _manifest(e: Mapping[str, Any]) -> dict[str, Any]:
-    version = _str(e, "version", MAX_VERSION_CHARS)
-    if not version:
-        raise EventError("version", "must not be empty")
-    return {
-        "step": check_step(e.get("step"), optional=True),
-        "version": version,
-        "manifest": _json_obj(e, "manifest", MAX_MANIFEST_BYTES),
-    }
-
-
-def _note(e: Mapping[str, Any]) -> dict[str, Any]:
-    text = _str(e, "text", MAX_NOTE_CHARS)
-    if not text or not text.strip():
-        raise EventError("text", "must not be empty")
-    return {"step": check_step(e.get("step"), optional=True), "text": text}
-
-
-def _heartbeat(e: Mapping[str, Any]) -> dict[str, Any]:
-    out = {"step": check_step(e.get("step"), optional=True)}
-    if e.get("lost") is not None:
-        out["lost"] = check_step(e["lost"], "lost")
-    return out
-
-
-def _finished(e: Mapping[str, Any]) -> dict[str, Any]:
-    out = {
-        "step": check_step(e.get("step"), optional=True),
-        "status": _choice(e, "status", FINAL_STATUSES),
-    }
-    if e.get("lost") is not None:
-        out["lost"] = check_step(e["lost"], "lost")
-    return out
-
-
-_BODY_VALIDATORS = {
-    "run_started": _run_started,
-    "metrics": _metrics,
-    "checkpoint": _checkpoint,
-    "data_mix": _data_mix,
-    "manifest": _manifest,
-    "note": _note,
-    "heartbeat": _heartbeat,
-    "finished": _finished,
-    "update": _update,
-}
 
 
 # --- batches -------------------------------------------------------------------------
@@ -658,7 +320,7 @@ def encode_event(event: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def dumps_batch(events: list[Mapping[str, Any]]) -> bytes:
+def dumps_batch(events: Sequence[Mapping[str, Any]]) -> bytes:
     """Serialise wire events as a batch body (strict JSON)."""
     return json.dumps(
         {"v": SCHEMA_VERSION, "events": events}, allow_nan=False, separators=(",", ":")

@@ -119,11 +119,6 @@ class Overflow:
 
     # --- the sender ------------------------------------------------------------------------------
 
-    @property
-    def active(self) -> bool:
-        """An episode is open (the training thread writes here, not to the queue)."""
-        return self._fd is not None
-
     def pending(self) -> int:
         """Records written or collected and not shipped yet."""
         return self.written - self.shipped + len(self._lines)

@@ -147,7 +147,7 @@ def put_policy(server: str, token: str | None, path: str, change: Mapping[str, A
     except httpx.HTTPError as exc:
         raise RuntimeError(f"the policy was not changed: the server cannot be reached ({type(exc).__name__})") from exc
     try:
-        body = response.json()
+        body: dict[str, Any] = response.json()  # the API's answers are JSON objects
     except ValueError:
         body = {}
     if response.status_code == 422:
@@ -156,4 +156,4 @@ def put_policy(server: str, token: str | None, path: str, change: Mapping[str, A
     if response.status_code != 200:
         message = (body.get("error") or {}).get("message") or response.reason_phrase
         raise RuntimeError(f"the policy was not changed: HTTP {response.status_code} {message}")
-    return body  # type: ignore[no-any-return]
+    return body

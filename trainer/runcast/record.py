@@ -23,7 +23,7 @@ class Synced(MutableMapping[str, Any]):
         object.__setattr__(self, "_data", dict(initial))
         object.__setattr__(self, "_send", send)
 
-    def update(self, other: Any = (), /, **changes: Any) -> None:  # type: ignore[override]
+    def update(self, other: Any = (), /, **changes: Any) -> None:
         """Set several keys in one event (a mapping, a dataclass or argparse.Namespace, or keywords)."""
         patch = json_object(other, self._field) if other != () else {}
         patch.update(json_object(changes, self._field))

@@ -157,7 +157,8 @@ def scrub_counts(
     counts: Counter[str] = Counter()
     for tag, pattern, check in RULES if rules is None else rules:
 
-        def replace(m: re.Match[str], tag: str = tag, pattern: re.Pattern[str] = pattern, check=check) -> str:
+        def replace(m: re.Match[str], tag: str = tag, pattern: re.Pattern[str] = pattern,
+                    check: Callable[[re.Match[str]], bool] | None = check) -> str:
             if check is not None and not check(m):
                 return m.group(0)
             counts[tag] += 1

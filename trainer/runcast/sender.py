@@ -23,16 +23,10 @@ nothing left unsent.
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
 import logging
-import os
-import queue
 import random
-import shutil
 import threading
 import time
-import uuid
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -40,14 +34,14 @@ from pathlib import Path
 from typing import Any, Final
 
 from . import events
+from .backoff import Backoff
+from .outbox import Counters, Item, Wakeup
 from .overflow import Overflow
 from .spool import Spool, batch_bodies, replay
 from .transport import Rejected, Retryable, Transport
-from .values import read_deferred
+from .wire import to_wire
 
 log = logging.getLogger("runcast")
-
-Item = tuple[int, str, float, "int | None", Any]  # (seq, type, ts, step, values or body)
 
 DEFAULT_SEND_TIMEOUT: Final = 10.0
 REPLAY_BATCHES_PER_PASS: Final = 32
@@ -55,80 +49,6 @@ OVERFLOW_BATCHES_PER_PASS: Final = 8
 MIN_SEND_GAP: Final = 0.05  # a busy trainer makes at most 20 requests a second (each costs the server a batch)
 SPOOL_INTERVAL: Final = 1.0  # while spooling, batches gather this long (each spool append is fsync'd)
 SYNC_INTERVAL: Final = 1.0  # how often the overflow file is fsync'd while it is written
-_HASH_CHUNK: Final = 1 << 20
-
-
-@dataclass
-class Counters:
-    """Event counts shared by a run and its sender (see ``RunStats``).
-
-    Each field has one writer, so no lock is needed: ``logged``, ``spilled`` and
-    ``dropped_full`` are written by the training thread, the others by the sender.
-    """
-
-    logged: int = 0
-    sent: int = 0
-    spooled: int = 0
-    dropped: int = 0
-    dropped_full: int = 0
-    replayed: int = 0
-    spilled: int = 0
-
-
-class Wakeup:
-    """Wakes the sender early. Uses no Python-level lock, so a signal handler that
-    interrupts the training thread in the middle of ``set`` can call it again safely.
-
-    ``pending`` lets the training thread skip ``set`` while a wake-up is already on its
-    way. ``wait`` clears it only after draining the tokens: cleared first, a ``set``
-    between the two would leave ``pending`` true with no token, and the next events
-    would wait for the sender's timeout.
-    """
-
-    __slots__ = ("_tokens", "pending")
-
-    def __init__(self) -> None:
-        self._tokens: queue.SimpleQueue[None] = queue.SimpleQueue()
-        self.pending = False
-
-    def set(self) -> None:
-        self.pending = True
-        self._tokens.put(None)
-
-    def wait(self, timeout: float) -> None:
-        with contextlib.suppress(queue.Empty):
-            self._tokens.get(timeout=timeout)
-        while True:
-            try:
-                self._tokens.get_nowait()
-            except queue.Empty:
-                break
-        self.pending = False
-
-
-class Backoff:
-    """Capped exponential back-off with full jitter.
-
-    The n-th wait of an outage is drawn uniformly from [0, min(cap, initial * 2**n)]; a
-    server's ``Retry-After`` hint is waited out first, then the same draw is added. The
-    random source is passed in (a seeded ``random.Random`` makes the waits repeatable).
-    """
-
-    def __init__(self, initial: float, cap: float, rng: random.Random) -> None:
-        self.initial, self.cap = initial, cap
-        self._rng = rng
-        self._attempt = 0
-
-    def next(self, hint: float | None = None) -> float:
-        """The wait before the next attempt, in seconds."""
-        ceiling = min(self.cap, self.initial * 2 ** min(self._attempt, 62))
-        self._attempt += 1
-        wait = self._rng.uniform(0.0, ceiling)
-        return wait if hint is None else min(hint, self.cap) + wait
-
-    def reset(self) -> None:
-        """The service answered: the next outage starts from ``initial`` again."""
-        self._attempt = 0
 
 
 @dataclass(frozen=True)
@@ -356,7 +276,7 @@ class Sender:
     def _ship(self, items: list[Item]) -> None:
         wire: list[dict[str, Any]] = []
         for item in items:
-            event = self._to_wire(item)
+            event = to_wire(item, self.config.run, self.config.segment, self._past_deadline)
             if event is None:
                 self._drop(1)
             else:
@@ -459,122 +379,3 @@ class Sender:
         if self._deadline is None:
             return DEFAULT_SEND_TIMEOUT
         return max(0.05, min(DEFAULT_SEND_TIMEOUT, self._deadline - time.monotonic()))
-
-    # --- events -----------------------------------------------------------------------
-
-    def _to_wire(self, item: Item) -> dict[str, Any] | None:
-        seq, kind, ts, step, body = item
-        if kind == "metrics":
-            values = self._values(body)
-            if not values:
-                return None
-            body = {"step": step, "values": values}
-        elif kind == "checkpoint":
-            body = self._checkpoint(body)
-        event = {
-            "v": events.SCHEMA_VERSION,
-            "type": kind,
-            "run": self.config.run,
-            "segment": self.config.segment,
-            "seq": seq,
-            "ts": ts,
-        }
-        event.update(body)
-        return event
-
-    def _values(self, raw: dict[str, Any]) -> dict[str, float | str]:
-        encode = events.encode_value
-        return {key: encode(value) for key, value in read_deferred(raw).items()}
-
-    def _checkpoint(self, body: dict[str, Any]) -> dict[str, Any]:
-        body = dict(body)
-        hash_it = body.pop("_hash", False)
-        copy_to, copy_dir = body.pop("_copy_to", None), body.pop("_copy_dir", False)
-        delete = body.pop("_delete", None)
-        if delete:
-            _remove_copy(Path(delete))
-        if copy_to:
-            copied, digest = _copy(Path(body["path"]), Path(copy_to), body["size"], copy_dir, self._past_deadline)
-            if copied and body.get("sha256") and digest != body["sha256"]:
-                log.warning("runcast: checkpoint %s was rewritten since step %s; its copy is not reported",
-                            body["path"], body["step"])  # fmt: skip
-                _remove_copy(Path(copy_to), quiet=True)
-            elif copied:
-                body["path"] = copy_to
-                if hash_it:
-                    body["sha256"] = digest
-                return body
-        if hash_it:
-            body["sha256"] = _sha256(Path(body["path"]), body["size"], self._past_deadline)
-        return body
-
-
-def _sha256(path: Path, size: int, stop: Callable[[], bool]) -> str | None:
-    """The file's sha256, or None if it changed size, vanished, or ``stop()`` turned true."""
-    digest = hashlib.sha256()
-    read = 0
-    try:
-        with open(path, "rb") as handle:
-            while chunk := handle.read(_HASH_CHUNK):
-                digest.update(chunk)
-                read += len(chunk)
-                if stop():
-                    return None
-    except OSError as exc:
-        log.warning("runcast: could not hash checkpoint %s (%s)", path, exc)
-        return None
-    if read != size:
-        log.warning("runcast: checkpoint %s changed size since it was logged; sha256 not recorded", path)
-        return None
-    return digest.hexdigest()
-
-
-def _copy(src: Path, dest: Path, size: int, is_dir: bool, stop: Callable[[], bool]) -> tuple[bool, str | None]:
-    """Copy a checkpoint into the storage directory: (copied, sha256 of a file).
-
-    The copy is written next to ``dest`` under a hidden temporary name and renamed into
-    place, so the server never sees half a file. A file is hashed while it is copied
-    (one read); it must still be ``size`` bytes. On any failure nothing is left behind,
-    a warning is logged and (False, None) comes back: the event then reports the original.
-    """
-    tmp = dest.with_name(f".{dest.name}.{uuid.uuid4().hex[:8]}.part")
-    try:
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        if is_dir:
-            shutil.copytree(src, tmp, symlinks=False)
-            if dest.is_dir() and not dest.is_symlink():
-                shutil.rmtree(dest)
-            os.replace(tmp, dest)
-            return True, None
-        digest = hashlib.sha256()
-        copied = 0
-        with open(src, "rb") as source, open(tmp, "wb") as target:
-            while chunk := source.read(_HASH_CHUNK):
-                digest.update(chunk)
-                target.write(chunk)
-                copied += len(chunk)
-                if stop():
-                    raise TimeoutError("the run is closing")
-        if copied != size:
-            raise OSError(f"it changed size since it was logged ({copied} bytes, not {size})")
-        shutil.copystat(src, tmp)
-        os.replace(tmp, dest)
-        return True, digest.hexdigest()
-    except (OSError, shutil.Error) as exc:
-        log.warning("runcast: could not copy checkpoint %s to %s (%s); reporting the original", src, dest, exc)
-        _remove_copy(tmp, quiet=True)
-        return False, None
-
-
-def _remove_copy(path: Path, quiet: bool = False) -> None:
-    """Delete a copy the SDK made (a pruned checkpoint, or a failed copy) and its empty step folder."""
-    try:
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path)
-        else:
-            path.unlink(missing_ok=True)
-        with contextlib.suppress(OSError):
-            path.parent.rmdir()  # only when empty
-    except OSError as exc:
-        if not quiet:
-            log.warning("runcast: could not delete the pruned checkpoint copy %s (%s)", path, exc)

@@ -19,7 +19,7 @@ import contextlib
 import json
 import logging
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, cast
@@ -72,6 +72,15 @@ class Spool:
         return spool
 
     @classmethod
+    def create_or_warn(cls, root: Path, meta: dict[str, Any]) -> Spool | None:
+        """``create``, or None (logged) when the disk or another process refuses."""
+        try:
+            return cls.create(root, meta)
+        except (OSError, SpoolBusy) as exc:
+            log.warning("runcast: cannot prepare the spool under %s (%s)", root, exc)
+            return None
+
+    @classmethod
     def open(cls, path: Path) -> Spool:
         """Open an existing spool directory; SpoolBusy if someone else holds it."""
         path = Path(path)
@@ -81,7 +90,7 @@ class Spool:
 
     @property
     def meta(self) -> dict[str, Any]:
-        return json.loads((self.path / META).read_bytes())
+        return cast("dict[str, Any]", json.loads((self.path / META).read_bytes()))  # written by create(): an object
 
     def append(self, body: bytes) -> None:
         """Add one batch at the end, durably."""
@@ -207,7 +216,7 @@ def batch_bodies(wire: list[dict[str, Any]]) -> list[tuple[bytes, list[dict[str,
     """Encode ``wire`` as one batch, halving it until each part is under MAX_BATCH_BYTES."""
     if not wire:
         return []
-    body = schema.dumps_batch(cast("list[Mapping[str, Any]]", wire))
+    body = schema.dumps_batch(wire)
     if len(body) <= schema.MAX_BATCH_BYTES or len(wire) == 1:
         return [(body, wire)]
     half = len(wire) // 2

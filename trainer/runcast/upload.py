@@ -23,68 +23,21 @@ from __future__ import annotations
 import base64
 import hashlib
 import logging
-import os
 import queue
 import shutil
 import threading
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, cast
+
+from .checkpoint_files import hash_file, tree_files
+from .upload_jobs import Job, UploadConfig, UploadStats
 
 log = logging.getLogger("runcast")
 
-_HASH_CHUNK: Final = 1 << 20
 _BEGIN_RETRIES_LOGGED: Final = 3
 _PACE_SLICE: Final = 256 * 1024
-
-
-@dataclass(frozen=True)
-class UploadStats:
-    """Checkpoints published over HTTP (``run.stats.uploads``).
-
-    ``pending``: submitted, not finished yet. ``done``: recorded by the server (uploaded,
-    or found in place). ``failed``: refused for good (see the log). ``bytes_total``: size
-    of every checkpoint submitted; ``bytes_done``: of those, held by the server (including
-    bytes an earlier, interrupted attempt stored); ``bytes_sent``: sent by this process.
-    """
-
-    pending: int = 0
-    done: int = 0
-    failed: int = 0
-    bytes_total: int = 0
-    bytes_done: int = 0
-    bytes_sent: int = 0
-
-
-@dataclass(frozen=True)
-class UploadConfig:
-    """Where and how fast to upload; made by ``init``."""
-
-    server: str
-    token: str | None
-    bandwidth: float | None = None  # bytes per second; None: as fast as the link goes
-    retry_initial: float = 0.5
-    retry_max: float = 30.0
-    timeout: float = 120.0
-
-
-@dataclass
-class Job:
-    """One ``run.checkpoint()`` call to publish: its event fields, reserved on the training thread."""
-
-    path: str
-    step: int
-    seq: int
-    ts: float
-    size: int
-    is_dir: bool
-    metrics: dict[str, Any]
-    public: bool
-    files: list[tuple[str, str, int, str]] = field(default_factory=list)  # (rel, absolute, size, sha256)
-    source: str | None = None  # hard links to the files as they were at checkpoint() (read instead of path)
-    snapshot: str | None = None  # the directory holding those links, removed once the job is settled
 
 
 class Refused(Exception):
@@ -275,20 +228,9 @@ class Uploader:
         """(relative path, absolute path, size, sha256) of every file of the checkpoint."""
         root = Path(job.source or job.path)
         if not job.is_dir:
-            return [(root.name, str(root), *_hash(root, self._progress))]
-        real_root = os.path.realpath(root)
-        out = []
-        for folder, dirs, names in os.walk(root):
-            dirs.sort()
-            for name in sorted(names):
-                full = os.path.join(folder, name)
-                real = os.path.realpath(full)
-                if os.path.commonpath([real_root, real]) != real_root or not os.path.isfile(real):
-                    log.warning("runcast: %s leads out of the checkpoint directory (or is not a file): left out", full)
-                    continue
-                rel = Path(full).relative_to(root).as_posix()
-                out.append((rel, full, *_hash(Path(full), self._progress)))
-        return out
+            return [(root.name, str(root), *hash_file(root, self._progress))]
+        return [(Path(full).relative_to(root).as_posix(), full, *hash_file(Path(full), self._progress))
+                for full, _real in tree_files(root, ordered=True)]
 
     def _begin(self, job: Job) -> dict[str, Any]:
         body = {
@@ -350,7 +292,7 @@ class Uploader:
             raise _Retry(f"{type(exc).__name__}: {exc}") from exc
         status = response.status_code
         if status < 300:
-            return response.json()
+            return cast("dict[str, Any]", response.json())  # the uploads API answers JSON objects (docs/api.md)
         try:
             message = response.json()["error"]["message"]
         except (ValueError, KeyError, TypeError):
@@ -399,15 +341,3 @@ class Uploader:
 
 class _Closing(Exception):
     """The run closed while a checkpoint was waiting or being sent."""
-
-
-def _hash(path: Path, progress: Callable[[], None]) -> tuple[int, str]:
-    """(size, sha256) of the file as it is now; ``progress`` is called as it is read."""
-    digest = hashlib.sha256()
-    size = 0
-    with open(path, "rb") as handle:
-        while chunk := handle.read(_HASH_CHUNK):
-            digest.update(chunk)
-            size += len(chunk)
-            progress()
-    return size, digest.hexdigest()

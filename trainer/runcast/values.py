@@ -20,7 +20,8 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from .events import MAX_JSON_DEPTH, encode_value
+from .checks import check_key, encode_value
+from .limits import MAX_JSON_DEPTH
 
 log = logging.getLogger("runcast")
 
@@ -81,6 +82,21 @@ def coerce(key: str, value: Any) -> float | Deferred:
     )
 
 
+def wire_numbers(raw: Mapping[str, Any], what: str) -> dict[str, float | str]:
+    """A name -> number mapping of a rare event (checkpoint metrics, data mix weights) in wire
+    form; a device tensor is read now. TypeError/ValueError (``EventError``) naming ``what``."""
+    if not isinstance(raw, Mapping):
+        raise TypeError(f"{what} must be a dict of name -> number, got {type(raw).__name__}")
+    out: dict[str, float | str] = {}
+    for key, value in raw.items():
+        check_key(key, what)
+        number = coerce(key, value)
+        if isinstance(number, Deferred):
+            number = number.resolve()  # rare events: reading the device here is fine
+        out[key] = encode_value(number)
+    return out
+
+
 def int_to_float(key: str, value: int) -> float:
     """An int as a float; ValueError if it is too large to be one."""
     try:
@@ -117,7 +133,7 @@ def json_object(obj: Any, what: str) -> dict[str, Any]:
         obj = vars(obj)
     if not isinstance(obj, Mapping):
         raise TypeError(f"{what} must be a dict (or a dataclass or argparse.Namespace), got {type(obj).__name__}")
-    return _jsonable(obj, what, 0)
+    return {str(k): _jsonable(v, what, 1) for k, v in obj.items()}  # _jsonable's mapping case, typed
 
 
 def _jsonable(obj: Any, what: str, depth: int) -> Any:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import smtplib
 from email.message import EmailMessage
 
-from runcast_server.settings import Settings
+from runcast_server.core.settings import Settings
 
 
 class EmailNotConfigured(RuntimeError):

@@ -17,7 +17,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Mapped, mapped_column
 
-from runcast_server.models import Base, BigId
+from runcast_server.core.models import Base, BigId
 
 
 class Alert(Base):

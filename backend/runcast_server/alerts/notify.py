@@ -33,16 +33,16 @@ from runcast import __version__
 from sqlalchemy import delete, or_, select, update
 from standardwebhooks import Webhook
 
-from runcast_server import hub
 from runcast_server.alerts import email, ssrf
 from runcast_server.alerts.models import Alert, AlertDelivery, Subscription
 from runcast_server.alerts.service import alert_view, summary
-from runcast_server.celery_app import app, get_app
-from runcast_server.db import session_scope, upsert
-from runcast_server.models import Run
+from runcast_server.core.celery_app import app, get_app
+from runcast_server.core.db import session_scope, upsert
+from runcast_server.core.models import Run
+from runcast_server.core.settings import get_settings
+from runcast_server.live import hub
 from runcast_server.observability.metrics import metrics_of
 from runcast_server.policy.apply import public_policy
-from runcast_server.settings import get_settings
 
 FANOUT_TASK: Final = "runcast.alerts.fanout"
 DELIVER_TASK: Final = "runcast.alerts.deliver"

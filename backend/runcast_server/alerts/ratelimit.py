@@ -8,7 +8,7 @@ from sqlalchemy import delete
 from sqlalchemy.orm import Session
 
 from runcast_server.alerts.models import RateLimit
-from runcast_server.db import upsert
+from runcast_server.core.db import upsert
 
 
 def hit(session: Session, bucket: str, limit: int, window_s: int, now: float | None = None) -> float | None:

@@ -105,8 +105,10 @@ def resolve(host: str, port: int) -> list[IPAddress]:
     except (socket.gaierror, UnicodeError) as exc:
         raise Refused(f"cannot resolve {host!r}: {exc}") from None
     out: list[IPAddress] = []
-    for info in infos:
-        addr = ipaddress.ip_address(info[4][0].split("%")[0])
+    for *_, sockaddr in infos:
+        if not isinstance(sockaddr[0], str):  # (int, bytes): an AF_INET6 address on Python built without IPv6
+            continue
+        addr = ipaddress.ip_address(sockaddr[0].split("%")[0])
         if addr not in out:
             out.append(addr)
     if not out:

@@ -1,7 +1,7 @@
 """The periodic check: stalled runs (no event for ``stall.after_s``) and quiet restart loops.
 
 Production: Celery beat sends ``runcast.alerts.sweep`` every ``RUNCAST_ALERT_CHECK_INTERVAL_S``
-(run ``celery -A runcast_server.celery_app beat`` once, beside the workers; see
+(run ``celery -A runcast_server.core.celery_app beat`` once, beside the workers; see
 docs/alerts.md); a Redis ``SET NX EX`` lock makes overlapping sweeps skip a cycle.
 Embedded: a daemon timer thread in the API process, started by the first ingest; it also
 prunes finished notification deliveries every ``RUNCAST_DELIVERY_PRUNE_INTERVAL_S``
@@ -18,18 +18,19 @@ from typing import Any
 from sqlalchemy import select, update
 
 from runcast_server.alerts.models import Alert, DetectorState
-from runcast_server.db import session_scope
-from runcast_server.detectors.core import Signal, restart_quiet, stalled
+from runcast_server.core.db import session_scope
+from runcast_server.core.models import Run
+from runcast_server.core.settings import get_settings
 from runcast_server.detectors.hook import (
     RUN_LEVEL,
     apply_signal,
     load_configs,
 )
+from runcast_server.detectors.runlevel import restart_quiet, stalled
+from runcast_server.detectors.signals import Signal
 from runcast_server.ingest.results import IngestResult, RunChange
 from runcast_server.ingest.versions import write_version_log
-from runcast_server.models import Run
 from runcast_server.reads.values import strict_json
-from runcast_server.settings import get_settings
 
 MIN_QUIET_S = 1.0
 log = logging.getLogger(__name__)

@@ -24,7 +24,7 @@ from runcast_server.api.routes import (
     uploads,
     whoami,
 )
-from runcast_server.errors import error_responses
+from runcast_server.core.errors import error_responses
 from runcast_server.policy import routes as policy
 from runcast_server.sessions import routes as session_routes
 

@@ -9,10 +9,10 @@ from fastapi import Depends, Request
 from fastapi.security import HTTPBearer
 from sqlalchemy.orm import Session
 
-from runcast_server.auth import is_admin_token, project_for_token
-from runcast_server.db import session_scope
-from runcast_server.errors import ApiError
-from runcast_server.models import Project
+from runcast_server.core.auth import is_admin_token, project_for_token
+from runcast_server.core.db import session_scope
+from runcast_server.core.errors import ApiError
+from runcast_server.core.models import Project
 from runcast_server.sessions.service import COOKIE as SESSION_COOKIE
 from runcast_server.sessions.service import lookup as lookup_session
 
@@ -29,6 +29,8 @@ class BearerToken(HTTPBearer):
     """The token of an ``Authorization: Bearer <token>`` header, if any (401 for any other
     form). Declared in OpenAPI as the ``bearer`` security scheme."""
 
+    # The override returns the token itself, not HTTPBearer's credentials object (the
+    # subclass is kept for its OpenAPI security scheme; every dependant wants the string).
     async def __call__(self, request: Request) -> str | None:  # type: ignore[override]
         authorization = request.headers.get("authorization")
         if not authorization:

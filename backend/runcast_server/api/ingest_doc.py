@@ -17,6 +17,8 @@ class WireEvent(BaseModel):
 
     model_config = ConfigDict(extra="allow")
     v: Literal[1] = 1
+    # A Literal over runcast.events' runtime tuple, so the types are listed once (pydantic
+    # reads it at runtime; a type checker wants the values spelled out).
     type: Literal[EVENT_TYPES]  # type: ignore[valid-type]
     run: str = Field(pattern=ID_RE.pattern)
     segment: str = Field(pattern=ID_RE.pattern)

@@ -20,7 +20,7 @@ from typing import Any
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from runcast_server.errors import error_body, error_response
+from runcast_server.core.errors import error_body, error_response
 
 _UPLOAD_CHUNK = re.compile(r"^/api/v1/runs/[^/]+/uploads/[^/]+/files/[^/]+$")
 _UPLOAD_BEGIN = re.compile(r"^/api/v1/runs/[^/]+/uploads$")

@@ -8,12 +8,12 @@ from fastapi import Depends, Path
 from runcast.events import ID_RE
 
 from runcast_server.api.deps import SessionDep, ViewerDep
-from runcast_server.errors import NotFound, error_responses
-from runcast_server.models import Run
+from runcast_server.core.errors import NotFound, error_responses
+from runcast_server.core.models import Run
+from runcast_server.core.settings import Settings, get_settings
 from runcast_server.policy.apply import View, view_for
 from runcast_server.reads.access import readable_run
 from runcast_server.reads.published import sees_everything
-from runcast_server.settings import Settings, get_settings
 
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 

@@ -21,7 +21,7 @@ from runcast_server.artifacts.checkpoints import CheckpointRecord, filename_for
 from runcast_server.artifacts.lineage import SegmentRef, Window, in_lineage, lineage
 from runcast_server.artifacts.manifests import ManifestEvent, MixEvent, in_force
 from runcast_server.artifacts.revisions import Revision, code_link
-from runcast_server.models import Event, Point, Run, Series
+from runcast_server.core.models import Event, Point, Run, Series
 from runcast_server.reads.published import published_config, published_remote
 from runcast_server.reads.values import stored_value, strict_json
 

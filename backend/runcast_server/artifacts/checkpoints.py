@@ -29,7 +29,7 @@ from runcast_server.artifacts.storage import (
     StoredObject,
     UnsafePath,
 )
-from runcast_server.models import Event, Project, Run, Segment
+from runcast_server.core.models import Event, Project, Run, Segment
 from runcast_server.policy.delay import Horizon
 
 Status = Literal["available", "pruned", "private", "missing"]

@@ -15,7 +15,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Mapped, mapped_column
 
-from runcast_server.models import Base
+from runcast_server.core.models import Base
 
 
 class Upload(Base):

@@ -23,7 +23,7 @@ from runcast.scrub import scrub_credentials
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from runcast_server.models import Event, Segment
+from runcast_server.core.models import Event, Segment
 from runcast_server.policy.delay import Horizon
 
 _SCP_LIKE = re.compile(r"^(?:[\w.-]+@)?(?P<host>[\w.-]+):(?!//)(?P<path>.+)$")  # git@github.com:org/repo.git

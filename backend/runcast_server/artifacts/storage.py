@@ -229,7 +229,7 @@ def storage_from_settings(settings: object) -> Storage:
             getattr(settings, "s3_addressing_style", None),
             trainer_root,
         )
-    root = settings.checkpoint_root  # type: ignore[attr-defined]
+    root = settings.checkpoint_root  # type: ignore[attr-defined]  # any settings object has it (the rest may be absent)
     return LocalStorage(root, trainer_root)
 
 

@@ -106,9 +106,9 @@ def demo_command(
 
 def _use_embedded(data_dir: Path | None) -> Path:
     """Point this process's settings at the demo's data dir, embedded (no Redis, no external database)."""
-    from runcast_server.db import reset_engine
-    from runcast_server.hub import reset_hub
-    from runcast_server.settings import Settings, get_settings
+    from runcast_server.core.db import reset_engine
+    from runcast_server.core.settings import Settings, get_settings
+    from runcast_server.live.hub import reset_hub
 
     data = (data_dir or Settings().data_dir).expanduser().resolve()
     data.mkdir(parents=True, exist_ok=True)
@@ -132,10 +132,10 @@ def _port_free(port: int) -> bool:
 
 
 def _demo_token() -> str:
-    from runcast_server import migrate
-    from runcast_server.auth import create_token
-    from runcast_server.db import session_scope
-    from runcast_server.settings import get_settings
+    from runcast_server.core import migrate
+    from runcast_server.core.auth import create_token
+    from runcast_server.core.db import session_scope
+    from runcast_server.core.settings import get_settings
 
     migrate.upgrade(get_settings().sqlalchemy_url)
     with session_scope() as session:
@@ -189,7 +189,7 @@ class _Server:
 
 def _checkpoint_dir(stamp: str) -> Path:
     """Under the server's storage root, so the run page can offer the checkpoints for download."""
-    from runcast_server.settings import get_settings
+    from runcast_server.core.settings import get_settings
 
     return get_settings().checkpoint_root / "demo" / stamp
 

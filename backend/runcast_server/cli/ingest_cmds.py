@@ -32,8 +32,8 @@ def worker_command(
     ),
 ) -> None:
     """Run a Celery worker for ingest and alert tasks (production mode: needs RUNCAST_REDIS_URL)."""
-    from runcast_server.celery_app import get_app
-    from runcast_server.settings import get_settings
+    from runcast_server.core.celery_app import get_app
+    from runcast_server.core.settings import get_settings
 
     settings = get_settings()
     if settings.embedded:
@@ -72,8 +72,8 @@ def token_create_command(
     """
     from runcast.events import PROJECT_RE
 
-    from runcast_server.auth import create_admin_token, create_token
-    from runcast_server.db import session_scope
+    from runcast_server.core.auth import create_admin_token, create_token
+    from runcast_server.core.db import session_scope
 
     if admin == (project is not None):
         raise typer.BadParameter("give either --project P or --admin", param_hint="--project")
@@ -90,16 +90,16 @@ def _database_label() -> str:
     """The settings' database, without a password."""
     from sqlalchemy.engine import make_url
 
-    from runcast_server.settings import get_settings
+    from runcast_server.core.settings import get_settings
 
     return make_url(get_settings().sqlalchemy_url).render_as_string(hide_password=True)
 
 
 def ensure_schema() -> None:
     """Embedded: create or upgrade the database. Otherwise: exit 1 unless it is at the newest revision."""
-    from runcast_server import migrate
-    from runcast_server.db import get_engine
-    from runcast_server.settings import get_settings
+    from runcast_server.core import migrate
+    from runcast_server.core.db import get_engine
+    from runcast_server.core.settings import get_settings
 
     settings = get_settings()
     if settings.sqlalchemy_url.startswith("sqlite"):

@@ -27,7 +27,7 @@ def list_command(
     as_json: bool = typer.Option(False, "--json", help="One JSON object instead of a table."),
 ) -> None:
     """Inbox rows (by default the quarantined ones), oldest first, and the counts per state."""
-    from runcast_server.db import session_scope
+    from runcast_server.core.db import session_scope
     from runcast_server.inbox import quarantine
 
     if state not in STATES:
@@ -53,7 +53,7 @@ def list_command(
 @quarantine_app.command("show")
 def show_command(inbox_id: int = typer.Argument(..., min=1, help="The inbox row's id.")) -> None:
     """One row as JSON, with the content of each event that could not be stored."""
-    from runcast_server.db import session_scope
+    from runcast_server.core.db import session_scope
     from runcast_server.inbox import quarantine
 
     ensure_schema()
@@ -68,7 +68,7 @@ def show_command(inbox_id: int = typer.Argument(..., min=1, help="The inbox row'
 @quarantine_app.command("retry")
 def retry_command(inbox_id: int = typer.Argument(..., min=1, help="The inbox row's id.")) -> None:
     """Send a quarantined batch through the worker again (stored now when embedded)."""
-    from runcast_server.db import session_scope
+    from runcast_server.core.db import session_scope
     from runcast_server.inbox import quarantine
     from runcast_server.tasks import enqueue_ingest
 

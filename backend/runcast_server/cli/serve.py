@@ -7,8 +7,8 @@ import typer
 
 def db_upgrade_command(revision: str = typer.Argument("head", help="Target revision.")) -> None:
     """Create or migrate the database schema to REVISION (default: the newest)."""
-    from runcast_server import migrate
-    from runcast_server.settings import get_settings
+    from runcast_server.core import migrate
+    from runcast_server.core.settings import get_settings
 
     url = get_settings().sqlalchemy_url
     migrate.upgrade(url, revision)
@@ -26,8 +26,8 @@ def serve_command(
     import uvicorn
     from uvicorn.config import LOGGING_CONFIG
 
+    from runcast_server.core.settings import get_settings
     from runcast_server.observability.logs import uvicorn_log_config
-    from runcast_server.settings import get_settings
 
     settings = get_settings()
     if workers > 1 and settings.embedded:

@@ -22,8 +22,8 @@ def migrate_command(
     """
     from runcast_server.artifacts import layout
     from runcast_server.artifacts.storage import LocalStorage, storage_from_settings
-    from runcast_server.db import session_scope
-    from runcast_server.settings import get_settings
+    from runcast_server.core.db import session_scope
+    from runcast_server.core.settings import get_settings
 
     storage = storage_from_settings(get_settings())
     if not isinstance(storage, LocalStorage):

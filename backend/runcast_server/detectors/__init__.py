@@ -1,7 +1,9 @@
 """Anomaly detectors run on ingest: loss spike, non-finite values, grad-norm explosion,
 plateau, divergence, throughput drop, restart loop and stall. See docs/alerts.md.
 
-``core`` holds the pure, incremental detectors (no database); ``hook.detect_batch``
+The pure, incremental detectors (no database) have a module per family (``excursion``,
+``nonfinite``, ``plateau``, ``divergence``, ``throughput``, ``runlevel``) over ``stats``
+and ``signals``; ``core`` wires them to metric roles and runs them; ``hook.detect_batch``
 feeds them a stored batch after its commit, in a transaction of its own, and stores their
 state and alerts; ``config`` holds the documented parameters and per-run overrides.
 """
@@ -12,6 +14,7 @@ from runcast_server.detectors.config import (
     effective,
     validate_overrides,
 )
-from runcast_server.detectors.core import SegmentRunner, Signal
+from runcast_server.detectors.core import SegmentRunner
+from runcast_server.detectors.signals import Signal
 
 __all__ = ["DEFAULTS", "ConfigError", "SegmentRunner", "Signal", "effective", "validate_overrides"]

@@ -85,7 +85,6 @@ DEFAULTS: Final[dict[str, Any]] = {
 
 DETECTORS: Final = ("spike", "nonfinite", "grad_norm", "plateau", "divergence", "throughput", "stall", "restart_loop")
 ROLES: Final = tuple(DEFAULT_KEYS)
-MAX_OVERRIDE_BYTES: Final = 16 * 1024
 
 
 class ConfigError(ValueError):

@@ -19,20 +19,22 @@ from typing import Any
 from sqlalchemy import Connection, Table, bindparam, select, update
 
 from runcast_server.alerts.models import Alert, AlertConfig, DetectorState
-from runcast_server.db import upsert
+from runcast_server.core.db import upsert
+from runcast_server.core.models import Event, Run, Segment
 from runcast_server.detectors import config as dconfig
-from runcast_server.detectors.core import SegmentRunner, Signal, inherit, restart
+from runcast_server.detectors.core import SegmentRunner, inherit
+from runcast_server.detectors.runlevel import restart
+from runcast_server.detectors.signals import Signal
 from runcast_server.ingest.checks import lock_runs, take_write_lock
 from runcast_server.ingest.results import IngestResult, RunChange
 from runcast_server.ingest.versions import write_version_log
-from runcast_server.models import Event, Run, Segment
 from runcast_server.reads.values import strict_json
 
-ALERTS: Table = Alert.__table__  # type: ignore[assignment]
-STATES: Table = DetectorState.__table__  # type: ignore[assignment]
-CONFIGS: Table = AlertConfig.__table__  # type: ignore[assignment]
-EVENTS: Table = Event.__table__  # type: ignore[assignment]
-SEGMENTS: Table = Segment.__table__  # type: ignore[assignment]
+ALERTS: Table = Alert.__table__
+STATES: Table = DetectorState.__table__
+CONFIGS: Table = AlertConfig.__table__
+EVENTS: Table = Event.__table__
+SEGMENTS: Table = Segment.__table__
 RUN_LEVEL = 0  # segment_id of run-level detector state
 
 log = logging.getLogger(__name__)
@@ -144,8 +146,8 @@ def run_detectors(
                     signals.append((run, None, sig))
             changed[sk] = state
         _save_states(conn, changed, now)
-    for run, seg, sig in signals:
-        entry = apply_signal(conn, run, seg, sig, now, result=result)
+    for run, segment, sig in signals:  # segment None: a run-level signal
+        entry = apply_signal(conn, run, segment, sig, now, result=result)
         if entry is not None:
             result.alerts.append(entry)
     close_stall_alerts(conn, run_ids, now, result)

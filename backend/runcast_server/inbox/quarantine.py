@@ -8,12 +8,12 @@ from __future__ import annotations
 import json
 from typing import Any, Final
 
-from sqlalchemy import func, select, update
+from sqlalchemy import CursorResult, func, select, update
 from sqlalchemy.orm import Session
 
+from runcast_server.core.models import Project
 from runcast_server.inbox.models import InboxRow
-from runcast_server.inbox.service import PENDING, QUARANTINED, STATES
-from runcast_server.models import Project
+from runcast_server.inbox.rows import PENDING, QUARANTINED, STATES
 
 MAX_EVENT_CHARS: Final = 2000  # of each bad event shown by ``show``
 
@@ -90,4 +90,4 @@ def retry(session: Session, inbox_id: int, now: float) -> bool:
         .where(InboxRow.id == inbox_id, InboxRow.state == QUARANTINED, InboxRow.body.is_not(None))
         .values(state=PENDING, error=None, bad_events=None, sweeps=0, next_sweep_at=now)
     )
-    return bool(done.rowcount)
+    return isinstance(done, CursorResult) and bool(done.rowcount)  # an UPDATE's result is a CursorResult

@@ -20,18 +20,13 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Final
 
-from sqlalchemy import bindparam, delete, select, update
+from sqlalchemy import CursorResult, bindparam, delete, select, update
 
-from runcast_server.db import session_scope
-from runcast_server.inbox.service import (
-    DONE,
-    INBOX,
-    MAX_SWEEP_BACKOFF_S,
-    PENDING,
-    STORED,
-)
-from runcast_server.settings import Settings
+from runcast_server.core.db import session_scope
+from runcast_server.core.settings import Settings
+from runcast_server.inbox.rows import DONE, INBOX, PENDING, STORED
 
+MAX_SWEEP_BACKOFF_S: Final = 600.0
 ROWS_PER_SWEEP: Final = 1000
 PRUNE_PER_SWEEP: Final = 10_000
 
@@ -91,7 +86,8 @@ def prune(now: float) -> int:
     c = INBOX.c
     with session_scope() as session:
         old = select(c.id).where(c.state == DONE, c.next_sweep_at <= now).limit(PRUNE_PER_SWEEP).scalar_subquery()
-        return session.execute(delete(INBOX).where(c.id.in_(old))).rowcount or 0
+        pruned = session.execute(delete(INBOX).where(c.id.in_(old)))
+        return (pruned.rowcount or 0) if isinstance(pruned, CursorResult) else 0  # a DELETE's result is one
 
 
 class SweepTimer:

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import re
+import sqlite3
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
+import psycopg
 from sqlalchemy import Connection, Insert, Table, bindparam, func, select
 from sqlalchemy.dialects import postgresql, sqlite
+
+D = TypeVar("D")
+DialectInsert = postgresql.Insert | sqlite.Insert  # what ``finish`` gets: both spell ON CONFLICT and ``excluded``
 
 _PG_SQL: dict[tuple[str, tuple[str, ...], str], str] = {}  # compiled bulk statements
 _BINARY_PARAM = re.compile(r"%\((a_\w+)\)s")
@@ -18,7 +23,7 @@ def bulk_insert(
     table: Table,
     names: Sequence[str],
     columns: Sequence[Sequence[Any]],
-    finish: Callable[[Insert], Insert],
+    finish: Callable[[DialectInsert], Insert],
 ) -> Sequence[Sequence[Any]]:
     """Insert rows, given column by column (``columns[i]`` holds ``names[i]``), in few round trips.
 
@@ -40,7 +45,7 @@ def bulk_insert(
             # Arrays travel in binary (%b): parsing them as text costs more than the insert.
             sql = _PG_SQL[key] = _BINARY_PARAM.sub(r"%(\1)b", str(stmt.compile(dialect=conn.dialect)))
         params = {f"a_{c}": list(col) for c, col in zip(names, columns)}
-        with conn.connection.dbapi_connection.cursor() as cursor:  # type: ignore[union-attr]
+        with _driver(conn, psycopg.Connection).cursor() as cursor:
             cursor.execute(sql, params)
             return cursor.fetchall() if cursor.description else []
     stmt = finish(sqlite.insert(table))
@@ -58,10 +63,9 @@ def append_rows(conn: Connection, table: str, names: Sequence[str], pg_types: Se
     multi-row VALUES costs several times more client CPU per row). Any conflict still
     raises: nothing is skipped silently.
     """
-    dbapi = conn.connection.dbapi_connection
     if conn.dialect.name == "postgresql":
         with (
-            dbapi.cursor() as cursor,  # type: ignore[union-attr]
+            _driver(conn, psycopg.Connection).cursor() as cursor,
             cursor.copy(f"COPY {table} ({', '.join(names)}) FROM STDIN (FORMAT BINARY)") as copy,
         ):
             copy.set_types(list(pg_types))
@@ -69,11 +73,20 @@ def append_rows(conn: Connection, table: str, names: Sequence[str], pg_types: Se
             for row in rows:
                 write(row)
         return
-    cursor = dbapi.cursor()  # type: ignore[union-attr]
+    lite = _driver(conn, sqlite3.Connection).cursor()
     try:
-        cursor.executemany(f"INSERT INTO {table} ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})", rows)
+        lite.executemany(f"INSERT INTO {table} ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})", rows)
     finally:
-        cursor.close()
+        lite.close()
+
+
+def _driver(conn: Connection, kind: type[D]) -> D:
+    """The driver's own connection under ``conn`` (psycopg's for COPY and binary arrays,
+    sqlite3's for ``executemany`` over an iterable), checked to be of ``kind``."""
+    dbapi = conn.connection.dbapi_connection
+    if not isinstance(dbapi, kind):
+        raise TypeError(f"expected a {kind.__module__}.{kind.__name__} connection, not {type(dbapi).__name__}")
+    return dbapi
 
 
 def is_sqlite(conn: Connection) -> bool:

@@ -9,15 +9,15 @@ from typing import Any
 from sqlalchemy import Connection, select, update
 from sqlalchemy.orm import Session
 
-from runcast_server.db import upsert
+from runcast_server.core.db import upsert
+from runcast_server.core.models import (
+    Project,
+)
 from runcast_server.ingest.bulk import is_sqlite
 from runcast_server.ingest.results import ForeignRun, TakenRun, UnknownRun, WrongProject
 from runcast_server.ingest.tables import RUNS, SEGMENTS
-from runcast_server.models import (
-    Project,
-)
 from runcast_server.policy.store import record_initial
-from runcast_server.run_updates import write_tags
+from runcast_server.runs.updates import write_tags
 
 
 def started_segments(events: Sequence[dict[str, Any]]) -> dict[tuple[str, str], int]:

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from sqlalchemy import Connection, Insert, bindparam, case, func, select, update
 
-from runcast_server import partitions
-from runcast_server.db import upsert
-from runcast_server.ingest.bulk import append_rows, bulk_insert
+from runcast_server.core import partitions
+from runcast_server.core.db import upsert
+from runcast_server.ingest.bulk import DialectInsert, append_rows, bulk_insert
 from runcast_server.ingest.results import IngestResult
 from runcast_server.ingest.tables import POINTS, ROLLUPS, SERIES
-from runcast_server.rollups import merge_set, rollup_deltas
+from runcast_server.metrics.rollups import merge_set, rollup_deltas
 
 
 def write_metrics(
@@ -156,10 +156,22 @@ def _write_rollups(conn: Connection, deltas: dict[tuple[int, int, int], list[Any
         )
 
 
-def _merge_rollups(stmt: Insert) -> Insert:
+def _merge_rollups(stmt: DialectInsert) -> Insert:
     return stmt.on_conflict_do_update(
         index_elements=["series_id", "level", "bucket"], set_=merge_set(ROLLUPS.c, stmt.excluded)
     )
+
+
+class NewSeries(TypedDict):
+    """A ``series`` row to create (``id`` set only in a run with a block)."""
+
+    run_id: str
+    segment_id: int
+    key: str
+    count: int
+    min_step: int | None
+    max_step: int | None
+    id: NotRequired[int]
 
 
 def _series_ids(
@@ -184,7 +196,7 @@ def _series_ids(
     found = read()
     missing = sorted(k for k in batch if k not in found)
     if missing:
-        rows = [
+        rows: list[NewSeries] = [
             {"run_id": run_of_segment[seg], "segment_id": seg, "key": key, "count": 0, "min_step": None,
              "max_step": None}
             for seg, key in missing
@@ -198,7 +210,7 @@ def _series_ids(
     return found
 
 
-def _number_series(conn: Connection, rows: list[dict[str, Any]], blocks: dict[str, int | None]) -> list[dict[str, Any]]:
+def _number_series(conn: Connection, rows: list[NewSeries], blocks: dict[str, int | None]) -> list[NewSeries]:
     """Give each new series of a run with a block the next id of that block (ids ``block << 24 | n``)."""
     if not rows:
         return rows
@@ -261,7 +273,7 @@ def _plain(stmt: Insert) -> Insert:
     return stmt
 
 
-def _skip_stored_returning_keys(stmt: Insert) -> Insert:
+def _skip_stored_returning_keys(stmt: DialectInsert) -> Insert:
     return stmt.on_conflict_do_nothing(index_elements=["series_id", "step"]).returning(
         POINTS.c.series_id, POINTS.c.step
     )

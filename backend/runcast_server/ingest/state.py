@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from runcast.events import SYSTEM_PREFIX, encode_value, is_system_event
-from sqlalchemy import Connection, bindparam, select, update
+from sqlalchemy import BindParameter, Connection, bindparam, select, update
 
 from runcast_server.ingest.results import IngestResult
 from runcast_server.ingest.tables import EVENTS, RUNS, SEGMENTS
@@ -94,8 +94,10 @@ def update_runs(
         }
         params.append((p, rid in statuses, started_at, finished_at))
     c = RUNS.c
-    base = {"heartbeat_at": bindparam("hb"), "last_step": bindparam("ls"), "last_values": bindparam("lv"),
-            "status": bindparam("st"), "version": bindparam("ver")}
+    base: dict[str, BindParameter[Any]] = {
+        "heartbeat_at": bindparam("hb"), "last_step": bindparam("ls"), "last_values": bindparam("lv"),
+        "status": bindparam("st"), "version": bindparam("ver"),
+    }
     plain = [p for p, with_status, _, _ in params if not with_status]
     if plain:
         conn.execute(update(RUNS).where(c.id == bindparam("rid")).values(**base), plain)

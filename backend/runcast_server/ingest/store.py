@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from runcast_server import partitions
+from runcast_server.core import partitions
 from runcast_server.ingest.checks import (
     check_batch,
     check_owners,
@@ -24,7 +24,7 @@ from runcast_server.ingest.state import update_runs, write_lost
 from runcast_server.ingest.tables import SEGMENTS
 from runcast_server.ingest.timeline import write_events
 from runcast_server.ingest.versions import write_version_log
-from runcast_server.run_updates import write_updates
+from runcast_server.runs.updates import write_updates
 
 
 def store_batch(

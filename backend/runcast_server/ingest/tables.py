@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sqlalchemy import Table
 
-from runcast_server.models import (
+from runcast_server.core.models import (
     Event,
     Point,
     Rollup,
@@ -14,10 +14,10 @@ from runcast_server.models import (
     Series,
 )
 
-RUNS: Table = Run.__table__  # type: ignore[assignment]
-SEGMENTS: Table = Segment.__table__  # type: ignore[assignment]
-SERIES: Table = Series.__table__  # type: ignore[assignment]
-POINTS: Table = Point.__table__  # type: ignore[assignment]
-ROLLUPS: Table = Rollup.__table__  # type: ignore[assignment]
-EVENTS: Table = Event.__table__  # type: ignore[assignment]
-RUN_VERSIONS: Table = RunVersion.__table__  # type: ignore[assignment]
+RUNS: Table = Run.__table__
+SEGMENTS: Table = Segment.__table__
+SERIES: Table = Series.__table__
+POINTS: Table = Point.__table__
+ROLLUPS: Table = Rollup.__table__
+EVENTS: Table = Event.__table__
+RUN_VERSIONS: Table = RunVersion.__table__

@@ -8,7 +8,7 @@ from typing import Any
 from runcast.events import encode_event
 from sqlalchemy import Connection
 
-from runcast_server.db import upsert
+from runcast_server.core.db import upsert
 from runcast_server.ingest.results import IngestResult
 from runcast_server.ingest.tables import EVENTS
 

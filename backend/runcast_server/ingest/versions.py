@@ -6,7 +6,7 @@ import time
 
 from sqlalchemy import Connection
 
-from runcast_server.db import upsert
+from runcast_server.core.db import upsert
 from runcast_server.ingest.results import IngestResult
 from runcast_server.ingest.tables import RUN_VERSIONS
 

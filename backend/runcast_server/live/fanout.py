@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from sqlalchemy.orm import Session
 
-from runcast_server import hub
+from runcast_server.live import hub
 from runcast_server.live.frames import Frame, batch_frame, reset_frame
 from runcast_server.live.replay import Replay, current_version, db, read_versions
 from runcast_server.live.settings import stream_settings

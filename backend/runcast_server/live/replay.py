@@ -10,9 +10,9 @@ from sqlalchemy import select, union_all
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
-from runcast_server.db import session_scope
+from runcast_server.core.db import session_scope
+from runcast_server.core.models import Event, Point, Run, RunVersion, Segment, Series
 from runcast_server.live.settings import stream_settings
-from runcast_server.models import Event, Point, Run, RunVersion, Segment, Series
 from runcast_server.policy.apply import TEAM, View, public_policy
 from runcast_server.reads.values import stored_value, strict_json
 

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 
 from runcast_server.live.fanout import Viewer, registry
 from runcast_server.live.frames import KEEPALIVE, PREAMBLE, batch_frame, reset_frame
 from runcast_server.live.replay import db, read_versions
 
 
-async def viewer_frames(run_id: str, last_event_id: int | None, viewer: Viewer) -> AsyncIterator[bytes]:
+async def viewer_frames(run_id: str, last_event_id: int | None, viewer: Viewer) -> AsyncGenerator[bytes, None]:
     """The bytes of one viewer's stream: replay (or reset), then live frames and keep-alives.
 
     The caller has checked that the viewer may read the run. Ends when the viewer is

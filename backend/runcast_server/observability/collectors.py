@@ -11,7 +11,7 @@ from prometheus_client.registry import Collector
 from sqlalchemy import Engine, func, select
 
 from runcast_server.inbox.models import InboxRow
-from runcast_server.inbox.service import PENDING, STATES
+from runcast_server.inbox.rows import PENDING, STATES
 
 log = logging.getLogger(__name__)
 

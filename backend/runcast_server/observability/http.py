@@ -26,7 +26,7 @@ UNMATCHED = "unmatched"  # static files, 404s: one label value, never the raw pa
 def route_templates(routes: Any) -> dict[int, str]:
     """Each API route's full template (prefixes of included routers applied), by route object."""
     return {id(c.original_route): c.path_format for c in iter_route_contexts(routes)
-            if isinstance(c.original_route, APIRoute)}
+            if isinstance(c.original_route, APIRoute) and c.path_format is not None}
 
 
 class RequestMetrics:

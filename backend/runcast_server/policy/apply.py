@@ -15,8 +15,8 @@ from typing import Any, Final
 from runcast.policy import DEFAULT, allows
 from sqlalchemy.orm import Session
 
-from runcast_server.errors import NotFound
-from runcast_server.models import Project, Run
+from runcast_server.core.errors import NotFound
+from runcast_server.core.models import Project, Run
 from runcast_server.policy.delay import Horizon, horizon
 from runcast_server.policy.store import run_policies, run_policy
 
@@ -165,7 +165,8 @@ TEAM: Final = View(team=True)
 
 def manifest_summary(payload: dict[str, Any]) -> dict[str, Any]:
     """A manifest event's payload reduced to its version, step and counts: no names, previews or files."""
-    content = payload.get("manifest") if isinstance(payload.get("manifest"), dict) else {}
+    manifest = payload.get("manifest")
+    content: dict[str, Any] = manifest if isinstance(manifest, dict) else {}
     sources = content.get("sources")
     files = content.get("files") or content.get("shards")
     out: dict[str, Any] = {"summary": True}

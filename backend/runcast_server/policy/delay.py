@@ -20,7 +20,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, and_, or_, select
 from sqlalchemy.orm import Session
 
-from runcast_server.models import Event, Point, Run, RunVersion, Series
+from runcast_server.core.models import Event, Point, Run, RunVersion, Series
 from runcast_server.reads.values import stored_value
 
 

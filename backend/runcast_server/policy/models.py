@@ -7,7 +7,7 @@ from typing import Any
 from sqlalchemy import Float, ForeignKey, String
 from sqlalchemy.orm import Mapped, mapped_column
 
-from runcast_server.models import Base
+from runcast_server.core.models import Base
 
 
 class ProjectPolicy(Base):

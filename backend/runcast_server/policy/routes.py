@@ -14,12 +14,13 @@ from fastapi import APIRouter, Body, Path
 from runcast.events import ID_RE, PROJECT_RE
 from runcast.policy import PolicyError, check_policy, effective
 
-from runcast_server import hub, manage
 from runcast_server.api.deps import SessionDep, WriterDep
-from runcast_server.errors import ApiError, NotFound, error_responses
-from runcast_server.models import Project
+from runcast_server.core.errors import ApiError, NotFound, error_responses
+from runcast_server.core.models import Project
+from runcast_server.live import hub
 from runcast_server.policy import store
 from runcast_server.policy.schemas import ProjectPolicyView, RunPolicyView
+from runcast_server.runs import manage
 
 router = APIRouter(tags=["policy"])
 ERRORS = error_responses(401, 404, 422)

@@ -12,8 +12,8 @@ from runcast.policy import effective
 from sqlalchemy import Connection, select, update
 from sqlalchemy.orm import Session
 
-from runcast_server.db import upsert
-from runcast_server.models import Run
+from runcast_server.core.db import upsert
+from runcast_server.core.models import Run
 from runcast_server.policy.models import ProjectPolicy, RunPolicy
 
 Publish = Callable[[str, dict[str, Any]], None]
@@ -85,8 +85,9 @@ def run_policies(session: Session, runs: list[Run]) -> dict[str, dict[str, Any]]
     """The policy in force for each of ``runs`` (two queries, whatever their number)."""
     if not runs:
         return {}
-    projects = dict(session.execute(select(ProjectPolicy.project_id, ProjectPolicy.settings)
-                                    .where(ProjectPolicy.project_id.in_({r.project_id for r in runs}))).all())
-    own = dict(session.execute(select(RunPolicy.run_id, RunPolicy.settings)
-                               .where(RunPolicy.run_id.in_([r.id for r in runs]))).all())
+    projects: dict[int, dict[str, Any]] = dict(session.execute(
+        select(ProjectPolicy.project_id, ProjectPolicy.settings)
+        .where(ProjectPolicy.project_id.in_({r.project_id for r in runs}))).all())
+    own: dict[str, dict[str, Any]] = dict(session.execute(
+        select(RunPolicy.run_id, RunPolicy.settings).where(RunPolicy.run_id.in_([r.id for r in runs]))).all())
     return {r.id: effective(projects.get(r.project_id), own.get(r.id)) for r in runs}

@@ -11,8 +11,8 @@ from __future__ import annotations
 from sqlalchemy import ColumnElement, or_, select
 from sqlalchemy.orm import Session
 
-from runcast_server.errors import NotFound
-from runcast_server.models import Project, Run
+from runcast_server.core.errors import NotFound
+from runcast_server.core.models import Project, Run
 
 
 def can_read(run: Run, viewer: Project | None) -> bool:

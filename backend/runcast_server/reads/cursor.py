@@ -10,7 +10,7 @@ from typing import Any
 
 from runcast.events import EventError, check_text
 
-from runcast_server.errors import ApiError
+from runcast_server.core.errors import ApiError
 
 
 def _text_ok(text: str) -> bool:

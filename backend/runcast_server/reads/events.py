@@ -5,8 +5,8 @@ from __future__ import annotations
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from runcast_server.errors import ApiError
-from runcast_server.models import Event, Run, Segment
+from runcast_server.core.errors import ApiError
+from runcast_server.core.models import Event, Run, Segment
 from runcast_server.policy.apply import TEAM, View
 from runcast_server.reads.published import published_payload
 from runcast_server.reads.schemas import EventList, TimelineEvent

@@ -29,7 +29,7 @@ from typing import Any, Final
 
 from runcast.scrub import scrub_credentials, scrub_tree
 
-from runcast_server.models import Project, Run
+from runcast_server.core.models import Project, Run
 
 WITHHELD: Final = "[withheld]"
 PATH_TAG: Final = "[path]"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from sqlalchemy import Float, ForeignKey, Integer, String
 from sqlalchemy.orm import Mapped, mapped_column
 
-from runcast_server.models import Base
+from runcast_server.core.models import Base
 
 
 class DashboardSession(Base):

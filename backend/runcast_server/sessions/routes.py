@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from runcast_server.alerts import ratelimit
 from runcast_server.api.deps import SessionDep
 from runcast_server.api.read_deps import SettingsDep
-from runcast_server.errors import ApiError, error_body, error_response, error_responses
+from runcast_server.core.errors import ApiError, error_body, error_response, error_responses
 from runcast_server.sessions import service
 from runcast_server.sessions.service import COOKIE
 

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
-from runcast_server.auth import hash_token
-from runcast_server.models import IngestToken, Project
+from runcast_server.core.auth import hash_token
+from runcast_server.core.models import IngestToken, Project
 from runcast_server.sessions.models import DashboardSession
 
 COOKIE = "runcast_session"

@@ -124,7 +124,7 @@ class Badge:
 
 
 def run_badge(*, name: str, status: str, last_step: int | None, key: str | None,
-              last: tuple[int, float | str] | None, label: str | None) -> Badge:
+              last: tuple[int, float | str | None] | None, label: str | None) -> Badge:
     """The badge of a run: its name (or ``label``) | status · step N · key value."""
     parts = [status]
     if last_step is not None:

@@ -18,9 +18,12 @@ import math
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from runcast_server.reads.schemas import MetricSeries, MetricsResponse
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
 
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000")  # frontend/js/util.js
 GREY = "#9a9a9a"
@@ -125,7 +128,7 @@ class Plotter:
             return out.getvalue()
 
     @staticmethod
-    def _draw(ax, series: MetricSeries, segment_starts: Sequence[tuple[int, int]], *,  # type: ignore[no-untyped-def]
+    def _draw(ax: Axes, series: MetricSeries, segment_starts: Sequence[tuple[int, int]], *,
               bucketed: bool, multi: bool) -> None:
         later = [start for index, start in segment_starts if index > series.segment]
         cut = min(later, default=None)

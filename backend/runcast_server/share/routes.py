@@ -9,6 +9,7 @@ reachable by its id. None of them shows a path, host or process id.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
@@ -19,14 +20,14 @@ from sqlalchemy import select
 from runcast_server.alerts.service import stall_after
 from runcast_server.api.deps import SessionDep, ViewerDep
 from runcast_server.api.read_deps import RUN_ERRORS, ReadableRunDep, ViewDep
-from runcast_server.errors import ApiError
+from runcast_server.core.errors import ApiError
+from runcast_server.core.models import Segment
+from runcast_server.core.settings import Settings
 from runcast_server.frontend import Frontend
-from runcast_server.models import Segment
+from runcast_server.metrics.queries import query_metrics
 from runcast_server.pages import page_response
-from runcast_server.reads.metrics import query_metrics
-from runcast_server.reads.runs import summarize
 from runcast_server.reads.schemas import MAX_SEGMENT
-from runcast_server.settings import Settings
+from runcast_server.runs.queries import summarize
 from runcast_server.share.badge import TextMeter, run_badge
 from runcast_server.share.http import (
     cache_headers,
@@ -114,7 +115,7 @@ def share_router(frontend: Frontend, settings: Settings) -> APIRouter:
             raise ApiError(503, "busy drawing other figures; retry later", headers={"Retry-After": "5"}) from None
         return Response(body, media_type=MEDIA_TYPES[fmt], headers=headers)
 
-    def plot_route(fmt: Format):  # type: ignore[no-untyped-def]
+    def plot_route(fmt: Format) -> Callable[..., Response]:
         def route(
             request: Request,
             session: SessionDep,

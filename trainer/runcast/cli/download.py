@@ -25,7 +25,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
@@ -39,6 +39,9 @@ from runcast.cli.exits import (
 from runcast.cli.progress import Bars, wanted
 from runcast.cli.sdk import UsageError
 from runcast.events import ID_RE
+
+if TYPE_CHECKING:
+    from _hashlib import HASH
 
 DEFAULT_SERVER = "http://127.0.0.1:8000"
 CHUNK = 1024 * 1024
@@ -163,7 +166,7 @@ def _file_sha256(path: Path, upto: int | None = None) -> str:
     return _hash_prefix(path, upto).hexdigest()
 
 
-def _hash_prefix(path: Path, upto: int | None = None) -> Any:
+def _hash_prefix(path: Path, upto: int | None = None) -> HASH:
     digest = hashlib.sha256()
     left = upto
     with open(path, "rb") as f:
@@ -179,9 +182,10 @@ def _hash_prefix(path: Path, upto: int | None = None) -> Any:
 
 def _read_meta(meta: Path) -> dict[str, Any]:
     try:
-        return json.loads(meta.read_text())
+        data = json.loads(meta.read_text())
     except (OSError, ValueError):
         return {}
+    return data if isinstance(data, dict) else {}  # not a sidecar this command wrote
 
 
 def _fetch(

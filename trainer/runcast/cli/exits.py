@@ -11,7 +11,10 @@ SDK-only verbs (``runcast.cli.sdk``) share them.
 from __future__ import annotations
 
 import json
-from typing import Any, Final
+from typing import TYPE_CHECKING, Final
+
+if TYPE_CHECKING:
+    import httpx
 
 EXIT_OK: Final = 0
 EXIT_FAILED: Final = 1
@@ -31,7 +34,7 @@ def exit_status(http_status: int) -> int:
     return EXIT_FAILED
 
 
-def server_message(response: Any) -> str:
+def server_message(response: httpx.Response) -> str:
     """The ``error.message`` (and field) of a Runcast error body (an ``httpx.Response``), else the body's start."""
     text = response.read().decode(errors="replace")
     try:

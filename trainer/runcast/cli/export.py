@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
             else:
                 with partial.open("wb") as out:
                     size = _stream_to(response, out, bars)
-                partial.replace(output)  # type: ignore[arg-type]
+                partial.replace(output)
                 print(f"wrote {size} bytes to {output}", file=sys.stderr)
     except httpx.HTTPError as exc:
         print(f"error: could not export from {base}: {exc}", file=sys.stderr)

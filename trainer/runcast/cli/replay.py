@@ -104,8 +104,8 @@ def replay(
         run_value = str(row.get("run") or "")
         segment = str(row.get("segment") or "")
         if (run_value, segment) != key:
-            if current is not None:
-                same_run = key is not None and key[0] == run_value
+            if current is not None and key is not None:  # (key is set with current)
+                same_run = key[0] == run_value
                 if not same_run:
                     pending.extend(orphans(key[0]))
                 send_notes(math.inf)
@@ -145,7 +145,7 @@ def replay(
         last_step = step
         if values and counts["rows"] % 10_000 == 0:
             current.flush(60)  # keep the SDK queue short at --speed 0
-    if current is not None:
+    if current is not None and key is not None:
         pending.extend(orphans(key[0]))
         send_notes(math.inf)
         current.finish("finished")

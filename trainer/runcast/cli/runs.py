@@ -129,7 +129,8 @@ def show_command(run: Run, server: Server = None, token: Token = None, json_out:
 
 def _change(run: str, body: dict[str, Any], server: str | None, token: str | None) -> dict[str, Any]:
     with Api(server, token) as api:
-        return api.call("PATCH", f"/runs/{check_run_id(run)}", json=body)  # type: ignore[no-any-return]
+        changed: dict[str, Any] = api.call("PATCH", f"/runs/{check_run_id(run)}", json=body)  # the run, as JSON
+        return changed
 
 
 @runs_app.command("rename")
@@ -204,7 +205,8 @@ def delete_command(
 
 
 def _setting(help_text: str) -> Any:
-    return Annotated[str | None, typer.Option(help=help_text, show_default=False)]
+    """The option of one policy setting (``Annotated[str | None, _setting(...)]``)."""
+    return typer.Option(help=help_text, show_default=False)
 
 
 @runs_app.command("policy")
@@ -213,16 +215,16 @@ def policy_command(
                                               metavar="RUN", show_default=False)] = None,
     project: Annotated[str | None, typer.Option(help="Change the project's default instead of a run's.",
                                                 show_default=False)] = None,
-    metrics: _setting("all, none, or key patterns separated by commas ('train/*,loss').") = None,
-    config: _setting("all, none, or config keys separated by commas.") = None,
-    env: _setting("shown or hidden.") = None,
-    code: _setting("none, sha or diff.") = None,
-    data_mix: _setting("shown or hidden.") = None,
-    manifests: _setting("none, summary or previews.") = None,
-    notes: _setting("shown or hidden.") = None,
-    checkpoints: _setting("none, metadata or downloadable.") = None,
-    alerts: _setting("public or team.") = None,
-    delay_s: _setting("Broadcast delay in seconds (0..604800; 0: live).") = None,
+    metrics: Annotated[str | None, _setting("all, none, or key patterns separated by commas ('train/*,loss').")] = None,
+    config: Annotated[str | None, _setting("all, none, or config keys separated by commas.")] = None,
+    env: Annotated[str | None, _setting("shown or hidden.")] = None,
+    code: Annotated[str | None, _setting("none, sha or diff.")] = None,
+    data_mix: Annotated[str | None, _setting("shown or hidden.")] = None,
+    manifests: Annotated[str | None, _setting("none, summary or previews.")] = None,
+    notes: Annotated[str | None, _setting("shown or hidden.")] = None,
+    checkpoints: Annotated[str | None, _setting("none, metadata or downloadable.")] = None,
+    alerts: Annotated[str | None, _setting("public or team.")] = None,
+    delay_s: Annotated[str | None, _setting("Broadcast delay in seconds (0..604800; 0: live).")] = None,
     reset: Annotated[list[str] | None, typer.Option("--reset", help="Return this setting to the default below "
                                                     "(repeatable).", show_default=False)] = None,
     server: Server = None,

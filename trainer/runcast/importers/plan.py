@@ -87,7 +87,8 @@ class Plan:
     def body(self) -> Iterator[tuple[dict[str, Any], int]]:
         """Metrics, notes and finished events after ``started``, each with its count of source points."""
         run = self.run
-        elapsed = self.t0 is not None and not any(ELAPSED_KEY in s.series for s in run.segments)
+        t0 = self.t0
+        elapsed = t0 is not None and not any(ELAPSED_KEY in s.series for s in run.segments)
         last = len(run.segments) - 1
         for index, segment in enumerate(run.segments):
             sid = self.started[index]["segment"]
@@ -102,8 +103,8 @@ class Plan:
                 if notes:
                     times[step] = ts
                 points = len(values)
-                if elapsed and known:
-                    values[ELAPSED_KEY] = t - self.t0  # type: ignore[operator]
+                if elapsed and known and t0 is not None:  # (elapsed needs t0)
+                    values[ELAPSED_KEY] = t - t0
                 items = [(k, events.encode_value(v)) for k, v in values.items()]
                 for start in range(0, len(items), events.MAX_METRICS_PER_EVENT):
                     seq += 1
@@ -182,14 +183,14 @@ def merged_steps(segment: Segment) -> Iterator[tuple[int, dict[str, float], floa
     earliest = math.nan
     for step, key, value, t in merged:
         if step != current:
-            if values:
-                yield current, values, earliest  # type: ignore[misc]
+            if values and current is not None:  # (values are gathered only once current is a step)
+                yield current, values, earliest
             current, values, earliest = step, {}, t
         values[key] = value
         if t < earliest or math.isnan(earliest):
             earliest = t
-    if values:
-        yield current, values, earliest  # type: ignore[misc]
+    if values and current is not None:
+        yield current, values, earliest
 
 
 def _envelope(kind: str, run: str, segment: str, seq: int, ts: float, **body: Any) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -111,7 +111,7 @@ def read(source: str, fmt: str | None = None, options: ReadOptions | None = None
     return runs
 
 
-def _event_files(root: Path):  # type: ignore[no-untyped-def]
+def _event_files(root: Path) -> Iterator[Path]:
     return (p for p in root.rglob("*tfevents*") if p.is_file())
 
 

@@ -29,7 +29,7 @@ from runcast.importers.model import (
 
 NAME: Final = "runcast"
 COLUMNS: Final = ("segment", "key", "step", "value")
-# The CSV export's formula guard (runcast_server.reads.export.csv_text), undone.
+# The CSV export's formula guard (runcast_server.metrics.export.csv_text), undone.
 _FORMULA_START: Final = ("=", "+", "-", "@", "\t", "\r")
 
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Final, cast
+from typing import Any, Final
 
 from runcast import events
 from runcast.importers.plan import Plan
@@ -114,7 +114,7 @@ def _events_of(plan: Plan) -> Iterator[tuple[dict[str, Any], int]]:
 
 def _encode(wire: list[dict[str, Any]], counts: list[int]) -> list[Batch]:
     """One batch, halved until each part is under MAX_BATCH_BYTES."""
-    body = events.dumps_batch(cast("list[Mapping[str, Any]]", wire))
+    body = events.dumps_batch(wire)
     if len(body) <= events.MAX_BATCH_BYTES or len(wire) == 1:
         return [Batch(body, wire, sum(counts))]
     half = len(wire) // 2

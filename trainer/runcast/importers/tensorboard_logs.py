@@ -35,10 +35,6 @@ _SCALARS_PLUGIN: Final = "scalars"
 _RECORD_OVERHEAD: Final = 16  # TFRecord framing: length (8), its crc (4), data crc (4)
 
 
-def is_event_file(path: Path) -> bool:
-    return "tfevents" in path.name and path.is_file()
-
-
 def run_directories(root: Path) -> dict[Path, list[Path]]:
     """Directory -> its event files in name order, for ``root`` (a log directory or one event file)."""
     if root.is_file():

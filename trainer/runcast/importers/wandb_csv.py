@@ -25,7 +25,7 @@ _BUCKET_SUFFIXES: Final = ("__MIN", "__MAX")
 
 
 def looks_like(fields: list[str] | None) -> bool:
-    return bool(fields) and STEP_COLUMN in fields and any(_SEPARATOR in f for f in fields)  # type: ignore[operator]
+    return fields is not None and STEP_COLUMN in fields and any(_SEPARATOR in f for f in fields)
 
 
 def read(path: Path) -> list[SourceRun]:
@@ -37,11 +37,11 @@ def read(path: Path) -> list[SourceRun]:
                 raise ImportFailed(f"{path}:1", f"a W&B chart export has a {STEP_COLUMN!r} column and '<run> - <metric>' columns")
             assert header is not None
             step_at = header.index(STEP_COLUMN)
-            columns = [
-                (i, *name.rsplit(_SEPARATOR, 1))
-                for i, name in enumerate(header)
-                if _SEPARATOR in name and not name.endswith(_BUCKET_SUFFIXES)
-            ]
+            columns: list[tuple[int, str, str]] = []  # (index, run, metric)
+            for i, name in enumerate(header):
+                if _SEPARATOR in name and not name.endswith(_BUCKET_SUFFIXES):
+                    run_name, metric = name.rsplit(_SEPARATOR, 1)
+                    columns.append((i, run_name, metric))
             builders: dict[str, RunBuilder] = {}
             for row in reader:
                 where = f"{path}:{reader.line_num}"

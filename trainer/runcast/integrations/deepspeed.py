@@ -10,23 +10,24 @@ without a GPU.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import socket
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 EXTENSIONS_DIR = Path.home() / ".cache" / "runcast-torch-extensions"
 
 
-def _deepspeed():
+def _deepspeed() -> ModuleType:
     try:
-        import deepspeed
+        return importlib.import_module("deepspeed")
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise ImportError(
             "DeepSpeed support needs the deepspeed package: pip install 'runcast[deepspeed]'"
         ) from exc
-    return deepspeed
 
 
 def _number(value: Any) -> float | None:
@@ -35,10 +36,9 @@ def _number(value: Any) -> float | None:
     if hasattr(value, "item"):
         value = value.item()
     try:
-        value = float(value)
+        return float(value)
     except (TypeError, ValueError):
         return None
-    return value
 
 
 def engine_metrics(engine: Any, monitored: bool = False) -> dict[str, float]:
@@ -147,7 +147,8 @@ def watch_monitor(engine: Any, run: Any) -> RuncastMonitor:
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        port: int = sock.getsockname()[1]  # (host, port) of an AF_INET socket
+        return port
 
 
 def init_cpu_distributed() -> None:
@@ -171,7 +172,7 @@ def init_cpu_distributed() -> None:
 
 def load_config(path: str | os.PathLike[str], batch_size: int, accumulation: int, grad_clip: float) -> dict[str, Any]:
     """Read a ds_config.json; fill micro-batch, accumulation and clipping where it leaves them out or "auto"."""
-    config = json.loads(Path(path).read_text())
+    config: dict[str, Any] = json.loads(Path(path).read_text())
     for key, value in (
         ("train_micro_batch_size_per_gpu", batch_size),
         ("gradient_accumulation_steps", accumulation),

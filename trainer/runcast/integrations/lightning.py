@@ -23,21 +23,26 @@ from __future__ import annotations
 import os
 import re
 from argparse import Namespace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._common import parameter_count, plain, sha256_now, to_number
 
-try:
-    from lightning.pytorch.loggers.logger import Logger, rank_zero_experiment
+if TYPE_CHECKING:  # one package's names (the decorator where it is defined); at run time, either
+    from lightning.fabric.loggers.logger import rank_zero_experiment
+    from lightning.pytorch.loggers.logger import Logger
     from lightning.pytorch.utilities import rank_zero_only
-except ImportError:  # the standalone package name
+else:
     try:
-        from pytorch_lightning.loggers.logger import Logger, rank_zero_experiment
-        from pytorch_lightning.utilities import rank_zero_only
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError(
-            "runcast.integrations.lightning needs PyTorch Lightning: pip install lightning"
-        ) from exc
+        from lightning.pytorch.loggers.logger import Logger, rank_zero_experiment
+        from lightning.pytorch.utilities import rank_zero_only
+    except ImportError:  # the standalone package name
+        try:
+            from pytorch_lightning.loggers.logger import Logger, rank_zero_experiment
+            from pytorch_lightning.utilities import rank_zero_only
+        except ImportError as exc:  # pragma: no cover - depends on the environment
+            raise ImportError(
+                "runcast.integrations.lightning needs PyTorch Lightning: pip install lightning"
+            ) from exc
 
 _STEP_IN_NAME = re.compile(r"step=(\d+)")
 _THROUGHPUT = re.compile(r"^train[|/](items_per_sec|lengths|samples_per_sec|time)$")

@@ -94,7 +94,7 @@ class RuncastCallback(TrainerCallback):
 
     # -- lifecycle -------------------------------------------------------------------------
 
-    def on_train_begin(self, args, state, control, model=None, **kwargs):
+    def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
         if not state.is_world_process_zero:
             return
         if self.run is not None and not self._owns_run:
@@ -134,7 +134,7 @@ class RuncastCallback(TrainerCallback):
 
     # -- metrics -----------------------------------------------------------------------------
 
-    def on_log(self, args, state, control, logs=None, **kwargs):
+    def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
         if not state.is_world_process_zero or self.run is None or not logs:
             return
         numbers: dict[str, float] = {}
@@ -173,7 +173,7 @@ class RuncastCallback(TrainerCallback):
 
     # -- checkpoints -------------------------------------------------------------------------
 
-    def on_save(self, args, state, control, **kwargs):
+    def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if not state.is_world_process_zero or self.run is None:
             return
         folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"

@@ -53,7 +53,8 @@ def save(path: Path, state: dict[str, Any]) -> tuple[int, str]:
 
 def load(path: str | Path) -> dict[str, Any]:
     # Our own files: they hold numpy RNG state and config dicts, so not weights_only.
-    return torch.load(path, map_location="cpu", weights_only=False)
+    state: dict[str, Any] = torch.load(path, map_location="cpu", weights_only=False)
+    return state
 
 
 def dir_size(path: Path) -> int:

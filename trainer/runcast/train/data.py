@@ -30,14 +30,17 @@ import io
 import os
 import sysconfig
 import tokenize
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
 
 from runcast.scrub import RULE_DESCRIPTIONS, scrub
+
+T = TypeVar("T")
 
 SOURCES = ("code", "prose")
 LICENSES_DIR = Path("/usr/share/common-licenses")
@@ -96,10 +99,10 @@ class Corpus:
             "sources": {},
         }
         for name, src in self.sources.items():
-            kept = [d for d in src.documents if d.text is not None and not d.dropped]
+            kept = [(d.name, d.text) for d in src.documents if d.text is not None and not d.dropped]
             previews = [
-                {"name": d.name, "text": scrub(d.text[:preview_chars])}
-                for d in _spread(kept, previews_per_source)
+                {"name": name, "text": scrub(text[:preview_chars])}
+                for name, text in _spread(kept, previews_per_source)
             ]
             out["sources"][name] = {
                 "root": src.root,
@@ -119,7 +122,7 @@ class Corpus:
         return out
 
 
-def _spread(items: list, n: int) -> list:
+def _spread(items: list[T], n: int) -> list[T]:
     if len(items) <= n:
         return items
     return [items[i * len(items) // n] for i in range(n)]
@@ -156,7 +159,7 @@ def _module_docstring(raw: bytes) -> str | None:
 
 def _stdlib_files(limit: int | None) -> tuple[Path, list[Path]]:
     root = Path(sysconfig.get_paths()["stdlib"])
-    files = []
+    files: list[Path] = []
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = [d for d in dirnames if d not in ("site-packages", "dist-packages", "__pycache__")]
         files.extend(Path(dirpath, f) for f in filenames if f.endswith(".py"))
@@ -213,7 +216,9 @@ def build_corpus(val_fraction: float = 0.05, limit: int | None = None, min_token
     removed = 0
     digest = hashlib.sha256(repr((CLEANING_RULES, DEDUP_RULE, val_fraction)).encode())
     for name, (root, docs) in load_documents(limit).items():
-        train_texts, val_texts, dups = [], [], 0
+        train_texts: list[str] = []
+        val_texts: list[str] = []
+        dups = 0
         for doc in docs:
             if doc.text is None:
                 continue
@@ -294,7 +299,7 @@ class Sampler:
         self.rng = np.random.default_rng(seed)
 
     def state(self) -> dict[str, Any]:
-        return self.rng.bit_generator.state
+        return dict(self.rng.bit_generator.state)
 
     def load_state(self, state: dict[str, Any]) -> None:
         self.rng.bit_generator.state = state
@@ -310,7 +315,9 @@ class Sampler:
         return _xy(np.stack(rows))
 
 
-def val_batches(corpus: Corpus, source: str, n: int, batch_size: int, block_size: int, seed: int):
+def val_batches(
+    corpus: Corpus, source: str, n: int, batch_size: int, block_size: int, seed: int
+) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
     """A fixed set of validation batches for one source (same on every call: comparable losses)."""
     rng = np.random.default_rng(seed)
     tokens = corpus.sources[source].val

@@ -47,7 +47,8 @@ class SelfAttention(nn.Module):
             q, k, v, is_causal=True, dropout_p=self.dropout if self.training else 0.0
         )
         y = y.transpose(1, 2).contiguous().view(batch, seq, width)
-        return self.resid_drop(self.proj(y))
+        out: torch.Tensor = self.resid_drop(self.proj(y))  # a Module's call is untyped
+        return out
 
 
 class Block(nn.Module):
@@ -65,7 +66,8 @@ class Block(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x + self.attn(self.ln1(x))
-        return x + self.mlp(self.ln2(x))
+        out: torch.Tensor = x + self.mlp(self.ln2(x))  # a Module's call is untyped
+        return out
 
 
 class GPT(nn.Module):
@@ -95,7 +97,7 @@ class GPT(nn.Module):
     def num_params(self) -> int:
         return sum(p.numel() for p in self.parameters())
 
-    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None):
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
         seq = idx.shape[1]
         if seq > self.cfg.block_size:
             raise ValueError(f"sequence of {seq} tokens is longer than block_size {self.cfg.block_size}")

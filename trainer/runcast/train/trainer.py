@@ -18,6 +18,7 @@ import os
 import random
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -112,7 +113,7 @@ class OfflineRun:
 
     id = None
 
-    def __getattr__(self, name: str):
+    def __getattr__(self, name: str) -> Callable[..., None]:
         return lambda *args, **kwargs: None
 
 
@@ -129,10 +130,11 @@ def merge_resumed_config(cfg: TrainConfig, saved: dict[str, Any]) -> TrainConfig
     return TrainConfig(**merged)
 
 
-def train(cfg: TrainConfig, run: Any = None, log=print) -> dict[str, Any]:
+def train(cfg: TrainConfig, run: Any = None, log: Callable[[str], object] = print) -> dict[str, Any]:
     """Train, broadcasting to ``run`` (made from cfg.server/token when None). Returns a summary."""
     # -- resume: the saved config wins, except per-invocation settings -------------------
     resume_state = None
+    resume_path: Path | None = None
     if cfg.resume:
         resume_path = Path(cfg.resume)
         resume_state = ckpt.load(resume_path / "runcast_state.pt" if resume_path.is_dir() else resume_path)
@@ -185,9 +187,9 @@ def train(cfg: TrainConfig, run: Any = None, log=print) -> dict[str, Any]:
     log(f"model: {n_params:,} parameters ({cfg.n_layer} layers, {cfg.n_embd} wide, context {cfg.block_size})")
 
     step = 0
-    if resume_state is not None:
+    if resume_state is not None and resume_path is not None:  # (set together)
         if engine is not None:
-            engine.load_checkpoint(str(Path(cfg.resume).parent), tag=Path(cfg.resume).name)
+            engine.load_checkpoint(str(resume_path.parent), tag=resume_path.name)
         else:
             model.load_state_dict(resume_state["model"])
             optimizer.load_state_dict(resume_state["optimizer"])
@@ -233,8 +235,9 @@ def train(cfg: TrainConfig, run: Any = None, log=print) -> dict[str, Any]:
     try:
         while step < cfg.max_steps:
             # the data mix and the learning rate for this update (both functions of step)
-            if mix_at(schedule, step) != weights:
-                weights = mix_at(schedule, step)
+            mix = mix_at(schedule, step)
+            if mix != weights:
+                weights = mix
                 run.data_mix(weights, step=step)
                 log(f"step {step}: data mix " + ", ".join(f"{k}={v:.2f}" for k, v in weights.items()))
             lr = get_lr(cfg, step)
@@ -249,7 +252,7 @@ def train(cfg: TrainConfig, run: Any = None, log=print) -> dict[str, Any]:
             loss_sum = 0.0
             if engine is not None:
                 for _ in range(accum):  # the engine steps the optimizer at the accumulation boundary
-                    x, y = (t.to(engine.device) for t in sampler.batch(weights))
+                    x, y = (t.to(engine.device) for t in sampler.batch(mix))
                     loss = engine(x, y)[1]
                     engine.backward(loss)
                     engine.step()
@@ -260,7 +263,7 @@ def train(cfg: TrainConfig, run: Any = None, log=print) -> dict[str, Any]:
                 grad_norm = extra.pop("grad_norm", float("nan"))
             else:
                 for _ in range(accum):
-                    x, y = sampler.batch(weights)
+                    x, y = sampler.batch(mix)
                     loss = model(x, y)[1]
                     (loss / accum).backward()
                     loss_sum += loss.item()  # .item() waits for the step's compute: fine on the CPU
@@ -341,7 +344,8 @@ def train(cfg: TrainConfig, run: Any = None, log=print) -> dict[str, Any]:
             "checkpoints": [asdict(k) for k in retention.kept], "corpus": corpus.version}
 
 
-def open_run(cfg: TrainConfig, n_params: int, resume_state: dict | None, log, ds_config: dict | None = None) -> Any:
+def open_run(cfg: TrainConfig, n_params: int, resume_state: dict[str, Any] | None, log: Callable[[str], object],
+             ds_config: dict[str, Any] | None = None) -> Any:
     """A Runcast run when a server is configured (flag or RUNCAST_SERVER), else an offline stand-in."""
     server = cfg.server or os.environ.get("RUNCAST_SERVER")
     token = cfg.token or os.environ.get("RUNCAST_TOKEN")

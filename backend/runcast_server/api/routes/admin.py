@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Path, Query
 
 from runcast_server.api.deps import AdminDep, SessionDep
-from runcast_server.errors import ApiError, NotFound, error_responses
+from runcast_server.core.errors import ApiError, NotFound, error_responses
 from runcast_server.inbox import quarantine
 from runcast_server.inbox.schemas import (
     InboxPage,

@@ -20,8 +20,8 @@ from runcast_server.api.read_deps import (
     SettingsDep,
     ViewDep,
 )
+from runcast_server.core.errors import ApiError, NotFound, error_responses
 from runcast_server.detectors import config as dconfig
-from runcast_server.errors import ApiError, NotFound, error_responses
 from runcast_server.reads.events import parse_after
 
 router = APIRouter(tags=["alerts"])

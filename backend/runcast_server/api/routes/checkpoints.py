@@ -18,7 +18,9 @@ from runcast_server.api.read_deps import (
     ViewDep,
 )
 from runcast_server.artifacts import archive, cards
+from runcast_server.artifacts.archive import Member
 from runcast_server.artifacts.checkpoints import (
+    CheckpointRecord,
     as_json,
     filename_for,
     load_checkpoints,
@@ -34,9 +36,9 @@ from runcast_server.artifacts.schemas import (
     CheckpointFiles,
     CheckpointList,
 )
-from runcast_server.artifacts.storage import storage_from_settings
+from runcast_server.artifacts.storage import Storage, StoredObject, storage_from_settings
 from runcast_server.artifacts.uploads import manifest_for
-from runcast_server.errors import ApiError, NotFound, error_responses
+from runcast_server.core.errors import ApiError, NotFound, error_responses
 from runcast_server.policy.apply import View
 
 router = APIRouter(tags=["artifacts"])
@@ -72,7 +74,9 @@ def _published(policy: View, item: dict[str, Any]) -> dict[str, Any]:
     return item
 
 
-def _find(session: SessionDep, run: Any, viewer: Any, cid: int, policy: View):  # type: ignore[no-untyped-def]
+def _find(
+    session: SessionDep, run: Any, viewer: Any, cid: int, policy: View
+) -> tuple[CheckpointRecord, list[CheckpointRecord]]:
     """The checkpoint and all of the run's; a private one, or any under a policy that withholds
     checkpoints, is as unknown to other viewers (404)."""
     policy.require("checkpoint")
@@ -148,8 +152,9 @@ def download_checkpoint(
     )
 
 
-def _directory(session: SessionDep, found: Any, viewer: Any, settings: Any, cid: int,  # type: ignore[no-untyped-def]
-               policy: View):
+def _directory(
+    session: SessionDep, found: Any, viewer: Any, settings: Any, cid: int, policy: View
+) -> tuple[CheckpointRecord, StoredObject, Storage, list[Member]]:
     """(record, stored directory, storage, files) of an available directory checkpoint; 404/410 otherwise."""
     run, project = found
     record, _ = _find(session, run, viewer, cid, policy)

@@ -10,7 +10,7 @@ from fastapi import APIRouter, Query
 from pydantic import BaseModel, ConfigDict
 from runcast.estimate import estimate
 
-from runcast_server.errors import ApiError, error_responses
+from runcast_server.core.errors import ApiError, error_responses
 
 router = APIRouter(tags=["tools"])
 

@@ -10,7 +10,7 @@ from fastapi.responses import StreamingResponse
 
 from runcast_server.api.deps import SessionDep
 from runcast_server.api.read_deps import RUN_ERRORS, ReadableRunDep, ViewDep
-from runcast_server.reads.export import (
+from runcast_server.metrics.export import (
     MEDIA_TYPES,
     ExportFormat,
     export_chunks,

@@ -25,8 +25,8 @@ from runcast_server.api.read_deps import (
     ViewDep,
 )
 from runcast_server.api.routes.alerts import base_url
-from runcast_server.errors import NotFound, error_responses
-from runcast_server.models import Project, Run
+from runcast_server.core.errors import NotFound, error_responses
+from runcast_server.core.models import Project, Run
 from runcast_server.policy.apply import View, public_view
 
 router = APIRouter(tags=["alerts"])
@@ -75,7 +75,7 @@ def _atom(body: bytes) -> Response:
     return Response(body, media_type="application/atom+xml; charset=utf-8")
 
 
-_ATOM_200 = {200: {"content": {"application/atom+xml": {}}, "description": "An Atom feed."}}
+_ATOM_200: dict[int | str, dict[str, Any]] = {200: {"content": {"application/atom+xml": {}}, "description": "An Atom feed."}}
 
 
 def _due(view: View, alert: dict[str, Any]) -> bool:

@@ -25,12 +25,12 @@ from sqlalchemy.orm import Session
 
 from runcast_server.api.deps import SessionDep, WriterDep
 from runcast_server.api.ingest_doc import BODY_DOC
-from runcast_server.errors import ApiError, error_responses
-from runcast_server.inbox import service as inbox
+from runcast_server.core.errors import ApiError, error_responses
+from runcast_server.core.settings import get_settings
+from runcast_server.inbox import accept as inbox
 from runcast_server.ingest.checks import check_batch, register_runs
 from runcast_server.ingest.results import IngestRejected
 from runcast_server.observability.metrics import Metrics
-from runcast_server.settings import get_settings
 from runcast_server.tasks import enqueue_ingest
 
 router = APIRouter(tags=["ingest"])

@@ -12,14 +12,14 @@ from fastapi import APIRouter, Path
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from runcast.events import ID_RE, MAX_NAME_CHARS, check_text
 
-from runcast_server import manage
 from runcast_server.alerts.service import stall_after
 from runcast_server.api.deps import SessionDep, WriterDep
 from runcast_server.api.read_deps import SettingsDep
-from runcast_server.errors import NotFound, error_responses
-from runcast_server.models import Run
-from runcast_server.reads import runs as reads
+from runcast_server.core.errors import NotFound, error_responses
+from runcast_server.core.models import Run
 from runcast_server.reads.schemas import RunSummary
+from runcast_server.runs import manage
+from runcast_server.runs import queries as reads
 
 router = APIRouter(tags=["runs"])
 WRITE_ERRORS = error_responses(401, 404, 422)

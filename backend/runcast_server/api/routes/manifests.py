@@ -30,7 +30,7 @@ from runcast_server.artifacts.schemas import (
     ManifestDiff,
     ManifestList,
 )
-from runcast_server.errors import NotFound
+from runcast_server.core.errors import NotFound
 from runcast_server.reads.published import published_manifest
 from runcast_server.reads.values import strict_json
 

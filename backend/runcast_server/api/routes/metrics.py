@@ -9,7 +9,7 @@ from runcast.events import MAX_STEP
 
 from runcast_server.api.deps import SessionDep
 from runcast_server.api.read_deps import RUN_ERRORS, ReadableRunDep, ViewDep
-from runcast_server.reads.metrics import query_metrics
+from runcast_server.metrics.queries import query_metrics
 from runcast_server.reads.schemas import MAX_SEGMENT, MetricsResponse
 
 router = APIRouter(tags=["metrics"])

@@ -23,7 +23,7 @@ from runcast_server.artifacts.revisions import (
     revision_json,
 )
 from runcast_server.artifacts.schemas import RevisionList
-from runcast_server.errors import NotFound
+from runcast_server.core.errors import NotFound
 from runcast_server.reads.published import published_remote
 
 router = APIRouter(tags=["artifacts"])

@@ -15,9 +15,9 @@ from runcast_server.api.read_deps import (
     SettingsDep,
     ViewDep,
 )
-from runcast_server.errors import error_responses
-from runcast_server.reads import runs as reads
+from runcast_server.core.errors import error_responses
 from runcast_server.reads.schemas import RunDetail, RunList, RunStatus
+from runcast_server.runs import queries as reads
 
 router = APIRouter(tags=["runs"])
 TEXT_FILTER = r"^[^\x00-\x1f\x7f]+$"  # what a tag or group can hold (runcast.events)

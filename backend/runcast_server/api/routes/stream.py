@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Annotated
 
 from fastapi import APIRouter, Header, Path, Query, Request
@@ -21,8 +21,8 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from runcast_server.api.deps import SESSION_COOKIE, TokenDep, session_viewer
-from runcast_server.auth import project_for_token
-from runcast_server.errors import ApiError, NotFound, error_responses
+from runcast_server.core.auth import project_for_token
+from runcast_server.core.errors import ApiError, NotFound, error_responses
 from runcast_server.live.fanout import Viewer
 from runcast_server.live.stream import viewer_frames
 from runcast_server.observability.logs import run_scope
@@ -41,7 +41,7 @@ class EventStream(Response):
 
     media_type = "text/event-stream"
 
-    def __init__(self, chunks: AsyncIterator[bytes], viewer: Viewer, metrics: Metrics,
+    def __init__(self, chunks: AsyncGenerator[bytes, None], viewer: Viewer, metrics: Metrics,
                  run_id: str) -> None:
         self.status_code = 200
         self.background = None
@@ -88,7 +88,7 @@ class EventStream(Response):
                 viewer.writing_since, viewer.last_write = None, began
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
-            await self.chunks.aclose()  # type: ignore[attr-defined]
+            await self.chunks.aclose()
 
     @staticmethod
     async def _wait_disconnect(receive: Receive) -> None:
@@ -110,7 +110,7 @@ def _check_access(run_id: str, token: str | None, cookie: str | None) -> tuple[b
     held for the stream's lifetime). Returns whether the caller reads as the run's project
     (its token, or without one a dashboard session cookie), and the run's public policy
     (``View.key``) now."""
-    from runcast_server.db import session_scope
+    from runcast_server.core.db import session_scope
 
     with session_scope() as session:
         if token is not None:

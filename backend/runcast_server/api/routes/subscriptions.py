@@ -24,14 +24,14 @@ from runcast_server.alerts.schemas import SubscriptionStatus, SubscriptionView
 from runcast_server.api.deps import SessionDep, ViewerDep
 from runcast_server.api.read_deps import SettingsDep
 from runcast_server.api.routes.alerts import AlertKind, base_url
-from runcast_server.errors import (
+from runcast_server.core.errors import (
     ApiError,
     NotFound,
     error_body,
     error_response,
     error_responses,
 )
-from runcast_server.models import Project
+from runcast_server.core.models import Project
 from runcast_server.reads.access import readable_run
 
 router = APIRouter(tags=["subscriptions"])

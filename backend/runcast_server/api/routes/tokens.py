@@ -11,10 +11,10 @@ from typing import Annotated
 from fastapi import APIRouter, Path
 from pydantic import BaseModel
 
-from runcast_server import auth
 from runcast_server.api.deps import SessionDep, WriterDep
-from runcast_server.errors import NotFound, error_responses
-from runcast_server.models import IngestToken
+from runcast_server.core import auth
+from runcast_server.core.errors import NotFound, error_responses
+from runcast_server.core.models import IngestToken
 
 router = APIRouter(tags=["tokens"])
 

@@ -28,9 +28,9 @@ from runcast_server.artifacts.schemas import (
 )
 from runcast_server.artifacts.storage import storage_from_settings
 from runcast_server.artifacts.upload_store import upload_store_for
-from runcast_server.errors import ApiError, NotFound, error_responses
-from runcast_server.models import Project, Run
-from runcast_server.settings import Settings
+from runcast_server.core.errors import ApiError, NotFound, error_responses
+from runcast_server.core.models import Project, Run
+from runcast_server.core.settings import Settings
 
 router = APIRouter(tags=["artifacts"])
 

@@ -10,8 +10,8 @@ from runcast.events import ID_RE
 from sqlalchemy import select
 
 from runcast_server.api.deps import SessionDep, WriterDep
-from runcast_server.errors import ApiError, error_responses
-from runcast_server.models import Run
+from runcast_server.core.errors import ApiError, error_responses
+from runcast_server.core.models import Run
 
 router = APIRouter(tags=["ingest"])
 

@@ -27,13 +27,13 @@ from typing import Any
 from sqlalchemy import Connection, Select, case, func, select
 from sqlalchemy.orm import Session, aliased
 
-from runcast_server.db import read_snapshot
-from runcast_server.errors import ApiError, NotFound
-from runcast_server.models import Point, Rollup, Run, Segment, Series
+from runcast_server.core.db import read_snapshot
+from runcast_server.core.errors import ApiError, NotFound
+from runcast_server.core.models import Point, Rollup, Run, Segment, Series
+from runcast_server.metrics.rollups import LEVELS
 from runcast_server.policy.delay import Horizon, due_last_point
 from runcast_server.reads.schemas import MetricSeries, MetricsResponse
 from runcast_server.reads.values import aggregate_value, stored_value
-from runcast_server.rollups import LEVELS
 
 _FMAX = sys.float_info.max
 

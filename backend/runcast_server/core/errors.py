@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Mapping
 from typing import Any, Final
 
 from fastapi import FastAPI, Request
@@ -128,7 +129,7 @@ def _allowed_methods(request: Request) -> set[str]:
     return methods
 
 
-def _broker_errors() -> tuple[type[BaseException], ...]:
+def _broker_errors() -> tuple[type[Exception], ...]:
     from kombu.exceptions import OperationalError as BrokerError
     from redis.exceptions import ConnectionError as RedisConnectionError
     from redis.exceptions import TimeoutError as RedisTimeout
@@ -152,7 +153,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _validation(_: Request, exc: RequestValidationError) -> ErrorResponse:
-        first = exc.errors()[0] if exc.errors() else {"loc": (), "msg": "invalid request"}
+        first: Mapping[str, Any] = exc.errors()[0] if exc.errors() else {"loc": (), "msg": "invalid request"}
         if first.get("type") == "json_invalid":  # the body itself, not a field of it
             return error_response(422, error_body(f"the body is not JSON: {first.get('msg', '')}", field="body"))
         loc = [str(p) for p in first.get("loc", ()) if p not in ("body", "query", "path", "header")]
@@ -191,8 +192,8 @@ def install_error_handlers(app: FastAPI) -> None:
         log.warning("redis unavailable: %s", exc)
         return unavailable("queue")
 
-    for kind in _broker_errors():
-        app.add_exception_handler(kind, _queue_down)
+    for broker_error in _broker_errors():
+        app.add_exception_handler(broker_error, _queue_down)
 
     @app.exception_handler(Exception)
     async def _internal(request: Request, exc: Exception) -> ErrorResponse:

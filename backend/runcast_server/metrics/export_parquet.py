@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 from sqlalchemy.engine import make_url
 
 if TYPE_CHECKING:
-    from runcast_server.reads.export import SeriesRef
+    from runcast_server.metrics.export import SeriesRef
 
 SCHEMA: Final = pa.schema(
     [

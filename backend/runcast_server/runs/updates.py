@@ -13,14 +13,14 @@ from typing import Any
 
 from sqlalchemy import Connection, Table, select, update
 
-from runcast_server.db import upsert
-from runcast_server.models import Event, Run, RunTag, RunUpdate, Segment
+from runcast_server.core.db import upsert
+from runcast_server.core.models import Event, Run, RunTag, RunUpdate, Segment
 
-RUNS: Table = Run.__table__  # type: ignore[assignment]
-TAGS: Table = RunTag.__table__  # type: ignore[assignment]
-UPDATES: Table = RunUpdate.__table__  # type: ignore[assignment]
-SEGMENTS: Table = Segment.__table__  # type: ignore[assignment]
-EVENTS: Table = Event.__table__  # type: ignore[assignment]
+RUNS: Table = Run.__table__
+TAGS: Table = RunTag.__table__
+UPDATES: Table = RunUpdate.__table__
+SEGMENTS: Table = Segment.__table__
+EVENTS: Table = Event.__table__
 
 
 def write_tags(conn: Connection, started: Sequence[dict[str, Any]]) -> None:

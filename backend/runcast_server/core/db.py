@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import lru_cache
@@ -12,7 +13,7 @@ from sqlalchemy import Connection, Engine, Table, create_engine, event
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session, sessionmaker
 
-from runcast_server.settings import get_settings
+from runcast_server.core.settings import get_settings
 
 
 def upsert(bind: Connection | Engine | Session, table: Table) -> Any:
@@ -36,7 +37,7 @@ def make_engine(url: str) -> Engine:
         )
 
         @event.listens_for(engine, "connect")
-        def _sqlite_pragmas(dbapi_conn, _record):  # type: ignore[no-untyped-def]
+        def _sqlite_pragmas(dbapi_conn: sqlite3.Connection, _record: object) -> None:
             cur = dbapi_conn.cursor()
             cur.execute("PRAGMA journal_mode=WAL")
             cur.execute("PRAGMA synchronous=NORMAL")

@@ -14,7 +14,7 @@ import time
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from runcast_server.models import AdminToken, IngestToken, Project
+from runcast_server.core.models import AdminToken, IngestToken, Project
 
 TOKEN_PREFIX = "rc_"
 ADMIN_TOKEN_PREFIX = "rca_"

@@ -20,14 +20,14 @@ from typing import Any, Final
 from psycopg import sql
 from sqlalchemy import Connection, Table, text, update
 
-from runcast_server.models import Run
+from runcast_server.core.models import Run
 
 SERIES_BITS: Final = 24  # series per run: 2**24 - 1
 FIRST_BLOCK: Final = 1 << 16  # the least first block: series ids below 2**40 are legacy
 RANGE_TABLES: Final = ("points", "rollups")  # partitioned by series_id
 LIST_TABLE: Final = "run_versions"  # partitioned by run_id
 
-_RUNS: Table = Run.__table__  # type: ignore[assignment]
+_RUNS: Table = Run.__table__
 
 
 def series_range(block: int) -> tuple[int, int]:
@@ -106,5 +106,5 @@ def drop_detached(conn: Connection) -> int:
 
 def _run(conn: Connection, statement: sql.Composable) -> None:
     dbapi = conn.connection.dbapi_connection
-    with dbapi.cursor() as cursor:  # type: ignore[union-attr]
+    with dbapi.cursor() as cursor:  # type: ignore[union-attr]  # None only on a closed connection
         cursor.execute(statement)

@@ -8,7 +8,8 @@ from typing import Any
 from sqlalchemy import ColumnElement, Select, and_, func, literal, or_, select
 from sqlalchemy.orm import Session
 
-from runcast_server.models import Project, Rollup, Run, RunTag, Segment, Series
+from runcast_server.core.models import Project, Rollup, Run, RunTag, Segment, Series
+from runcast_server.metrics.rollups import LEVELS
 from runcast_server.policy.apply import TEAM, View, public_policy, views_for
 from runcast_server.policy.delay import due_keys, due_last_values, due_segment_steps
 from runcast_server.reads.access import listed_to
@@ -27,7 +28,6 @@ from runcast_server.reads.schemas import (
     SegmentInfo,
 )
 from runcast_server.reads.values import strict_json
-from runcast_server.rollups import LEVELS
 
 _CURSOR_TYPES = (float, str)
 
@@ -85,6 +85,7 @@ def summarize(
         id=run.id,
         project=project,
         name=run.name,
+        # str columns into the model's Literal fields, which pydantic checks at runtime.
         status=status,  # type: ignore[arg-type]
         visibility=run.visibility,  # type: ignore[arg-type]
         created_at=run.created_at,
@@ -264,7 +265,7 @@ def _summary(session: Session, run: Run, view: View = TEAM) -> dict[str, Any]:
             select(Rollup.series_id, Rollup.min, Rollup.max)
             .where(Rollup.series_id.in_(sorted(key_of)), Rollup.level == LEVELS[-1])
         ).all() if key_of else []
-        bounds: dict[str, list[float]] = {}
+        bounds: dict[str, list[float | None]] = {}
         for sid, low, high in rows:
             bounds.setdefault(key_of[sid], []).append(low if wanted[key_of[sid]] == "min" else high)
         for key, values in bounds.items():

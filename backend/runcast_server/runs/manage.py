@@ -11,13 +11,14 @@ import time
 from dataclasses import dataclass
 from typing import Final
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import CursorResult, delete, func, select
 from sqlalchemy.orm import Session
 
-from runcast_server import partitions
 from runcast_server.alerts.models import Alert, AlertDelivery, Subscription
-from runcast_server.errors import ApiError, NotFound
-from runcast_server.models import Base, Point, Project, Rollup, Run, RunTag, Series
+from runcast_server.core import partitions
+from runcast_server.core.errors import ApiError, NotFound
+from runcast_server.core.models import Point, Project, Rollup, Run, RunTag, Series
+from runcast_server.tables import METADATA
 
 MAX_TAGS: Final = 32
 MAX_TAG_CHARS: Final = 64
@@ -85,17 +86,20 @@ def delete_run(session: Session, run: Run) -> Deleted:
     else:
         # The id range as constants too, so PostgreSQL plans (and locks) only the legacy partitions.
         lo, hi = session.execute(select(func.min(Series.id), func.max(Series.id)).where(Series.run_id == run.id)).one()
-        points = session.execute(
+        deleted = session.execute(
             delete(Point).where(Point.series_id.in_(series_ids), Point.series_id.between(lo, hi))
-        ).rowcount if lo is not None else 0
+        ) if lo is not None else None
+        # Session.execute types its answer as a Result; a DELETE's is a CursorResult (rowcount).
+        points = deleted.rowcount if isinstance(deleted, CursorResult) else 0
         session.execute(delete(Rollup).where(Rollup.series_id.in_(series_ids), Rollup.series_id.between(lo, hi)))
     session.execute(
         delete(AlertDelivery).where(AlertDelivery.alert_id.in_(alert_ids) | AlertDelivery.subscription_id.in_(sub_ids))
     )
     counts: dict[str, int] = {}
-    for table in reversed(Base.metadata.sorted_tables):  # children before their parents
+    for table in reversed(METADATA.sorted_tables):  # children before their parents
         if "run_id" in table.c:
-            counts[table.name] = session.execute(delete(table).where(table.c.run_id == run.id)).rowcount
+            gone = session.execute(delete(table).where(table.c.run_id == run.id))
+            counts[table.name] = gone.rowcount if isinstance(gone, CursorResult) else 0
     run_id = run.id
     session.execute(delete(Run).where(Run.id == run_id))
     session.expunge(run)

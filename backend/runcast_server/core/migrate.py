@@ -11,7 +11,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Engine
 
 # migrations/ sits at the top of the checkout; Runcast is installed from it (pip install -e).
-MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
+MIGRATIONS_DIR = Path(__file__).resolve().parents[3] / "migrations"
 
 
 def alembic_config(url: str) -> Config:

@@ -26,7 +26,7 @@ import threading
 from collections.abc import AsyncIterator
 from typing import Any, Final, Self
 
-from runcast_server.settings import Settings, get_settings
+from runcast_server.core.settings import Settings, get_settings
 
 CHANNEL_PREFIX: Final = "run:"
 DEFAULT_MAXSIZE: Final = 256

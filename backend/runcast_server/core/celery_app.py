@@ -13,7 +13,7 @@ from typing import Any
 from celery import Celery
 from celery.signals import after_setup_logger, after_setup_task_logger
 
-from runcast_server.settings import Settings, get_settings
+from runcast_server.core.settings import Settings, get_settings
 
 app = Celery("runcast", include=["runcast_server.tasks", "runcast_server.alerts.notify"])
 _configured_for: Settings | None = None
@@ -47,7 +47,7 @@ def configure(settings: Settings) -> Celery:
         # Fail fast when the broker is down: the API answers 503 and the SDK spools.
         task_publish_retry_policy={"max_retries": 2, "interval_start": 0, "interval_step": 0.5, "interval_max": 1},
         worker_hijack_root_logger=False,
-        # Periodic tasks (`runcast worker --beat`, or `celery -A runcast_server.celery_app beat`):
+        # Periodic tasks (`runcast worker --beat`, or `celery -A runcast_server.core.celery_app beat`):
         # the alerts' checks (stalls, quiet restart loops; delivery pruning) and the ingest
         # inbox sweeper.
         beat_schedule={

@@ -20,6 +20,7 @@ from sqlalchemy import (
     MetaData,
     SmallInteger,
     String,
+    Table,
     Text,
     UniqueConstraint,
     false,
@@ -39,6 +40,10 @@ BigId = BigInteger().with_variant(Integer(), "sqlite")
 
 
 class Base(DeclarativeBase):
+    # Every model here maps a Table (none maps a join or a select), so ``Model.__table__``
+    # is typed as one: DeclarativeBase types it as the wider FromClause, which insert(),
+    # update() and the upsert helpers refuse (the SQLAlchemy maintainers' advice, #9130).
+    __table__: ClassVar[Table]
     metadata = MetaData(naming_convention=NAMING_CONVENTION)
     type_annotation_map: ClassVar[dict[Any, Any]] = {dict[str, Any]: JSON}
 
@@ -275,8 +280,3 @@ class RunVersion(Base):
     points: Mapped[int] = mapped_column(BigInteger)
     ranges: Mapped[list[Any]] = mapped_column(JSON)
     event_ids: Mapped[list[Any]] = mapped_column(JSON)
-from runcast_server.alerts import models as _alert_models  # noqa: F401  (alerts tables, migration 0003)
-from runcast_server.artifacts import models as _artifact_models  # noqa: F401  (checkpoint uploads, migration 0008)
-from runcast_server.inbox import models as _inbox_models  # noqa: F401  (ingest inbox, migration 0006)
-from runcast_server.policy import models as _policy_models  # noqa: F401  (publication policies, migration 0011)
-from runcast_server.sessions import models as _session_models  # noqa: F401  (dashboard sign-in, migration 0010)

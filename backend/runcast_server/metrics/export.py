@@ -16,18 +16,18 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Final, Literal
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from runcast_server.db import session_scope
-from runcast_server.errors import NotFound
-from runcast_server.models import Point, Run, Segment, Series
+from runcast_server.core.db import session_scope
+from runcast_server.core.errors import NotFound
+from runcast_server.core.models import Point, Run, Segment, Series
+from runcast_server.core.settings import get_settings
 from runcast_server.reads.values import stored_value
-from runcast_server.settings import get_settings
 
 ExportFormat = Literal["jsonl", "csv", "parquet"]
 COLUMNS: Final = ("segment", "key", "step", "value")
@@ -79,7 +79,7 @@ def _value_text(value: float | None) -> str:
 
 
 def _format_page(
-    ref: SeriesRef, rows: list[tuple[int, float | None]], fmt: ExportFormat
+    ref: SeriesRef, rows: Sequence[tuple[int, float | None]], fmt: ExportFormat
 ) -> bytes:
     if fmt == "jsonl":
         lines = (
@@ -105,7 +105,7 @@ def _format_page(
     return buf.getvalue().encode()
 
 
-def series_pages(ref: SeriesRef, page_rows: int) -> Iterator[list[tuple[int, float | None]]]:
+def series_pages(ref: SeriesRef, page_rows: int) -> Iterator[Sequence[tuple[int, float | None]]]:
     """The series' ``(step, value)`` rows in step order, ``page_rows`` per list (NULL = NaN)."""
     after = -1
     while True:
@@ -120,7 +120,7 @@ def series_pages(ref: SeriesRef, page_rows: int) -> Iterator[list[tuple[int, flo
                 .limit(page_rows)
                 .compile(connection, compile_kwargs={"literal_binds": True})
             )
-            cursor = connection.connection.cursor()  # type: ignore[union-attr]
+            cursor = connection.connection.cursor()
             try:
                 cursor.execute(sql)
                 rows = cursor.fetchall()
@@ -140,7 +140,7 @@ def export_chunks(
     """The export body: a CSV header (for csv), then one chunk per page of points
     (Parquet: the file, one row group per page)."""
     if fmt == "parquet":
-        from runcast_server.reads.export_parquet import (
+        from runcast_server.metrics.export_parquet import (
             parquet_chunks,  # pyarrow and ADBC: on use
         )
 

@@ -21,7 +21,7 @@ def _default_data_dir() -> Path:
 
 def _default_vendor_dir() -> Path:
     """Where ``scripts/install`` (npm) puts the browser bundles: vendor/node_modules of the checkout."""
-    return Path(__file__).resolve().parents[2] / "vendor" / "node_modules"
+    return Path(__file__).resolve().parents[3] / "vendor" / "node_modules"
 
 
 class Settings(BaseSettings):
@@ -144,16 +144,6 @@ class Settings(BaseSettings):
         default=1024**4, ge=1, description="Largest checkpoint (a file, or a directory's files together) a trainer may upload."
     )
     upload_max_files: int = Field(default=10_000, ge=1, description="Most files in one uploaded directory checkpoint.")
-
-    @field_validator("storage_url")
-    @classmethod
-    def _check_storage_url(cls, value: str | None) -> str | None:
-        if not value:
-            return None
-        from runcast_server.artifacts.s3 import parse_storage_url
-
-        parse_storage_url(value)  # ValueError: refused at startup, not on the first download
-        return value
 
     @property
     def checkpoint_root(self) -> Path:

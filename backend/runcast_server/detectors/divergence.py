@@ -1,0 +1,83 @@
+"""Divergence: the smoothed train loss trending up, or validation loss rising while train loss falls."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from runcast_server.detectors.signals import Signal
+from runcast_server.detectors.stats import median, push
+
+
+def divergence_train(state: dict[str, Any], p: dict[str, Any], step: int, value: float, ctx: dict[str, Any]) -> list[Signal]:
+    """The moving median of the train loss ``rise`` above its best for ``confirm`` points.
+
+    Also leaves the current smoothed train loss in ``ctx`` for the validation check.
+    """
+    if not math.isfinite(value):
+        return []
+    ring: list[float] = state.setdefault("ring", [])
+    push(ring, value, p["smooth"])
+    if len(ring) < max(3, p["smooth"] // 4):
+        return []
+    med = median(ring)
+    ctx["train_smoothed"] = med
+    best: float | None = state.get("best")
+    if best is None or (med < best and not state.get("open")):  # an open alert always has a best
+        state["best"], state["best_step"] = med, step
+        best = med
+    level = best * (1 + p["rise"]) if best >= 0 else best * (1 - p["rise"])
+    if state.get("open"):
+        if med <= best * (1 + p["rise"] / 2):
+            state["open"] = None
+            state["best"], state["above"] = med, 0
+            return [Signal("divergence", "close", step, {"reason": "recovered", "smoothed": med, "best": best})]
+        return []
+    if med > level and len(ring) >= p["smooth"] // 2:
+        state["above"] = state.get("above", 0) + 1
+        if state["above"] >= p["confirm"]:
+            state["open"] = True
+            return [Signal("divergence", "open", step, {"mode": "train_trend", "smoothed": med, "best": best,
+                                                         "best_step": state["best_step"], "rise": p["rise"]})]
+    else:
+        state["above"] = 0
+    return []
+
+
+def divergence_val(state: dict[str, Any], p: dict[str, Any], step: int, value: float, ctx: dict[str, Any]) -> list[Signal]:
+    """Validation loss rising for ``val_rising_evals`` evaluations while the smoothed train loss falls."""
+    if not math.isfinite(value):
+        return []
+    train = ctx.get("train_smoothed")
+    prev = state.get("prev")
+    best = state.get("best")
+    out: list[Signal] = []
+    if state.get("open"):
+        if value <= best * (1 + p["val_min_rel"] / 2):
+            state["open"] = None
+            state["best"] = value
+            out.append(Signal("divergence", "close", step, {"reason": "recovered", "val": value, "val_best": best}))
+    else:
+        if prev is not None and value > prev:
+            if state.get("rises", 0) == 0:
+                state["train_start"] = state.get("train_prev")
+            state["rises"] = state.get("rises", 0) + 1
+        else:
+            state["rises"] = 0
+        start = state.get("train_start")
+        if (
+            state.get("rises", 0) >= p["val_rising_evals"]
+            and best is not None
+            and value > best * (1 + p["val_min_rel"])
+            and train is not None
+            and start is not None
+            and train < start
+        ):
+            state["open"] = True
+            out.append(Signal("divergence", "open", step, {"mode": "overfit", "val": value, "val_best": best,
+                                                            "train_smoothed": train, "train_at_rise_start": start,
+                                                            "rising_evals": state["rises"]}))
+        if best is None or value < best:
+            state["best"] = value
+    state["prev"], state["train_prev"] = value, train
+    return out

@@ -1,0 +1,78 @@
+"""Excursions above the moving median: the loss spike and the gradient-norm explosion."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from runcast_server.detectors.signals import PointDetector, Signal
+from runcast_server.detectors.stats import MAD_SIGMA, MIN_MAD_POINTS, mad, middle, push
+
+
+def excursion_up(kind: str) -> PointDetector:
+    """A value far above the moving median: ``median + max(k * sigma, min_rel * |median|)``.
+
+    Opens on the first such point; while open the baseline is frozen; closes after
+    ``recover_points`` consecutive points below the recovery level (half-way between the
+    baseline and the threshold), or, after ``max_open_points``, as a new level (the window
+    is refilled from then on).
+    """
+
+    def update(state: dict[str, Any], p: dict[str, Any], step: int, value: float, ctx: dict[str, Any]) -> list[Signal]:
+        if not math.isfinite(value):
+            return []  # the nonfinite detector reports these
+        ring: list[float] = state.setdefault("ring", [])
+        if state.get("open"):
+            o = state["open"]
+            o["n"] += 1
+            if value > o["peak"]:
+                o["peak"], o["peak_step"] = value, step
+            if value <= o["recover"]:
+                o["ok"] += 1
+            else:
+                o["ok"] = 0
+            reason = None
+            if o["ok"] >= p["recover_points"]:
+                reason = "recovered"
+            elif o["n"] >= p["max_open_points"]:
+                reason = "new_level"
+                ring.clear()
+            if reason:
+                state["open"] = None
+                ev = {"reason": reason, "peak": o["peak"], "peak_step": o["peak_step"], "points": o["n"],
+                      "value": value, "baseline": o["baseline"]}
+                return [Signal(kind, "close", step, ev)]
+            return []
+        if len(ring) >= p["warmup"]:
+            signal = _excursion_open(kind, state, ring, p, step, value)
+            if signal is not None:
+                return [signal]
+        push(ring, value, p["window"])
+        return []
+
+    return update
+
+
+def _excursion_open(
+    kind: str, state: dict[str, Any], ring: list[float], p: dict[str, Any], step: int, value: float
+) -> Signal | None:
+    """The excursion's opening signal if ``value`` crosses the threshold over ``ring``, else None."""
+    ordered = sorted(ring)
+    med = middle(ordered)
+    floor = p["min_rel"] * abs(med)
+    if value <= med + floor:
+        # The threshold is never below the relative floor: the MAD (most of this detector's
+        # cost, once per point) cannot change the answer, so it is not computed.
+        return None
+    # The MAD of a handful of points says little: below MIN_MAD_POINTS only the
+    # relative floor applies (e.g. right after a resume, or in sparse logs).
+    sigma = MAD_SIGMA * mad(ordered, med) if len(ring) >= MIN_MAD_POINTS else 0.0
+    margin = max(p["k"] * sigma, floor)
+    threshold = med + margin
+    if value <= threshold:
+        return None
+    state["open"] = {"baseline": med, "threshold": threshold, "recover": med + margin / 2,
+                     "peak": value, "peak_step": step, "n": 0, "ok": 0}
+    ev = {"value": value, "baseline": med, "sigma": sigma, "threshold": threshold,
+          "deviation_sigmas": (value - med) / sigma if sigma > 0 else None, "window": len(ring)}
+    return Signal(kind, "open", step, ev)

@@ -1,0 +1,31 @@
+"""Non-finite values: NaN or +-Inf in the loss or the gradient norm."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from runcast_server.detectors.signals import Signal
+
+
+def _fin(x: float) -> float | str:
+    """A float as JSON can hold it (``runcast.events.encode_value``, whose module imports httpx)."""
+    if math.isfinite(x):
+        return x
+    return "NaN" if math.isnan(x) else ("Infinity" if x > 0 else "-Infinity")
+
+
+def nonfinite(state: dict[str, Any], p: dict[str, Any], step: int, value: float, ctx: dict[str, Any]) -> list[Signal]:
+    """Open on the first NaN/Inf, close on the next finite value."""
+    if not math.isfinite(value):
+        if state.get("open"):
+            state["open"]["n"] += 1
+            return []
+        state["open"] = {"n": 1, "first": _fin(value)}
+        return [Signal("nonfinite", "open", step, {"value": _fin(value), "last_finite": state.get("last")})]
+    state["last"] = value
+    if state.get("open"):
+        n = state["open"]["n"]
+        state["open"] = None
+        return [Signal("nonfinite", "close", step, {"reason": "finite_again", "points": n, "value": value})]
+    return []

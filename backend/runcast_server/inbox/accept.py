@@ -1,0 +1,69 @@
+"""Accepting a batch: the API's insert (committed before it answers 202), and adopting a
+broker message of the first task contract (its events in the message)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import insert
+from sqlalchemy.orm import Session
+
+from runcast_server.core.db import session_scope
+from runcast_server.inbox.rows import INBOX, PENDING, QUARANTINED, describe
+
+log = logging.getLogger(__name__)
+
+
+def add(session: Session, project_id: int | None, body: bytes, events: int, received_at: float,
+        *, next_sweep_at: float | None, state: str = PENDING, error: str | None = None) -> int:
+    """Insert a batch into the inbox in the caller's transaction; returns its id.
+
+    The API commits it before answering 202; from then on the batch survives any restart.
+    ``next_sweep_at``: when the sweeper enqueues it again if it is still not stored.
+    """
+    return session.execute(
+        insert(INBOX)
+        .values(project_id=project_id, state=state, body=body, events=events, received_at=received_at,
+                next_sweep_at=next_sweep_at, sweeps=0, attempts=0, error=error)
+        .returning(INBOX.c.id)
+    ).scalar_one()
+
+
+def adopt_legacy(events: Sequence[Any], project_id: int | None, token: str | None, received_at: float | None,
+                 *, redeliver_after: float) -> int | None:
+    """Put the batch of a contract-1 message (events in the message) into the inbox.
+
+    Such messages come from an API or an SDK of the previous release still queued in
+    the broker during an upgrade. Returns the new row's id, or None when its token is
+    invalid: then the row is quarantined at once (visible to an operator, never lost
+    silently).
+    """
+    from runcast.events import dumps_batch
+
+    from runcast_server.core.auth import project_for_token
+
+    now = time.time()
+    error: str | None
+    try:
+        body = dumps_batch(list(events))
+    except Exception as exc:  # noqa: BLE001 - whatever the message held, it must end visible, not lost
+        body, error = json.dumps({"unreadable": repr(events)[:10_000]}).encode(), f"unreadable batch: {describe(exc)}"
+    else:
+        error = None
+    with session_scope() as session:
+        if project_id is None:
+            project = project_for_token(session, token)
+            project_id = project.id if project is not None else None
+            if project is None:
+                error = "invalid or revoked token in a broker message of the previous task contract"
+        state = QUARANTINED if error else PENDING
+        inbox_id = add(session, project_id, body, len(events), received_at or now, state=state, error=error,
+                       next_sweep_at=None if error else now + redeliver_after)
+    if error:
+        log.error("ingest: quarantined a legacy broker message (inbox %d): %s", inbox_id, error)
+        return None
+    return inbox_id

@@ -1,0 +1,1 @@
+"""Metric points once stored: rollups, the windowed reads behind /metrics, and the CSV/Parquet export."""

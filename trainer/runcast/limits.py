@@ -1,0 +1,63 @@
+"""The schema's numbers and patterns: every limit of ``runcast.events`` (which re-exports them).
+
+This module uses only the standard library: the SDK and the backend import it.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+SCHEMA_VERSION: Final = 1
+
+EVENT_TYPES: Final = (
+    "run_started",
+    "metrics",
+    "checkpoint",
+    "data_mix",
+    "manifest",
+    "note",
+    "heartbeat",
+    "finished",
+    "update",
+)
+FINAL_STATUSES: Final = ("finished", "failed", "killed")
+VISIBILITIES: Final = ("public", "unlisted", "private")
+CHECKPOINT_STATUSES: Final = ("available", "pruned")
+
+MAX_BATCH_EVENTS: Final = 1000
+MAX_BATCH_BYTES: Final = 8 * 1024 * 1024
+MAX_METRICS_PER_EVENT: Final = 1000
+MAX_KEY_BYTES: Final = 200
+MAX_STEP: Final = 2**53 - 1
+MAX_SEQ: Final = 2**53 - 1
+MAX_INT: Final = 2**63 - 1  # a signed 64-bit column (seed, size, integers inside JSON objects)
+MAX_TS: Final = 253_402_300_799.0  # 9999-12-31T23:59:59Z: any date library can show it
+MAX_JSON_DEPTH: Final = 64
+MAX_NAME_CHARS: Final = 200
+MAX_PROJECT_CHARS: Final = 100
+MAX_NOTE_CHARS: Final = 10_000
+MAX_PATH_CHARS: Final = 4096
+MAX_VERSION_CHARS: Final = 100
+MAX_MIX_SOURCES: Final = 256
+MAX_CONFIG_BYTES: Final = 256 * 1024
+MAX_CODE_BYTES: Final = 1024 * 1024
+MAX_ENV_BYTES: Final = 64 * 1024
+MAX_MANIFEST_BYTES: Final = 1024 * 1024
+MAX_ALERTS_BYTES: Final = 16 * 1024
+# Keys the SDK's system sampler sends (runcast.system): system/<node>/rank<r>/<name>, the step
+# a wall-clock second. An event holding only such keys does not move the run's step, last
+# values or heartbeat.
+SYSTEM_PREFIX: Final = "system/"
+MAX_SUMMARY_BYTES: Final = 64 * 1024
+MAX_TAGS: Final = 64
+MAX_TAG_CHARS: Final = 64
+MAX_GROUP_CHARS: Final = 128
+MAX_JOB_TYPE_CHARS: Final = 64
+X_AXES: Final = ("step", "tokens", "time")
+SUMMARIES: Final = ("min", "max", "last", "none")
+
+ID_RE: Final = re.compile(r"^[A-Za-z0-9_-]{8,64}$")
+PROJECT_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+SHA256_RE: Final = re.compile(r"^[0-9a-f]{64}$")
+CONTROL_RE: Final = re.compile(r"[\x00-\x1f\x7f-\x9f]")  # no name, tag or metric name holds one

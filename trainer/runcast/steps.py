@@ -1,0 +1,103 @@
+"""What ``run.log()`` keeps of a call: the step, and each metric's values at growing steps.
+
+A metric keeps the first value logged at each step and its steps must grow (as the server
+keeps them): a value at the metric's last step or an earlier one is left out, with one
+warning per metric, and counted (``stats.ignored``).
+"""
+
+from __future__ import annotations
+
+import logging
+import operator
+from collections.abc import Mapping
+from typing import Any, Literal, overload
+
+from .checks import EventError, check_key, check_step
+from .limits import MAX_METRICS_PER_EVENT, MAX_STEP
+from .values import Deferred, coerce, int_to_float
+
+log = logging.getLogger("runcast")
+
+
+class Steps:
+    """The steps of one run segment's metrics, on the training thread."""
+
+    def __init__(self, resume_step: int | None) -> None:
+        self.step = -1 if resume_step is None else resume_step - 1  # the highest step logged so far
+        self.ignored = 0  # metric values left out: a step at or below the key's last one
+        self._key_steps: dict[str, int] = {}
+        self._keys: set[str] = set()
+        self._ignored_keys: set[str] = set()
+
+    def accept(self, metrics: Mapping[str, Any], step: int | None) -> tuple[int, dict[str, float | Deferred]] | None:
+        """(step, values) to record of a ``log(metrics, step)`` call; None when every value is left out.
+
+        ``step`` defaults to the highest step so far plus one. A bad step, metric name or value
+        raises (ValueError, TypeError) and records nothing.
+        """
+        if step is None:
+            step = self.step + 1
+        elif type(step) is not int or step < 0 or step > MAX_STEP:
+            step = checked_step(step)
+        if type(metrics) is not dict and not isinstance(metrics, Mapping):
+            raise TypeError(f"metrics must be a dict of name -> number, got {type(metrics).__name__}")
+        if not metrics or len(metrics) > MAX_METRICS_PER_EVENT:
+            raise ValueError(f"log() takes 1 to {MAX_METRICS_PER_EVENT} metrics, got {len(metrics)}")
+        key_steps = self._key_steps
+        keys = self._keys
+        values: dict[str, float | Deferred] = {}
+        for key, value in metrics.items():
+            if key not in keys:
+                self._new_key(key)
+            last = key_steps.get(key)
+            if last is not None and step <= last:
+                self._ignore(key, step, last)
+                continue
+            kind = type(value)
+            if kind is float:
+                values[key] = value
+            elif kind is int:
+                values[key] = int_to_float(key, value)
+            else:
+                values[key] = coerce(key, value)
+        if not values:
+            return None
+        key_steps.update(dict.fromkeys(values, step))
+        self.step = max(self.step, step)
+        return step, values
+
+    def _ignore(self, key: str, step: int, last: int) -> None:
+        self.ignored += 1
+        if key not in self._ignored_keys:
+            self._ignored_keys.add(key)
+            log.warning(
+                "runcast: metric %r was already logged at step %d; its value at step %d is left out (a metric "
+                "keeps the first value logged at each step, and its steps must grow). Further cases of %r are "
+                "counted in run.stats.ignored, not logged",
+                key, last, step, key,
+            )
+
+    def _new_key(self, key: Any) -> None:
+        try:
+            check_key(key, "metrics")
+        except EventError as exc:
+            raise ValueError(f"bad metric name {key!r}: {exc.message}") from None
+        self._keys.add(key)
+
+
+@overload
+def checked_step(raw: Any, *, optional: Literal[False] = False, field: str = "step") -> int: ...
+@overload
+def checked_step(raw: Any, *, optional: bool, field: str = "step") -> int | None: ...
+
+
+def checked_step(raw: Any, *, optional: bool = False, field: str = "step") -> int | None:
+    """A step argument (numpy integers too) as the schema's integer; ValueError naming ``field``."""
+    if raw is None and optional:
+        return None
+    if not isinstance(raw, (int, bool)) and hasattr(raw, "__index__"):
+        raw = operator.index(raw)  # numpy integers
+    try:
+        return check_step(raw, field)  # None was answered above
+    except EventError as exc:
+        raise ValueError(f"{field}: {exc.message}") from None

@@ -1,0 +1,36 @@
+"""A queued item as the event that goes on the wire: done by the sender thread, so that the
+training thread never reads a device tensor, hashes or copies a checkpoint."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from . import checkpoint_files
+from .checks import encode_value
+from .limits import SCHEMA_VERSION
+from .outbox import Item
+from .values import read_deferred
+
+
+def to_wire(item: Item, run: str, segment: str, stop: Callable[[], bool]) -> dict[str, Any] | None:
+    """The wire event of ``item`` (None: a metrics item whose every tensor could not be read).
+    ``stop()``: the run is out of time (a checkpoint's copy or hash gives up)."""
+    seq, kind, ts, step, body = item
+    if kind == "metrics":
+        values = {key: encode_value(value) for key, value in read_deferred(body).items()}
+        if not values:
+            return None
+        body = {"step": step, "values": values}
+    elif kind == "checkpoint":
+        body = checkpoint_files.prepare(body, stop)
+    event: dict[str, Any] = {
+        "v": SCHEMA_VERSION,
+        "type": kind,
+        "run": run,
+        "segment": segment,
+        "seq": seq,
+        "ts": ts,
+    }
+    event.update(body)
+    return event
