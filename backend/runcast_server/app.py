@@ -21,7 +21,9 @@ from runcast_server.api.deps import admin, bearer_token, writer_project
 from runcast_server.api.limits import BodyLimit, body_limit
 from runcast_server.artifacts.s3 import parse_storage_url
 from runcast_server.assets import FileAssets
+from runcast_server.context import AppContext, bind_context, unbind_context
 from runcast_server.core import migrate
+from runcast_server.core.celery_app import app as celery_app
 from runcast_server.core.db import get_engine
 from runcast_server.core.errors import error_responses, install_error_handlers
 from runcast_server.core.settings import Settings, get_settings
@@ -62,6 +64,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     if settings.storage_url:  # refused at startup, not on the first download
         parse_storage_url(settings.storage_url)
     metrics = Metrics()
+    ctx = AppContext.build(settings)  # this app's state; its threads start with the lifespan
     checks: Probes | None = None
     vendor = load_vendor(settings.vendor_dir)
 
@@ -74,13 +77,18 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             log.info(vendor.describe())
         else:  # a slower first page load: worth a line in every server log
             log.warning(vendor.describe())
+        if settings.embedded:  # the eager tasks run in this process, with this app's context
+            bind_context(celery_app, ctx)
+        ctx.start()  # embedded: the alert check (stalls, quiet restart loops, delivery pruning)
         # Embedded, this process also sweeps the ingest inbox (production: Celery beat).
-        timer = SweepTimer(settings, enqueue_ingest).start() if settings.embedded else None
+        timer = SweepTimer(settings, lambda inbox_id: enqueue_ingest(ctx, inbox_id)).start() if settings.embedded else None
         try:
             yield
         finally:
             if timer is not None:
                 timer.stop()
+            ctx.close()
+            unbind_context(celery_app, ctx)
             if multiprocess_dir() is not None:  # this process's live gauges (viewers) leave the sum
                 from prometheus_client import multiprocess
 
@@ -89,6 +97,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     # /docs and /redoc are pages.py's: the same UIs from local bundles instead of a CDN.
     app = FastAPI(title="Runcast", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.metrics = metrics
+    app.state.context = ctx  # routes: api.deps.ContextDep
     bind_metrics(metrics)  # embedded: the eager tasks record into this registry
     install_error_handlers(app)
     app.add_middleware(
