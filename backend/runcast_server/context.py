@@ -15,6 +15,8 @@ from typing import Any
 
 from runcast_server.alerts.runner import AlertRunner
 from runcast_server.core.settings import Settings
+from runcast_server.live.fanout import Registry
+from runcast_server.live.settings import StreamSettings
 
 
 @dataclass(frozen=True)
@@ -22,11 +24,16 @@ class AppContext:
     """One process's state (one per app in tests)."""
 
     settings: Settings
+    registry: Registry  # the live stream's channels (one per run with viewers) and viewers
     alerts: AlertRunner | None = None  # embedded only: the notification pool and the periodic check
 
     @classmethod
     def build(cls, settings: Settings) -> AppContext:
-        return cls(settings=settings, alerts=AlertRunner() if settings.embedded else None)
+        return cls(
+            settings=settings,
+            registry=Registry(StreamSettings.of(settings)),
+            alerts=AlertRunner() if settings.embedded else None,
+        )
 
     def start(self) -> AppContext:
         """Start the context's threads (embedded: the alert check)."""
@@ -35,7 +42,8 @@ class AppContext:
         return self
 
     def close(self) -> None:
-        """Stop what ``start`` started."""
+        """Stop what ``start`` started, and end what is still open (live streams: on the app's loop)."""
+        self.registry.close_all()
         if self.alerts is not None:
             self.alerts.stop()
 

@@ -153,8 +153,9 @@ class _Server:
         from runcast_server.app import create_app
 
         self.loop = asyncio.new_event_loop()
+        self.app = create_app()
         config = uvicorn.Config(
-            create_app(), host="127.0.0.1", port=port, log_level="warning", access_log=False,
+            self.app, host="127.0.0.1", port=port, log_level="warning", access_log=False,
             timeout_graceful_shutdown=5,
         )
         self.server = uvicorn.Server(config)
@@ -178,11 +179,9 @@ class _Server:
             time.sleep(0.05)
 
     def stop(self) -> None:
-        from runcast_server.live.fanout import shutdown
-
         if self.thread.is_alive():
             # End open live streams first: uvicorn's graceful shutdown waits for every response.
-            self.loop.call_soon_threadsafe(shutdown)
+            self.loop.call_soon_threadsafe(self.app.state.context.registry.close_all)
             self.server.should_exit = True
             self.thread.join(timeout=30)
 
