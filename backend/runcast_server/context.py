@@ -16,6 +16,7 @@ from typing import Any
 from runcast_server.alerts.runner import AlertRunner
 from runcast_server.core.settings import Settings
 from runcast_server.live.fanout import Registry
+from runcast_server.live.hub import LocalHub, make_hub
 from runcast_server.live.settings import StreamSettings
 
 
@@ -24,14 +25,17 @@ class AppContext:
     """One process's state (one per app in tests)."""
 
     settings: Settings
+    hub: LocalHub  # live messages: in-process when embedded, Redis pub/sub in production
     registry: Registry  # the live stream's channels (one per run with viewers) and viewers
     alerts: AlertRunner | None = None  # embedded only: the notification pool and the periodic check
 
     @classmethod
     def build(cls, settings: Settings) -> AppContext:
+        hub = make_hub(settings)
         return cls(
             settings=settings,
-            registry=Registry(StreamSettings.of(settings)),
+            hub=hub,
+            registry=Registry(StreamSettings.of(settings), hub),
             alerts=AlertRunner() if settings.embedded else None,
         )
 
@@ -46,6 +50,7 @@ class AppContext:
         self.registry.close_all()
         if self.alerts is not None:
             self.alerts.stop()
+        self.hub.close()
 
 
 def bind_context(owner: Any, ctx: AppContext) -> None:

@@ -30,7 +30,6 @@ from runcast_server.inbox.service import (
     process,
 )
 from runcast_server.ingest.results import IngestResult
-from runcast_server.live import hub
 from runcast_server.observability.logs import run_scope
 from runcast_server.observability.metrics import Metrics, bind_to, metrics_of
 
@@ -138,15 +137,15 @@ def _inbox_id(message: dict[str, Any], settings: Settings) -> int | None:
 
 def publish(ctx: AppContext, result: IngestResult) -> None:
     """After a commit: live messages, then notifications of the alerts it opened or closed."""
-    publish_result(result)
+    publish_result(ctx, result)
     after_commit_alerts(ctx, result)
 
 
-def publish_result(result: IngestResult) -> None:
+def publish_result(ctx: AppContext, result: IngestResult) -> None:
     """One live message per changed run, after the commit; a hub failure never fails the batch."""
     for run_id, message in result.messages():
         try:
-            hub.publish(run_id, message)
+            ctx.hub.publish(run_id, message)
         except Exception:
             log.warning("ingest: could not publish to run:%s", run_id, exc_info=True)
 

@@ -25,7 +25,6 @@ def inproc(embedded_env: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tupl
     """(url, token, server loop, the app's live registry) of an embedded app served by uvicorn in a thread of
     this process."""
     import uvicorn
-    from runcast_server.live import hub
     from runcast_server.core import migrate
     from runcast_server.app import create_app
     from runcast_server.core.auth import create_token
@@ -33,7 +32,6 @@ def inproc(embedded_env: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tupl
     from runcast_server.core.settings import Settings
 
     monkeypatch.setenv("RUNCAST_STREAM_LINGER_S", "0.2")
-    hub.reset_hub()
     settings = Settings()  # this app's, with the linger above
     migrate.upgrade(settings.sqlalchemy_url)
     with session_scope() as s:
@@ -52,7 +50,6 @@ def inproc(embedded_env: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tupl
         loop.call_soon_threadsafe(registry.close_all)
         server.should_exit = True
         thread.join(10)
-        hub.reset_hub()
 
 
 def on_loop(loop: asyncio.AbstractEventLoop, fn: Any) -> Any:
@@ -65,8 +62,6 @@ def on_loop(loop: asyncio.AbstractEventLoop, fn: Any) -> Any:
 
 
 def test_one_database_read_per_version_for_all_viewers_and_disconnect_releases(inproc: Any) -> None:
-    from runcast_server.live import hub
-
     url, token, loop, registry = inproc
     api = httpx.Client(base_url=url, timeout=30)
     w = RunWriter(api, token).start()
@@ -98,7 +93,7 @@ def test_one_database_read_per_version_for_all_viewers_and_disconnect_releases(i
     # All clients are gone: viewers released at once, then the channel and its hub subscription.
     wait_until(lambda: on_loop(loop, lambda: registry.viewer_count(w.run)) == 0, 10, "viewers released")
     wait_until(lambda: on_loop(loop, channel) is None, 10, "channel closed")
-    wait_until(lambda: hub.get_hub().subscriber_count(w.run) == 0, 10, "hub subscription released")
+    wait_until(lambda: registry.hub.subscriber_count(w.run) == 0, 10, "hub subscription released")
     api.close()
 
 

@@ -39,7 +39,6 @@ from runcast_server.alerts.service import alert_view, summary
 from runcast_server.core.celery_app import app, get_app
 from runcast_server.core.db import session_scope, upsert
 from runcast_server.core.models import Run
-from runcast_server.live import hub
 from runcast_server.observability.metrics import metrics_of
 from runcast_server.policy.apply import public_policy
 
@@ -107,7 +106,7 @@ def dispatch(ctx: AppContext, entries: list[dict[str, Any]]) -> None:
         try:
             with session_scope() as session:
                 version = session.scalar(select(Run.version).where(Run.id == run_id)) or 0
-            hub.publish(run_id, {"run": run_id, "version": version, "alerts": items})
+            ctx.hub.publish(run_id, {"run": run_id, "version": version, "alerts": items})
         except Exception:
             log.warning("alerts: could not publish to run:%s", run_id, exc_info=True)
     for e in entries:

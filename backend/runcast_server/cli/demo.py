@@ -108,7 +108,6 @@ def _use_embedded(data_dir: Path | None) -> Path:
     """Point this process's settings at the demo's data dir, embedded (no Redis, no external database)."""
     from runcast_server.core.db import reset_engine
     from runcast_server.core.settings import Settings, get_settings
-    from runcast_server.live.hub import reset_hub
 
     data = (data_dir or Settings().data_dir).expanduser().resolve()
     data.mkdir(parents=True, exist_ok=True)
@@ -117,7 +116,6 @@ def _use_embedded(data_dir: Path | None) -> Path:
         os.environ.pop(name, None)
     get_settings.cache_clear()
     reset_engine()
-    reset_hub()
     return data
 
 

@@ -10,8 +10,8 @@ from collections.abc import Callable
 
 from sqlalchemy.orm import Session
 
-from runcast_server.live import hub
 from runcast_server.live.frames import Frame, batch_frame, reset_frame
+from runcast_server.live.hub import DEFAULT_MAXSIZE, LocalHub
 from runcast_server.live.replay import Replay, current_version, db, read_versions
 from runcast_server.live.settings import StreamSettings
 from runcast_server.policy.apply import public_policy
@@ -222,7 +222,7 @@ class RunChannel:
     async def _run(self) -> None:
         try:
             while True:
-                sub = hub.subscribe(self.run_id, maxsize=hub.DEFAULT_MAXSIZE)
+                sub = self.registry.hub.subscribe(self.run_id, maxsize=DEFAULT_MAXSIZE)
                 try:
                     current = await db(lambda s: current_version(s, self.run_id))
                     if self.version is None:
@@ -287,8 +287,9 @@ class RunChannel:
 class Registry:
     """One app's channels by run id (on the app's event loop); on the app's context."""
 
-    def __init__(self, limits: StreamSettings) -> None:
+    def __init__(self, limits: StreamSettings, hub: LocalHub) -> None:
         self.limits = limits
+        self.hub = hub  # the context's: one subscription per run with viewers
         self.channels: dict[str, RunChannel] = {}
         self._watcher: asyncio.Task[None] | None = None
 
