@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from runcast_server.alerts.runner import AlertRunner
+from runcast_server.core.db import Database, bind_database, unbind_database
 from runcast_server.core.settings import Settings
 from runcast_server.live.fanout import Registry
 from runcast_server.live.hub import LocalHub, make_hub
@@ -25,6 +26,7 @@ class AppContext:
     """One process's state (one per app in tests)."""
 
     settings: Settings
+    database: Database  # the engine and session factory of settings.sqlalchemy_url
     hub: LocalHub  # live messages: in-process when embedded, Redis pub/sub in production
     registry: Registry  # the live stream's channels (one per run with viewers) and viewers
     alerts: AlertRunner | None = None  # embedded only: the notification pool and the periodic check
@@ -34,13 +36,16 @@ class AppContext:
         hub = make_hub(settings)
         return cls(
             settings=settings,
+            database=Database.open(settings.sqlalchemy_url),
             hub=hub,
             registry=Registry(StreamSettings.of(settings), hub),
             alerts=AlertRunner() if settings.embedded else None,
         )
 
     def start(self) -> AppContext:
-        """Start the context's threads (embedded: the alert check)."""
+        """Make its database the process's (``core.db.bind_database``: for the code not handed the
+        context yet) and start its threads (embedded: the alert check)."""
+        bind_database(self.database)
         if self.alerts is not None:
             self.alerts.start(self)
         return self
@@ -51,6 +56,8 @@ class AppContext:
         if self.alerts is not None:
             self.alerts.stop()
         self.hub.close()
+        unbind_database(self.database)
+        self.database.engine.dispose()
 
 
 def bind_context(owner: Any, ctx: AppContext) -> None:

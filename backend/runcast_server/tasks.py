@@ -19,7 +19,7 @@ from celery import Task
 from celery.signals import task_failure, task_retry, worker_init
 
 from runcast_server.context import AppContext, bind_context, context_of
-from runcast_server.core.celery_app import app, get_app
+from runcast_server.core.celery_app import app, app_for
 from runcast_server.core.settings import Settings, get_settings
 from runcast_server.inbox import sweep as inbox_sweep
 from runcast_server.inbox.service import (
@@ -174,7 +174,7 @@ def enqueue_ingest(ctx: AppContext, inbox_id: int, events: list[dict[str, Any]] 
     if settings.embedded and events is not None:
         store_row(ctx, inbox_id, events=events)
         return
-    celery = get_app()  # follow settings changes (tests swap them)
+    celery = app_for(settings)  # the broker of the caller's settings
     if settings.embedded:  # the eager task runs here, now: with the caller's context
         bind_context(celery, ctx)
     ingest_batch.apply_async(

@@ -260,12 +260,13 @@ def test_deeply_nested_config_neither_crashes_nor_blocks(client: Any, token: str
 
 
 def test_database_down_is_503_json_with_retry_after(client: Any, token: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    from runcast_server.core.db import reset_engine
+    from dataclasses import replace
+
+    from runcast_server.core.db import Database
     from services import free_port
 
-    monkeypatch.setenv("RUNCAST_DATABASE_URL", f"postgresql+psycopg://postgres@127.0.0.1:{free_port()}/x")
-    get_settings.cache_clear()
-    reset_engine()
+    down = Database.open(f"postgresql+psycopg://postgres@127.0.0.1:{free_port()}/x")  # nothing listens there
+    monkeypatch.setattr(client.app.state, "context", replace(client.app.state.context, database=down))
     r = post(client, token, [WireRun().started()])
     assert r.status_code == 503
     assert r.headers["Retry-After"] == "5"

@@ -36,7 +36,7 @@ from standardwebhooks import Webhook
 from runcast_server.alerts import email, ssrf
 from runcast_server.alerts.models import Alert, AlertDelivery, Subscription
 from runcast_server.alerts.service import alert_view, summary
-from runcast_server.core.celery_app import app, get_app
+from runcast_server.core.celery_app import app, app_for
 from runcast_server.core.db import session_scope, upsert
 from runcast_server.core.models import Run
 from runcast_server.observability.metrics import metrics_of
@@ -118,7 +118,7 @@ def start_fanout(ctx: AppContext, alert_id: int, phase: str) -> None:
     if ctx.alerts is not None:
         ctx.alerts.submit(fanout, ctx, alert_id, phase)
     else:
-        get_app()
+        app_for(ctx.settings)
         fanout_task.apply_async(args=[alert_id, phase], expires=3600)
 
 
@@ -129,7 +129,7 @@ def schedule_delivery(ctx: AppContext, delivery_id: int, countdown: float = 0.0)
         else:
             ctx.alerts.later(countdown, deliver, ctx, delivery_id)
     else:
-        get_app()
+        app_for(ctx.settings)
         deliver_task.apply_async(args=[delivery_id], countdown=countdown, expires=24 * 3600)
 
 
