@@ -77,4 +77,4 @@ def context_of(owner: Any) -> AppContext:
     if ctx is None:
         raise RuntimeError("no application context bound: build one with AppContext.build(settings) where the "
                            "process starts and bind it (context.bind_context)")
-    return ctx  # type: ignore[no-any-return]
+    return ctx

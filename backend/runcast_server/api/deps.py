@@ -19,7 +19,7 @@ from runcast_server.sessions.service import lookup as lookup_session
 
 def app_context(request: Request) -> AppContext:
     """The application context the app's lifespan started (``runcast_server.context``)."""
-    return request.app.state.context  # type: ignore[no-any-return]
+    return request.app.state.context
 
 
 ContextDep = Annotated[AppContext, Depends(app_context)]

@@ -18,7 +18,7 @@ from runcast_server.reads.published import sees_everything
 
 def app_settings(request: Request) -> Settings:
     """The settings the app was built with (its context's)."""
-    return request.app.state.context.settings  # type: ignore[no-any-return]
+    return request.app.state.context.settings
 
 
 SettingsDep = Annotated[Settings, Depends(app_settings)]
