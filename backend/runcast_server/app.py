@@ -15,14 +15,16 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute, iter_route_contexts
 from runcast import __version__
+from sqlalchemy import Engine
 
 from runcast_server.api import api_router
 from runcast_server.api.deps import admin, bearer_token, writer_project
 from runcast_server.api.limits import BodyLimit, body_limit
 from runcast_server.artifacts.s3 import parse_storage_url
 from runcast_server.assets import FileAssets
+from runcast_server.context import AppContext, bind_context, unbind_context
 from runcast_server.core import migrate
-from runcast_server.core.db import get_engine
+from runcast_server.core.celery_app import app as celery_app
 from runcast_server.core.errors import error_responses, install_error_handlers
 from runcast_server.core.settings import Settings, get_settings
 from runcast_server.frontend import Frontend
@@ -48,12 +50,12 @@ FRONTEND_DIR = Path(__file__).resolve().parents[2] / "frontend"
 INGEST_PATH = "/api/v1/ingest"
 
 
-def prepare_database(settings: Settings) -> None:
+def prepare_database(settings: Settings, engine: Engine) -> None:
     """The embedded default upgrades itself; a production database must already be at head."""
     if settings.embedded and settings.sqlalchemy_url.startswith("sqlite"):
         migrate.upgrade(settings.sqlalchemy_url)
     else:
-        migrate.check_schema(get_engine())
+        migrate.check_schema(engine)
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -62,25 +64,31 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     if settings.storage_url:  # refused at startup, not on the first download
         parse_storage_url(settings.storage_url)
     metrics = Metrics()
+    ctx = AppContext.build(settings)  # this app's state; its threads start with the lifespan
     checks: Probes | None = None
     vendor = load_vendor(settings.vendor_dir)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         nonlocal checks
-        prepare_database(settings)
-        checks = probes(get_engine(), settings.redis_url)
+        prepare_database(settings, ctx.database.engine)
+        checks = probes(ctx.database.engine, settings.redis_url)
         if vendor.plotly_partial:
             log.info(vendor.describe())
         else:  # a slower first page load: worth a line in every server log
             log.warning(vendor.describe())
+        if settings.embedded:  # the eager tasks run in this process, with this app's context
+            bind_context(celery_app, ctx)
+        ctx.start()  # embedded: the alert check (stalls, quiet restart loops, delivery pruning)
         # Embedded, this process also sweeps the ingest inbox (production: Celery beat).
-        timer = SweepTimer(settings, enqueue_ingest).start() if settings.embedded else None
+        timer = SweepTimer(settings, lambda inbox_id: enqueue_ingest(ctx, inbox_id)).start() if settings.embedded else None
         try:
             yield
         finally:
             if timer is not None:
                 timer.stop()
+            ctx.close()
+            unbind_context(celery_app, ctx)
             if multiprocess_dir() is not None:  # this process's live gauges (viewers) leave the sum
                 from prometheus_client import multiprocess
 
@@ -89,6 +97,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     # /docs and /redoc are pages.py's: the same UIs from local bundles instead of a CDN.
     app = FastAPI(title="Runcast", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.metrics = metrics
+    app.state.context = ctx  # routes: api.deps.ContextDep
     bind_metrics(metrics)  # embedded: the eager tasks record into this registry
     install_error_handlers(app)
     app.add_middleware(
@@ -100,7 +109,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     if settings.cors_origins:  # outermost: a preflight is answered before anything else (docs/sharing.md)
         app.add_middleware(PublicReadCors, origins=settings.cors_origins)
     app.include_router(api_router)
-    scrape = scrape_registry(metrics, [InboxCollector(get_engine)])
+    scrape = scrape_registry(metrics, [InboxCollector(lambda: ctx.database.engine)])
     app.add_api_route("/metrics", exposition(scrape, settings.metrics_token), methods=["GET"],
                       include_in_schema=False, tags=["health"])
 
@@ -113,7 +122,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
              responses={503: {"model": Readiness, "description": "The database or Redis cannot be reached."}})
     def readyz() -> Any:
         """Readiness: the database (and Redis in production) answer now; 503 with Retry-After when not."""
-        report = (checks or probes(get_engine(), settings.redis_url)).readiness()
+        report = (checks or probes(ctx.database.engine, settings.redis_url)).readiness()
         if report.status == "ready":
             return report
         return JSONResponse(report.model_dump(), status_code=503, headers={"Retry-After": "5"})

@@ -18,14 +18,14 @@ from typing import Any, Final
 from celery import Task
 from celery.signals import task_failure, task_retry, worker_init
 
-from runcast_server.core.celery_app import app, get_app
+from runcast_server.context import AppContext, bind_context, context_of
+from runcast_server.core.celery_app import app, app_for
 from runcast_server.core.settings import Settings, get_settings
 from runcast_server.inbox import sweep as inbox_sweep
 from runcast_server.inbox.accept import adopt_legacy
 from runcast_server.inbox.process import Policy, process
 from runcast_server.inbox.rows import QUARANTINED, Outcome
 from runcast_server.ingest.results import IngestResult
-from runcast_server.live import hub
 from runcast_server.observability.logs import run_scope
 from runcast_server.observability.metrics import Metrics, bind_to, metrics_of
 
@@ -47,20 +47,21 @@ def ingest_batch(self: Task, **message: Any) -> dict[str, Any]:
     While the database is unavailable the task retries with a capped back-off, for as
     long as it takes (the sweeper also re-enqueues what a lost message leaves behind).
     """
-    settings = get_settings()
-    inbox_id = _inbox_id(message, settings)
+    ctx = context_of(self.app)
+    inbox_id = _inbox_id(message, ctx.settings)
     if inbox_id is None:
         return {"state": None}
-    outcome = store_row(inbox_id, settings, attempt=self.request.retries)
+    outcome = store_row(ctx, inbox_id, attempt=self.request.retries)
     if outcome.retry_in is not None and not self.request.is_eager:
         raise self.retry(countdown=outcome.retry_in, max_retries=None)
     return outcome.summary()
 
 
-def store_row(inbox_id: int, settings: Settings, *, attempt: int = 0,
+def store_row(ctx: AppContext, inbox_id: int, *, attempt: int = 0,
               events: list[dict[str, Any]] | None = None) -> Outcome:
     """Process one inbox row (``inbox.process.process``) and record its metrics and log line."""
-    outcome = process(inbox_id, policy(settings), publish, attempt=attempt, events=events)
+    outcome = process(inbox_id, policy(ctx.settings), lambda result: publish(ctx, result), attempt=attempt,
+                      events=events)
     _observe(inbox_id, outcome)
     return outcome
 
@@ -90,10 +91,12 @@ def bind_metrics(metrics: Metrics) -> None:
 
 
 @worker_init.connect
-def _worker_metrics(sender: Any = None, **_: Any) -> None:
-    """A worker builds its instruments once at start (before the pool forks; prometheus-client
-    follows the fork in multiprocess mode)."""
+def _worker_start(sender: Any = None, **_: Any) -> None:
+    """A worker builds its instruments and its application context once at start (before the
+    pool forks; prometheus-client follows the fork in multiprocess mode, and the context opens
+    no connection before its first use). Its tasks find the context on the Celery app."""
     bind_metrics(Metrics())
+    bind_context(app, AppContext.build(get_settings()).start())
 
 
 @task_failure.connect
@@ -128,34 +131,32 @@ def _inbox_id(message: dict[str, Any], settings: Settings) -> int | None:
     return None
 
 
-def publish(result: IngestResult) -> None:
+def publish(ctx: AppContext, result: IngestResult) -> None:
     """After a commit: live messages, then notifications of the alerts it opened or closed."""
-    publish_result(result)
-    after_commit_alerts(result)
+    publish_result(ctx, result)
+    after_commit_alerts(ctx, result)
 
 
-def publish_result(result: IngestResult) -> None:
+def publish_result(ctx: AppContext, result: IngestResult) -> None:
     """One live message per changed run, after the commit; a hub failure never fails the batch."""
     for run_id, message in result.messages():
         try:
-            hub.publish(run_id, message)
+            ctx.hub.publish(run_id, message)
         except Exception:
             log.warning("ingest: could not publish to run:%s", run_id, exc_info=True)
 
 
-def after_commit_alerts(result: IngestResult) -> None:
-    """Hand the batch's alerts to notifications (alerts.notify); embedded: start the stall timer."""
+def after_commit_alerts(ctx: AppContext, result: IngestResult) -> None:
+    """Hand the batch's alerts to notifications (alerts.notify)."""
     try:
-        from runcast_server.alerts import notify, stall
+        from runcast_server.alerts import notify
 
-        if get_settings().embedded:
-            stall.ensure_timer()
-        notify.dispatch(result.alerts)
+        notify.dispatch(ctx, result.alerts)
     except Exception:
         log.warning("ingest: could not dispatch alerts", exc_info=True)
 
 
-def enqueue_ingest(inbox_id: int, events: list[dict[str, Any]] | None = None) -> None:
+def enqueue_ingest(ctx: AppContext, inbox_id: int, events: list[dict[str, Any]] | None = None) -> None:
     """Send the ingest task for an inbox row (runs now, in this thread, when embedded).
 
     ``events``: the row's batch as the caller validated it from the very body it
@@ -165,26 +166,29 @@ def enqueue_ingest(inbox_id: int, events: list[dict[str, Any]] | None = None) ->
     Raises kombu's OperationalError when the broker is down; the batch is safe in the
     inbox all the same, and the sweeper enqueues it once the broker is back.
     """
-    settings = get_settings()
+    settings = ctx.settings
     if settings.embedded and events is not None:
-        store_row(inbox_id, settings, events=events)
+        store_row(ctx, inbox_id, events=events)
         return
-    get_app()  # follow settings changes (tests swap them)
+    celery = app_for(settings)  # the broker of the caller's settings
+    if settings.embedded:  # the eager task runs here, now: with the caller's context
+        bind_context(celery, ctx)
     ingest_batch.apply_async(
         kwargs={"contract": CONTRACT, "inbox_id": inbox_id}, expires=settings.ingest_task_expires_s
     )
 
 
-@app.task(name=SWEEP_TASK, ignore_result=True)
-def sweep_inbox() -> dict[str, int]:
+@app.task(name=SWEEP_TASK, bind=True, ignore_result=True)
+def sweep_inbox(self: Task) -> dict[str, int]:
     """Periodic (Celery beat): re-enqueue inbox rows not stored in time, delete old done rows.
 
     A Redis ``SET NX EX`` lock makes an overlapping sweep skip its turn.
     """
-    settings = get_settings()
+    ctx = context_of(self.app)
+    settings = ctx.settings
     if not _sweep_lock(settings):
         return {"skipped": 1}
-    return inbox_sweep.sweep(time.time(), settings, enqueue_ingest).as_dict()
+    return inbox_sweep.sweep(time.time(), settings, lambda inbox_id: enqueue_ingest(ctx, inbox_id)).as_dict()
 
 
 def _sweep_lock(settings: Settings) -> bool:

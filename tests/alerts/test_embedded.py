@@ -276,9 +276,9 @@ def test_stall_sweep_opens_then_activity_closes(make_client):
     client, token = make_client()
     run = spike_run(client, token, alerts={"stall": {"after_s": 60}})
     log_curve(client, token, run, [2.0] * 10)
-    assert sweep(now=time.time() + 30) == 0
-    assert sweep(now=time.time() + 120) == 1
-    assert sweep(now=time.time() + 240) == 0  # one alert per stall
+    assert sweep(client.app.state.context, now=time.time() + 30) == 0
+    assert sweep(client.app.state.context, now=time.time() + 120) == 1
+    assert sweep(client.app.state.context, now=time.time() + 240) == 0  # one alert per stall
     [a] = client.get(f"/api/v1/runs/{run.run}/alerts?kind=stall").json()["alerts"]
     assert a["state"] == "open" and a["evidence"]["open"]["after_s"] == 60
     post(client, token, [run.event("heartbeat", step=9)])
@@ -320,13 +320,13 @@ def test_the_stalled_status_and_the_stall_alert_share_one_threshold(make_client)
                 if client.get(f"/api/v1/runs/{run.run}/alerts?kind=stall").json()["alerts"]}
 
     time.sleep(1.6)
-    sweep()
+    sweep(client.app.state.context)
     assert (status(quick), status(default)) == ("stalled", "running")
     assert stalled_list() == alerted() == {"quick"}
     assert "stalled" in client.get(f"/badge/runs/{quick.run}.svg").text
     assert "stalled" not in client.get(f"/badge/runs/{default.run}.svg").text
 
     time.sleep(1.6)
-    sweep()
+    sweep(client.app.state.context)
     assert (status(quick), status(default)) == ("stalled", "stalled")
     assert stalled_list() == alerted() == {"quick", "default"}

@@ -156,7 +156,7 @@ def test_delivered_header_names_the_same_event_as_the_body(embedded_env, monkeyp
     get_settings.cache_clear()
     rec = Receiver()
     try:
-        with TestClient(create_app()):
+        with TestClient(create_app()) as client:
             with session_scope() as session:
                 alert_id, sub_id = _alert_and_subscription(session, rec.url, fmt)
                 ids = []
@@ -166,7 +166,7 @@ def test_delivered_header_names_the_same_event_as_the_body(embedded_env, monkeyp
                     session.add(d)
                     session.flush()
                     ids.append(d.id)
-            assert [notify.deliver(i) for i in ids] == ["sent", "sent"]
+            assert [notify.deliver(client.app.state.context, i) for i in ids] == ["sent", "sent"]
             wait(lambda: len(rec.requests) == 2)
     finally:
         rec.close()
@@ -202,11 +202,11 @@ def test_finished_deliveries_are_pruned_after_the_retention(embedded, monkeypatc
                                            "sent-new": ("close", "sent", 60)}.items():
             session.add(AlertDelivery(subscription_id=sub2, alert_id=alert2, phase=phase, status=status,
                                       attempts=1, created_at=now - age, last_error=name))
-    assert notify.prune_deliveries(now) == 2
+    assert notify.prune_deliveries(embedded.app.state.context, now) == 2
     with session_scope() as session:
         left = sorted(session.scalars(select(AlertDelivery.last_error)))
     assert left == ["pending-old", "sent-new"]
-    assert notify.prune_deliveries(now) == 0
+    assert notify.prune_deliveries(embedded.app.state.context, now) == 0
     schedule = get_app().conf.beat_schedule
     assert schedule["runcast-alerts-prune"]["task"] == notify.PRUNE_TASK == "runcast.alerts.prune"
     assert notify.PRUNE_TASK in get_app().tasks

@@ -150,23 +150,19 @@ def test_revoking_the_token_ends_its_sessions_at_once(client, world):
 
 
 def test_a_session_expires(client, world, monkeypatch):
-    monkeypatch.setenv("RUNCAST_SESSION_TTL_S", "1")
-    get_settings.cache_clear()
-    try:
-        res = _sign_in(client, world["p_token"])
-        assert res.status_code == 200 and "max-age=1" in res.headers["set-cookie"].lower()
-        assert client.get(f"{API}/runs/{world['private']}").status_code == 200
-        stale = client.cookies[COOKIE]
-        import time
+    monkeypatch.setattr(client.app.state.context.settings, "session_ttl_s", 1.0)  # the app's settings
+    res = _sign_in(client, world["p_token"])
+    assert res.status_code == 200 and "max-age=1" in res.headers["set-cookie"].lower()
+    assert client.get(f"{API}/runs/{world['private']}").status_code == 200
+    stale = client.cookies[COOKIE]
+    import time
 
-        time.sleep(1.2)
-        # The browser dropped it; a client that keeps sending it is no better off.
-        replay = _browser(client)
-        replay.cookies.set(COOKIE, stale)
-        assert replay.get(f"{API}/session").status_code == 401
-        assert replay.get(f"{API}/runs/{world['private']}").status_code == 404
-    finally:
-        get_settings.cache_clear()
+    time.sleep(1.2)
+    # The browser dropped it; a client that keeps sending it is no better off.
+    replay = _browser(client)
+    replay.cookies.set(COOKIE, stale)
+    assert replay.get(f"{API}/session").status_code == 401
+    assert replay.get(f"{API}/runs/{world['private']}").status_code == 404
 
 
 def test_sign_out_deletes_the_session_and_clears_the_cookie(client, world):
@@ -227,16 +223,12 @@ def test_sign_in_and_out_refuse_cross_site_requests(client, world):
 
 
 def test_failed_sign_ins_are_rate_limited_per_address(client, world, monkeypatch):
-    monkeypatch.setenv("RUNCAST_SIGNIN_RATE_LIMIT", "3")
-    get_settings.cache_clear()
-    try:
-        for _ in range(3):
-            assert _sign_in(client, "rc_guess").status_code == 401
-        res = _sign_in(client, world["p_token"])
-        assert res.status_code == 429 and int(res.headers["retry-after"]) >= 1
-        assert COOKIE not in client.cookies
-    finally:
-        get_settings.cache_clear()
+    monkeypatch.setattr(client.app.state.context.settings, "signin_rate_limit", 3)  # the app's settings
+    for _ in range(3):
+        assert _sign_in(client, "rc_guess").status_code == 401
+    res = _sign_in(client, world["p_token"])
+    assert res.status_code == 429 and int(res.headers["retry-after"]) >= 1
+    assert COOKIE not in client.cookies
 
 
 def test_the_stream_of_a_private_run_follows_the_cookie_live_and_replayed(client, world):

@@ -112,11 +112,9 @@ def test_bad_manifests_are_refused(client, seed, sim, storage_root, name, files,
 
 
 def test_size_limits(client, seed, sim, storage_root, monkeypatch):
-    from runcast_server.core.settings import get_settings
-
-    monkeypatch.setenv("RUNCAST_UPLOAD_MAX_BYTES", "1000")
-    monkeypatch.setenv("RUNCAST_UPLOAD_MAX_FILES", "2")
-    get_settings.cache_clear()
+    settings = client.app.state.context.settings  # the app's
+    monkeypatch.setattr(settings, "upload_max_bytes", 1000)
+    monkeypatch.setattr(settings, "upload_max_files", 2)
     big = _begin_body(sim, [{"path": "ckpt.pt", "size": 1001, "sha256": _sha(b"")}])
     res = client.post(f"/api/v1/runs/{sim.run}/uploads", json=big, headers=_auth(seed.token()))
     assert res.status_code == 413 and res.json()["error"]["field"] == "files"

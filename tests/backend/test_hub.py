@@ -7,22 +7,24 @@ import threading
 from typing import Any
 
 import pytest
-from runcast_server.live import hub
+from runcast_server.core.settings import Settings
+from runcast_server.live.hub import LocalHub, make_hub
 
 
 @pytest.fixture
 def local(embedded_env: Any) -> Any:
-    hub.reset_hub()
-    yield hub.get_hub()
-    hub.reset_hub()
+    hub = make_hub(Settings())  # embedded: the in-process hub
+    assert type(hub) is LocalHub
+    yield hub
+    hub.close()
 
 
 def test_publish_from_another_thread_reaches_subscriber(local: Any) -> None:
     async def main() -> list[dict[str, Any]]:
         got = []
-        async with hub.subscribe("run_aaaaaaaa") as sub:
-            other = hub.subscribe("run_bbbbbbbb")
-            t = threading.Thread(target=lambda: [hub.publish("run_aaaaaaaa", {"run": "run_aaaaaaaa", "version": v}) for v in (1, 2)])
+        async with local.subscribe("run_aaaaaaaa") as sub:
+            other = local.subscribe("run_bbbbbbbb")
+            t = threading.Thread(target=lambda: [local.publish("run_aaaaaaaa", {"run": "run_aaaaaaaa", "version": v}) for v in (1, 2)])
             t.start()
             t.join()
             async for message in sub:
@@ -39,9 +41,9 @@ def test_publish_from_another_thread_reaches_subscriber(local: Any) -> None:
 
 def test_slow_subscriber_is_dropped(local: Any) -> None:
     async def main() -> tuple[bool, list[Any]]:
-        sub = hub.subscribe("run_aaaaaaaa", maxsize=3)
+        sub = local.subscribe("run_aaaaaaaa", maxsize=3)
         for v in range(10):
-            hub.publish("run_aaaaaaaa", {"run": "run_aaaaaaaa", "version": v})
+            local.publish("run_aaaaaaaa", {"run": "run_aaaaaaaa", "version": v})
         await asyncio.sleep(0.05)  # let the loop run the deliveries
         return sub.lagged, [m async for m in sub]
 
@@ -62,7 +64,7 @@ def test_ingest_publishes_one_message_per_batch(embedded: Any) -> None:
     messages: list[dict[str, Any]] = []
 
     async def listen(ready: threading.Event, done: threading.Event) -> None:
-        async with hub.subscribe("run_aaaaaaaa") as sub:
+        async with embedded.app.state.context.hub.subscribe("run_aaaaaaaa") as sub:
             ready.set()
             async for m in sub:
                 messages.append(m)

@@ -15,11 +15,11 @@ from alerts.helpers import WireRun, loss_curve
 from runcast.events import dumps_batch
 from runcast_server.core.auth import create_admin_token, create_token
 from runcast_server.core.db import get_engine, session_scope
+from runcast_server.core.settings import get_settings
 from runcast_server.inbox import accept as inbox_accept
 from runcast_server.inbox import process as inbox_process
 from runcast_server.inbox.models import InboxRow
 from runcast_server.inbox.sweep import sweep
-from runcast_server.core.settings import get_settings
 from runcast_server.tasks import enqueue_ingest
 from sqlalchemy import text, update
 
@@ -107,7 +107,7 @@ def test_embedded_api_stores_the_events_it_validated_without_decoding_the_body_a
     assert [(a[1], a[3]) for a in after["alerts"]] == [("spike", 300)]
     with session_scope() as session:  # the row again, as a redelivery reads it
         session.execute(update(InboxRow).where(InboxRow.id == row.id).values(state="pending", body=dumps_batch(events)))
-    enqueue_ingest(row.id)
+    enqueue_ingest(client.app.state.context, row.id)
     assert _detector_tables() == after
     assert [r.state for r in rows()] == ["done"]
 
@@ -120,7 +120,7 @@ def test_poison_event_is_quarantined_and_its_siblings_stored(client: Any, token:
     events[50]["values"] = {"\ud800": 1.0}
     body = json.dumps({"v": 1, "events": events}, ensure_ascii=True).encode()
     inbox_id = add_row(body, len(events))
-    enqueue_ingest(inbox_id)
+    enqueue_ingest(client.app.state.context, inbox_id)
     [row] = rows()
     assert row.state == "quarantined" and row.body == body
     assert [b["index"] for b in row.bad_events] == [50]
@@ -151,7 +151,7 @@ def test_poison_event_is_quarantined_and_its_siblings_stored(client: Any, token:
 
 def test_unreadable_body_is_quarantined_whole(client: Any, token: str) -> None:
     inbox_id = add_row(b'{"v": 1, "events": [', 1)
-    enqueue_ingest(inbox_id)
+    enqueue_ingest(client.app.state.context, inbox_id)
     [row] = rows()
     assert row.state == "quarantined" and row.bad_events[0]["index"] is None
 
@@ -199,7 +199,7 @@ def test_redelivered_batch_and_detector_pass_change_nothing(client: Any, token: 
     bodies = []
     for lo in range(0, 400, 100):
         bodies.append(dumps_batch([run.metrics(s, loss=curve[s]) for s in range(lo, lo + 100)]))
-        enqueue_ingest(add_row(bodies[-1], 100))
+        enqueue_ingest(client.app.state.context, add_row(bodies[-1], 100))
     before = _detector_tables()
     assert [(a[1], a[3]) for a in before["alerts"]] == [("spike", 300)]
     ids = [row.id for row in rows()][1:]
@@ -207,7 +207,7 @@ def test_redelivered_batch_and_detector_pass_change_nothing(client: Any, token: 
         for state in ("stored", "pending"):  # the detector pass alone, then the whole batch again
             with session_scope() as session:
                 session.execute(update(InboxRow).where(InboxRow.id == inbox_id).values(state=state, body=body))
-            assert enqueue_ingest(inbox_id) is None
+            assert enqueue_ingest(client.app.state.context, inbox_id) is None
             assert _detector_tables() == before
     assert all(row.state == "done" for row in rows())
 
@@ -218,11 +218,16 @@ def test_sweeper_stores_rows_left_behind_and_prunes_old_ones(client: Any, token:
     inbox_id = add_row(dumps_batch([run.metrics(s, loss=1.0) for s in range(5)]), 5)  # never enqueued
     now = time.time()
     settings = get_settings()
-    assert sweep(now, settings, enqueue_ingest).enqueued == 0  # not due yet
-    assert sweep(now + 31, settings, enqueue_ingest).as_dict() == {"enqueued": 1, "pruned": 0, "failed": 0}
+    ctx = client.app.state.context
+
+    def store(inbox_id: int) -> None:
+        enqueue_ingest(ctx, inbox_id)
+
+    assert sweep(now, settings, store).enqueued == 0  # not due yet
+    assert sweep(now + 31, settings, store).as_dict() == {"enqueued": 1, "pruned": 0, "failed": 0}
     assert counts(get_engine())["points"] == 5
     assert {row.id: row.state for row in rows()}[inbox_id] == "done"
-    result = sweep(now + settings.inbox_retention_s + 60, settings, enqueue_ingest)
+    result = sweep(now + settings.inbox_retention_s + 60, settings, store)
     assert (result.enqueued, result.pruned) == (0, 2)
     assert rows() == []
 
@@ -249,19 +254,20 @@ def test_deeply_nested_config_neither_crashes_nor_blocks(client: Any, token: str
     for _ in range(600):
         config = {"a": config}
     deep = json.dumps({"v": 1, "events": [run.started(config=config), run.metrics(0, loss=1.0)]}).encode()
-    enqueue_ingest(add_row(deep, 2))
+    enqueue_ingest(client.app.state.context, add_row(deep, 2))
     assert rows()[0].state in ("done", "quarantined")
     assert post(client, token, [other.started(), other.metrics(0, loss=2.0)]).status_code == 202
     assert client.get(f"/api/v1/runs/{other.run}/export", params={"format": "jsonl"}).text.count("\n") == 1
 
 
 def test_database_down_is_503_json_with_retry_after(client: Any, token: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    from runcast_server.core.db import reset_engine
+    from dataclasses import replace
+
+    from runcast_server.core.db import Database
     from services import free_port
 
-    monkeypatch.setenv("RUNCAST_DATABASE_URL", f"postgresql+psycopg://postgres@127.0.0.1:{free_port()}/x")
-    get_settings.cache_clear()
-    reset_engine()
+    down = Database.open(f"postgresql+psycopg://postgres@127.0.0.1:{free_port()}/x")  # nothing listens there
+    monkeypatch.setattr(client.app.state, "context", replace(client.app.state.context, database=down))
     r = post(client, token, [WireRun().started()])
     assert r.status_code == 503
     assert r.headers["Retry-After"] == "5"

@@ -158,9 +158,13 @@ def test_broker_down_still_accepts_durably(embedded: Any, token: str, monkeypatc
     """The inbox holds the batch: 202 without a broker; the sweeper enqueues it later."""
     from runcast_server.inbox.models import InboxRow
 
+    from fastapi.testclient import TestClient
+    from runcast_server.app import create_app
+
     monkeypatch.setenv("RUNCAST_REDIS_URL", "redis://127.0.0.1:9/0")  # nothing listens on port 9
-    get_settings.cache_clear()
-    r = post(embedded, [started(), metrics(1, {"a": 1})], token)
+    get_settings.cache_clear()  # the Celery app follows get_settings() (core.celery_app.get_app)
+    with TestClient(create_app(get_settings())) as production:  # the same database, a broker that is down
+        r = post(production, [started(), metrics(1, {"a": 1})], token)
     assert r.status_code == 202, r.text
     assert counts(get_engine())["points"] == 0
     with session_scope() as session:

@@ -21,38 +21,35 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
-def inproc(embedded_env: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, str, asyncio.AbstractEventLoop]]:
-    """(url, token, server loop) of an embedded app served by uvicorn in a thread of this process."""
+def inproc(embedded_env: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, str, asyncio.AbstractEventLoop, Any]]:
+    """(url, token, server loop, the app's live registry) of an embedded app served by uvicorn in a thread of
+    this process."""
     import uvicorn
-    from runcast_server.live import hub
     from runcast_server.core import migrate
     from runcast_server.app import create_app
     from runcast_server.core.auth import create_token
     from runcast_server.core.db import session_scope
-    from runcast_server.live.fanout import shutdown
-    from runcast_server.live.settings import stream_settings
-    from runcast_server.core.settings import get_settings
+    from runcast_server.core.settings import Settings
 
     monkeypatch.setenv("RUNCAST_STREAM_LINGER_S", "0.2")
-    stream_settings.cache_clear()
-    hub.reset_hub()
-    migrate.upgrade(get_settings().sqlalchemy_url)
+    settings = Settings()  # this app's, with the linger above
+    migrate.upgrade(settings.sqlalchemy_url)
     with session_scope() as s:
         token = create_token(s, "demo")
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(), host="127.0.0.1", port=port, log_level="warning", timeout_graceful_shutdown=2))
+    app = create_app(settings)
+    registry = app.state.context.registry
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", timeout_graceful_shutdown=2))
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=lambda: loop.run_until_complete(server.serve()), daemon=True)
     thread.start()
     wait_until(lambda: server.started, 30, "in-process server")
     try:
-        yield f"http://127.0.0.1:{port}", token, loop
+        yield f"http://127.0.0.1:{port}", token, loop, registry
     finally:
-        loop.call_soon_threadsafe(shutdown)
+        loop.call_soon_threadsafe(registry.close_all)
         server.should_exit = True
         thread.join(10)
-        stream_settings.cache_clear()
-        hub.reset_hub()
 
 
 def on_loop(loop: asyncio.AbstractEventLoop, fn: Any) -> Any:
@@ -65,16 +62,13 @@ def on_loop(loop: asyncio.AbstractEventLoop, fn: Any) -> Any:
 
 
 def test_one_database_read_per_version_for_all_viewers_and_disconnect_releases(inproc: Any) -> None:
-    from runcast_server.live import hub
-    from runcast_server.live.fanout import registry
-
-    url, token, loop = inproc
+    url, token, loop, registry = inproc
     api = httpx.Client(base_url=url, timeout=30)
     w = RunWriter(api, token).start()
     viewers = 60
 
     def channel() -> Any:
-        return registry().channels.get(w.run)
+        return registry.channels.get(w.run)
 
     async def main() -> list[list[Message]]:
         limits = httpx.Limits(max_connections=viewers + 5)
@@ -83,7 +77,7 @@ def test_one_database_read_per_version_for_all_viewers_and_disconnect_releases(i
             tasks = [asyncio.create_task(collect(client, f"{url}/api/v1/runs/{w.run}/stream", 11, into=b)) for b in boxes]
             while sum(1 for b in boxes if b) < viewers:
                 await asyncio.sleep(0.02)
-            assert on_loop(loop, lambda: registry().viewer_count(w.run)) == viewers
+            assert on_loop(loop, lambda: registry.viewer_count(w.run)) == viewers
             reads_before = on_loop(loop, lambda: channel().reads)
             for _ in range(10):
                 await asyncio.to_thread(w.batch, 3)
@@ -97,23 +91,21 @@ def test_one_database_read_per_version_for_all_viewers_and_disconnect_releases(i
     # Every viewer got the very same bytes object per version (encoded once): compare data.
     assert all([m.data for m in r] == [m.data for m in results[0]] for r in results)
     # All clients are gone: viewers released at once, then the channel and its hub subscription.
-    wait_until(lambda: on_loop(loop, lambda: registry().viewer_count(w.run)) == 0, 10, "viewers released")
+    wait_until(lambda: on_loop(loop, lambda: registry.viewer_count(w.run)) == 0, 10, "viewers released")
     wait_until(lambda: on_loop(loop, channel) is None, 10, "channel closed")
-    wait_until(lambda: hub.get_hub().subscriber_count(w.run) == 0, 10, "hub subscription released")
+    wait_until(lambda: registry.hub.subscriber_count(w.run) == 0, 10, "hub subscription released")
     api.close()
 
 
 def test_shutdown_ends_open_streams(inproc: Any) -> None:
-    from runcast_server.live.fanout import shutdown
-
-    url, token, loop = inproc
+    url, token, loop, registry = inproc
     api = httpx.Client(base_url=url, timeout=30)
     w = RunWriter(api, token).start()
     with httpx.stream("GET", f"{url}/api/v1/runs/{w.run}/stream", timeout=30) as response:
         lines = response.iter_lines()
         assert next(lines) == "retry: 1000"
         started = time.monotonic()
-        loop.call_soon_threadsafe(shutdown)
+        loop.call_soon_threadsafe(registry.close_all)
         rest = list(lines)  # ends: the server closed the stream
         assert time.monotonic() - started < 5
         assert "event: reset" in rest

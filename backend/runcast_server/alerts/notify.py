@@ -5,8 +5,9 @@ keep failing is disabled.
 
 Production: Celery tasks ``runcast.alerts.fanout`` and ``runcast.alerts.deliver`` on the
 workers (``acks_late``; a redelivered task finds its delivery already sent). Embedded: the
-same functions on a small thread pool (with timers for the retries), so an ingest request
-never waits for a webhook.
+same functions on the application context's alert pool (``alerts.runner``, with timers for
+the retries), so an ingest request never waits for a webhook. Every function takes the
+context (``runcast_server.context``) it works for.
 
 Webhooks are signed with the Standard Webhooks scheme (the ``standardwebhooks`` package):
 ``webhook-id`` (one per delivery, the same on its retries), ``webhook-timestamp`` (of the
@@ -23,12 +24,11 @@ import json
 import logging
 import re
 import secrets
-import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
+from celery import Task
 from runcast import __version__
 from sqlalchemy import delete, or_, select, update
 from standardwebhooks import Webhook
@@ -36,13 +36,14 @@ from standardwebhooks import Webhook
 from runcast_server.alerts import email, ssrf
 from runcast_server.alerts.models import Alert, AlertDelivery, Subscription
 from runcast_server.alerts.service import alert_view, summary
-from runcast_server.core.celery_app import app, get_app
+from runcast_server.core.celery_app import app, app_for
 from runcast_server.core.db import session_scope, upsert
 from runcast_server.core.models import Run
-from runcast_server.core.settings import get_settings
-from runcast_server.live import hub
 from runcast_server.observability.metrics import metrics_of
 from runcast_server.policy.apply import public_policy
+
+if TYPE_CHECKING:
+    from runcast_server.context import AppContext
 
 FANOUT_TASK: Final = "runcast.alerts.fanout"
 DELIVER_TASK: Final = "runcast.alerts.deliver"
@@ -52,8 +53,6 @@ EVENTS: Final = {"open": "alert.opened", "close": "alert.closed"}  # the body's 
 FINISHED: Final = ("sent", "failed", "dropped")
 
 log = logging.getLogger(__name__)
-_pool: ThreadPoolExecutor | None = None
-_pool_lock = threading.Lock()
 
 
 def new_secret() -> str:
@@ -96,7 +95,7 @@ def unsubscribe_url(sub: Subscription) -> str:
 # --- after an ingest commit --------------------------------------------------------------------
 
 
-def dispatch(entries: list[dict[str, Any]]) -> None:
+def dispatch(ctx: AppContext, entries: list[dict[str, Any]]) -> None:
     """Publish alert entries on the runs' live channels and start their fan-out (after commit)."""
     if not entries:
         return
@@ -107,55 +106,37 @@ def dispatch(entries: list[dict[str, Any]]) -> None:
         try:
             with session_scope() as session:
                 version = session.scalar(select(Run.version).where(Run.id == run_id)) or 0
-            hub.publish(run_id, {"run": run_id, "version": version, "alerts": items})
+            ctx.hub.publish(run_id, {"run": run_id, "version": version, "alerts": items})
         except Exception:
             log.warning("alerts: could not publish to run:%s", run_id, exc_info=True)
     for e in entries:
-        start_fanout(e["id"], e["phase"])
+        start_fanout(ctx, e["id"], e["phase"])
 
 
-def _embedded_pool() -> ThreadPoolExecutor:
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="runcast-alerts")
-        return _pool
-
-
-def start_fanout(alert_id: int, phase: str) -> None:
-    settings = get_settings()
-    if settings.embedded:
-        _embedded_pool().submit(_guard, fanout, alert_id, phase)
+def start_fanout(ctx: AppContext, alert_id: int, phase: str) -> None:
+    """Embedded: on the context's alert pool; production: the fan-out task on a worker."""
+    if ctx.alerts is not None:
+        ctx.alerts.submit(fanout, ctx, alert_id, phase)
     else:
-        get_app()
+        app_for(ctx.settings)
         fanout_task.apply_async(args=[alert_id, phase], expires=3600)
 
 
-def schedule_delivery(delivery_id: int, countdown: float = 0.0) -> None:
-    settings = get_settings()
-    if settings.embedded:
+def schedule_delivery(ctx: AppContext, delivery_id: int, countdown: float = 0.0) -> None:
+    if ctx.alerts is not None:
         if countdown <= 0:
-            _embedded_pool().submit(_guard, deliver, delivery_id)
+            ctx.alerts.submit(deliver, ctx, delivery_id)
         else:
-            timer = threading.Timer(countdown, lambda: _embedded_pool().submit(_guard, deliver, delivery_id))
-            timer.daemon = True
-            timer.start()
+            ctx.alerts.later(countdown, deliver, ctx, delivery_id)
     else:
-        get_app()
+        app_for(ctx.settings)
         deliver_task.apply_async(args=[delivery_id], countdown=countdown, expires=24 * 3600)
-
-
-def _guard(fn: Any, *args: Any) -> None:
-    try:
-        fn(*args)
-    except Exception:
-        log.exception("alerts: %s%r failed", getattr(fn, "__name__", fn), args)
 
 
 # --- fan-out and delivery ---------------------------------------------------------------------
 
 
-def fanout(alert_id: int, phase: str) -> list[int]:
+def fanout(ctx: AppContext, alert_id: int, phase: str) -> list[int]:
     """Create the deliveries of one alert phase (once each) and schedule them; returns their ids."""
     now = time.time()
     with session_scope() as session:
@@ -189,7 +170,7 @@ def fanout(alert_id: int, phase: str) -> list[int]:
             )
         ))
     for delivery_id in ids:
-        schedule_delivery(delivery_id)
+        schedule_delivery(ctx, delivery_id)
     return ids
 
 
@@ -211,9 +192,9 @@ def render(sub: Subscription, view: dict[str, Any], phase: str) -> bytes:
     return json.dumps(body, allow_nan=False, separators=(",", ":"), default=str).encode()
 
 
-def deliver(delivery_id: int) -> str:
+def deliver(ctx: AppContext, delivery_id: int) -> str:
     """Send one delivery (one attempt); schedules the next attempt on failure. Returns its status."""
-    settings = get_settings()
+    settings = ctx.settings
     with session_scope() as session:
         d = session.get(AlertDelivery, delivery_id)
         if d is None or d.status != "pending":
@@ -253,7 +234,7 @@ def deliver(delivery_id: int) -> str:
         error = f"refused: {exc}"
     except Exception as exc:  # noqa: BLE001 - any transport failure is a failed attempt
         error = f"{type(exc).__name__}: {exc}"
-    status = _record(delivery_id, error)
+    status = _record(ctx, delivery_id, error)
     _count(channel, "retry" if status == "pending" else status)
     return status
 
@@ -265,8 +246,8 @@ def _count(channel: str, outcome: str) -> None:
         metrics.alert_deliveries.labels(channel, outcome).inc()
 
 
-def _record(delivery_id: int, error: str | None) -> str:
-    settings = get_settings()
+def _record(ctx: AppContext, delivery_id: int, error: str | None) -> str:
+    settings = ctx.settings
     now = time.time()
     retry_in: float | None = None
     with session_scope() as session:
@@ -292,36 +273,45 @@ def _record(delivery_id: int, error: str | None) -> str:
             retry_in = settings.webhook_retry_base_s * 2 ** (d.attempts - 1)
         status = d.status
     if retry_in is not None:
-        schedule_delivery(delivery_id, retry_in)
+        schedule_delivery(ctx, delivery_id, retry_in)
     return status
 
 
 # --- Celery tasks ----------------------------------------------------------------------------
 
 
-@app.task(name=FANOUT_TASK, acks_late=True)
-def fanout_task(alert_id: int, phase: str) -> int:
-    return len(fanout(alert_id, phase))
+# Each task runs with the context its process bound to the Celery app at start (tasks.py).
 
 
-@app.task(name=DELIVER_TASK, acks_late=True)
-def deliver_task(delivery_id: int) -> str:
-    return deliver(delivery_id)
+@app.task(name=FANOUT_TASK, bind=True, acks_late=True)
+def fanout_task(self: Task, alert_id: int, phase: str) -> int:
+    return len(fanout(_context(self), alert_id, phase))
 
 
-@app.task(name=SWEEP_TASK, acks_late=True, expires=60)
-def sweep_task() -> int:
+@app.task(name=DELIVER_TASK, bind=True, acks_late=True)
+def deliver_task(self: Task, delivery_id: int) -> str:
+    return deliver(_context(self), delivery_id)
+
+
+@app.task(name=SWEEP_TASK, bind=True, acks_late=True, expires=60)
+def sweep_task(self: Task) -> int:
     from runcast_server.alerts.stall import sweep
 
-    return sweep()
+    return sweep(_context(self))
 
 
-def prune_deliveries(now: float | None = None) -> int:
+def _context(task: Task) -> AppContext:
+    from runcast_server.context import context_of
+
+    return context_of(task.app)
+
+
+def prune_deliveries(ctx: AppContext, now: float | None = None) -> int:
     """Delete finished deliveries (sent, failed, dropped) older than the retention; returns how many.
 
     Pending ones stay whatever their age: a retry may still be due.
     """
-    cutoff = (now if now is not None else time.time()) - get_settings().delivery_retention_s
+    cutoff = (now if now is not None else time.time()) - ctx.settings.delivery_retention_s
     with session_scope() as session:
         result = session.execute(
             delete(AlertDelivery).where(AlertDelivery.status.in_(FINISHED), AlertDelivery.created_at < cutoff)
@@ -329,6 +319,6 @@ def prune_deliveries(now: float | None = None) -> int:
         return int(result.rowcount or 0)  # type: ignore[attr-defined]
 
 
-@app.task(name=PRUNE_TASK, acks_late=True, expires=3600)
-def prune_task() -> int:
-    return prune_deliveries()
+@app.task(name=PRUNE_TASK, bind=True, acks_late=True, expires=3600)
+def prune_task(self: Task) -> int:
+    return prune_deliveries(_context(self))

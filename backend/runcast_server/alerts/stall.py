@@ -3,24 +3,22 @@
 Production: Celery beat sends ``runcast.alerts.sweep`` every ``RUNCAST_ALERT_CHECK_INTERVAL_S``
 (run ``celery -A runcast_server.core.celery_app beat`` once, beside the workers; see
 docs/alerts.md); a Redis ``SET NX EX`` lock makes overlapping sweeps skip a cycle.
-Embedded: a daemon timer thread in the API process, started by the first ingest; it also
-prunes finished notification deliveries every ``RUNCAST_DELIVERY_PRUNE_INTERVAL_S``
-(production: the beat task ``runcast.alerts.prune``).
+Embedded: a thread of the application context's ``alerts.runner.AlertRunner``, started
+and stopped with the app; it also prunes finished notification deliveries every
+``RUNCAST_DELIVERY_PRUNE_INTERVAL_S`` (production: the beat task ``runcast.alerts.prune``).
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import select, update
 
 from runcast_server.alerts.models import Alert, DetectorState
 from runcast_server.core.db import session_scope
 from runcast_server.core.models import Run
-from runcast_server.core.settings import get_settings
 from runcast_server.detectors.hook import (
     RUN_LEVEL,
     apply_signal,
@@ -32,40 +30,40 @@ from runcast_server.ingest.results import IngestResult, RunChange
 from runcast_server.ingest.versions import write_version_log
 from runcast_server.reads.values import strict_json
 
+if TYPE_CHECKING:
+    from runcast_server.context import AppContext
+
 MIN_QUIET_S = 1.0
 log = logging.getLogger(__name__)
-_timer_lock = threading.Lock()
-_timer: threading.Thread | None = None
-_sweep_lock = threading.Lock()
 
 
-def _acquire(interval: float) -> Any:
+def _acquire(ctx: AppContext) -> Any:
     """A non-blocking lock so that sweeps never pile up; None when another one runs."""
-    settings = get_settings()
-    if settings.embedded:
-        return _sweep_lock if _sweep_lock.acquire(blocking=False) else None
+    if ctx.alerts is not None:  # embedded: the process's lock
+        lock = ctx.alerts.sweep_lock
+        return lock if lock.acquire(blocking=False) else None
     import redis
 
+    settings = ctx.settings
     client = redis.Redis.from_url(settings.redis_url or "", socket_connect_timeout=2, socket_timeout=5)
-    if client.set("runcast:alerts:sweep", str(time.time()), nx=True, ex=max(1, int(interval))):
+    if client.set("runcast:alerts:sweep", str(time.time()), nx=True, ex=max(1, int(settings.alert_check_interval_s))):
         return client
     return None
 
 
-def sweep(now: float | None = None) -> int:
+def sweep(ctx: AppContext, now: float | None = None) -> int:
     """Open stall alerts and close quiet restart loops; returns how many alerts changed."""
-    settings = get_settings()
-    lock = _acquire(settings.alert_check_interval_s)
+    lock = _acquire(ctx)
     if lock is None:
         return 0
     try:
-        return _sweep(now if now is not None else time.time(), settings.stall_after_s)
+        return _sweep(ctx, now if now is not None else time.time(), ctx.settings.stall_after_s)
     finally:
-        if isinstance(lock, type(_sweep_lock)):
+        if ctx.alerts is not None and lock is ctx.alerts.sweep_lock:
             lock.release()
 
 
-def _sweep(now: float, stall_after_s: float) -> int:
+def _sweep(ctx: AppContext, now: float, stall_after_s: float) -> int:
     from runcast_server.alerts.notify import dispatch
 
     entries: list[dict[str, Any]] = []
@@ -105,7 +103,7 @@ def _sweep(now: float, stall_after_s: float) -> int:
                        DetectorState.key == "", DetectorState.detector == "restart_loop")
                 .values(state=strict_json(state), updated_at=now)
             )
-    dispatch(entries)
+    dispatch(ctx, entries)
     return len(entries)
 
 
@@ -125,32 +123,3 @@ def _with_version(conn: Any, rid: str, sig: Signal, now: float) -> list[dict[str
     conn.execute(update(Run).where(Run.id == rid).values(version=change.version))
     write_version_log(conn, result)
     return [entry]
-
-
-def ensure_timer() -> None:
-    """Embedded mode: start the sweep thread once per process."""
-    global _timer
-    with _timer_lock:
-        if _timer is not None and _timer.is_alive():
-            return
-        _timer = threading.Thread(target=_loop, name="runcast-alert-sweep", daemon=True)
-        _timer.start()
-
-
-def _loop() -> None:
-    from runcast_server.alerts.notify import prune_deliveries
-
-    pruned_at = 0.0
-    while True:
-        settings = get_settings()
-        time.sleep(settings.alert_check_interval_s)
-        try:
-            sweep()
-        except Exception:
-            log.exception("alerts: periodic check failed")
-        if time.monotonic() - pruned_at >= settings.delivery_prune_interval_s:
-            pruned_at = time.monotonic()
-            try:
-                prune_deliveries()
-            except Exception:
-                log.exception("alerts: pruning deliveries failed")

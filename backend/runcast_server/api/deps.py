@@ -9,16 +9,24 @@ from fastapi import Depends, Request
 from fastapi.security import HTTPBearer
 from sqlalchemy.orm import Session
 
+from runcast_server.context import AppContext
 from runcast_server.core.auth import is_admin_token, project_for_token
-from runcast_server.core.db import session_scope
 from runcast_server.core.errors import ApiError
 from runcast_server.core.models import Project
 from runcast_server.sessions.service import COOKIE as SESSION_COOKIE
 from runcast_server.sessions.service import lookup as lookup_session
 
 
-def get_session() -> Iterator[Session]:
-    with session_scope() as session:
+def app_context(request: Request) -> AppContext:
+    """The application context the app's lifespan started (``runcast_server.context``)."""
+    return request.app.state.context
+
+
+ContextDep = Annotated[AppContext, Depends(app_context)]
+
+
+def get_session(request: Request) -> Iterator[Session]:
+    with request.app.state.context.database.scope() as session:
         yield session
 
 

@@ -4,18 +4,24 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import Depends, Path
+from fastapi import Depends, Path, Request
 from runcast.events import ID_RE
 
 from runcast_server.api.deps import SessionDep, ViewerDep
 from runcast_server.core.errors import NotFound, error_responses
 from runcast_server.core.models import Run
-from runcast_server.core.settings import Settings, get_settings
+from runcast_server.core.settings import Settings
 from runcast_server.policy.apply import View, view_for
 from runcast_server.reads.access import readable_run
 from runcast_server.reads.published import sees_everything
 
-SettingsDep = Annotated[Settings, Depends(get_settings)]
+
+def app_settings(request: Request) -> Settings:
+    """The settings the app was built with (its context's)."""
+    return request.app.state.context.settings
+
+
+SettingsDep = Annotated[Settings, Depends(app_settings)]
 
 
 def readable_run_dep(

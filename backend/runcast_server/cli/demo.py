@@ -22,9 +22,12 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
+
+if TYPE_CHECKING:
+    from runcast_server.core.settings import Settings
 
 TRAINER_STOP_S = 20.0  # a SIGINT'd trainer finishes its run within this, else it is terminated
 RUN_LINE = re.compile(r"as run (\S+)")
@@ -48,11 +51,12 @@ def demo_command(
     Prints the run page address (http://127.0.0.1:PORT/runs/<id>); Ctrl-C stops the trainer
     and the server. No Redis or PostgreSQL needed: this is the embedded default.
     """
-    data = _use_embedded(data_dir)
+    settings = _demo_settings(data_dir)
+    data = settings.data_dir
     if not _port_free(port):
         typer.echo(f"port {port} on 127.0.0.1 is in use; pick another with --port", err=True)
         raise typer.Exit(2)
-    token = _demo_token()
+    token = _demo_token(settings)
     base = f"http://127.0.0.1:{port}"
 
     stopping = threading.Event()
@@ -65,7 +69,7 @@ def demo_command(
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     server = trainer = None
     try:
-        server = _Server(port)
+        server = _Server(port, settings)
         server.start()
         typer.echo(f"Runcast demo: dashboard at {base}/  (data in {data})")
         typer.echo(
@@ -75,7 +79,7 @@ def demo_command(
         if no_train:
             typer.echo("serving only (--no-train); Ctrl-C to stop")
         else:
-            trainer = _Trainer(base, token, steps, data)
+            trainer = _Trainer(base, token, steps, settings)
             trainer.start()
         while True:
             if trainer is not None and trainer.popen is not None and trainer.popen.poll() is not None:
@@ -104,21 +108,15 @@ def demo_command(
     typer.echo("stopped")
 
 
-def _use_embedded(data_dir: Path | None) -> Path:
-    """Point this process's settings at the demo's data dir, embedded (no Redis, no external database)."""
-    from runcast_server.core.db import reset_engine
-    from runcast_server.core.settings import Settings, get_settings
-    from runcast_server.live.hub import reset_hub
+def _demo_settings(data_dir: Path | None) -> Settings:
+    """The demo server's settings: the embedded default (no Redis, no external database) on the
+    demo's data dir, whatever RUNCAST_DATABASE_URL or RUNCAST_REDIS_URL say; the other RUNCAST_*
+    variables apply. Passed to what needs them; this process's environment is left as it is."""
+    from runcast_server.core.settings import Settings
 
     data = (data_dir or Settings().data_dir).expanduser().resolve()
     data.mkdir(parents=True, exist_ok=True)
-    os.environ["RUNCAST_DATA_DIR"] = str(data)
-    for name in ("RUNCAST_DATABASE_URL", "RUNCAST_REDIS_URL"):
-        os.environ.pop(name, None)
-    get_settings.cache_clear()
-    reset_engine()
-    reset_hub()
-    return data
+    return Settings(data_dir=data, database_url=None, redis_url=None)
 
 
 def _port_free(port: int) -> bool:
@@ -131,21 +129,24 @@ def _port_free(port: int) -> bool:
     return True
 
 
-def _demo_token() -> str:
+def _demo_token(settings: Settings) -> str:
     from runcast_server.core import migrate
     from runcast_server.core.auth import create_token
-    from runcast_server.core.db import session_scope
-    from runcast_server.core.settings import get_settings
+    from runcast_server.core.db import Database
 
-    migrate.upgrade(get_settings().sqlalchemy_url)
-    with session_scope() as session:
-        return create_token(session, "demo", label="runcast demo")
+    migrate.upgrade(settings.sqlalchemy_url)
+    db = Database.open(settings.sqlalchemy_url)
+    try:
+        with db.scope() as session:
+            return create_token(session, "demo", label="runcast demo")
+    finally:
+        db.engine.dispose()
 
 
 class _Server:
     """uvicorn on its own event loop in a thread of this process (signals stay with the main thread)."""
 
-    def __init__(self, port: int) -> None:
+    def __init__(self, port: int, settings: Settings) -> None:
         import asyncio
 
         import uvicorn
@@ -153,8 +154,9 @@ class _Server:
         from runcast_server.app import create_app
 
         self.loop = asyncio.new_event_loop()
+        self.app = create_app(settings)
         config = uvicorn.Config(
-            create_app(), host="127.0.0.1", port=port, log_level="warning", access_log=False,
+            self.app, host="127.0.0.1", port=port, log_level="warning", access_log=False,
             timeout_graceful_shutdown=5,
         )
         self.server = uvicorn.Server(config)
@@ -178,37 +180,36 @@ class _Server:
             time.sleep(0.05)
 
     def stop(self) -> None:
-        from runcast_server.live.fanout import shutdown
-
         if self.thread.is_alive():
             # End open live streams first: uvicorn's graceful shutdown waits for every response.
-            self.loop.call_soon_threadsafe(shutdown)
+            self.loop.call_soon_threadsafe(self.app.state.context.registry.close_all)
             self.server.should_exit = True
             self.thread.join(timeout=30)
 
 
-def _checkpoint_dir(stamp: str) -> Path:
+def _checkpoint_dir(settings: Settings, stamp: str) -> Path:
     """Under the server's storage root, so the run page can offer the checkpoints for download."""
-    from runcast_server.core.settings import get_settings
-
-    return get_settings().checkpoint_root / "demo" / stamp
+    return settings.checkpoint_root / "demo" / stamp
 
 
 class _Trainer:
     """``runcast train`` in a child process (own process group), its output echoed with a prefix."""
 
-    def __init__(self, base: str, token: str, steps: int, data: Path) -> None:
+    def __init__(self, base: str, token: str, steps: int, settings: Settings) -> None:
         self.base = base
+        data = settings.data_dir
         stamp = time.strftime("%Y%m%d-%H%M%S")
         self.argv = [
             sys.executable, "-m", "runcast.cli.main", "train",
             "--server", base, "--project", "demo", "--name", f"demo-tinygpt-{stamp}",
-            "--max-steps", str(steps), "--out-dir", str(_checkpoint_dir(stamp)),
+            "--max-steps", str(steps), "--out-dir", str(_checkpoint_dir(settings, stamp)),
             "--eval-interval", str(max(10, min(50, steps // 10))),
             "--ckpt-interval", str(max(20, min(250, steps // 4))),
         ]  # fmt: skip
+        inherited = {k: v for k, v in os.environ.items() if k not in ("RUNCAST_DATABASE_URL", "RUNCAST_REDIS_URL")}
         self.env = {
-            **os.environ,
+            **inherited,
+            "RUNCAST_DATA_DIR": str(data),  # the demo server's, as before
             "RUNCAST_TOKEN": token,  # in the environment, not on the command line (ps shows argv)
             "RUNCAST_SPOOL_DIR": str(data / "spool"),
             "PYTHONUNBUFFERED": "1",

@@ -68,7 +68,9 @@ def show_command(inbox_id: int = typer.Argument(..., min=1, help="The inbox row'
 @quarantine_app.command("retry")
 def retry_command(inbox_id: int = typer.Argument(..., min=1, help="The inbox row's id.")) -> None:
     """Send a quarantined batch through the worker again (stored now when embedded)."""
+    from runcast_server.context import AppContext
     from runcast_server.core.db import session_scope
+    from runcast_server.core.settings import get_settings
     from runcast_server.inbox import quarantine
     from runcast_server.tasks import enqueue_ingest
 
@@ -78,11 +80,14 @@ def retry_command(inbox_id: int = typer.Argument(..., min=1, help="The inbox row
     if not ok:
         typer.echo(f"error: inbox row {inbox_id} is not quarantined (see `runcast quarantine show {inbox_id}`)", err=True)
         raise typer.Exit(1)
+    ctx = AppContext.build(get_settings())  # this command's state (embedded: the row is stored here)
     try:
-        enqueue_ingest(inbox_id)
+        enqueue_ingest(ctx, inbox_id)
     except Exception as exc:  # noqa: BLE001 - the row is pending: the sweeper enqueues it
         typer.echo(f"inbox row {inbox_id} is pending again; it could not be enqueued now ({exc}): the sweeper will")
         return
+    finally:
+        ctx.close()
     with session_scope() as session:
         state = quarantine.show(session, inbox_id)
     typer.echo(f"inbox row {inbox_id}: {state['state'] if state else 'gone'}")

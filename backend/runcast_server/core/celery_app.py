@@ -73,12 +73,16 @@ def configure(settings: Settings) -> Celery:
     return app
 
 
-def get_app() -> Celery:
-    """The app, configured from the current ``get_settings()``."""
-    settings = get_settings()
+def app_for(settings: Settings) -> Celery:
+    """The app, configured from ``settings`` (again only when they are other settings)."""
     if _configured_for is not settings:
         configure(settings)
     return app
+
+
+def get_app() -> Celery:
+    """The app, configured from the current ``get_settings()``."""
+    return app_for(get_settings())
 
 
 @after_setup_logger.connect

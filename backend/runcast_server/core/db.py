@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -52,29 +53,71 @@ def make_engine(url: str) -> Engine:
     )
 
 
+@dataclass(frozen=True)
+class Database:
+    """One database: its engine and session factory (an ``AppContext`` owns the process's)."""
+
+    engine: Engine
+    sessions: sessionmaker[Session]
+
+    @classmethod
+    def open(cls, url: str) -> Database:
+        engine = make_engine(url)
+        return cls(engine, sessionmaker(bind=engine, expire_on_commit=False))
+
+    @contextmanager
+    def scope(self) -> Iterator[Session]:
+        """A session committed once at the end, rolled back on any error."""
+        session = self.sessions()
+        try:
+            yield session
+            session.commit()
+        except BaseException:
+            session.rollback()
+            raise
+        finally:
+            session.close()
+
+
+# The database of the code not handed a context yet (``session_scope()``, ``get_engine()``):
+# the one whoever started the process bound (``bind_database``: the app's lifespan, the
+# worker, ``runcast demo``), else one opened from ``get_settings()`` (scripts, tests).
+_bound: Database | None = None
+
+
+def bind_database(db: Database | None) -> None:
+    """Make ``db`` the process's database (None: back to the one of ``get_settings()``)."""
+    global _bound
+    _bound = db
+
+
+def unbind_database(db: Database) -> None:
+    """Undo ``bind_database(db)`` if ``db`` is still the one bound (its app stopped)."""
+    global _bound
+    if _bound is db:
+        _bound = None
+
+
+def bound_database() -> Database:
+    """The process's database (see ``bind_database``)."""
+    return _bound if _bound is not None else _from_settings()
+
+
 @lru_cache
+def _from_settings() -> Database:
+    return Database.open(get_settings().sqlalchemy_url)
+
+
 def get_engine() -> Engine:
-    """The process's engine, built from settings once."""
-    return make_engine(get_settings().sqlalchemy_url)
-
-
-@lru_cache
-def _session_factory() -> sessionmaker[Session]:
-    return sessionmaker(bind=get_engine(), expire_on_commit=False)
+    """The process's engine (``bound_database``)."""
+    return bound_database().engine
 
 
 @contextmanager
 def session_scope() -> Iterator[Session]:
-    """A session committed once at the end, rolled back on any error."""
-    session = _session_factory()()
-    try:
+    """A session of the process's database, committed once at the end, rolled back on any error."""
+    with bound_database().scope() as session:
         yield session
-        session.commit()
-    except BaseException:
-        session.rollback()
-        raise
-    finally:
-        session.close()
 
 
 def read_snapshot(session: Session) -> Connection:
@@ -93,8 +136,7 @@ def read_snapshot(session: Session) -> Connection:
 
 
 def reset_engine() -> None:
-    """Forget the cached engine (tests that change settings call this)."""
-    if get_engine.cache_info().currsize:
-        get_engine().dispose()
-    get_engine.cache_clear()
-    _session_factory.cache_clear()
+    """Forget the database opened from ``get_settings()`` (tests that change settings call this)."""
+    if _from_settings.cache_info().currsize:
+        _from_settings().engine.dispose()
+    _from_settings.cache_clear()

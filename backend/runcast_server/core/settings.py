@@ -56,6 +56,26 @@ class Settings(BaseSettings):
     broker_visibility_timeout_s: int = Field(
         default=3600, description="Redelivery of an unacknowledged task after this."
     )
+    # --- the live stream (docs/live.md): RUNCAST_STREAM_*, read by live/ as live.settings.StreamSettings ---
+    stream_replay_max_versions: int = Field(default=1000, ge=1, description="A resume further behind gets `event: reset`.")
+    stream_replay_max_points: int = Field(
+        default=100_000, ge=1, description="... as does one whose versions hold more points."
+    )
+    stream_keepalive_s: float = Field(default=15.0, gt=0, description="A comment line after this long without a message.")
+    stream_poll_s: float = Field(
+        default=5.0, gt=0, description="A run's channel re-reads its version this often (missed doorbells)."
+    )
+    stream_viewer_queue: int = Field(
+        default=256, ge=1, description="Messages a viewer may fall behind before it is dropped."
+    )
+    stream_send_timeout_s: float = Field(
+        default=30.0, gt=0, description="A write a client does not take in this long ends its stream."
+    )
+    stream_recent_frames: int = Field(
+        default=256, ge=0, description="Messages a channel keeps to resume viewers without the database."
+    )
+    stream_linger_s: float = Field(default=10.0, ge=0, description="A channel without viewers stays subscribed this long.")
+
     # --- the ingest inbox (docs/ingest.md) ---
     inbox_redeliver_after_s: float = Field(
         default=30.0, gt=0,

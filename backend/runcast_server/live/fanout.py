@@ -10,10 +10,10 @@ from collections.abc import Callable
 
 from sqlalchemy.orm import Session
 
-from runcast_server.live import hub
 from runcast_server.live.frames import Frame, batch_frame, reset_frame
+from runcast_server.live.hub import DEFAULT_MAXSIZE, LocalHub
 from runcast_server.live.replay import Replay, current_version, db, read_versions
-from runcast_server.live.settings import stream_settings
+from runcast_server.live.settings import StreamSettings
 from runcast_server.policy.apply import public_policy
 from runcast_server.policy.delay import due_position
 
@@ -26,12 +26,12 @@ class Viewer:
     ``project_reader``: the viewer holds a token of the run's project (reads/published.py).
     """
 
-    def __init__(self, maxsize: int | None = None, *, project_reader: bool = False, policy: str = "") -> None:
+    def __init__(self, maxsize: int, *, project_reader: bool = False, policy: str = "") -> None:
         self.project_reader = project_reader
         self.policy = policy  # View.key of the run's public policy when the viewer connected
         self.frames: deque[Frame] = deque()
         self.wake = asyncio.Event()
-        self.maxsize = stream_settings().viewer_queue if maxsize is None else maxsize
+        self.maxsize = maxsize  # StreamSettings.viewer_queue
         self.lagged = False
         self.closed = False
         self.on_abort: Callable[[], object] | None = None  # the response stops writing at once
@@ -76,7 +76,8 @@ class RunChannel:
         self.run_id = run_id
         self.viewers: set[Viewer] = set()
         self.version: int | None = None  # the last version emitted (None until started)
-        self.recent: deque[Frame] = deque(maxlen=stream_settings().recent_frames)
+        self.limits = registry.limits
+        self.recent: deque[Frame] = deque(maxlen=self.limits.recent_frames)
         self.ready = asyncio.Event()
         self.reads = 0  # database reads of versions (tests and the benchmark look)
         self.failed: BaseException | None = None
@@ -141,7 +142,7 @@ class RunChannel:
             except Exception:
                 log.exception("live: delayed side of run %s failed; retrying", self.run_id, extra={"run_id": self.run_id})
                 self._resync = True
-                await asyncio.sleep(stream_settings().poll_s)
+                await asyncio.sleep(self.limits.poll_s)
 
     async def _sync_public(self, *, initial: bool = False) -> None:
         """Read the run's delay and horizon afresh; public viewers reset to it (not at start)."""
@@ -172,7 +173,7 @@ class RunChannel:
         def read(s: Session) -> tuple[int, float | None, Replay | None]:
             pos, due = due_position(s, self.run_id, delay, time.time())
             upto = pos if pos is not None else current_version(s, self.run_id)
-            return upto, due, read_versions(s, self.run_id, after, upto=upto) if upto > after else None
+            return upto, due, self.read_versions(s, after, upto=upto) if upto > after else None
 
         upto, due, replay = await db(read)
         self.reads += 1
@@ -188,6 +189,11 @@ class RunChannel:
         if due is not None:
             self._next_due = due if self._next_due is None else min(self._next_due, due)
 
+    def read_versions(self, s: Session, after: int, upto: int | None = None) -> Replay:
+        """``replay.read_versions`` of this run within the stream's limits."""
+        return read_versions(s, self.run_id, after, upto=upto, max_versions=self.limits.replay_max_versions,
+                             max_points=self.limits.replay_max_points)
+
     def recent_after(self, after: int) -> list[Frame] | None:
         """The kept frames after version ``after`` when they cover ``(after, self.version]``, else None."""
         if self.version is None or after > self.version:
@@ -201,7 +207,7 @@ class RunChannel:
     async def _catch_up(self) -> None:
         assert self.version is not None
         after = self.version
-        replay = await db(lambda s: read_versions(s, self.run_id, after))
+        replay = await db(lambda s: self.read_versions(s, after))
         self.reads += 1
         if self.version != after:  # cannot happen (one task), but never emit twice
             return
@@ -216,7 +222,7 @@ class RunChannel:
     async def _run(self) -> None:
         try:
             while True:
-                sub = hub.subscribe(self.run_id, maxsize=hub.DEFAULT_MAXSIZE)
+                sub = self.registry.hub.subscribe(self.run_id, maxsize=DEFAULT_MAXSIZE)
                 try:
                     current = await db(lambda s: current_version(s, self.run_id))
                     if self.version is None:
@@ -227,7 +233,7 @@ class RunChannel:
                         await self._catch_up()
                     while True:
                         try:
-                            async with asyncio.timeout(stream_settings().poll_s):
+                            async with asyncio.timeout(self.limits.poll_s):
                                 message = await anext(sub)
                         except TimeoutError:
                             if await db(lambda s: current_version(s, self.run_id)) > self.version:
@@ -262,7 +268,7 @@ class RunChannel:
     def leave(self, viewer: Viewer) -> None:
         self.viewers.discard(viewer)
         if not self.viewers and self._linger is None and not self._task.done():
-            self._linger = asyncio.get_running_loop().call_later(stream_settings().linger_s, self._close_if_idle)
+            self._linger = asyncio.get_running_loop().call_later(self.limits.linger_s, self._close_if_idle)
 
     def _close_if_idle(self) -> None:
         self._linger = None
@@ -279,9 +285,11 @@ class RunChannel:
 
 
 class Registry:
-    """The process's channels by run id (one event loop)."""
+    """One app's channels by run id (on the app's event loop); on the app's context."""
 
-    def __init__(self) -> None:
+    def __init__(self, limits: StreamSettings, hub: LocalHub) -> None:
+        self.limits = limits
+        self.hub = hub  # the context's: one subscription per run with viewers
         self.channels: dict[str, RunChannel] = {}
         self._watcher: asyncio.Task[None] | None = None
 
@@ -304,6 +312,8 @@ class Registry:
             del self.channels[channel.run_id]
 
     def close_all(self) -> None:
+        """End every open stream (call on the app's loop before stopping the server, so that
+        uvicorn's graceful shutdown does not wait on endless responses)."""
         if self._watcher is not None:
             self._watcher.cancel()
         for channel in list(self.channels.values()):
@@ -311,7 +321,7 @@ class Registry:
 
     async def _watch(self) -> None:
         """Keep-alives for idle viewers, and the end of any stream whose client stopped reading."""
-        settings = stream_settings()
+        settings = self.limits
         loop = asyncio.get_running_loop()
         every = min(1.0, settings.keepalive_s / 3, settings.send_timeout_s / 3)
         while True:
@@ -331,23 +341,3 @@ class Registry:
     def viewer_count(self, run_id: str | None = None) -> int:
         chans = self.channels.values() if run_id is None else [c for c in self.channels.values() if c.run_id == run_id]
         return sum(len(c.viewers) for c in chans)
-_registries: dict[asyncio.AbstractEventLoop, Registry] = {}
-
-
-def registry() -> Registry:
-    """The registry of the running event loop (one per API process in practice)."""
-    loop = asyncio.get_running_loop()
-    reg = _registries.get(loop)
-    if reg is None:
-        for old in [lp for lp in _registries if lp.is_closed()]:
-            del _registries[old]
-        reg = _registries[loop] = Registry()
-    return reg
-
-
-def shutdown() -> None:
-    """End every open stream of this event loop (call on the loop before stopping the server,
-    so that uvicorn's graceful shutdown does not wait on endless responses)."""
-    reg = _registries.get(asyncio.get_running_loop())
-    if reg is not None:
-        reg.close_all()

@@ -1,11 +1,12 @@
 """Live messages: one per committed ingest batch, on channel ``run:<id>``.
 
-The interface is two functions:
+A hub (``make_hub(settings)``, one per process, on the ``AppContext``: ``ctx.hub``) has
+two methods:
 
-* ``publish(run_id, message)`` -- from any thread or process, after a commit.
+* ``hub.publish(run_id, message)`` -- from any thread or process, after a commit.
   ``message`` is a JSON-able dict with at least ``{"run", "version"}``.
-* ``subscribe(run_id)`` -- on the API's event loop; returns a ``Subscription``,
-  an async iterator of messages. Use it as ``async with subscribe(rid) as sub:
+* ``hub.subscribe(run_id)`` -- on the API's event loop; returns a ``Subscription``,
+  an async iterator of messages. Use it as ``async with hub.subscribe(rid) as sub:
   async for message in sub: ...``.
 
 Embedded mode: an in-process hub. Production (``RUNCAST_REDIS_URL`` set):
@@ -26,7 +27,7 @@ import threading
 from collections.abc import AsyncIterator
 from typing import Any, Final, Self
 
-from runcast_server.core.settings import Settings, get_settings
+from runcast_server.core.settings import Settings
 
 CHANNEL_PREFIX: Final = "run:"
 DEFAULT_MAXSIZE: Final = 256
@@ -193,38 +194,7 @@ class RedisHub(LocalHub):
         self._listeners.clear()
 
 
-_hub: LocalHub | None = None
-_hub_settings: Settings | None = None
-_hub_lock = threading.Lock()
-
-
-def get_hub() -> LocalHub:
-    """The process's hub for the current settings (in-process when embedded, else Redis)."""
-    global _hub, _hub_settings
-    settings = get_settings()
-    with _hub_lock:
-        if _hub is None or _hub_settings is not settings:
-            if _hub is not None:
-                _hub.close()
-            _hub = LocalHub() if settings.embedded else RedisHub(settings.redis_url or "")
-            _hub_settings = settings
-        return _hub
-
-
-def publish(run_id: str, message: dict[str, Any]) -> None:
-    """Send one live message to channel ``run:<run_id>``."""
-    get_hub().publish(run_id, message)
-
-
-def subscribe(run_id: str, maxsize: int = DEFAULT_MAXSIZE) -> Subscription:
-    """Subscribe to ``run:<run_id>`` on the running event loop (see the module docstring)."""
-    return get_hub().subscribe(run_id, maxsize)
-
-
-def reset_hub() -> None:
-    """Drop the process's hub (tests that change settings call this)."""
-    global _hub, _hub_settings
-    with _hub_lock:
-        if _hub is not None:
-            _hub.close()
-        _hub, _hub_settings = None, None
+def make_hub(settings: Settings) -> LocalHub:
+    """The hub for ``settings`` (in-process when embedded, else Redis): built once per process
+    by whoever builds its ``AppContext``, which owns it (closed with the context)."""
+    return LocalHub() if settings.embedded else RedisHub(settings.redis_url or "")

@@ -12,11 +12,12 @@ from starlette.concurrency import run_in_threadpool
 
 from runcast_server.core.db import session_scope
 from runcast_server.core.models import Event, Point, Run, RunVersion, Segment, Series
-from runcast_server.live.settings import stream_settings
+from runcast_server.live.settings import StreamSettings
 from runcast_server.policy.apply import TEAM, View, public_policy
 from runcast_server.reads.values import stored_value, strict_json
 
 _RANGES_PER_QUERY: Final = 50
+_DEFAULTS: Final = StreamSettings()
 T = TypeVar("T")
 
 
@@ -46,8 +47,8 @@ def read_versions(
     run_id: str,
     after: int,
     *,
-    max_versions: int | None = None,
-    max_points: int | None = None,
+    max_versions: int = _DEFAULTS.replay_max_versions,
+    max_points: int = _DEFAULTS.replay_max_points,
     upto: int | None = None,
 ) -> Replay:
     """Every version of ``run_id`` after ``after`` up to the run's current one (or ``upto``, when
@@ -57,9 +58,6 @@ def read_versions(
     of the points primary key per (series, run of consecutive ranges) and one read of the
     events by id.
     """
-    limits = stream_settings()
-    max_versions = limits.replay_max_versions if max_versions is None else max_versions
-    max_points = limits.replay_max_points if max_points is None else max_points
     current, public_paths = _run_position(session, run_id)
     if upto is not None:
         current = min(current, upto)

@@ -1,28 +1,34 @@
-"""The live stream's limits, from ``RUNCAST_STREAM_*`` environment variables."""
+"""The live stream's limits: the ``stream_*`` fields of the one ``Settings`` (``RUNCAST_STREAM_*``)."""
 
 from __future__ import annotations
 
-from functools import lru_cache
+from dataclasses import dataclass
 
-from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
-
-
-class StreamSettings(BaseSettings):
-    """Limits of the live stream, from ``RUNCAST_STREAM_*`` environment variables."""
-
-    model_config = SettingsConfigDict(env_prefix="RUNCAST_STREAM_", env_file=None, extra="ignore")
-
-    replay_max_versions: int = Field(default=1000, ge=1, description="A resume further behind gets `event: reset`.")
-    replay_max_points: int = Field(default=100_000, ge=1, description="... as does one whose versions hold more points.")
-    keepalive_s: float = Field(default=15.0, gt=0, description="A comment line after this long without a message.")
-    poll_s: float = Field(default=5.0, gt=0, description="A run's channel re-reads its version this often (missed doorbells).")
-    viewer_queue: int = Field(default=256, ge=1, description="Messages a viewer may fall behind before it is dropped.")
-    send_timeout_s: float = Field(default=30.0, gt=0, description="A write a client does not take in this long ends its stream.")
-    recent_frames: int = Field(default=256, ge=0, description="Messages a channel keeps to resume viewers without the database.")
-    linger_s: float = Field(default=10.0, ge=0, description="A channel without viewers stays subscribed this long.")
+from runcast_server.core.settings import Settings
 
 
-@lru_cache
-def stream_settings() -> StreamSettings:
-    return StreamSettings()
+@dataclass(frozen=True)
+class StreamSettings:
+    """Limits of the live stream (defaults: those of ``Settings``); see ``Settings.stream_*``."""
+
+    replay_max_versions: int = 1000  # a resume further behind gets `event: reset`
+    replay_max_points: int = 100_000  # ... as does one whose versions hold more points
+    keepalive_s: float = 15.0  # a comment line after this long without a message
+    poll_s: float = 5.0  # a run's channel re-reads its version this often (missed doorbells)
+    viewer_queue: int = 256  # messages a viewer may fall behind before it is dropped
+    send_timeout_s: float = 30.0  # a write a client does not take in this long ends its stream
+    recent_frames: int = 256  # messages a channel keeps to resume viewers without the database
+    linger_s: float = 10.0  # a channel without viewers stays subscribed this long
+
+    @classmethod
+    def of(cls, settings: Settings) -> StreamSettings:
+        return cls(
+            replay_max_versions=settings.stream_replay_max_versions,
+            replay_max_points=settings.stream_replay_max_points,
+            keepalive_s=settings.stream_keepalive_s,
+            poll_s=settings.stream_poll_s,
+            viewer_queue=settings.stream_viewer_queue,
+            send_timeout_s=settings.stream_send_timeout_s,
+            recent_frames=settings.stream_recent_frames,
+            linger_s=settings.stream_linger_s,
+        )

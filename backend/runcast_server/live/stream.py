@@ -4,18 +4,17 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator
 
-from runcast_server.live.fanout import Viewer, registry
+from runcast_server.live.fanout import Registry, Viewer
 from runcast_server.live.frames import KEEPALIVE, PREAMBLE, batch_frame, reset_frame
-from runcast_server.live.replay import db, read_versions
+from runcast_server.live.replay import db
 
 
-async def viewer_frames(run_id: str, last_event_id: int | None, viewer: Viewer) -> AsyncGenerator[bytes, None]:
+async def viewer_frames(reg: Registry, run_id: str, last_event_id: int | None, viewer: Viewer) -> AsyncGenerator[bytes, None]:
     """The bytes of one viewer's stream: replay (or reset), then live frames and keep-alives.
 
     The caller has checked that the viewer may read the run. Ends when the viewer is
     closed (client gone, too slow, shutdown); closing the generator leaves the channel.
     """
-    reg = registry()
     channel, joined_at = await reg.join(run_id, viewer)
     try:
         yield PREAMBLE
@@ -24,7 +23,7 @@ async def viewer_frames(run_id: str, last_event_id: int | None, viewer: Viewer) 
             if last_event_id is None or last_event_id > held:
                 yield reset_frame(held).data
             else:
-                replay = await db(lambda s: read_versions(s, run_id, last_event_id, upto=held))
+                replay = await db(lambda s: channel.read_versions(s, last_event_id, upto=held))
                 if replay.messages is None:
                     yield reset_frame(replay.current).data
                 else:
@@ -43,7 +42,7 @@ async def viewer_frames(run_id: str, last_event_id: int | None, viewer: Viewer) 
                     yield frame.for_reader(viewer.project_reader)
                 sent = joined_at
             else:
-                replay = await db(lambda s: read_versions(s, run_id, last_event_id))
+                replay = await db(lambda s: channel.read_versions(s, last_event_id))
                 if replay.messages is None:
                     yield reset_frame(replay.current).data
                 else:

@@ -14,10 +14,9 @@ from fastapi import APIRouter, Body, Path
 from runcast.events import ID_RE, PROJECT_RE
 from runcast.policy import PolicyError, check_policy, effective
 
-from runcast_server.api.deps import SessionDep, WriterDep
+from runcast_server.api.deps import ContextDep, SessionDep, WriterDep
 from runcast_server.core.errors import ApiError, NotFound, error_responses
 from runcast_server.core.models import Project
-from runcast_server.live import hub
 from runcast_server.policy import store
 from runcast_server.policy.schemas import ProjectPolicyView, RunPolicyView
 from runcast_server.runs import manage
@@ -57,7 +56,7 @@ def get_run_policy(session: SessionDep, writer: WriterDep,
 
 
 @router.put("/runs/{run_id}/policy", response_model=RunPolicyView, responses=ERRORS)
-def put_run_policy(session: SessionDep, writer: WriterDep, body: PolicyBody,
+def put_run_policy(session: SessionDep, ctx: ContextDep, writer: WriterDep, body: PolicyBody,
                    run_id: Annotated[str, Path(max_length=64, description="The run id.")]) -> dict[str, Any]:
     """Change the run's settings (merged into what it has); answers as the GET."""
     if not ID_RE.match(run_id):
@@ -66,7 +65,7 @@ def put_run_policy(session: SessionDep, writer: WriterDep, body: PolicyBody,
     change = _checked(body)
     moved = store.set_run_policy(session, run, change)
     session.commit()  # viewers must reload only once the change is visible
-    store.announce(hub.publish, session, moved)
+    store.announce(ctx.hub.publish, session, moved)
     return _run_answer(session, run)
 
 
@@ -80,13 +79,13 @@ def get_project_policy(session: SessionDep, writer: WriterDep,
 
 
 @router.put("/projects/{project}/policy", response_model=ProjectPolicyView, responses=ERRORS)
-def put_project_policy(session: SessionDep, writer: WriterDep, body: PolicyBody,
+def put_project_policy(session: SessionDep, ctx: ContextDep, writer: WriterDep, body: PolicyBody,
                        project: Annotated[str, Path(max_length=100)]) -> dict[str, Any]:
     """Change the project's default (every run without its own setting follows it)."""
     proj = _project(session, project, writer)
     change = _checked(body)
     moved = store.set_project_policy(session, proj.id, change)
     session.commit()
-    store.announce(hub.publish, session, moved)
+    store.announce(ctx.hub.publish, session, moved)
     own = store.project_settings(session, proj.id)
     return {"project": proj.name, "policy": effective(own), "project_settings": own}

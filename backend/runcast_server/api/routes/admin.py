@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Path, Query
 
-from runcast_server.api.deps import AdminDep, SessionDep
+from runcast_server.api.deps import AdminDep, ContextDep, SessionDep
 from runcast_server.core.errors import ApiError, NotFound, error_responses
 from runcast_server.inbox import quarantine
 from runcast_server.inbox.schemas import (
@@ -58,7 +58,7 @@ def show_inbox(session: SessionDep, inbox_id: InboxId) -> dict[str, Any]:
 
 
 @router.post("/inbox/{inbox_id}/retry", status_code=202, response_model=InboxRetry, responses=error_responses(404, 409))
-def retry_inbox(session: SessionDep, inbox_id: InboxId) -> dict[str, Any]:
+def retry_inbox(session: SessionDep, ctx: ContextDep, inbox_id: InboxId) -> dict[str, Any]:
     """Send a quarantined batch through the worker again (it is quarantined again if it fails again)."""
     from runcast_server.tasks import enqueue_ingest
 
@@ -68,7 +68,7 @@ def retry_inbox(session: SessionDep, inbox_id: InboxId) -> dict[str, Any]:
         raise ApiError(409, "only a quarantined row can be retried", field="inbox_id")
     session.commit()
     try:
-        enqueue_ingest(inbox_id)
+        enqueue_ingest(ctx, inbox_id)
     except Exception:
         log.warning("admin: could not enqueue inbox %d now; the sweeper will", inbox_id, exc_info=True)
     return {"id": inbox_id, "state": "pending"}

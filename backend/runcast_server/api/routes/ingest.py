@@ -23,10 +23,10 @@ from pydantic import BaseModel
 from runcast.events import EventError, validate_batch
 from sqlalchemy.orm import Session
 
-from runcast_server.api.deps import SessionDep, WriterDep
+from runcast_server.api.deps import ContextDep, SessionDep, WriterDep
 from runcast_server.api.ingest_doc import BODY_DOC
+from runcast_server.context import AppContext
 from runcast_server.core.errors import ApiError, error_responses
-from runcast_server.core.settings import get_settings
 from runcast_server.inbox import accept as inbox
 from runcast_server.ingest.checks import check_batch, register_runs
 from runcast_server.ingest.results import IngestRejected
@@ -54,7 +54,8 @@ def _parse(body: bytes) -> Any:
         raise ApiError(400, "body is nested too deeply to be a batch", field="body") from None
 
 
-def accept_batch(session: Session, project_id: int, body: bytes, received_at: float, metrics: Metrics) -> int:
+def accept_batch(ctx: AppContext, session: Session, project_id: int, body: bytes, received_at: float,
+                 metrics: Metrics) -> int:
     """Parse and check the batch, register new runs, commit it to the inbox, enqueue; returns the event count."""
     try:
         events = validate_batch(_parse(body))
@@ -64,7 +65,7 @@ def accept_batch(session: Session, project_id: int, body: bytes, received_at: fl
         check_batch(session, project_id, events)
     except IngestRejected as exc:
         raise ApiError(exc.status, exc.message, field=exc.field, index=exc.index) from exc
-    settings = get_settings()
+    settings = ctx.settings
     register_runs(session, project_id, events, received_at=received_at)
     inbox_id = inbox.add(session, project_id, body, len(events), received_at,
                          next_sweep_at=received_at + settings.inbox_redeliver_after_s)
@@ -74,7 +75,7 @@ def accept_batch(session: Session, project_id: int, body: bytes, received_at: fl
     log.info("ingest: accepted inbox %d: %d events, %d points", inbox_id, len(events), points,
              extra={"run_id": runs[0] if len(runs) == 1 else None, "run_ids": runs, "inbox_id": inbox_id})
     try:
-        enqueue_ingest(inbox_id, events)
+        enqueue_ingest(ctx, inbox_id, events)
     except BrokerError as exc:
         log.warning("ingest: broker unreachable (%s); inbox %d waits for the sweeper", exc, inbox_id)
     except Exception:  # embedded: the task ran here and failed; the timer sweeps the row again
@@ -84,7 +85,7 @@ def accept_batch(session: Session, project_id: int, body: bytes, received_at: fl
 
 @router.post("/ingest", status_code=202, response_model=Accepted,
              responses=error_responses(400, 401, 403, 404, 409, 422), openapi_extra=BODY_DOC)
-async def ingest(request: Request, project: WriterDep, session: SessionDep) -> Accepted:
+async def ingest(request: Request, project: WriterDep, session: SessionDep, ctx: ContextDep) -> Accepted:
     """Accept a batch ``{"v": 1, "events": [...]}`` for the token's project.
 
     202: the batch is committed to the ingest inbox and will be stored. Errors are
@@ -96,5 +97,6 @@ async def ingest(request: Request, project: WriterDep, session: SessionDep) -> A
     """
     received_at = time.time()
     body = await request.body()  # at most RUNCAST_MAX_BODY_BYTES: api.limits.BodyLimit
-    count = await run_in_threadpool(accept_batch, session, project.id, body, received_at, request.app.state.metrics)
+    count = await run_in_threadpool(accept_batch, ctx, session, project.id, body, received_at,
+                                    request.app.state.metrics)
     return Accepted(accepted=count)

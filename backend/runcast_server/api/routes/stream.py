@@ -20,7 +20,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from runcast_server.api.deps import SESSION_COOKIE, TokenDep, session_viewer
+from runcast_server.api.deps import SESSION_COOKIE, ContextDep, TokenDep, session_viewer
 from runcast_server.core.auth import project_for_token
 from runcast_server.core.errors import ApiError, NotFound, error_responses
 from runcast_server.live.fanout import Viewer
@@ -134,6 +134,7 @@ def _check_access(run_id: str, token: str | None, cookie: str | None) -> tuple[b
 )
 async def stream(
     request: Request,
+    ctx: ContextDep,
     token: TokenDep,
     run_id: Annotated[str, Path(description="The run id.", max_length=64)],
     last_event_id_header: Annotated[
@@ -158,5 +159,5 @@ async def stream(
         after = _parse_version(last_event_id, "last_event_id")
     project_reader, policy = await run_in_threadpool(_check_access, run_id, token,
                                                      request.cookies.get(SESSION_COOKIE))
-    viewer = Viewer(project_reader=project_reader, policy=policy)
-    return EventStream(viewer_frames(run_id, after, viewer), viewer, request.app.state.metrics, run_id)
+    viewer = Viewer(ctx.registry.limits.viewer_queue, project_reader=project_reader, policy=policy)
+    return EventStream(viewer_frames(ctx.registry, run_id, after, viewer), viewer, request.app.state.metrics, run_id)

@@ -58,7 +58,8 @@ def _record(session: Session, row: Upload, project_id: int, request: Request) ->
     """Mark the upload done and record its checkpoint event through the ingest inbox (commits)."""
     row.state = "done"
     row.completed_at = time.time()
-    accept_batch(session, project_id, dumps_batch([row.event]), time.time(), request.app.state.metrics)
+    accept_batch(request.app.state.context, session, project_id, dumps_batch([row.event]), time.time(),
+                 request.app.state.metrics)
 
 
 @router.get("/storage", response_model=StorageCapabilities)

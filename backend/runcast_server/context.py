@@ -1,0 +1,80 @@
+"""The application context: the state a process builds once, where it starts, and passes.
+
+Nothing in the server builds shared state on first use. The FastAPI lifespan
+(``app.create_app``), the Celery worker's start (``tasks``) and the CLI commands each
+build one ``AppContext`` from one ``Settings`` and hand it to what needs it: routes get
+it from ``request.app.state.context`` (``api.deps.ContextDep``), Celery tasks from the
+Celery app it is bound to (``context_of``), plain functions as their first argument.
+Whoever builds a context starts it and closes it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from runcast_server.alerts.runner import AlertRunner
+from runcast_server.core.db import Database, bind_database, unbind_database
+from runcast_server.core.settings import Settings
+from runcast_server.live.fanout import Registry
+from runcast_server.live.hub import LocalHub, make_hub
+from runcast_server.live.settings import StreamSettings
+
+
+@dataclass(frozen=True)
+class AppContext:
+    """One process's state (one per app in tests)."""
+
+    settings: Settings
+    database: Database  # the engine and session factory of settings.sqlalchemy_url
+    hub: LocalHub  # live messages: in-process when embedded, Redis pub/sub in production
+    registry: Registry  # the live stream's channels (one per run with viewers) and viewers
+    alerts: AlertRunner | None = None  # embedded only: the notification pool and the periodic check
+
+    @classmethod
+    def build(cls, settings: Settings) -> AppContext:
+        hub = make_hub(settings)
+        return cls(
+            settings=settings,
+            database=Database.open(settings.sqlalchemy_url),
+            hub=hub,
+            registry=Registry(StreamSettings.of(settings), hub),
+            alerts=AlertRunner() if settings.embedded else None,
+        )
+
+    def start(self) -> AppContext:
+        """Make its database the process's (``core.db.bind_database``: for the code not handed the
+        context yet) and start its threads (embedded: the alert check)."""
+        bind_database(self.database)
+        if self.alerts is not None:
+            self.alerts.start(self)
+        return self
+
+    def close(self) -> None:
+        """Stop what ``start`` started, and end what is still open (live streams: on the app's loop)."""
+        self.registry.close_all()
+        if self.alerts is not None:
+            self.alerts.stop()
+        self.hub.close()
+        unbind_database(self.database)
+        self.database.engine.dispose()
+
+
+def bind_context(owner: Any, ctx: AppContext) -> None:
+    """Hand ``ctx`` to ``owner`` (the Celery app: its tasks read it there, see ``context_of``)."""
+    owner.runcast_context = ctx
+
+
+def unbind_context(owner: Any, ctx: AppContext) -> None:
+    """Take ``ctx`` back from ``owner`` when it is still the one bound (its app stopped)."""
+    if getattr(owner, "runcast_context", None) is ctx:
+        owner.runcast_context = None
+
+
+def context_of(owner: Any) -> AppContext:
+    """The context bound to ``owner`` by the process's start (worker start, app lifespan, CLI)."""
+    ctx = getattr(owner, "runcast_context", None)
+    if ctx is None:
+        raise RuntimeError("no application context bound: build one with AppContext.build(settings) where the "
+                           "process starts and bind it (context.bind_context)")
+    return ctx
