@@ -21,6 +21,7 @@ from runcast_server.artifacts import archive, cards
 from runcast_server.artifacts.archive import Member
 from runcast_server.artifacts.checkpoints import (
     CheckpointRecord,
+    CheckpointView,
     as_json,
     filename_for,
     load_checkpoints,
@@ -92,6 +93,20 @@ def _cache_control(run: Any, record: Any) -> str:
     return "no-cache" if record.public and run.visibility != "private" else "private, no-cache"
 
 
+def _downloadable(
+    session: SessionDep, found: Any, viewer: Any, settings: Any, cid: int, policy: View
+) -> tuple[CheckpointRecord, CheckpointView, Storage]:
+    """The checkpoint a viewer may download, as stored now, and its storage; 404 if unknown or withheld, 410 if pruned."""
+    run, project = found
+    record, _ = _find(session, run, viewer, cid, policy)
+    policy.require_download()
+    storage = storage_from_settings(settings)
+    v = view(record, storage, project=project, private_ok=may_see_private(run, viewer))
+    if v.status == "pruned":
+        raise ApiError(410, "the checkpoint was pruned by the trainer; its metadata stays in the list", field="checkpoint")
+    return record, v, storage
+
+
 _DOWNLOAD_RESPONSES: dict[int | str, dict[str, Any]] = {
     200: {"content": {"application/octet-stream": {}}},
     206: {"description": "A byte range (Range request)."},
@@ -121,12 +136,7 @@ def download_checkpoint(
     A directory checkpoint comes as one tar archive, streamed (no Range; its files one by one: ``files``).
     """
     run, project = found
-    record, _ = _find(session, run, viewer, cid, policy)
-    policy.require_download()
-    storage = storage_from_settings(settings)
-    v = view(record, storage, project=project, private_ok=may_see_private(run, viewer))
-    if v.status == "pruned":
-        raise ApiError(410, "the checkpoint was pruned by the trainer; its metadata stays in the list", field="checkpoint")
+    record, v, storage = _downloadable(session, found, viewer, settings, cid, policy)
     if v.status == "missing" or v.stored is None:
         raise ApiError(404, f"the checkpoint file is not available: {v.reason}", field="checkpoint")
     if v.stored.is_dir:
@@ -156,13 +166,8 @@ def _directory(
     session: SessionDep, found: Any, viewer: Any, settings: Any, cid: int, policy: View
 ) -> tuple[CheckpointRecord, StoredObject, Storage, list[Member]]:
     """(record, stored directory, storage, files) of an available directory checkpoint; 404/410 otherwise."""
-    run, project = found
-    record, _ = _find(session, run, viewer, cid, policy)
-    policy.require_download()
-    storage = storage_from_settings(settings)
-    v = view(record, storage, project=project, private_ok=may_see_private(run, viewer))
-    if v.status == "pruned":
-        raise ApiError(410, "the checkpoint was pruned by the trainer; its metadata stays in the list", field="checkpoint")
+    run, _ = found
+    record, v, storage = _downloadable(session, found, viewer, settings, cid, policy)
     if v.stored is None or not v.stored.is_dir:
         raise NotFound("directory checkpoint", field="checkpoint")
     return record, v.stored, storage, archive.members(storage, v.stored, manifest_for(session, run.id, record.path))
