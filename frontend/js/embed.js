@@ -7,7 +7,7 @@ import { ApiError, getMetrics, getRun } from "./api.js";
 import { MetricChart, XMap, DEFAULT_SMOOTHING } from "./chart.js";
 import { LiveStream } from "./live.js";
 import { MetricStore } from "./store.js";
-import { debounce } from "./util.js";
+import { debounce, LIVE_MAX_WAIT_MS } from "./util.js";
 
 const $ = (id) => document.getElementById(id);
 const LIVE_LABELS = { live: "● live", reconnecting: "reconnecting…", offline: "stream offline", unsupported: "" };
@@ -114,7 +114,7 @@ function onBatch(embed, message) {
 }
 
 async function start(embed) {
-  embed.soonDetail = debounce(() => reloadDetail(embed), 300);
+  embed.soonDetail = debounce(() => reloadDetail(embed), 300, LIVE_MAX_WAIT_MS);
   if (!embed.key) return showProblem("Add ?key=<metric> to the address: the metric to chart.");
   embed.stream = new LiveStream(embed.runId, {
     onBatch: (m) => onBatch(embed, m),

@@ -12,7 +12,7 @@ import { LiveStream } from "./live.js";
 import { MetricStore } from "./store.js";
 import { XMap, rangesEqual } from "./xmap.js";
 import { mountSignIn } from "./signin.js";
-import { debounce } from "./util.js";
+import { debounce, LIVE_MAX_WAIT_MS } from "./util.js";
 import { loadAlerts } from "./run/alerts.js";
 import { allCharts, buildMainChart, buildPanels, redraw, setMarkers, setupXmaps } from "./run/charts.js";
 import { loadCheckpoints } from "./run/checkpoints.js";
@@ -244,11 +244,12 @@ function onFirstDraw() {
 
 async function start(page) {
   page.soon = {
-    events: debounce(() => renderEvents(page), 200),
-    alerts: debounce(() => refreshAlerts(page), 500),
-    checkpoints: debounce(() => loadCheckpoints(page, page.zoomTo), 500),
-    revisions: debounce(() => loadRevisions(page.runId), 500),
-    detail: debounce(() => reloadDetail(page), 300),
+    // Live messages keep calling these: each runs at most LIVE_MAX_WAIT_MS after the first call.
+    events: debounce(() => renderEvents(page), 200, LIVE_MAX_WAIT_MS),
+    alerts: debounce(() => refreshAlerts(page), 500, LIVE_MAX_WAIT_MS),
+    checkpoints: debounce(() => loadCheckpoints(page, page.zoomTo), 500, LIVE_MAX_WAIT_MS),
+    revisions: debounce(() => loadRevisions(page.runId), 500, LIVE_MAX_WAIT_MS),
+    detail: debounce(() => reloadDetail(page), 300, LIVE_MAX_WAIT_MS),
   };
   page.stream = new LiveStream(page.runId, {
     onBatch: (m) => onBatch(page, m),

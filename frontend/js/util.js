@@ -90,13 +90,35 @@ export function lastLossKey(lastValues) {
   return LOSS_KEYS.find((k) => k in lastValues) || keys.find((k) => /loss$/i.test(k) && !/scale/i.test(k)) || null;
 }
 
-export function debounce(fn, ms) {
+/** How long a live page may put off a re-read or re-render while messages keep coming. */
+export const LIVE_MAX_WAIT_MS = 1000;
+
+/**
+ * ``fn`` once the calls stop for ``ms``; with ``maxWait``, at the latest that long after the
+ * first call of a burst, so that a steady stream of calls (a live run's messages) cannot
+ * put it off for ever. Called with the last call's arguments.
+ */
+export function debounce(fn, ms, maxWait = Infinity) {
   let timer = null;
-  const wrapped = (...args) => {
-    clearTimeout(timer);
-    timer = setTimeout(() => { timer = null; fn(...args); }, ms);
+  let first = null;
+  let args = [];
+  const fire = () => {
+    timer = null;
+    first = null;
+    fn(...args);
   };
-  wrapped.cancel = () => clearTimeout(timer);
+  const wrapped = (...next) => {
+    const now = performance.now();
+    if (first === null) first = now;
+    args = next;
+    clearTimeout(timer);
+    timer = setTimeout(fire, Math.max(0, Math.min(ms, first + maxWait - now)));
+  };
+  wrapped.cancel = () => {
+    clearTimeout(timer);
+    timer = null;
+    first = null;
+  };
   return wrapped;
 }
 

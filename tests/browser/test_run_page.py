@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import threading
 import time
 
 import httpx
@@ -200,6 +201,38 @@ def test_a_resume_streamed_while_the_run_is_read_reaches_the_header(live_server,
     )
     page.wait_for_function("document.getElementById('fact-step').textContent === '70'", timeout=15000)
     assert held == [True]
+    assert page.errors == []
+
+
+def test_a_resume_reaches_the_header_while_messages_keep_coming(live_server, page):
+    """A steady stream of messages (one about every 100 ms, each naming a segment the page's
+    read of the run lacks) must not put off the re-read for as long as it flows: the header
+    shows the resume while the trainer is still logging."""
+    run = live_server.sdk_run(name="steady")
+    log_steps(run, range(1, 51))
+    open_run(page, live_server, run.id)
+    page.wait_for_function("window.__runcast.stream && window.__runcast.stream.open", timeout=10000)
+    run.finish("failed")
+    resumed = live_server.sdk_run(name="steady", resume=run.id, resume_step=40)
+    stop = threading.Event()
+
+    def steady() -> None:
+        step = 41
+        while not stop.is_set():
+            resumed.log({"train/loss": loss(step)}, step=step)
+            resumed.flush(timeout=5)
+            step += 1
+            time.sleep(0.1)
+
+    logger = threading.Thread(target=steady)
+    logger.start()
+    try:
+        page.wait_for_function(
+            "document.getElementById('fact-segments').textContent === '2 (1 resumed)'", timeout=8000
+        )
+    finally:
+        stop.set()
+        logger.join(timeout=20)
     assert page.errors == []
 
 
