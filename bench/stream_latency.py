@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import multiprocessing as mp
 import os
@@ -49,58 +50,71 @@ import services
 # --- viewers (in their own process) -------------------------------------------------------------
 
 
-async def _connect(host: str, port: int, path: str, opening: asyncio.Semaphore,
-                   retries: list[int]) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:  # fmt: skip
+class _Viewer(asyncio.Protocol):
+    """One SSE viewer as an asyncio protocol: the loop hands it what arrives (``data_received``),
+    with no task of its own to wake, so that 5,000 viewers in one process cost the CPUs this
+    machine shares with the servers as little as possible (browsers run elsewhere). ``opened``
+    resolves at the stream's first ``reset`` event (an error if the connection ends before)."""
+
+    def __init__(self, request: bytes, parse: bool, out: dict[int, float], steps: dict[int, list[int]]) -> None:
+        self.request, self.parse, self.out, self.steps = request, parse, out, steps
+        self.opened: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.transport: asyncio.Transport | None = None
+        self.stopping = False
+        self.buf = b""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        transport.write(self.request)
+
+    def data_received(self, data: bytes) -> None:
+        now = time.time()
+        *messages, self.buf = (self.buf + data).split(b"\n\n")
+        for message in messages:
+            if not self.opened.done():
+                if b"event: reset" in message:
+                    self.opened.set_result(None)
+                continue
+            at = message.find(b"id: ")  # after the chunked encoding's size line, if any
+            if at < 0 or b"\nevent: batch\n" not in message:
+                continue  # keep-alive, reset
+            head, _, data_line = message[at:].partition(b"\ndata: ")
+            version = int(head[4:head.index(b"\n")])
+            self.out[version] = now
+            if self.parse:
+                msg = json.loads(data_line)
+                self.steps[version] = sorted({s for p in msg["points"] for s in p["step"]})
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.opened.done():
+            self.opened.set_exception(ConnectionResetError("closed before the first event"))
+        elif not self.stopping:
+            self.out[-1] = 1.0  # the server closed the stream (dropped)
+
+    def stop(self) -> None:
+        self.stopping = True
+        if self.transport is not None:
+            self.transport.close()
+
+
+async def _open(host: str, port: int, viewer: Any, opening: asyncio.Semaphore, retries: list[int]) -> Any:
     """Open one stream up to its first ``reset`` event, as EventSource does: a connection the server
     could not take (its accept queue full: refused or reset) is tried again after a short wait.
     At most ``opening``'s value of handshakes are in flight at once, so the viewers connect as fast
-    as the server accepts them rather than overflowing its listen backlog."""
+    as the server accepts them rather than overflowing its listen backlog. ``viewer()`` makes a
+    fresh protocol for each try."""
+    loop = asyncio.get_running_loop()
     while True:
         async with opening:
+            proto = viewer()
             try:
-                reader, writer = await asyncio.open_connection(host, port, limit=1 << 24)
-                writer.write(f"GET {path} HTTP/1.1\r\nHost: {host}\r\nAccept: text/event-stream\r\n\r\n".encode())
-                await writer.drain()
-                while True:
-                    line = await reader.readline()
-                    if not line:
-                        raise ConnectionResetError("closed before the first event")
-                    if line.startswith(b"event: reset"):
-                        return reader, writer
+                await loop.create_connection(lambda proto=proto: proto, host, port)
+                await proto.opened
+                return proto
             except OSError:
                 retries[0] += 1
         await asyncio.sleep(0.5)
-
-
-async def _viewer(host: str, port: int, path: str, parse: bool, out: dict[int, float], steps: dict[int, list[int]],
-                  ready: asyncio.Event, counter: list[int], total: int, stop: asyncio.Event,
-                  opening: asyncio.Semaphore, retries: list[int]) -> None:  # fmt: skip
-    reader, writer = await _connect(host, port, path, opening, retries)
-    counter[0] += 1
-    if counter[0] == total:
-        ready.set()
-    buf = b""
-    try:
-        while not stop.is_set():
-            chunk = await reader.read(1 << 16)  # one wake-up per read, not per line: the client costs little
-            if not chunk:
-                out[-1] = 1.0  # the server closed the stream (dropped)
-                return
-            now = time.time()
-            buf += chunk
-            *messages, buf = buf.split(b"\n\n")
-            for message in messages:
-                at = message.find(b"id: ")  # after the chunked encoding's size line, if any
-                if at < 0 or b"\nevent: batch\n" not in message:
-                    continue  # keep-alive, reset
-                head, _, data = message[at:].partition(b"\ndata: ")
-                version = int(head[4:head.index(b"\n")])
-                out[version] = now
-                if parse:
-                    msg = json.loads(data)
-                    steps[version] = sorted({s for p in msg["points"] for s in p["step"]})
-    finally:
-        writer.close()
 
 
 def viewer_process(url: str, run: str, n: int, seconds: float, conn: Any) -> None:
@@ -109,25 +123,22 @@ def viewer_process(url: str, run: str, n: int, seconds: float, conn: Any) -> Non
     host, port = url.removeprefix("http://").split(":")
 
     async def main() -> None:
-        ready, stop = asyncio.Event(), asyncio.Event()
         opening = asyncio.Semaphore(64)
-        counter, retries = [0], [0]
+        retries = [0]
         outs: list[dict[int, float]] = [{} for _ in range(n)]
         steps: dict[int, list[int]] = {}
+        request = f"GET /api/v1/runs/{run}/stream HTTP/1.1\r\nHost: {host}\r\nAccept: text/event-stream\r\n\r\n".encode()
         began = time.monotonic()
-        tasks = [
-            asyncio.create_task(_viewer(host, int(port), f"/api/v1/runs/{run}/stream", i == 0, outs[i], steps, ready,
-                                        counter, n, stop, opening, retries))
+        viewers = await asyncio.gather(*(
+            _open(host, int(port), lambda i=i: _Viewer(request, i == 0, outs[i], steps), opening, retries)
             for i in range(n)
-        ]  # fmt: skip
-        await asyncio.wait_for(ready.wait(), 600)
+        ))  # fmt: skip
+        gc.freeze()  # the viewers' connections live to the end: keep them out of the collector's passes
         conn.send(("ready", time.monotonic() - began, retries[0]))
         await asyncio.to_thread(conn.recv)  # "stop"
         await asyncio.sleep(2.0)  # the last messages in flight
-        stop.set()
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        for viewer in viewers:
+            viewer.stop()
         conn.send((outs, steps))
 
     asyncio.run(main())

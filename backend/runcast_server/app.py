@@ -20,12 +20,14 @@ from sqlalchemy import Engine
 from runcast_server.api import api_router
 from runcast_server.api.deps import admin, bearer_token, writer_project
 from runcast_server.api.limits import BodyLimit, body_limit
+from runcast_server.api.routes.stream import ServerSend
 from runcast_server.artifacts.s3 import parse_storage_url
 from runcast_server.assets import FileAssets
 from runcast_server.context import AppContext, bind_context, unbind_context
 from runcast_server.core import migrate
 from runcast_server.core.celery_app import app as celery_app
 from runcast_server.core.errors import error_responses, install_error_handlers
+from runcast_server.core.gc_policy import tune_for_serving
 from runcast_server.core.settings import Settings, get_settings
 from runcast_server.frontend import Frontend
 from runcast_server.health import Liveness, Probes, Readiness, probes
@@ -56,6 +58,14 @@ def prepare_database(settings: Settings, engine: Engine) -> None:
         migrate.upgrade(settings.sqlalchemy_url)
     else:
         migrate.check_schema(engine)
+
+
+def served_app() -> FastAPI:
+    """The app as ``runcast serve`` runs it in each API process: ``create_app`` with the
+    server's garbage-collector policy (``core.gc_policy``)."""
+    app = create_app()
+    tune_for_serving()
+    return app
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -106,8 +116,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.add_middleware(RequestMetrics, metrics=metrics, ingest_path=INGEST_PATH)
     app.add_middleware(PrivateWhenSignedIn)  # docs/auth.md: caching
-    if settings.cors_origins:  # outermost: a preflight is answered before anything else (docs/sharing.md)
+    if settings.cors_origins:  # a preflight is answered before any other middleware acts (docs/sharing.md)
         app.add_middleware(PublicReadCors, origins=settings.cors_origins)
+    app.add_middleware(ServerSend)  # outside the others: live streams write their bodies past them
     app.include_router(api_router)
     scrape = scrape_registry(metrics, [InboxCollector(lambda: ctx.database.engine)])
     app.add_api_route("/metrics", exposition(scrape, settings.metrics_token), methods=["GET"],

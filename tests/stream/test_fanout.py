@@ -25,8 +25,8 @@ def inproc(embedded_env: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tupl
     """(url, token, server loop, the app's live registry) of an embedded app served by uvicorn in a thread of
     this process."""
     import uvicorn
-    from runcast_server.core import migrate
     from runcast_server.app import create_app
+    from runcast_server.core import migrate
     from runcast_server.core.auth import create_token
     from runcast_server.core.db import session_scope
     from runcast_server.core.settings import Settings
@@ -94,6 +94,51 @@ def test_one_database_read_per_version_for_all_viewers_and_disconnect_releases(i
     wait_until(lambda: on_loop(loop, lambda: registry.viewer_count(w.run)) == 0, 10, "viewers released")
     wait_until(lambda: on_loop(loop, channel) is None, 10, "channel closed")
     wait_until(lambda: registry.hub.subscriber_count(w.run) == 0, 10, "hub subscription released")
+    api.close()
+
+
+def test_versions_grouped_into_passes_reach_every_viewer_once_in_order(inproc: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A channel whose fan-out passes are spaced out (as with thousands of viewers) hands several
+    versions to each viewer per pass; every viewer, those connected before and those joining
+    (with or without Last-Event-ID) while versions are waiting for a pass, still gets each version
+    once, in order, from where it joined."""
+    from runcast_server.live import fanout
+
+    url, token, loop, registry = inproc
+    monkeypatch.setattr(fanout, "FANOUT_IDLE", 3000.0)  # a pass of 0.5 ms holds the next one back 1.5 s
+    api = httpx.Client(base_url=url, timeout=30)
+    w = RunWriter(api, token).start()
+    early, late, last = 40, 20, 31
+
+    async def main() -> tuple[list[list[Message]], list[list[Message]], list[list[Message]]]:
+        limits = httpx.Limits(max_connections=early + 2 * late + 5)
+        async with httpx.AsyncClient(timeout=60, limits=limits) as client:
+            stream = f"{url}/api/v1/runs/{w.run}/stream"
+            boxes: list[list[Message]] = [[] for _ in range(early)]
+            first = [asyncio.create_task(collect(client, stream, last, into=b, timeout=60)) for b in boxes]
+            while sum(1 for b in boxes if b) < early:
+                await asyncio.sleep(0.02)
+            passes_before = on_loop(loop, lambda: registry.channels[w.run].passes)
+            for _ in range(15):
+                await asyncio.to_thread(w.batch, 2)
+            # Joining while versions wait for a pass: from a reset, and from a version already handed out.
+            fresh = [asyncio.create_task(collect(client, stream, last, timeout=60)) for _ in range(late)]
+            resumed = [asyncio.create_task(collect(client, stream, last, headers={"Last-Event-ID": "1"}, timeout=60))
+                       for _ in range(late)]  # fmt: skip
+            for _ in range(15):
+                await asyncio.to_thread(w.batch, 2)
+            results = await asyncio.gather(*first), await asyncio.gather(*fresh), await asyncio.gather(*resumed)
+            passes = on_loop(loop, lambda: registry.channels[w.run].passes) - passes_before
+            assert passes < 30, f"{passes} passes for 30 versions: none grouped"
+            return results
+
+    first, fresh, resumed = asyncio.run(main())
+    assert all([(m.event, m.version) for m in r] == [("reset", 1)] + [("batch", v) for v in range(2, last + 1)]
+               for r in first)  # fmt: skip
+    for r in fresh:
+        assert r[0].event == "reset"
+        assert [(m.event, m.version) for m in r[1:]] == [("batch", v) for v in range(r[0].version + 1, last + 1)]
+    assert all([(m.event, m.version) for m in r] == [("batch", v) for v in range(2, last + 1)] for r in resumed)
     api.close()
 
 

@@ -37,7 +37,7 @@ def serve_command(
     log_config["loggers"]["runcast_server"] = {"handlers": ["default"], "level": "INFO", "propagate": False}
     log_config = uvicorn_log_config(log_config, settings.log_format)
     uvicorn.run(
-        "runcast_server.app:create_app",
+        "runcast_server.app:served_app",
         factory=True,
         host=host or settings.host,
         port=port or settings.port,

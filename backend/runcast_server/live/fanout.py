@@ -19,6 +19,14 @@ from runcast_server.policy.delay import due_position
 
 log = logging.getLogger(__name__)
 
+# A channel's fan-out runs in passes: each hands every frame read since the last pass to every
+# viewer, and costs one wake-up and one socket write per viewer, however many frames it holds.
+# After a pass that took t seconds, the next waits until FANOUT_IDLE * t has gone by, so a
+# channel's writes take at most 1 / (1 + FANOUT_IDLE) of the loop: a run with few viewers is
+# sent each batch at once (a pass takes microseconds), one with thousands gets its batches
+# grouped, and the loop keeps time for the ingest requests that make them.
+FANOUT_IDLE = 1.0
+
 
 class Viewer:
     """One connection's bounded queue of frames; filled by its channel, drained by its response.
@@ -75,11 +83,16 @@ class RunChannel:
         self.registry = registry
         self.run_id = run_id
         self.viewers: set[Viewer] = set()
-        self.version: int | None = None  # the last version emitted (None until started)
+        self.version: int | None = None  # the last version handed to the viewers (None until started)
+        self.queued: int | None = None  # the last version read for them (>= version; pending until the next pass)
+        self._pending: list[Frame] = []
+        self._pass: asyncio.Handle | None = None  # the next fan-out pass, when one is due
+        self._next_pass = 0.0  # loop time before which no pass starts (FANOUT_IDLE)
         self.limits = registry.limits
         self.recent: deque[Frame] = deque(maxlen=self.limits.recent_frames)
         self.ready = asyncio.Event()
         self.reads = 0  # database reads of versions (tests and the benchmark look)
+        self.passes = 0  # fan-out passes (as reads)
         self.failed: BaseException | None = None
         self._linger: asyncio.TimerHandle | None = None
         # The delayed public side (module docstring, "Delay"): None while the public follows live.
@@ -92,8 +105,32 @@ class RunChannel:
         self._task = loop.create_task(self._run(), name=f"runcast-live-{run_id}")
         self._hold_task = loop.create_task(self._hold(), name=f"runcast-live-hold-{run_id}")
 
-    # Emitting: the same Frame object goes to every viewer.
+    # Emitting: the same Frame object goes to every viewer, in passes (see ``FANOUT_IDLE``).
     def _emit(self, frame: Frame) -> None:
+        """Queue ``frame`` for the next fan-out pass (at once when the last pass was long enough ago)."""
+        self.queued = frame.version
+        self._pending.append(frame)
+        if self._pass is None:
+            loop = asyncio.get_running_loop()
+            wait = self._next_pass - loop.time()
+            self._pass = loop.call_later(wait, self._fan_out) if wait > 0 else loop.call_soon(self._fan_out)
+
+    def _fan_out(self) -> None:
+        """Hand every queued frame to every viewer (one wake-up each), then time the pass."""
+        self._pass = None
+        self.passes += 1
+        frames, self._pending = self._pending, []
+        loop = asyncio.get_running_loop()
+        for frame in frames:
+            self._deliver(frame)
+        # The viewers' wake-ups (their writes) were queued on the loop before this callback.
+        loop.call_soon(self._passed, loop.time())
+
+    def _passed(self, began: float) -> None:
+        now = asyncio.get_running_loop().time()
+        self._next_pass = now + (now - began) * FANOUT_IDLE
+
+    def _deliver(self, frame: Frame) -> None:
         self.version = frame.version
         if frame.reset:
             self.recent.clear()
@@ -205,11 +242,11 @@ class RunChannel:
         return [f for f in self.recent if f.version > after]
 
     async def _catch_up(self) -> None:
-        assert self.version is not None
-        after = self.version
+        assert self.queued is not None
+        after = self.queued
         replay = await db(lambda s: self.read_versions(s, after))
         self.reads += 1
-        if self.version != after:  # cannot happen (one task), but never emit twice
+        if self.queued != after:  # cannot happen (one task), but never emit twice
             return
         if replay.messages is None:
             log.info("live: run %s jumped from version %d to %d; resetting viewers", self.run_id, after, replay.current,
@@ -225,23 +262,23 @@ class RunChannel:
                 sub = self.registry.hub.subscribe(self.run_id, maxsize=DEFAULT_MAXSIZE)
                 try:
                     current = await db(lambda s: current_version(s, self.run_id))
-                    if self.version is None:
-                        self.version = current
+                    if self.queued is None:
+                        self.version = self.queued = current
                         await self._sync_public(initial=True)
                         self.ready.set()
-                    elif current > self.version:
+                    elif current > self.queued:
                         await self._catch_up()
                     while True:
                         try:
                             async with asyncio.timeout(self.limits.poll_s):
                                 message = await anext(sub)
                         except TimeoutError:
-                            if await db(lambda s: current_version(s, self.run_id)) > self.version:
+                            if await db(lambda s: current_version(s, self.run_id)) > self.queued:
                                 await self._catch_up()
                             continue
                         except StopAsyncIteration:
                             break  # the hub dropped us (lagged): resubscribe, then catch up
-                        if int(message.get("version", 0)) > self.version:
+                        if int(message.get("version", 0)) > self.queued:
                             await self._catch_up()
                 finally:
                     sub.close()
@@ -277,6 +314,8 @@ class RunChannel:
 
     def close(self) -> None:
         self.registry._forget(self)
+        if self._pass is not None:
+            self._pass.cancel()
         self._task.cancel()
         self._hold_task.cancel()
         for viewer in list(self.viewers):

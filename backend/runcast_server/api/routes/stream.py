@@ -18,7 +18,7 @@ from fastapi import APIRouter, Header, Path, Query, Request
 from runcast.events import ID_RE
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
-from starlette.types import Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from runcast_server.api.deps import SESSION_COOKIE, ContextDep, TokenDep, session_viewer
 from runcast_server.core.auth import project_for_token
@@ -34,6 +34,27 @@ from runcast_server.reads.published import is_project_reader
 router = APIRouter(tags=["stream"])
 
 _MAX_VERSION = 2**63 - 1
+
+
+SERVER_SEND = "runcast.server_send"
+
+
+class ServerSend:
+    """ASGI middleware, outside every other one the app adds: keeps the server's own ``send`` in
+    the scope, so that a live stream's body writes can skip the middlewares' wrappers.
+
+    The middlewares act on a response's start only (status, headers, timing). A stream makes one
+    write per viewer per message, thousands per message on a popular run, and each wrapper
+    it skips is a call saved on every one of them (docs/performance.md, "10,000 viewers").
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            scope[SERVER_SEND] = send
+        await self.app(scope, receive, send)
 
 
 class EventStream(Response):
@@ -59,12 +80,12 @@ class EventStream(Response):
         self.metrics.sse_viewers.inc()
         try:
             with run_scope(self.run_id):  # the stream's log lines (live/) carry its run id
-                await self._serve(receive, send)
+                await self._serve(receive, send, scope.get(SERVER_SEND, send))
         finally:
             self.metrics.sse_viewers.dec()
 
-    async def _serve(self, receive: Receive, send: Send) -> None:
-        pump = asyncio.ensure_future(self._pump(send))
+    async def _serve(self, receive: Receive, send: Send, body_send: Send) -> None:
+        pump = asyncio.ensure_future(self._pump(send, body_send))
         watcher = asyncio.ensure_future(self._wait_disconnect(receive))
         self.viewer.on_abort = pump.cancel  # dropped (too slow, or a write not taken in time) or shutdown
         try:
@@ -76,7 +97,8 @@ class EventStream(Response):
                 with contextlib.suppress(asyncio.CancelledError, TimeoutError, OSError):
                     await task
 
-    async def _pump(self, send: Send) -> None:
+    async def _pump(self, send: Send, body_send: Send) -> None:
+        """The response's start through the middlewares (``send``), its body to the server (``body_send``)."""
         viewer, clock = self.viewer, asyncio.get_running_loop().time
         try:
             await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
@@ -84,9 +106,9 @@ class EventStream(Response):
                 # A client that stops reading fills the socket buffer and this write waits; live/fanout.py's
                 # watch ends the stream after send_timeout_s (one timer per process, not one per write).
                 viewer.writing_since = began = clock()
-                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                await body_send({"type": "http.response.body", "body": chunk, "more_body": True})
                 viewer.writing_since, viewer.last_write = None, began
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
+            await body_send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
             await self.chunks.aclose()
 
