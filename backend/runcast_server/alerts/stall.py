@@ -26,9 +26,9 @@ from runcast_server.detectors.hook import (
 )
 from runcast_server.detectors.runlevel import restart_quiet, stalled
 from runcast_server.detectors.signals import Signal
-from runcast_server.ingest.results import IngestResult, RunChange
-from runcast_server.ingest.versions import write_version_log
+from runcast_server.ingest.results import IngestResult
 from runcast_server.reads.values import strict_json
+from runcast_server.runs.versions import RunChange, write_version_log
 
 if TYPE_CHECKING:
     from runcast_server.context import AppContext

@@ -26,9 +26,9 @@ from runcast_server.detectors.core import SegmentRunner, inherit
 from runcast_server.detectors.runlevel import restart
 from runcast_server.detectors.signals import Signal
 from runcast_server.ingest.checks import lock_runs, take_write_lock
-from runcast_server.ingest.results import IngestResult, RunChange
-from runcast_server.ingest.versions import write_version_log
+from runcast_server.ingest.results import IngestResult
 from runcast_server.reads.values import strict_json
+from runcast_server.runs.versions import RunChange, write_version_log
 
 ALERTS: Table = Alert.__table__
 STATES: Table = DetectorState.__table__
