@@ -16,14 +16,14 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import select, update
 
-from runcast_server.alerts.models import Alert, DetectorState
-from runcast_server.core.db import session_scope
-from runcast_server.core.models import Run
-from runcast_server.detectors.hook import (
+from runcast_server.alerts.engine import (
     RUN_LEVEL,
     apply_signal,
     load_configs,
 )
+from runcast_server.alerts.models import Alert, DetectorState
+from runcast_server.core.db import session_scope
+from runcast_server.core.models import Run
 from runcast_server.detectors.runlevel import restart_quiet, stalled
 from runcast_server.detectors.signals import Signal
 from runcast_server.ingest.results import IngestResult

@@ -39,7 +39,7 @@ def store_batch(
     Raises ForeignRun / UnknownRun (nothing written) when an event may not be
     stored. ``received_at`` is the server time the batch arrived (default: now);
     it stamps events and the runs' heartbeat. The caller commits. The detectors
-    are not run here: they run after the commit (``detectors.hook.detect_batch``).
+    are not run here: they run after the commit (``alerts.engine.detect_batch``).
     """
     conn = session.connection()
     now = received_at if received_at is not None else time.time()

@@ -1,4 +1,4 @@
-"""The detectors in the write path: ``detect_batch`` runs them on a batch after the
+"""The alerts engine: ``detect_batch`` runs the (pure) detectors on a batch after the
 batch itself was committed, in a transaction of their own (``inbox.process``).
 
 Per batch: lock the batch's runs (so two workers never run one run's detectors at once),
