@@ -16,7 +16,7 @@ from sqlalchemy import CursorResult, Table, delete, func, select
 from sqlalchemy.orm import Session
 
 from runcast_server.core import partitions
-from runcast_server.core.errors import ApiError, NotFound
+from runcast_server.core.errors import Invalid, NotFound
 from runcast_server.core.models import Point, Project, Rollup, Run, RunTag, Series
 
 RunRows = Callable[[Session, str], object]
@@ -27,7 +27,7 @@ MAX_TAG_CHARS: Final = 64
 
 
 def owned_run(session: Session, run_id: str, project: Project) -> Run:
-    """The run, locked for this transaction, if ``project`` holds it; else 404 (as for an unknown id)."""
+    """The run, locked for this transaction, if ``project`` holds it; else ``NotFound`` (as for an unknown id)."""
     run = session.scalar(
         select(Run).where(Run.id == run_id, Run.project_id == project.id).with_for_update()
     )
@@ -40,7 +40,7 @@ def retag(session: Session, run: Run, add: list[str], remove: list[str]) -> list
     """Add then remove tags of the run; returns its tags, sorted."""
     tags = (set(session.scalars(select(RunTag.tag).where(RunTag.run_id == run.id))) | set(add)) - set(remove)
     if len(tags) > MAX_TAGS:
-        raise ApiError(422, f"a run holds at most {MAX_TAGS} tags", field="tags.add")
+        raise Invalid(f"a run holds at most {MAX_TAGS} tags", field="tags.add")
     session.execute(delete(RunTag).where(RunTag.run_id == run.id))
     session.add_all(RunTag(run_id=run.id, tag=tag) for tag in sorted(tags))
     session.flush()
