@@ -18,7 +18,7 @@ the planner sees that many partitions of each table. Then, for each ``--points``
 3. table and index sizes of the run's partitions, bytes per point;
 4. delete-a-run: the old ``DELETE`` of its points and rollups (timed inside a
    transaction that is rolled back, only for N <= ``--delete-max``), then what
-   ``DELETE /runs/{id}`` does: ``manage.delete_run`` (detaches the partitions; the
+   ``DELETE /runs/{id}`` does: ``tables.delete_run`` (detaches the partitions; the
    parents are locked until its commit: "detach s") and then ``manage.drop_detached``
    (unlinks the files, no lock of the parents: "drop s").
 
@@ -42,6 +42,7 @@ sys.path.insert(0, str(ROOT / "tests"))  # services.py: the test suite's server 
 
 import services
 from runcast import events as ev
+from runcast_server import tables
 from runcast_server.runs import manage
 from runcast_server.core import migrate
 from runcast_server.core import partitions
@@ -152,7 +153,7 @@ def delete_s(engine: Engine, project_id: int, run_id: str) -> tuple[float, float
         project = session.get(Project, project_id)
         assert project is not None
         began = time.perf_counter()
-        manage.delete_run(session, manage.owned_run(session, run_id, project))
+        tables.delete_run(session, manage.owned_run(session, run_id, project))
         session.commit()
         detached = time.perf_counter()
         assert manage.drop_detached(session) == 3

@@ -20,6 +20,7 @@ from sqlalchemy import Engine
 from runcast_server.api import api_router
 from runcast_server.api.deps import admin, bearer_token, writer_project
 from runcast_server.api.limits import BodyLimit, body_limit
+from runcast_server.api.routes.share import share_router
 from runcast_server.api.routes.stream import ServerSend
 from runcast_server.artifacts.s3 import parse_storage_url
 from runcast_server.assets import FileAssets
@@ -42,7 +43,6 @@ from runcast_server.observability.metrics import Metrics, multiprocess_dir
 from runcast_server.pages import FrontendFiles, pages_router
 from runcast_server.sessions.http import PrivateWhenSignedIn
 from runcast_server.share.cors import PublicReadCors
-from runcast_server.share.routes import share_router
 from runcast_server.tasks import bind_metrics, enqueue_ingest
 from runcast_server.vendor import load_vendor
 

@@ -158,7 +158,7 @@ def test_unreadable_body_is_quarantined_whole(client: Any, token: str) -> None:
 
 def test_a_raising_detector_costs_no_data(client: Any, token: str, monkeypatch: pytest.MonkeyPatch,
                                           admin: dict[str, str]) -> None:
-    from runcast_server.detectors import hook
+    from runcast_server.alerts import engine
 
     def broken(*args: Any, **kwargs: Any) -> None:
         raise RuntimeError("a detector bug")
@@ -166,7 +166,7 @@ def test_a_raising_detector_costs_no_data(client: Any, token: str, monkeypatch: 
     run = WireRun()
     curve = loss_curve(400, seed=5, spike=(300, 5, 2.0))
     assert post(client, token, [run.started()]).status_code == 202
-    monkeypatch.setattr(hook, "run_detectors", broken)
+    monkeypatch.setattr(engine, "run_detectors", broken)
     r = post(client, token, [run.metrics(s, loss=curve[s]) for s in range(200)])
     assert r.status_code == 202, r.text
     assert counts(get_engine())["points"] == 200

@@ -411,14 +411,14 @@ class RestartablePostgres:
 
 
 BROKEN_DETECTORS = '''
-import runcast_server.detectors.hook as _hook
+import runcast_server.alerts.engine as _engine
 
 
 def _broken(*args, **kwargs):
     raise RuntimeError("a detector bug, injected by the test")
 
 
-_hook.run_detectors = _broken
+_engine.run_detectors = _broken
 '''
 
 

@@ -43,3 +43,25 @@ def test_an_sdk_module_importing_the_server_breaks_the_contract(tmp_path: Path) 
     assert res.returncode == 1, res.stdout + res.stderr
     assert "The SDK never imports the server BROKEN" in res.stdout
     assert "runcast.offender -> runcast_server.core.db" in res.stdout
+
+
+def test_a_domain_importing_one_above_it_or_a_sibling_breaks_the_domain_contract(tmp_path: Path) -> None:
+    """The domains' layers contract over a copy of the tree where a lower domain imports a higher
+    one (reads -> policy), one imports the HTTP layer (runs -> api) and one imports an
+    independent sibling (live -> artifacts)."""
+    ignore = shutil.ignore_patterns("__pycache__")
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    shutil.copytree(ROOT / "trainer" / "runcast", tmp_path / "trainer" / "runcast", ignore=ignore)
+    shutil.copytree(ROOT / "backend" / "runcast_server", tmp_path / "backend" / "runcast_server", ignore=ignore)
+    server = tmp_path / "backend" / "runcast_server"
+    (server / "reads" / "offender.py").write_text("from runcast_server.policy import apply\n")
+    (server / "runs" / "offender.py").write_text("from runcast_server.api import deps\n")
+    (server / "live" / "offender.py").write_text("from runcast_server.artifacts import storage\n")
+
+    res = lint_imports(tmp_path)
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert "Server domains: each imports only the domains below it BROKEN" in res.stdout
+    for line in ("runcast_server.reads.offender -> runcast_server.policy.apply",
+                 "runcast_server.runs.offender -> runcast_server.api.deps",
+                 "runcast_server.live.offender -> runcast_server.artifacts.storage"):
+        assert line in res.stdout, res.stdout

@@ -14,8 +14,10 @@ from sqlalchemy import (
     Integer,
     String,
     UniqueConstraint,
+    delete,
+    select,
 )
-from sqlalchemy.orm import Mapped, mapped_column
+from sqlalchemy.orm import Mapped, Session, mapped_column
 
 from runcast_server.core.models import Base, BigId
 
@@ -121,3 +123,13 @@ class RateLimit(Base):
     bucket: Mapped[str] = mapped_column(String(128), primary_key=True)
     window: Mapped[int] = mapped_column(BigInteger, primary_key=True)
     count: Mapped[int] = mapped_column(Integer, default=0)
+
+
+def delete_run_deliveries(session: Session, run_id: str) -> None:
+    """Delete the deliveries of a run's alerts and of its subscriptions (they have no ``run_id``):
+    the run delete's part of this domain (``runs.manage.delete_run``, through ``tables.delete_run``)."""
+    alert_ids = select(Alert.id).where(Alert.run_id == run_id).scalar_subquery()
+    sub_ids = select(Subscription.id).where(Subscription.run_id == run_id).scalar_subquery()
+    session.execute(
+        delete(AlertDelivery).where(AlertDelivery.alert_id.in_(alert_ids) | AlertDelivery.subscription_id.in_(sub_ids))
+    )

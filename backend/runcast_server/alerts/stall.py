@@ -16,19 +16,19 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import select, update
 
-from runcast_server.alerts.models import Alert, DetectorState
-from runcast_server.core.db import session_scope
-from runcast_server.core.models import Run
-from runcast_server.detectors.hook import (
+from runcast_server.alerts.engine import (
     RUN_LEVEL,
     apply_signal,
     load_configs,
 )
+from runcast_server.alerts.models import Alert, DetectorState
+from runcast_server.core.db import session_scope
+from runcast_server.core.models import Run
 from runcast_server.detectors.runlevel import restart_quiet, stalled
 from runcast_server.detectors.signals import Signal
-from runcast_server.ingest.results import IngestResult, RunChange
-from runcast_server.ingest.versions import write_version_log
+from runcast_server.ingest.results import IngestResult
 from runcast_server.reads.values import strict_json
+from runcast_server.runs.versions import RunChange, write_version_log
 
 if TYPE_CHECKING:
     from runcast_server.context import AppContext

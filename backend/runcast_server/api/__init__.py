@@ -16,6 +16,7 @@ from runcast_server.api.routes import (
     manage,
     manifests,
     metrics,
+    policy,
     revisions,
     runs,
     stream,
@@ -24,9 +25,8 @@ from runcast_server.api.routes import (
     uploads,
     whoami,
 )
+from runcast_server.api.routes import session as session_routes
 from runcast_server.core.errors import error_responses
-from runcast_server.policy import routes as policy
-from runcast_server.sessions import routes as session_routes
 
 # Any route may answer 413 (the body limit, before reading) and 503 (database or queue down).
 api_router = APIRouter(prefix="/api/v1", responses=error_responses(413, 503))

@@ -1,5 +1,11 @@
 """Domain errors, the error schema, and the one place that turns every failure into JSON.
 
+The domains' services raise ``DomainError``s, which say what is wrong and with which field
+but nothing of HTTP (``NotFound``, ``Invalid``); routes and request dependencies raise
+``ApiError`` with its status (a token, a header, a body limit). ``install_error_handlers``
+answers a domain error with its kind's status (``DOMAIN_STATUS``) and the body an
+``ApiError`` of that status and field would have.
+
 Every error leaves as ``{"error": {"message", "field"?, "index"?}}``: a client's
 mistake with its 4xx, a database or broker that cannot be reached as 503 with
 ``Retry-After``, anything unexpected as a 500 (logged with its traceback). Bodies are
@@ -86,9 +92,36 @@ class ApiError(Exception):
         return error_body(self.message, field=self.field, index=self.index)
 
 
-class NotFound(ApiError):
+class DomainError(Exception):
+    """What a domain refuses, and the field at fault; no status: the app maps each kind to one."""
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.field = field
+
+    def body(self) -> dict[str, Any]:
+        return error_body(self.message, field=self.field)
+
+
+class NotFound(DomainError):
+    """Missing, or not visible to the caller (which is answered exactly as missing)."""
+
     def __init__(self, what: str, field: str | None = None) -> None:
-        super().__init__(404, f"{what} not found", field=field)
+        super().__init__(f"{what} not found", field=field)
+
+
+class Invalid(DomainError):
+    """A parameter or value the domain cannot take (a malformed cursor, an empty range, too many tags)."""
+
+
+# The status each kind of domain error is answered with.
+DOMAIN_STATUS: Final[dict[type[DomainError], int]] = {NotFound: 404, Invalid: 422}
+
+
+def domain_status(exc: DomainError) -> int:
+    """The status of ``exc``'s kind: its nearest class in ``DOMAIN_STATUS`` (422 for one not mapped)."""
+    return next((DOMAIN_STATUS[k] for k in type(exc).__mro__ if k in DOMAIN_STATUS), 422)
 
 
 def error_body(message: str, *, field: str | None = None, index: int | None = None) -> dict[str, Any]:
@@ -146,6 +179,10 @@ def install_error_handlers(app: FastAPI) -> None:
         if exc.status == 401:
             headers["WWW-Authenticate"] = "Bearer"
         return error_response(exc.status, exc.body(), headers or None)
+
+    @app.exception_handler(DomainError)
+    async def _domain_error(_: Request, exc: DomainError) -> ErrorResponse:
+        return error_response(domain_status(exc), exc.body())
 
     @app.exception_handler(EventError)
     async def _event_error(_: Request, exc: EventError) -> ErrorResponse:

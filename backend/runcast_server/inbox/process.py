@@ -32,8 +32,8 @@ from typing import Any, Final
 from runcast.events import validate_batch
 from sqlalchemy import update
 
+from runcast_server.alerts.engine import detect_batch
 from runcast_server.core.db import session_scope
-from runcast_server.detectors.hook import detect_batch
 from runcast_server.inbox.rows import (
     BUSY_RETRY_S,
     DONE,

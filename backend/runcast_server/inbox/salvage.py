@@ -9,8 +9,8 @@ from typing import Any
 from runcast.events import validate_event
 from sqlalchemy import select
 
+from runcast_server.alerts.engine import detect_batch
 from runcast_server.core.db import session_scope
-from runcast_server.detectors.hook import detect_batch
 from runcast_server.inbox.rows import (
     BUSY_RETRY_S,
     INBOX,

@@ -13,7 +13,7 @@ two workers never deadlock and never race on a segment index or a run version.
 
 The package, by job: ``checks`` (the door: ownership, run and segment registration),
 ``store`` (``store_batch``, the one writer), ``metrics`` (series, points, rollups),
-``timeline`` (events), ``state`` (run state), ``versions`` (the replay log), ``bulk``
-(many rows in few round trips), ``results`` (what a batch did, why one is refused),
-``tables``.
+``timeline`` (events), ``state`` (run state), ``bulk`` (many rows in few round trips),
+``results`` (what a batch did, why one is refused), ``tables``. The run versions a batch
+makes are recorded through ``runs.versions``, their one owner.
 """

@@ -1,39 +1,11 @@
-"""What a batch did (``IngestResult``, one ``RunChange`` per run) and why one is refused."""
+"""What a batch did (``IngestResult``, one ``runs.versions.RunChange`` per run) and why one is refused."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
 
-
-@dataclass
-class RunChange:
-    """What one batch did to one run."""
-
-    run: str
-    version: int
-    changed: bool = False
-    status: str = "running"
-    last_step: int | None = None
-    keys: set[str] = field(default_factory=set)
-    points: int = 0
-    events: list[str] = field(default_factory=list)
-    # For the run_versions log (live-stream replay): [series_id, first_step, last_step, count]
-    # of the points this batch inserted, and the ids of the timeline events it inserted.
-    ranges: list[list[int]] = field(default_factory=list)
-    event_ids: list[int] = field(default_factory=list)
-
-    def message(self) -> dict[str, Any]:
-        """The live message for this change (channel ``run:<id>``)."""
-        return {
-            "run": self.run,
-            "version": self.version,
-            "status": self.status,
-            "last_step": self.last_step,
-            "keys": sorted(self.keys),
-            "points": self.points,
-            "events": self.events,
-        }
+from runcast_server.runs.versions import RunChange
 
 
 @dataclass
@@ -44,7 +16,7 @@ class IngestResult:
     points_received: int = 0
     points_inserted: int = 0
     events_inserted: int = 0
-    # Alerts this batch opened or closed: {"id", "run", "phase", "kind"} (detectors.hook).
+    # Alerts this batch opened or closed: {"id", "run", "phase", "kind"} (alerts.engine).
     alerts: list[dict[str, Any]] = field(default_factory=list)
     # (run, segment uid) -> segment id of every segment of the batch's runs (for the detectors).
     segments: dict[tuple[str, str], int] = field(default_factory=dict)

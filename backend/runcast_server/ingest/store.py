@@ -19,12 +19,12 @@ from runcast_server.ingest.checks import (
     take_write_lock,
 )
 from runcast_server.ingest.metrics import write_metrics
-from runcast_server.ingest.results import IngestResult, RunChange
+from runcast_server.ingest.results import IngestResult
 from runcast_server.ingest.state import update_runs, write_lost
 from runcast_server.ingest.tables import SEGMENTS
 from runcast_server.ingest.timeline import write_events
-from runcast_server.ingest.versions import write_version_log
 from runcast_server.runs.updates import write_updates
+from runcast_server.runs.versions import RunChange, write_version_log
 
 
 def store_batch(
@@ -39,7 +39,7 @@ def store_batch(
     Raises ForeignRun / UnknownRun (nothing written) when an event may not be
     stored. ``received_at`` is the server time the batch arrived (default: now);
     it stamps events and the runs' heartbeat. The caller commits. The detectors
-    are not run here: they run after the commit (``detectors.hook.detect_batch``).
+    are not run here: they run after the commit (``alerts.engine.detect_batch``).
     """
     conn = session.connection()
     now = received_at if received_at is not None else time.time()

@@ -9,7 +9,6 @@ from runcast_server.core.models import (
     Point,
     Rollup,
     Run,
-    RunVersion,
     Segment,
     Series,
 )
@@ -20,4 +19,3 @@ SERIES: Table = Series.__table__
 POINTS: Table = Point.__table__
 ROLLUPS: Table = Rollup.__table__
 EVENTS: Table = Event.__table__
-RUN_VERSIONS: Table = RunVersion.__table__

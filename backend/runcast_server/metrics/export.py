@@ -49,7 +49,7 @@ class SeriesRef:
 
 
 def series_to_export(session: Session, run: Run, key: str | None) -> list[SeriesRef]:
-    """The run's series (of one key, if given) in (segment, key) order; 404 for an unknown key."""
+    """The run's series (of one key, if given) in (segment, key) order; ``NotFound`` for an unknown key."""
     query = (
         select(Series.id, Segment.index, Series.key)
         .join(Segment, Segment.id == Series.segment_id)

@@ -28,7 +28,7 @@ from sqlalchemy import Connection, Select, case, func, select
 from sqlalchemy.orm import Session, aliased
 
 from runcast_server.core.db import read_snapshot
-from runcast_server.core.errors import ApiError, NotFound
+from runcast_server.core.errors import Invalid, NotFound
 from runcast_server.core.models import Point, Rollup, Run, Segment, Series
 from runcast_server.metrics.rollups import LEVELS
 from runcast_server.policy.delay import Horizon, due_last_point
@@ -246,7 +246,7 @@ def query_metrics(
     ``horizon`` (a delayed reader): the answer holds the run versions up to ``horizon.version``
     and names that version."""
     if start is not None and end is not None and end < start:
-        raise ApiError(422, "end must not be less than start", field="end")
+        raise Invalid("end must not be less than start", field="end")
     conn = read_snapshot(session)
     version = conn.scalar(select(Run.version).where(Run.id == run.id)) or 0
     if horizon is not None:

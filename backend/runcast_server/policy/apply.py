@@ -122,7 +122,7 @@ class View:
 
     # --- artifacts, alerts ---------------------------------------------------------------------
     def require(self, kind: str) -> None:
-        """404 (as an unknown id) when ``kind`` (checkpoint, data_mix, manifest, note, anomaly) is withheld."""
+        """``NotFound`` (as an unknown id) when ``kind`` (checkpoint, data_mix, manifest, note, anomaly) is withheld."""
         if not self.event_shown(kind):
             raise NotFound(kind, field=kind)
 

@@ -1,4 +1,5 @@
-"""The read path: visibility, run summaries, metric rollup queries, exports.
-
-Route modules in ``runcast_server.api.routes`` stay thin and call into here.
+"""What every read path shares: who may read (``access``), keyset cursors (``cursor``), what
+readers outside a run's project see of what it sent (``published``), the response schemas
+and metric values on the way out (``values``). It uses no other domain; the read services
+themselves live with their data (``runs``, ``metrics``, ``artifacts``, ``alerts``, ``live``).
 """

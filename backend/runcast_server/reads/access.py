@@ -32,7 +32,7 @@ def listed_to(viewer: Project | None) -> ColumnElement[bool]:
 def readable_run(
     session: Session, run_id: str, viewer: Project | None
 ) -> tuple[Run, str]:
-    """The run and its project's name, or a 404 when it is missing or hidden from the viewer."""
+    """The run and its project's name, or ``NotFound`` when it is missing or hidden from the viewer."""
     row = session.execute(
         select(Run, Project.name)
         .join(Project, Project.id == Run.project_id)

@@ -10,7 +10,7 @@ from typing import Any
 
 from runcast.events import EventError, check_text
 
-from runcast_server.core.errors import ApiError
+from runcast_server.core.errors import Invalid
 
 
 def _text_ok(text: str) -> bool:
@@ -29,16 +29,14 @@ def encode_cursor(*parts: Any) -> str:
 def decode_cursor(
     cursor: str, types: tuple[type, ...], field: str = "cursor"
 ) -> list[Any]:
-    """The parts of a cursor made by ``encode_cursor``; anything else is a 422 naming ``field``."""
+    """The parts of a cursor made by ``encode_cursor``; anything else is ``Invalid`` naming ``field``."""
     try:
         padded = cursor + "=" * (-len(cursor) % 4)
         parts = json.loads(base64.urlsafe_b64decode(padded.encode()))
     except (binascii.Error, ValueError, UnicodeDecodeError):
         parts = None
     if not isinstance(parts, list) or len(parts) != len(types):
-        raise ApiError(
-            422, "malformed cursor: pass next_cursor back unchanged", field=field
-        )
+        raise Invalid("malformed cursor: pass next_cursor back unchanged", field=field)
     out: list[Any] = []
     for part, kind in zip(parts, types, strict=True):
         if kind is float and isinstance(part, int) and not isinstance(part, bool) and abs(part) <= 2**53:
@@ -49,8 +47,6 @@ def decode_cursor(
             or (isinstance(part, float) and not math.isfinite(part))
             or (isinstance(part, str) and not _text_ok(part))
         ):
-            raise ApiError(
-                422, "malformed cursor: pass next_cursor back unchanged", field=field
-            )
+            raise Invalid("malformed cursor: pass next_cursor back unchanged", field=field)
         out.append(part)
     return out

@@ -8,24 +8,26 @@ run ids of other projects do not leak and nothing of theirs changes.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from sqlalchemy import CursorResult, delete, func, select
+from sqlalchemy import CursorResult, Table, delete, func, select
 from sqlalchemy.orm import Session
 
-from runcast_server.alerts.models import Alert, AlertDelivery, Subscription
 from runcast_server.core import partitions
-from runcast_server.core.errors import ApiError, NotFound
+from runcast_server.core.errors import Invalid, NotFound
 from runcast_server.core.models import Point, Project, Rollup, Run, RunTag, Series
-from runcast_server.tables import METADATA
+
+RunRows = Callable[[Session, str], object]
+"""Deletes the rows of one run (by id) that another domain keeps without a ``run_id`` column."""
 
 MAX_TAGS: Final = 32
 MAX_TAG_CHARS: Final = 64
 
 
 def owned_run(session: Session, run_id: str, project: Project) -> Run:
-    """The run, locked for this transaction, if ``project`` holds it; else 404 (as for an unknown id)."""
+    """The run, locked for this transaction, if ``project`` holds it; else ``NotFound`` (as for an unknown id)."""
     run = session.scalar(
         select(Run).where(Run.id == run_id, Run.project_id == project.id).with_for_update()
     )
@@ -38,7 +40,7 @@ def retag(session: Session, run: Run, add: list[str], remove: list[str]) -> list
     """Add then remove tags of the run; returns its tags, sorted."""
     tags = (set(session.scalars(select(RunTag.tag).where(RunTag.run_id == run.id))) | set(add)) - set(remove)
     if len(tags) > MAX_TAGS:
-        raise ApiError(422, f"a run holds at most {MAX_TAGS} tags", field="tags.add")
+        raise Invalid(f"a run holds at most {MAX_TAGS} tags", field="tags.add")
     session.execute(delete(RunTag).where(RunTag.run_id == run.id))
     session.add_all(RunTag(run_id=run.id, tag=tag) for tag in sorted(tags))
     session.flush()
@@ -67,19 +69,19 @@ class Deleted:
     events: int
 
 
-def delete_run(session: Session, run: Run) -> Deleted:
+def delete_run(session: Session, run: Run, tables: Sequence[Table], dependents: Iterable[RunRows] = ()) -> Deleted:
     """Delete the run and every row that belongs to it, in one transaction.
 
-    Every table with a ``run_id`` column is cleared (a table added later is covered without
-    a change here), children first; points and rollups by the run's series, alert
-    deliveries by its alerts and subscriptions (they have no ``run_id``). A run with
+    Every one of ``tables`` (every domain's, sorted parents first: ``tables.delete_run``
+    passes them) with a ``run_id`` column is cleared (a table added later is covered without
+    a change here), children first; points and rollups by the run's series, and before
+    the tables, the rows of other domains that have no ``run_id`` by ``dependents`` (alert
+    deliveries by the run's alerts and subscriptions). A run with
     partitions of its own (PostgreSQL, ``partitions.py``) loses its points, rollups and
     replay log by detaching them (``drop_detached`` drops them after the commit); its
     point count is then the sum of its series' counts.
     """
     series_ids = select(Series.id).where(Series.run_id == run.id).scalar_subquery()
-    alert_ids = select(Alert.id).where(Alert.run_id == run.id).scalar_subquery()
-    sub_ids = select(Subscription.id).where(Subscription.run_id == run.id).scalar_subquery()
     if run.block:
         points = session.scalar(select(func.coalesce(func.sum(Series.count), 0)).where(Series.run_id == run.id)) or 0
         partitions.detach(session.connection(), run.block)
@@ -92,11 +94,10 @@ def delete_run(session: Session, run: Run) -> Deleted:
         # Session.execute types its answer as a Result; a DELETE's is a CursorResult (rowcount).
         points = deleted.rowcount if isinstance(deleted, CursorResult) else 0
         session.execute(delete(Rollup).where(Rollup.series_id.in_(series_ids), Rollup.series_id.between(lo, hi)))
-    session.execute(
-        delete(AlertDelivery).where(AlertDelivery.alert_id.in_(alert_ids) | AlertDelivery.subscription_id.in_(sub_ids))
-    )
+    for dependent in dependents:
+        dependent(session, run.id)
     counts: dict[str, int] = {}
-    for table in reversed(METADATA.sorted_tables):  # children before their parents
+    for table in reversed(tables):  # children before their parents
         if "run_id" in table.c:
             gone = session.execute(delete(table).where(table.c.run_id == run.id))
             counts[table.name] = gone.rowcount if isinstance(gone, CursorResult) else 0

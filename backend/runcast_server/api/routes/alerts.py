@@ -22,7 +22,7 @@ from runcast_server.api.read_deps import (
 )
 from runcast_server.core.errors import ApiError, NotFound, error_responses
 from runcast_server.detectors import config as dconfig
-from runcast_server.reads.events import parse_after
+from runcast_server.runs.events import parse_after
 
 router = APIRouter(tags=["alerts"])
 

@@ -13,9 +13,9 @@ from runcast_server.api.read_deps import (
     ReadableRunDep,
     ViewDep,
 )
-from runcast_server.reads.events import list_events, parse_after
 from runcast_server.reads.published import is_project_reader
 from runcast_server.reads.schemas import MAX_SEGMENT, EventList, TimelineType
+from runcast_server.runs.events import list_events, parse_after
 
 router = APIRouter(tags=["events"])
 

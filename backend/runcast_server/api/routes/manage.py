@@ -12,6 +12,7 @@ from fastapi import APIRouter, Path
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from runcast.events import ID_RE, MAX_NAME_CHARS, check_text
 
+from runcast_server import tables
 from runcast_server.alerts.service import stall_after
 from runcast_server.api.deps import SessionDep, WriterDep
 from runcast_server.api.read_deps import SettingsDep
@@ -102,7 +103,7 @@ def delete_run(session: SessionDep, project: WriterDep, run_id: RunIdPath) -> De
     """Delete a run and everything stored for it: points, rollups, timeline (checkpoint,
     revision and manifest records), alerts, subscriptions to it. Cannot be undone."""
     run = _owned(session, run_id, project)
-    done = manage.delete_run(session, run)
+    done = tables.delete_run(session, run)
     session.commit()  # the run is gone and its partitions detached; dropping them holds no lock of the parents
     manage.drop_detached(session)
     return DeletedRun(run=done.run, points=done.points, series=done.series, segments=done.segments, events=done.events)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from runcast_server.core.errors import ApiError
+from runcast_server.core.errors import Invalid
 from runcast_server.core.models import Event, Run, Segment
 from runcast_server.policy.apply import TEAM, View
 from runcast_server.reads.published import published_payload
@@ -68,9 +68,5 @@ def parse_after(after: str | None) -> int | None:
     if after is None:
         return None
     if not (after.isascii() and after.isdigit()) or len(after) > 19 or int(after) > 2**63 - 1:
-        raise ApiError(
-            422,
-            "after must be the next_cursor of a previous page (an event id)",
-            field="after",
-        )
+        raise Invalid("after must be the next_cursor of a previous page (an event id)", field="after")
     return int(after)

@@ -1,4 +1,4 @@
-"""The detectors in the write path: ``detect_batch`` runs them on a batch after the
+"""The alerts engine: ``detect_batch`` runs the (pure) detectors on a batch after the
 batch itself was committed, in a transaction of their own (``inbox.process``).
 
 Per batch: lock the batch's runs (so two workers never run one run's detectors at once),
@@ -26,9 +26,9 @@ from runcast_server.detectors.core import SegmentRunner, inherit
 from runcast_server.detectors.runlevel import restart
 from runcast_server.detectors.signals import Signal
 from runcast_server.ingest.checks import lock_runs, take_write_lock
-from runcast_server.ingest.results import IngestResult, RunChange
-from runcast_server.ingest.versions import write_version_log
+from runcast_server.ingest.results import IngestResult
 from runcast_server.reads.values import strict_json
+from runcast_server.runs.versions import RunChange, write_version_log
 
 ALERTS: Table = Alert.__table__
 STATES: Table = DetectorState.__table__
