@@ -9,7 +9,7 @@ steps x 7 floats in a tight loop with the SDK (default batch size) and calls
 the machine's load hits every arm alike. Printed per repeat: points/s from the first
 ``log()`` to ``finish()`` returning (every point is then stored: the embedded API stores
 a batch before its 202; the stored count is checked exactly), the wait inside
-``finish()``, the server's CPU µs per point, and the load average.
+``finish()``, the server's and the SDK process's CPU µs per point, and the load average.
 """
 
 from __future__ import annotations
@@ -39,14 +39,14 @@ def client(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory() as spool:
         run = runcast.init("bench", "embedded-ingest", server=args.server, token=args.token, spool_dir=spool,
                            capture_code=False, heartbeat_interval=3600, max_queue=args.steps + 10)
-        begin = time.perf_counter()
+        begin, cpu0 = time.perf_counter(), time.process_time()
         log = run.log
         for step in range(args.steps):
             log(values[step & 1023], step=step)
         logged = time.perf_counter()
         run.finish(timeout=600)
-        done = time.perf_counter()
-        print(json.dumps({"run": run.id, "seconds": done - begin, "finish_s": done - logged,
+        done, cpu = time.perf_counter(), time.process_time() - cpu0
+        print(json.dumps({"run": run.id, "seconds": done - begin, "finish_s": done - logged, "sdk_cpu_s": cpu,
                           "spooled": run.stats.spooled, "dropped": run.stats.dropped}))
 
 
@@ -96,7 +96,8 @@ def one(checkout: Path, steps: int) -> dict[str, float]:
     if stored != expected or result["spooled"] or result["dropped"]:
         raise RuntimeError(f"{checkout}: {stored} of {expected} points stored, {result}")
     return {"points_per_s": expected / result["seconds"], "finish_s": result["finish_s"],
-            "server_us_per_point": server_cpu / expected * 1e6, "load0": load0, "load1": load1}
+            "server_us_per_point": server_cpu / expected * 1e6, "sdk_us_per_point": result["sdk_cpu_s"] / expected * 1e6,
+            "load0": load0, "load1": load1}
 
 
 def main() -> None:
@@ -119,12 +120,14 @@ def main() -> None:
             res = one(c, args.steps)
             results[c].append(res)
             print(f"round {r + 1} {c}: {res['points_per_s']:,.0f} points/s, finish() waited {res['finish_s']:.2f} s, "
-                  f"server {res['server_us_per_point']:.2f} CPU us/point (load {res['load0']:.2f}-{res['load1']:.2f})",
+                  f"server {res['server_us_per_point']:.2f} CPU us/point, SDK {res['sdk_us_per_point']:.2f} (load {res['load0']:.2f}-{res['load1']:.2f})",
                   flush=True)
     for c, rs in results.items():
-        med = {k: statistics.median(x[k] for x in rs) for k in ("points_per_s", "finish_s", "server_us_per_point")}
+        med = {k: statistics.median(x[k] for x in rs)
+               for k in ("points_per_s", "finish_s", "server_us_per_point", "sdk_us_per_point")}
         print(f"{c}: median {med['points_per_s']:,.0f} points/s ({[round(x['points_per_s']) for x in rs]}), "
-              f"finish() {med['finish_s']:.2f} s, server {med['server_us_per_point']:.2f} CPU us/point")
+              f"finish() {med['finish_s']:.2f} s, server {med['server_us_per_point']:.2f} CPU us/point, "
+              f"SDK {med['sdk_us_per_point']:.2f}")
     print(f"load at end {os.getloadavg()}")
 
 

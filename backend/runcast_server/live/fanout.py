@@ -21,8 +21,8 @@ log = logging.getLogger(__name__)
 
 # A channel's fan-out runs in passes: each hands every frame read since the last pass to every
 # viewer, and costs one wake-up and one socket write per viewer, however many frames it holds.
-# After a pass that took t seconds, the next waits until FANOUT_IDLE * t has gone by, so a
-# channel's writes take at most 1 / (1 + FANOUT_IDLE) of the loop: a run with few viewers is
+# After a pass that took t seconds of the loop's CPU, the next waits until FANOUT_IDLE * t has
+# gone by, so a channel's writes take at most 1 / (1 + FANOUT_IDLE) of the loop: a run with few viewers is
 # sent each batch at once (a pass takes microseconds), one with thousands gets its batches
 # grouped, and the loop keeps time for the ingest requests that make them.
 FANOUT_IDLE = 1.0
@@ -124,11 +124,12 @@ class RunChannel:
         for frame in frames:
             self._deliver(frame)
         # The viewers' wake-ups (their writes) were queued on the loop before this callback.
-        loop.call_soon(self._passed, loop.time())
+        loop.call_soon(self._passed, time.thread_time())
 
     def _passed(self, began: float) -> None:
-        now = asyncio.get_running_loop().time()
-        self._next_pass = now + (now - began) * FANOUT_IDLE
+        # The loop thread's CPU time, not the clock's: a machine busy with other processes
+        # does not stretch the wait.
+        self._next_pass = asyncio.get_running_loop().time() + (time.thread_time() - began) * FANOUT_IDLE
 
     def _deliver(self, frame: Frame) -> None:
         self.version = frame.version
