@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from runcast_server.alerts.runner import AlertRunner
+from runcast_server.artifacts.storage import Storage, storage_from_settings
 from runcast_server.core.db import Database, bind_database, unbind_database
 from runcast_server.core.settings import Settings
 from runcast_server.live.fanout import Registry
@@ -29,6 +30,7 @@ class AppContext:
     database: Database  # the engine and session factory of settings.sqlalchemy_url
     hub: LocalHub  # live messages: in-process when embedded, Redis pub/sub in production
     registry: Registry  # the live stream's channels (one per run with viewers) and viewers
+    storage: Storage  # where checkpoints are (local root or S3: one boto3 client, its connection pool)
     alerts: AlertRunner | None = None  # embedded only: the notification pool and the periodic check
 
     @classmethod
@@ -39,6 +41,7 @@ class AppContext:
             database=Database.open(settings.sqlalchemy_url),
             hub=hub,
             registry=Registry(StreamSettings.of(settings), hub),
+            storage=storage_from_settings(settings),
             alerts=AlertRunner() if settings.embedded else None,
         )
 

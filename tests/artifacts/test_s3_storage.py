@@ -121,7 +121,7 @@ def test_s3_download_headers_range_if_range_head(s3, s3_client, seed):  # noqa: 
             "available", "file", "model é.pt"
         ), listed[step]
     url = listed[10]["download_url"]
-    requests = record_requests(s3)
+    requests = record_requests(s3_client, s3)
 
     full = s3_client.get(url)
     assert full.status_code == 200 and full.content == data
@@ -205,7 +205,7 @@ def test_s3_traversal_refused_and_no_key_outside_prefix_requested(s3, s3_client,
     s3.put(f"{PREFIX}-evil/x.pt", b"top secret")
     s3.put(f"{PREFIX}/demo/good.pt", b"g" * 10)
     s3.put(f"{PREFIX}/pproj/secret.pt", b"top secret")  # another project's object
-    requests = record_requests(s3)
+    requests = record_requests(s3_client, s3)
     sim = seed.run().start()
     attacks = [p for p in ATTACKS.values() if p and "\x00" not in p] + [
         "pproj/secret.pt",
@@ -235,10 +235,7 @@ def test_s3_traversal_refused_and_no_key_outside_prefix_requested(s3, s3_client,
 
 @pytest.mark.services
 def test_s3_object_replaced_after_locate_is_not_mixed(s3, s3_client):  # noqa: F811
-    from runcast_server.artifacts.storage import storage_from_settings
-    from runcast_server.core.settings import get_settings
-
-    storage = storage_from_settings(get_settings())
+    storage = s3_client.app.state.context.storage
     s3.put(f"{PREFIX}/r.pt", b"1" * 100)
     obj = storage.locate("r.pt")
     assert (obj.key, obj.size) == ("r.pt", 100)
