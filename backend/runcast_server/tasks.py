@@ -19,8 +19,8 @@ from celery import Task
 from celery.signals import task_failure, task_retry, worker_init
 
 from runcast_server.context import AppContext, bind_context, context_of
-from runcast_server.core.celery_app import app, app_for
-from runcast_server.core.settings import Settings, get_settings
+from runcast_server.core.celery_app import app, app_for, settings_of
+from runcast_server.core.settings import Settings
 from runcast_server.inbox import sweep as inbox_sweep
 from runcast_server.inbox.accept import adopt_legacy
 from runcast_server.inbox.process import Policy, process
@@ -94,9 +94,11 @@ def bind_metrics(metrics: Metrics) -> None:
 def _worker_start(sender: Any = None, **_: Any) -> None:
     """A worker builds its instruments and its application context once at start (before the
     pool forks; prometheus-client follows the fork in multiprocess mode, and the context opens
-    no connection before its first use). Its tasks find the context on the Celery app."""
+    no connection before its first use). Its tasks find the context on the Celery app. The
+    settings are the ones the app was configured from (``runcast worker``: its command's; a bare
+    ``celery -A ... worker``: the environment's, read when Celery first read its configuration)."""
     bind_metrics(Metrics())
-    bind_context(app, AppContext.build(get_settings()).start())
+    bind_context(app, AppContext.build(settings_of(app)).start())
 
 
 @task_failure.connect

@@ -182,7 +182,7 @@ def test_delivered_header_names_the_same_event_as_the_body(embedded_env, monkeyp
 def test_finished_deliveries_are_pruned_after_the_retention(embedded, monkeypatch):
     from runcast_server.alerts import notify
     from runcast_server.alerts.models import AlertDelivery
-    from runcast_server.core.celery_app import get_app
+    from runcast_server.core.celery_app import app_for
     from runcast_server.core.db import session_scope
     from runcast_server.core.settings import get_settings
     from sqlalchemy import select
@@ -207,6 +207,6 @@ def test_finished_deliveries_are_pruned_after_the_retention(embedded, monkeypatc
         left = sorted(session.scalars(select(AlertDelivery.last_error)))
     assert left == ["pending-old", "sent-new"]
     assert notify.prune_deliveries(embedded.app.state.context, now) == 0
-    schedule = get_app().conf.beat_schedule
+    schedule = app_for(get_settings()).conf.beat_schedule
     assert schedule["runcast-alerts-prune"]["task"] == notify.PRUNE_TASK == "runcast.alerts.prune"
-    assert notify.PRUNE_TASK in get_app().tasks
+    assert notify.PRUNE_TASK in app_for(get_settings()).tasks
