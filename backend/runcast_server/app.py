@@ -26,7 +26,7 @@ from runcast_server.context import AppContext, bind_context, unbind_context
 from runcast_server.core import migrate
 from runcast_server.core.celery_app import app as celery_app
 from runcast_server.core.errors import error_responses, install_error_handlers
-from runcast_server.core.settings import Settings, get_settings
+from runcast_server.core.settings import Settings
 from runcast_server.frontend import Frontend
 from runcast_server.health import Liveness, Probes, Readiness, probes
 from runcast_server.inbox.sweep import SweepTimer
@@ -59,8 +59,11 @@ def prepare_database(settings: Settings, engine: Engine) -> None:
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
-    """Build the API app: REST under /api/v1, /healthz, /readyz, /metrics, and the static frontend at /."""
-    settings = settings or get_settings()
+    """Build the API app: REST under /api/v1, /healthz, /readyz, /metrics, and the static frontend at /.
+
+    ``settings``: the app's; None reads them from the environment (``Settings()``), here, once.
+    """
+    settings = settings if settings is not None else Settings()
     if settings.storage_url:  # refused at startup, not on the first download
         parse_storage_url(settings.storage_url)
     metrics = Metrics()
@@ -81,7 +84,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             bind_context(celery_app, ctx)
         ctx.start()  # embedded: the alert check (stalls, quiet restart loops, delivery pruning)
         # Embedded, this process also sweeps the ingest inbox (production: Celery beat).
-        timer = SweepTimer(settings, lambda inbox_id: enqueue_ingest(ctx, inbox_id)).start() if settings.embedded else None
+        timer = SweepTimer(ctx.database, settings, lambda inbox_id: enqueue_ingest(ctx, inbox_id)).start() if settings.embedded else None
         try:
             yield
         finally:

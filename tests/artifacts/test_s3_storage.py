@@ -90,10 +90,8 @@ def test_storage_url_parsing():
 def s3_client(s3: S3Env, monkeypatch):  # noqa: F811 - the fixture above
     from fastapi.testclient import TestClient
     from runcast_server.app import create_app
-    from runcast_server.core.settings import get_settings
 
     monkeypatch.setenv("RUNCAST_DOWNLOAD_CHUNK_BYTES", "65536")  # many chunks per transfer
-    get_settings.cache_clear()
     with TestClient(create_app()) as c:
         yield c
 
@@ -257,7 +255,6 @@ def test_s3_presigned_redirect_after_the_visibility_check(s3, seed, monkeypatch)
     import httpx
     from fastapi.testclient import TestClient
     from runcast_server.app import create_app
-    from runcast_server.core.settings import get_settings
 
     data = _data(300_000, 3)
     sha = hashlib.sha256(data).hexdigest()
@@ -265,7 +262,6 @@ def test_s3_presigned_redirect_after_the_visibility_check(s3, seed, monkeypatch)
     s3.put(f"{PREFIX}/demo/private.pt", b"p" * 10)
     s3.put(f"{PREFIX}/demo/ds/global_step5/model.bin", b"m" * 10)
     monkeypatch.setenv("RUNCAST_DOWNLOAD_PRESIGN_S", "120")
-    get_settings.cache_clear()
     sim = seed.run().start()
     sim.send(
         [
@@ -303,4 +299,3 @@ def test_s3_presigned_redirect_after_the_visibility_check(s3, seed, monkeypatch)
 
         tar = client.get(f"/api/v1/runs/{sim.run}/checkpoints/{listed[5]['id']}/download", follow_redirects=False)
         assert tar.status_code == 200 and tar.headers["content-type"] == "application/x-tar"
-    get_settings.cache_clear()

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import select, update
 
 from runcast_server.alerts.models import Alert, DetectorState
-from runcast_server.core.db import session_scope
 from runcast_server.core.models import Run
 from runcast_server.detectors.hook import (
     RUN_LEVEL,
@@ -67,7 +66,7 @@ def _sweep(ctx: AppContext, now: float, stall_after_s: float) -> int:
     from runcast_server.alerts.notify import dispatch
 
     entries: list[dict[str, Any]] = []
-    with session_scope() as session:
+    with ctx.database.scope() as session:
         conn = session.connection()
         rows = conn.execute(
             select(Run.id, Run.heartbeat_at, Run.last_step).where(
