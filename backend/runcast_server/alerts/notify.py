@@ -37,7 +37,7 @@ from runcast_server.alerts import email, ssrf
 from runcast_server.alerts.models import Alert, AlertDelivery, Subscription
 from runcast_server.alerts.service import alert_view, summary
 from runcast_server.core.celery_app import app, app_for
-from runcast_server.core.db import session_scope, upsert
+from runcast_server.core.db import upsert
 from runcast_server.core.models import Run
 from runcast_server.observability.metrics import metrics_of
 from runcast_server.policy.apply import public_policy
@@ -104,7 +104,7 @@ def dispatch(ctx: AppContext, entries: list[dict[str, Any]]) -> None:
         by_run.setdefault(e["run"], []).append(e)
     for run_id, items in by_run.items():
         try:
-            with session_scope() as session:
+            with ctx.database.scope() as session:
                 version = session.scalar(select(Run.version).where(Run.id == run_id)) or 0
             ctx.hub.publish(run_id, {"run": run_id, "version": version, "alerts": items})
         except Exception:
@@ -139,7 +139,7 @@ def schedule_delivery(ctx: AppContext, delivery_id: int, countdown: float = 0.0)
 def fanout(ctx: AppContext, alert_id: int, phase: str) -> list[int]:
     """Create the deliveries of one alert phase (once each) and schedule them; returns their ids."""
     now = time.time()
-    with session_scope() as session:
+    with ctx.database.scope() as session:
         alert = session.get(Alert, alert_id)
         if alert is None:
             return []
@@ -195,7 +195,7 @@ def render(sub: Subscription, view: dict[str, Any], phase: str) -> bytes:
 def deliver(ctx: AppContext, delivery_id: int) -> str:
     """Send one delivery (one attempt); schedules the next attempt on failure. Returns its status."""
     settings = ctx.settings
-    with session_scope() as session:
+    with ctx.database.scope() as session:
         d = session.get(AlertDelivery, delivery_id)
         if d is None or d.status != "pending":
             return d.status if d else "missing"
@@ -250,7 +250,7 @@ def _record(ctx: AppContext, delivery_id: int, error: str | None) -> str:
     settings = ctx.settings
     now = time.time()
     retry_in: float | None = None
-    with session_scope() as session:
+    with ctx.database.scope() as session:
         d = session.get(AlertDelivery, delivery_id)
         sub = session.get(Subscription, d.subscription_id) if d else None
         if d is None or sub is None:
@@ -312,7 +312,7 @@ def prune_deliveries(ctx: AppContext, now: float | None = None) -> int:
     Pending ones stay whatever their age: a retry may still be due.
     """
     cutoff = (now if now is not None else time.time()) - ctx.settings.delivery_retention_s
-    with session_scope() as session:
+    with ctx.database.scope() as session:
         result = session.execute(
             delete(AlertDelivery).where(AlertDelivery.status.in_(FINISHED), AlertDelivery.created_at < cutoff)
         )

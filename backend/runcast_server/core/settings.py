@@ -1,9 +1,13 @@
-"""Server configuration, read from ``RUNCAST_*`` environment variables."""
+"""Server configuration, read from ``RUNCAST_*`` environment variables.
+
+``Settings()`` reads the environment; only a process's entry points do (``create_app``'s
+default, the Celery app when nobody configured it, the CLI's commands), once, and pass
+the object on (``context.AppContext``).
+"""
 
 from __future__ import annotations
 
 import re
-from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
@@ -280,9 +284,3 @@ class Settings(BaseSettings):
         if self.database_url:
             return self.database_url
         return f"sqlite:///{self.data_dir / 'runcast.db'}"
-
-
-@lru_cache
-def get_settings() -> Settings:
-    """The process's settings, read once."""
-    return Settings()

@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 from sqlalchemy.orm import Session
 
+from runcast_server.core.db import Database
 from runcast_server.live.frames import Frame, batch_frame, reset_frame
 from runcast_server.live.hub import DEFAULT_MAXSIZE, LocalHub
 from runcast_server.live.replay import Replay, current_version, db, read_versions
@@ -190,7 +191,7 @@ class RunChannel:
             pos, due = due_position(s, self.run_id, delay, time.time())
             return delay, pos, due, current_version(s, self.run_id)
 
-        delay, pos, due, current = await db(read)
+        delay, pos, due, current = await db(self.registry.database, read)
         was, self.delay_s = self.public, delay
         if delay <= 0:
             self.public, self._next_due = None, None
@@ -212,7 +213,7 @@ class RunChannel:
             upto = pos if pos is not None else current_version(s, self.run_id)
             return upto, due, self.read_versions(s, after, upto=upto) if upto > after else None
 
-        upto, due, replay = await db(read)
+        upto, due, replay = await db(self.registry.database, read)
         self.reads += 1
         if self._resync or self.public != after:
             return  # the policy moved meanwhile: _sync_public decides
@@ -244,7 +245,7 @@ class RunChannel:
     async def _catch_up(self) -> None:
         assert self.queued is not None
         after = self.queued
-        replay = await db(lambda s: self.read_versions(s, after))
+        replay = await db(self.registry.database, lambda s: self.read_versions(s, after))
         self.reads += 1
         if self.queued != after:  # cannot happen (one task), but never emit twice
             return
@@ -261,7 +262,7 @@ class RunChannel:
             while True:
                 sub = self.registry.hub.subscribe(self.run_id, maxsize=DEFAULT_MAXSIZE)
                 try:
-                    current = await db(lambda s: current_version(s, self.run_id))
+                    current = await db(self.registry.database, lambda s: current_version(s, self.run_id))
                     if self.queued is None:
                         self.version = self.queued = current
                         await self._sync_public(initial=True)
@@ -273,7 +274,7 @@ class RunChannel:
                             async with asyncio.timeout(self.limits.poll_s):
                                 message = await anext(sub)
                         except TimeoutError:
-                            if await db(lambda s: current_version(s, self.run_id)) > self.queued:
+                            if await db(self.registry.database, lambda s: current_version(s, self.run_id)) > self.queued:
                                 await self._catch_up()
                             continue
                         except StopAsyncIteration:
@@ -326,9 +327,10 @@ class RunChannel:
 class Registry:
     """One app's channels by run id (on the app's event loop); on the app's context."""
 
-    def __init__(self, limits: StreamSettings, hub: LocalHub) -> None:
+    def __init__(self, limits: StreamSettings, hub: LocalHub, database: Database) -> None:
         self.limits = limits
         self.hub = hub  # the context's: one subscription per run with viewers
+        self.database = database  # the context's: the channels' reads
         self.channels: dict[str, RunChannel] = {}
         self._watcher: asyncio.Task[None] | None = None
 
