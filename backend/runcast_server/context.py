@@ -19,7 +19,6 @@ from runcast_server.core.db import Database
 from runcast_server.core.settings import Settings
 from runcast_server.live.fanout import Registry
 from runcast_server.live.hub import LocalHub, make_hub
-from runcast_server.live.settings import StreamSettings
 
 
 @dataclass(frozen=True)
@@ -41,7 +40,7 @@ class AppContext:
             settings=settings,
             database=database,
             hub=hub,
-            registry=Registry(StreamSettings.of(settings), hub, database),
+            registry=Registry(settings, hub, database),
             storage=storage_from_settings(settings),
             alerts=AlertRunner() if settings.embedded else None,
         )

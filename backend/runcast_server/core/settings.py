@@ -60,7 +60,7 @@ class Settings(BaseSettings):
     broker_visibility_timeout_s: int = Field(
         default=3600, description="Redelivery of an unacknowledged task after this."
     )
-    # --- the live stream (docs/live.md): RUNCAST_STREAM_*, read by live/ as live.settings.StreamSettings ---
+    # --- the live stream (docs/live.md): RUNCAST_STREAM_*, read by live/ (the context's Settings) ---
     stream_replay_max_versions: int = Field(default=1000, ge=1, description="A resume further behind gets `event: reset`.")
     stream_replay_max_points: int = Field(
         default=100_000, ge=1, description="... as does one whose versions hold more points."

@@ -12,12 +12,12 @@ from starlette.concurrency import run_in_threadpool
 
 from runcast_server.core.db import Database
 from runcast_server.core.models import Event, Point, Run, RunVersion, Segment, Series
-from runcast_server.live.settings import StreamSettings
+from runcast_server.core.settings import Settings
 from runcast_server.policy.apply import TEAM, View, public_policy
 from runcast_server.reads.values import stored_value, strict_json
 
 _RANGES_PER_QUERY: Final = 50
-_DEFAULTS: Final = StreamSettings()
+_FIELDS: Final = Settings.model_fields  # the defaults of RUNCAST_STREAM_REPLAY_MAX_*
 T = TypeVar("T")
 
 
@@ -47,8 +47,8 @@ def read_versions(
     run_id: str,
     after: int,
     *,
-    max_versions: int = _DEFAULTS.replay_max_versions,
-    max_points: int = _DEFAULTS.replay_max_points,
+    max_versions: int = _FIELDS["stream_replay_max_versions"].default,
+    max_points: int = _FIELDS["stream_replay_max_points"].default,
     upto: int | None = None,
 ) -> Replay:
     """Every version of ``run_id`` after ``after`` up to the run's current one (or ``upto``, when

@@ -180,5 +180,5 @@ async def stream(
         after = _parse_version(last_event_id, "last_event_id")
     project_reader, policy = await run_in_threadpool(_check_access, ctx.database, run_id, token,
                                                      request.cookies.get(SESSION_COOKIE))
-    viewer = Viewer(ctx.registry.limits.viewer_queue, project_reader=project_reader, policy=policy)
+    viewer = Viewer(ctx.settings.stream_viewer_queue, project_reader=project_reader, policy=policy)
     return EventStream(viewer_frames(ctx.registry, run_id, after, viewer), viewer, request.app.state.metrics, run_id)
