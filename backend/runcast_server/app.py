@@ -145,7 +145,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(share_router(frontend, settings), responses=error_responses(413, 503))
     app.include_router(pages_router(frontend, vendor, title=app.title, openapi_url=app.openapi_url or "/openapi.json"))
     app.mount("/", FrontendFiles(frontend), name="frontend")  # last: whatever no route matched
-    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
+    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]  # FastAPI's documented hook for a custom schema
     return app
 
 

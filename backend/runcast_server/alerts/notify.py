@@ -26,11 +26,11 @@ import re
 import secrets
 import time
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, cast
 
 from celery import Task
 from runcast import __version__
-from sqlalchemy import delete, or_, select, update
+from sqlalchemy import CursorResult, delete, or_, select, update
 from standardwebhooks import Webhook
 
 from runcast_server.alerts import email, ssrf
@@ -202,7 +202,7 @@ def deliver(ctx: AppContext, delivery_id: int) -> str:
         sub = session.get(Subscription, d.subscription_id)
         alert = session.get(Alert, d.alert_id)
         run = session.get(Run, alert.run_id) if alert is not None else None
-        withheld = run is None or not public_policy(session, run.id).notified({"key": alert.key})  # type: ignore[union-attr]
+        withheld = alert is None or run is None or not public_policy(session, run.id).notified({"key": alert.key})
         if sub is None or alert is None or sub.status != "active" or withheld:
             d.status = "dropped"
             _count(sub.channel if sub is not None else "unknown", "dropped")
@@ -313,10 +313,10 @@ def prune_deliveries(ctx: AppContext, now: float | None = None) -> int:
     """
     cutoff = (now if now is not None else time.time()) - ctx.settings.delivery_retention_s
     with ctx.database.scope() as session:
-        result = session.execute(
+        result = cast(CursorResult[Any], session.execute(  # a DML statement's result is a CursorResult
             delete(AlertDelivery).where(AlertDelivery.status.in_(FINISHED), AlertDelivery.created_at < cutoff)
-        )
-        return int(result.rowcount or 0)  # type: ignore[attr-defined]
+        ))
+        return int(result.rowcount or 0)
 
 
 @app.task(name=PRUNE_TASK, bind=True, acks_late=True, expires=3600)
