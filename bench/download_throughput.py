@@ -64,11 +64,12 @@ def seed_run(data_dir: Path, storage: Path, size: int, sha: str) -> str:
     from runcast import events as ev
     from runcast_server.core import migrate
     from runcast_server.core.auth import get_or_create_project
-    from runcast_server.core.db import session_scope
+    from runcast_server.core.db import Database
     from runcast_server.ingest.store import store_batch
-    from runcast_server.core.settings import get_settings
+    from runcast_server.core.settings import Settings
 
-    migrate.upgrade(get_settings().sqlalchemy_url)
+    url = Settings().sqlalchemy_url
+    migrate.upgrade(url)
     run, segment = ev.new_id(), ev.new_id()
     now = time.time()
     raw = [
@@ -76,9 +77,13 @@ def seed_run(data_dir: Path, storage: Path, size: int, sha: str) -> str:
         {"type": "checkpoint", "step": 1000, "path": "bench/ckpt/model.bin", "size": size, "sha256": sha, "seq": 1},
     ]
     events = [ev.validate_event({"v": 1, "run": run, "segment": segment, "ts": now, **e}) for e in raw]
-    with session_scope() as session:
-        project = get_or_create_project(session, "bench")
-        store_batch(session, project.id, events)
+    db = Database.open(url)
+    try:
+        with db.scope() as session:
+            project = get_or_create_project(session, "bench")
+            store_batch(session, project.id, events)
+    finally:
+        db.engine.dispose()
     return run
 
 

@@ -22,15 +22,15 @@ from runcast import events as ev
 BATCH = 1000
 
 
-def fill(points: int) -> str:
-    """One public run of ``points`` steps of ``loss`` (spike in the middle); returns its id."""
+def fill(db: Any, points: int) -> str:
+    """One public run of ``points`` steps of ``loss`` (spike in the middle) in ``db`` (a core.db.Database);
+    returns its id."""
     from runcast_server.core.auth import create_token
-    from runcast_server.core.db import session_scope
     from runcast_server.ingest.store import store_batch
     from runcast_server.core.models import Project
     from sqlalchemy import select
 
-    with session_scope() as session:
+    with db.scope() as session:
         create_token(session, "bench")
         project_id = session.scalar(select(Project.id).where(Project.name == "bench"))
     run, segment, seq = ev.new_id(), ev.new_id(), 0
@@ -41,13 +41,13 @@ def fill(points: int) -> str:
         return ev.validate_event({"v": 1, "type": kind, "run": run, "segment": segment, "seq": seq - 1,
                                   "ts": time.time(), **fields})
 
-    with session_scope() as session:
+    with db.scope() as session:
         store_batch(session, project_id, [event("run_started", project="bench", name="bench")])
     spike = points // 2
     for lo in range(1, points + 1, BATCH):
         batch = [event("metrics", step=s, values={"loss": 100.0 if s == spike else 1.0 + (s % 10) / 1000})
                  for s in range(lo, min(points, lo + BATCH - 1) + 1)]
-        with session_scope() as session:
+        with db.scope() as session:
             store_batch(session, project_id, batch)
     return run
 
@@ -63,7 +63,7 @@ def main() -> None:
 
     with TestClient(create_app()) as client:
         began = time.perf_counter()
-        run = fill(args.points)
+        run = fill(client.app.state.context.database, args.points)
         print(f"filled {args.points:,} points in {time.perf_counter() - began:.1f} s")
         cases = [
             ("badge", f"/badge/runs/{run}.svg", {"key": "loss"}),

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from alembic import context
 from runcast_server.core.db import make_engine
-from runcast_server.core.settings import get_settings
+from runcast_server.core.settings import Settings
 from runcast_server.tables import METADATA
 
 config = context.config
-url = config.get_main_option("sqlalchemy.url") or get_settings().sqlalchemy_url
+# The caller's URL (core.migrate), else, for a bare `alembic` command, the environment's settings.
+url = config.get_main_option("sqlalchemy.url") or Settings().sqlalchemy_url
 
 
 def run_migrations_offline() -> None:

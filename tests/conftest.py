@@ -15,9 +15,12 @@ Per test:
                    attached to the report of a failing test
 ``processes``      a bare ``Processes``: the same start_api()/start_worker()/cli() helpers with
                    no RUNCAST_* preset (e.g. ``runcast serve`` in the embedded default)
-``embedded``       ``TestClient(create_app())`` on a temp RUNCAST_DATA_DIR, no Redis, no
-                   database URL (SQLite, eager tasks), settings and engine caches reset
+``embedded``       ``TestClient(create_app(Settings()))`` on a temp RUNCAST_DATA_DIR, no Redis,
+                   no database URL (SQLite, eager tasks)
 ``embedded_env``   the temp data dir behind ``embedded`` (a Path)
+``ctx``            the application context of the test's app (``client`` if the test has one,
+                   else ``embedded``); ``db`` and ``settings`` are its database and settings:
+                   nothing in the server holds a database or settings of its own
 
 Tests that use a server fixture get the ``services`` marker automatically, so
 ``scripts/test -m "not services"`` runs without any of them.
@@ -276,37 +279,45 @@ def stack(
 # --- the embedded default -----------------------------------------------------------------------
 
 
-def _reset_caches() -> None:
-    from runcast_server.core.db import reset_engine
-    from runcast_server.core.settings import get_settings
-
-    reset_engine()
-    get_settings.cache_clear()
-
-
 @pytest.fixture
 def embedded_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """RUNCAST_DATA_DIR set to a temp dir, every other RUNCAST_* unset, caches reset."""
+    """RUNCAST_DATA_DIR set to a temp dir, every other RUNCAST_* unset (``Settings()`` reads them)."""
     for key in list(os.environ):
         if key.startswith("RUNCAST_"):
             monkeypatch.delenv(key)
     data_dir = tmp_path / "runcast-data"
     monkeypatch.setenv("RUNCAST_DATA_DIR", str(data_dir))
-    _reset_caches()
-    try:
-        yield data_dir
-    finally:
-        _reset_caches()
+    yield data_dir
 
 
 @pytest.fixture
 def embedded(embedded_env: Path) -> Iterator[Any]:
-    """A TestClient on ``create_app()`` in the embedded default (its lifespan has run)."""
+    """A TestClient on ``create_app(Settings())`` in the embedded default (its lifespan has run)."""
     from fastapi.testclient import TestClient
     from runcast_server.app import create_app
+    from runcast_server.core.settings import Settings
 
-    with TestClient(create_app()) as client:
+    with TestClient(create_app(Settings())) as client:
         yield client
+
+
+@pytest.fixture
+def ctx(request: pytest.FixtureRequest) -> Any:
+    """The application context of the test's app: its ``client`` fixture's if it has one, else ``embedded``'s."""
+    client = request.getfixturevalue("client" if "client" in request.fixturenames else "embedded")
+    return client.app.state.context
+
+
+@pytest.fixture
+def db(ctx: Any) -> Any:
+    """The database of the test's app (``ctx.database``: ``db.scope()``, ``db.engine``)."""
+    return ctx.database
+
+
+@pytest.fixture
+def settings(ctx: Any) -> Any:
+    """The settings of the test's app (``ctx.settings``)."""
+    return ctx.settings
 
 
 @pytest.fixture

@@ -29,7 +29,7 @@ from runcast_server.core import migrate
 from runcast_server.core.celery_app import app as celery_app
 from runcast_server.core.errors import error_responses, install_error_handlers
 from runcast_server.core.gc_policy import tune_for_serving
-from runcast_server.core.settings import Settings, get_settings
+from runcast_server.core.settings import Settings
 from runcast_server.frontend import Frontend
 from runcast_server.health import Liveness, Probes, Readiness, probes
 from runcast_server.inbox.sweep import SweepTimer
@@ -60,17 +60,20 @@ def prepare_database(settings: Settings, engine: Engine) -> None:
         migrate.check_schema(engine)
 
 
-def served_app() -> FastAPI:
+def served_app(settings: Settings | None = None) -> FastAPI:
     """The app as ``runcast serve`` runs it in each API process: ``create_app`` with the
     server's garbage-collector policy (``core.gc_policy``)."""
-    app = create_app()
+    app = create_app(settings)
     tune_for_serving()
     return app
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
-    """Build the API app: REST under /api/v1, /healthz, /readyz, /metrics, and the static frontend at /."""
-    settings = settings or get_settings()
+    """Build the API app: REST under /api/v1, /healthz, /readyz, /metrics, and the static frontend at /.
+
+    ``settings``: the app's; None reads them from the environment (``Settings()``), here, once.
+    """
+    settings = settings if settings is not None else Settings()
     if settings.storage_url:  # refused at startup, not on the first download
         parse_storage_url(settings.storage_url)
     metrics = Metrics()
@@ -91,7 +94,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             bind_context(celery_app, ctx)
         ctx.start()  # embedded: the alert check (stalls, quiet restart loops, delivery pruning)
         # Embedded, this process also sweeps the ingest inbox (production: Celery beat).
-        timer = SweepTimer(settings, lambda inbox_id: enqueue_ingest(ctx, inbox_id)).start() if settings.embedded else None
+        timer = SweepTimer(ctx.database, settings, lambda inbox_id: enqueue_ingest(ctx, inbox_id)).start() if settings.embedded else None
         try:
             yield
         finally:
@@ -142,7 +145,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(share_router(frontend, settings), responses=error_responses(413, 503))
     app.include_router(pages_router(frontend, vendor, title=app.title, openapi_url=app.openapi_url or "/openapi.json"))
     app.mount("/", FrontendFiles(frontend), name="frontend")  # last: whatever no route matched
-    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
+    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]  # FastAPI's documented hook for a custom schema
     return app
 
 

@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from runcast_server.alerts.runner import AlertRunner
-from runcast_server.core.db import Database, bind_database, unbind_database
+from runcast_server.artifacts.storage import Storage, storage_from_settings
+from runcast_server.core.db import Database
 from runcast_server.core.settings import Settings
 from runcast_server.live.fanout import Registry
 from runcast_server.live.hub import LocalHub, make_hub
-from runcast_server.live.settings import StreamSettings
 
 
 @dataclass(frozen=True)
@@ -29,23 +29,24 @@ class AppContext:
     database: Database  # the engine and session factory of settings.sqlalchemy_url
     hub: LocalHub  # live messages: in-process when embedded, Redis pub/sub in production
     registry: Registry  # the live stream's channels (one per run with viewers) and viewers
+    storage: Storage  # where checkpoints are (local root or S3: one boto3 client, its connection pool)
     alerts: AlertRunner | None = None  # embedded only: the notification pool and the periodic check
 
     @classmethod
     def build(cls, settings: Settings) -> AppContext:
         hub = make_hub(settings)
+        database = Database.open(settings.sqlalchemy_url)
         return cls(
             settings=settings,
-            database=Database.open(settings.sqlalchemy_url),
+            database=database,
             hub=hub,
-            registry=Registry(StreamSettings.of(settings), hub),
+            registry=Registry(settings, hub, database),
+            storage=storage_from_settings(settings),
             alerts=AlertRunner() if settings.embedded else None,
         )
 
     def start(self) -> AppContext:
-        """Make its database the process's (``core.db.bind_database``: for the code not handed the
-        context yet) and start its threads (embedded: the alert check)."""
-        bind_database(self.database)
+        """Start its threads (embedded: the alert check)."""
         if self.alerts is not None:
             self.alerts.start(self)
         return self
@@ -56,7 +57,6 @@ class AppContext:
         if self.alerts is not None:
             self.alerts.stop()
         self.hub.close()
-        unbind_database(self.database)
         self.database.engine.dispose()
 
 

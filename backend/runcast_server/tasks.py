@@ -19,8 +19,8 @@ from celery import Task
 from celery.signals import task_failure, task_retry, worker_init
 
 from runcast_server.context import AppContext, bind_context, context_of
-from runcast_server.core.celery_app import app, app_for
-from runcast_server.core.settings import Settings, get_settings
+from runcast_server.core.celery_app import app, app_for, settings_of
+from runcast_server.core.settings import Settings
 from runcast_server.inbox import sweep as inbox_sweep
 from runcast_server.inbox.accept import adopt_legacy
 from runcast_server.inbox.process import Policy, process
@@ -48,7 +48,7 @@ def ingest_batch(self: Task, **message: Any) -> dict[str, Any]:
     long as it takes (the sweeper also re-enqueues what a lost message leaves behind).
     """
     ctx = context_of(self.app)
-    inbox_id = _inbox_id(message, ctx.settings)
+    inbox_id = _inbox_id(message, ctx)
     if inbox_id is None:
         return {"state": None}
     outcome = store_row(ctx, inbox_id, attempt=self.request.retries)
@@ -60,7 +60,7 @@ def ingest_batch(self: Task, **message: Any) -> dict[str, Any]:
 def store_row(ctx: AppContext, inbox_id: int, *, attempt: int = 0,
               events: list[dict[str, Any]] | None = None) -> Outcome:
     """Process one inbox row (``inbox.process.process``) and record its metrics and log line."""
-    outcome = process(inbox_id, policy(ctx.settings), lambda result: publish(ctx, result), attempt=attempt,
+    outcome = process(ctx.database, inbox_id, policy(ctx.settings), lambda result: publish(ctx, result), attempt=attempt,
                       events=events)
     _observe(inbox_id, outcome)
     return outcome
@@ -94,9 +94,11 @@ def bind_metrics(metrics: Metrics) -> None:
 def _worker_start(sender: Any = None, **_: Any) -> None:
     """A worker builds its instruments and its application context once at start (before the
     pool forks; prometheus-client follows the fork in multiprocess mode, and the context opens
-    no connection before its first use). Its tasks find the context on the Celery app."""
+    no connection before its first use). Its tasks find the context on the Celery app. The
+    settings are the ones the app was configured from (``runcast worker``: its command's; a bare
+    ``celery -A ... worker``: the environment's, read when Celery first read its configuration)."""
     bind_metrics(Metrics())
-    bind_context(app, AppContext.build(get_settings()).start())
+    bind_context(app, AppContext.build(settings_of(app)).start())
 
 
 @task_failure.connect
@@ -113,15 +115,15 @@ def _task_retried(sender: Any = None, **_: Any) -> None:
         metrics.task_retries.labels(sender.name).inc()
 
 
-def _inbox_id(message: dict[str, Any], settings: Settings) -> int | None:
+def _inbox_id(message: dict[str, Any], ctx: AppContext) -> int | None:
     """The inbox row a message is about (contract 1 messages are put into the inbox first)."""
     contract = message.get("contract")
     if contract == CONTRACT:
         return int(message["inbox_id"])
     if contract is None and "events" in message:
         return adopt_legacy(
-            message["events"], message.get("project_id"), message.get("token"), message.get("received_at"),
-            redeliver_after=settings.inbox_redeliver_after_s,
+            ctx.database, message["events"], message.get("project_id"), message.get("token"), message.get("received_at"),
+            redeliver_after=ctx.settings.inbox_redeliver_after_s,
         )
     log.error(
         "ingest: refused a %s message of contract %r (this worker speaks %d): upgrade the worker; "
@@ -188,7 +190,7 @@ def sweep_inbox(self: Task) -> dict[str, int]:
     settings = ctx.settings
     if not _sweep_lock(settings):
         return {"skipped": 1}
-    return inbox_sweep.sweep(time.time(), settings, lambda inbox_id: enqueue_ingest(ctx, inbox_id)).as_dict()
+    return inbox_sweep.sweep(ctx.database, time.time(), settings, lambda inbox_id: enqueue_ingest(ctx, inbox_id)).as_dict()
 
 
 def _sweep_lock(settings: Settings) -> bool:

@@ -24,8 +24,6 @@ def make_client(embedded_env, monkeypatch) -> Iterator[Any]:
     from fastapi.testclient import TestClient
     from runcast_server.app import create_app
     from runcast_server.core.auth import create_token
-    from runcast_server.core.db import reset_engine, session_scope
-    from runcast_server.core.settings import get_settings
 
     clients = []
 
@@ -33,12 +31,10 @@ def make_client(embedded_env, monkeypatch) -> Iterator[Any]:
         base = {"RUNCAST_WEBHOOK_ALLOW_CIDRS": "127.0.0.0/8", "RUNCAST_ALERT_CHECK_INTERVAL_S": "3600"}
         for k, v in {**base, **env}.items():
             monkeypatch.setenv(k, v)
-        get_settings.cache_clear()
-        reset_engine()
         client = TestClient(create_app())
         client.__enter__()
         clients.append(client)
-        with session_scope() as s:
+        with client.app.state.context.database.scope() as s:
             token = create_token(s, "demo")
         return client, token
 

@@ -125,14 +125,13 @@ def test_documented_snippet_refuses_stale_forged_and_replayed_deliveries():
         verify(secret, body, forged)
 
 
-def _alert_and_subscription(session: Any, url: str, fmt: str = "json") -> tuple[int, int]:
+def _alert_and_subscription(db: Any, session: Any, url: str, fmt: str = "json") -> tuple[int, int]:
     from api.writer import TrainerSim, project_token
     from runcast_server.alerts.models import Alert, Subscription
-    from runcast_server.core.db import session_scope
 
     _, project_id = project_token(session, "demo")
     session.commit()
-    sim = TrainerSim(session_scope, project_id, "demo", name=HOSTILE[:40]).start()
+    sim = TrainerSim(db.scope, project_id, "demo", name=HOSTILE[:40]).start()
     alert = Alert(run_id=sim.run, key="loss", kind="spike", state="closed", step=300, end_step=340, opened_at=1.0,
                   closed_at=2.0, evidence={"open": {"value": 9.0}, "close": {"reason": "recovered"}})
     sub = Subscription(run_id=sim.run, channel="webhook", target=url, format=fmt, secret="whsec_" + "A" * 43 + "=",
@@ -149,16 +148,14 @@ def test_delivered_header_names_the_same_event_as_the_body(embedded_env, monkeyp
     from runcast_server.alerts import notify
     from runcast_server.alerts.models import AlertDelivery
     from runcast_server.app import create_app
-    from runcast_server.core.db import session_scope
-    from runcast_server.core.settings import get_settings
 
     monkeypatch.setenv("RUNCAST_WEBHOOK_ALLOW_CIDRS", "127.0.0.0/8")
-    get_settings.cache_clear()
     rec = Receiver()
     try:
         with TestClient(create_app()) as client:
-            with session_scope() as session:
-                alert_id, sub_id = _alert_and_subscription(session, rec.url, fmt)
+            db = client.app.state.context.database
+            with db.scope() as session:
+                alert_id, sub_id = _alert_and_subscription(db, session, rec.url, fmt)
                 ids = []
                 for phase in ("open", "close"):
                     d = AlertDelivery(subscription_id=sub_id, alert_id=alert_id, phase=phase, status="pending",
@@ -179,34 +176,32 @@ def test_delivered_header_names_the_same_event_as_the_body(embedded_env, monkeyp
         assert headers["webhook-id"] == f"msg_runcast_delivery_{headers['x-runcast-delivery']}"
 
 
-def test_finished_deliveries_are_pruned_after_the_retention(embedded, monkeypatch):
+def test_finished_deliveries_are_pruned_after_the_retention(db: Any, settings: Any, embedded, monkeypatch):
     from runcast_server.alerts import notify
     from runcast_server.alerts.models import AlertDelivery
-    from runcast_server.core.celery_app import get_app
-    from runcast_server.core.db import session_scope
-    from runcast_server.core.settings import get_settings
+    from runcast_server.core.celery_app import app_for
     from sqlalchemy import select
 
-    monkeypatch.setattr(get_settings(), "delivery_retention_s", 3600.0)
+    monkeypatch.setattr(settings, "delivery_retention_s", 3600.0)
     now = time.time()
-    with session_scope() as session:
-        alert_id, sub_id = _alert_and_subscription(session, "https://example.com/hook")
+    with db.scope() as session:
+        alert_id, sub_id = _alert_and_subscription(db, session, "https://example.com/hook")
         rows = {  # (phase, status, age in s)
             "sent-old": ("open", "sent", 7200), "failed-old": ("close", "failed", 7200),
         }
         for name, (phase, status, age) in rows.items():
             session.add(AlertDelivery(subscription_id=sub_id, alert_id=alert_id, phase=phase, status=status,
                                       attempts=1, created_at=now - age, last_error=name))
-        alert2, sub2 = _alert_and_subscription(session, "https://example.com/other")
+        alert2, sub2 = _alert_and_subscription(db, session, "https://example.com/other")
         for name, (phase, status, age) in {"pending-old": ("open", "pending", 7200),
                                            "sent-new": ("close", "sent", 60)}.items():
             session.add(AlertDelivery(subscription_id=sub2, alert_id=alert2, phase=phase, status=status,
                                       attempts=1, created_at=now - age, last_error=name))
     assert notify.prune_deliveries(embedded.app.state.context, now) == 2
-    with session_scope() as session:
+    with db.scope() as session:
         left = sorted(session.scalars(select(AlertDelivery.last_error)))
     assert left == ["pending-old", "sent-new"]
     assert notify.prune_deliveries(embedded.app.state.context, now) == 0
-    schedule = get_app().conf.beat_schedule
+    schedule = app_for(settings).conf.beat_schedule
     assert schedule["runcast-alerts-prune"]["task"] == notify.PRUNE_TASK == "runcast.alerts.prune"
-    assert notify.PRUNE_TASK in get_app().tasks
+    assert notify.PRUNE_TASK in app_for(settings).tasks

@@ -6,7 +6,6 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from runcast_server.core.db import session_scope
 
 from api.writer import TrainerSim, project_token
 
@@ -14,7 +13,8 @@ from api.writer import TrainerSim, project_token
 class Seeder:
     """Makes projects (with tokens) and runs in the embedded database."""
 
-    def __init__(self) -> None:
+    def __init__(self, db: Any) -> None:
+        self.db = db  # the app's database (core.db.Database)
         self.tokens: dict[str, tuple[str, int]] = {}
 
     def token(self, project: str = "demo") -> str:
@@ -22,14 +22,14 @@ class Seeder:
 
     def _project(self, project: str) -> tuple[str, int]:
         if project not in self.tokens:
-            with session_scope() as session:
+            with self.db.scope() as session:
                 self.tokens[project] = project_token(session, project)
         return self.tokens[project]
 
     def run(self, project: str = "demo", **kwargs: Any) -> TrainerSim:
         """A ``TrainerSim`` of ``project``; call ``.start()`` on it to create the run."""
         _, project_id = self._project(project)
-        return TrainerSim(session_scope, project_id, project, **kwargs)
+        return TrainerSim(self.db.scope, project_id, project, **kwargs)
 
 
 @pytest.fixture
@@ -40,7 +40,7 @@ def client(embedded: Any) -> Any:
 
 @pytest.fixture
 def seed(client: Any) -> Seeder:
-    return Seeder()
+    return Seeder(client.app.state.context.database)
 
 
 @pytest.fixture

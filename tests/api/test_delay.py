@@ -155,9 +155,8 @@ def test_sdk_and_cli_accept_the_delay():
     assert exc.value.field == "policy.delay_s"
 
 
-def test_alerts_of_a_delayed_run_as_they_were_and_not_sent(client, seed):
+def test_alerts_of_a_delayed_run_as_they_were_and_not_sent(db: Any, client, seed):
     from runcast_server.alerts.models import Alert
-    from runcast_server.core.db import session_scope
     from runcast_server.core.models import Run
     from runcast_server.policy.apply import public_policy
 
@@ -165,7 +164,7 @@ def test_alerts_of_a_delayed_run_as_they_were_and_not_sent(client, seed):
     t = Trainer(client, token).start()
     team = {"run": t.run, "token": token, "other": other}
     assert _put(client, team, {"delay_s": DELAY}).status_code == 200
-    with session_scope() as session:
+    with db.scope() as session:
         alert = Alert(run_id=t.run, segment_id=None, kind="stall", key="", state="open", opened_at=time.time(),
                       step=2, evidence={})
         session.add(alert)
@@ -182,15 +181,15 @@ def test_alerts_of_a_delayed_run_as_they_were_and_not_sent(client, seed):
     assert seen(readers["anonymous"]) == seen(readers["other"]) == ([], 0)  # opened less than delay ago
     assert client.get("/api/v1/projects/team/alerts.atom").text.count("<entry>") == 0
     _wait_due()
-    with session_scope() as session:
+    with db.scope() as session:
         row = session.get(Alert, alert_id)
         row.state, row.closed_at, row.end_step = "closed", time.time(), 3
     assert seen(readers["team"]) == (["closed"], 1)
     assert seen(readers["anonymous"]) == seen(readers["other"]) == (["open"], 1)  # closed less than delay ago
-    with session_scope() as session:  # subscribers are the public: a delayed run's alerts are not sent
+    with db.scope() as session:  # subscribers are the public: a delayed run's alerts are not sent
         assert public_policy(session, t.run).notified({"key": ""}) is False
         assert session.get(Run, t.run) is not None
     assert _put(client, team, {"delay_s": 0}).status_code == 200
     assert seen(readers["anonymous"]) == (["closed"], 1)
-    with session_scope() as session:
+    with db.scope() as session:
         assert public_policy(session, t.run).notified({"key": ""}) is True

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from typing import Any
 
 from runcast_server.metrics.export import SeriesRef, export_chunks
 
@@ -152,7 +153,7 @@ def test_export_csv_exact(client, seed):
     )
 
 
-def test_export_pages_by_keyset(client, seed):
+def test_export_pages_by_keyset(db: Any, client, seed):
     run = seed.run(name="big").start()
     run.log({"x": [(s, s / 7) for s in range(0, 3000, 3)]})
     whole = client.get(
@@ -161,13 +162,12 @@ def test_export_pages_by_keyset(client, seed):
     detail = client.get(f"{API}/{run.run}").json()
     assert detail["keys"] == ["x"]
     # The same series exported in pages of 7 rows gives the same bytes.
-    from runcast_server.core.db import session_scope
     from runcast_server.core.models import Series
 
-    with session_scope() as session:
+    with db.scope() as session:
         (sid,) = session.query(Series.id).filter(Series.run_id == run.run).one()
     paged = b"".join(
-        export_chunks([SeriesRef(id=sid, segment=0, key="x")], "csv", page_rows=7)
+        export_chunks(db, [SeriesRef(id=sid, segment=0, key="x")], "csv", page_rows=7)
     ).decode()
     assert paged == whole
     assert whole.count("\n") == 1001

@@ -7,10 +7,10 @@ from __future__ import annotations
 import io
 import json
 import math
+from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
-from runcast_server.core.db import session_scope
 from runcast_server.core.models import Series
 from runcast_server.metrics.export import SeriesRef, export_chunks
 
@@ -52,13 +52,13 @@ def test_parquet_export_equals_jsonl_exactly(client, seed):
     assert only.column("key").to_pylist() == ["a,b", "a,b"]
 
 
-def test_parquet_is_streamed_one_row_group_per_page(client, seed):
+def test_parquet_is_streamed_one_row_group_per_page(db: Any, client, seed):
     run = seed.run(name="big").start()
     run.log({"x": [(s, s / 7) for s in range(0, 3000, 3)], "y": [(s, -s) for s in range(50)]})
-    with session_scope() as session:
+    with db.scope() as session:
         refs = [SeriesRef(id=i, segment=0, key=k) for i, k in
                 session.query(Series.id, Series.key).filter(Series.run_id == run.run).order_by(Series.key)]
-    chunks = list(export_chunks(refs, "parquet", page_rows=100))
+    chunks = list(export_chunks(db, refs, "parquet", page_rows=100))
     # x: 1000 points in 10 pages, y: 50 in 1; a chunk per row group, then the footer
     assert len(chunks) == 12 and all(chunks)
     data = b"".join(chunks)

@@ -8,7 +8,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from runcast_server.core.db import get_engine
 from runcast_server.tables import METADATA
 from sqlalchemy import text
 
@@ -33,7 +32,7 @@ def _auth(token: str) -> dict[str, str]:
 
 
 @pytest.fixture
-def two(client: Any, seed: Any) -> dict[str, Any]:
+def two(db: Any, client: Any, seed: Any) -> dict[str, Any]:
     """Project p with runs a and b (points in two segments, events, an alert config, a
     subscription), project q with one run."""
     runs = {}
@@ -51,11 +50,11 @@ def two(client: Any, seed: Any) -> dict[str, Any]:
     for run in runs.values():
         assert client.put(f"/api/v1/runs/{run}/alerts/config", json={"spike": {"k": 5}},
                           headers=_auth(p_token)).status_code == 200
-        _alert_rows(run)
+        _alert_rows(db, run)
     return {**runs, "q": q.run, "p_token": p_token, "q_token": q_token}
 
 
-def _alert_rows(run: str) -> None:
+def _alert_rows(db: Any, run: str) -> None:
     """An alert, a detector state, a subscription and a delivery of ``run`` (what the detectors
     and a subscriber would leave; written directly: the webhook's host cannot resolve here)."""
     from runcast_server.alerts.models import (
@@ -64,9 +63,8 @@ def _alert_rows(run: str) -> None:
         DetectorState,
         Subscription,
     )
-    from runcast_server.core.db import session_scope
 
-    with session_scope() as session:
+    with db.scope() as session:
         alert = Alert(run_id=run, kind="spike", step=3, opened_at=1.0, evidence={})
         sub = Subscription(run_id=run, channel="webhook", target="https://hooks.example/h", status="active",
                            unsub_token=f"u{run}", base_url="http://testserver", created_at=1.0, created_ip="x")
@@ -138,10 +136,10 @@ def test_another_projects_token_changes_nothing_and_answers_as_unknown(client, t
     assert client.get(f"/api/v1/runs/{two['a']}/export").text.count("\n") == 300 * 2 + 59
 
 
-def _counts(run: str, series: list[int]) -> dict[str, int]:
+def _counts(db: Any, run: str, series: list[int]) -> dict[str, int]:
     """Rows of ``run`` in every table that has a run_id column, plus points and rollups by series."""
     out = {}
-    with get_engine().connect() as conn:
+    with db.engine.connect() as conn:
         out["runs"] = conn.execute(text("SELECT count(*) FROM runs WHERE id = :r"), {"r": run}).scalar_one()
         for table in METADATA.sorted_tables:
             if "run_id" in table.c:
@@ -156,15 +154,15 @@ def _counts(run: str, series: list[int]) -> dict[str, int]:
     return out
 
 
-def _series(run: str) -> list[int]:
-    with get_engine().connect() as conn:
+def _series(db: Any, run: str) -> list[int]:
+    with db.engine.connect() as conn:
         return [r[0] for r in conn.execute(text("SELECT id FROM series WHERE run_id = :r"), {"r": run})]
 
 
-def test_delete_removes_every_row_of_the_run_and_only_of_it(client, two):
+def test_delete_removes_every_row_of_the_run_and_only_of_it(db: Any, client, two):
     a, b = two["a"], two["b"]
-    a_series, b_series = _series(a), _series(b)
-    before_a, before_b, before_q = _counts(a, a_series), _counts(b, b_series), _counts(two["q"], _series(two["q"]))
+    a_series, b_series = _series(db, a), _series(db, b)
+    before_a, before_b, before_q = _counts(db, a, a_series), _counts(db, b, b_series), _counts(db, two["q"], _series(db, two["q"]))
     for table in ("runs", "segments", "series", "points", "rollups", "events", "run_versions", "alert_configs",
                   "subscriptions", "alerts", "detector_states", "alert_deliveries"):
         assert before_a[table] > 0, table  # the test would pass vacuously otherwise
@@ -173,8 +171,8 @@ def test_delete_removes_every_row_of_the_run_and_only_of_it(client, two):
     assert res.status_code == 200, res.text
     assert res.json() == {"run": a, "deleted": True, "points": 659, "series": before_a["series"],
                           "segments": 2, "events": before_a["events"]}
-    assert _counts(a, a_series) == {name: 0 for name in before_a}
-    assert _counts(b, b_series) == before_b and _counts(two["q"], _series(two["q"])) == before_q
+    assert _counts(db, a, a_series) == {name: 0 for name in before_a}
+    assert _counts(db, b, b_series) == before_b and _counts(db, two["q"], _series(db, two["q"])) == before_q
     assert client.get(f"/api/v1/runs/{a}").status_code == 404
     assert a not in _listed(client, archived="include")
     assert client.delete(f"/api/v1/runs/{a}", headers=_auth(two["p_token"])).status_code == 404
@@ -195,11 +193,10 @@ def test_token_list_shows_no_secret_and_last_use(client, seed, two):
     assert client.get("/api/v1/tokens").status_code == 401
 
 
-def _new_token(project: str) -> str:
+def _new_token(db: Any, project: str) -> str:
     from runcast_server.core.auth import create_token
-    from runcast_server.core.db import session_scope
 
-    with session_scope() as session:
+    with db.scope() as session:
         return create_token(session, project, label="second")
 
 
@@ -208,10 +205,10 @@ def _ingest(run: str, segment: str, step: int) -> dict[str, Any]:
                                 "ts": 1.0, "step": step, "values": {"loss": 9.0}}]}
 
 
-def test_a_revoked_token_stops_working_at_once_on_every_write(client, two):
-    keep, doomed = two["p_token"], _new_token("pproj")
+def test_a_revoked_token_stops_working_at_once_on_every_write(db: Any, client, two):
+    keep, doomed = two["p_token"], _new_token(db, "pproj")
     run = two["b"]
-    with get_engine().connect() as conn:
+    with db.engine.connect() as conn:
         segment = conn.execute(text("SELECT uid FROM segments WHERE run_id = :r ORDER BY \"index\" DESC LIMIT 1"),
                                {"r": run}).scalar_one()
     assert client.post("/api/v1/ingest", json=_ingest(run, segment, 1000), headers=_auth(doomed)).status_code == 202

@@ -30,12 +30,10 @@ pytestmark = pytest.mark.services
 def client(embedded_env: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     from fastapi.testclient import TestClient
     from runcast_server.app import create_app
-    from runcast_server.core.db import reset_engine
-    from runcast_server.core.settings import get_settings
+    from runcast_server.core.settings import Settings
 
     monkeypatch.setenv("RUNCAST_DATABASE_URL", pg_url)
-    reset_engine()
-    get_settings.cache_clear()
-    assert get_settings().sqlalchemy_url.startswith("postgresql") and "RUNCAST_REDIS_URL" not in os.environ
-    with TestClient(create_app()) as test_client:
+    settings = Settings()
+    assert settings.sqlalchemy_url.startswith("postgresql") and "RUNCAST_REDIS_URL" not in os.environ
+    with TestClient(create_app(settings)) as test_client:
         yield test_client

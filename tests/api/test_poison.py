@@ -14,7 +14,6 @@ import json
 from typing import Any
 
 import pytest
-from runcast_server.core.db import get_engine
 from sqlalchemy import text
 
 S = "\ud800"  # a lone surrogate: not a Unicode scalar value
@@ -41,8 +40,8 @@ def post(client: Any, token: str, events: list[dict[str, Any]]) -> Any:
     return post_raw(client, token, json.dumps({"v": 1, "events": events}, ensure_ascii=True))
 
 
-def stored() -> dict[str, int]:
-    with get_engine().connect() as conn:
+def stored(db: Any) -> dict[str, int]:
+    with db.engine.connect() as conn:
         return {t: conn.execute(text(f"SELECT count(*) FROM {t}")).scalar_one()
                 for t in ("runs", "segments", "series", "points", "events")}
 
@@ -68,7 +67,7 @@ def assert_refused(res: Any, field: str, index: int | None, status: int = 422) -
 
 
 @pytest.mark.parametrize("depth", [65, 440, 900, 977, 990, 2000])
-def test_deep_config_is_refused_naming_config(client, token, depth):
+def test_deep_config_is_refused_naming_config(db: Any, client, token, depth):
     body = '{"v":1,"events":[' + json.dumps(started())[:-1] + ',"config":' + nested(depth) + "}]}"
     res = post_raw(client, token, body)
     if res.status_code == 400:  # deeper than the JSON parser goes in this thread: refused whole
@@ -76,7 +75,7 @@ def test_deep_config_is_refused_naming_config(client, token, depth):
     else:
         assert_refused(res, "config", 0)
         assert "nested more than 64 levels" in res.json()["error"]["message"]
-    assert stored()["runs"] == 0
+    assert stored(db)["runs"] == 0
 
 
 def test_config_at_the_limit_is_stored_and_read_back(client, token, seed):
@@ -123,9 +122,9 @@ TEXT_CASES = [
 
 
 @pytest.mark.parametrize(("events", "field", "index"), TEXT_CASES, ids=[c[1] + f"-{i}" for i, c in enumerate(TEXT_CASES)])
-def test_text_that_cannot_be_stored_is_refused(client, token, events, field, index):
+def test_text_that_cannot_be_stored_is_refused(db: Any, client, token, events, field, index):
     assert_refused(post(client, token, events), field, index)
-    assert stored() == dict.fromkeys(stored(), 0)
+    assert stored(db) == dict.fromkeys(stored(db), 0)
     assert post(client, token, [started(), event("metrics", step=1, values={"loss": 1.0})]).status_code == 202
 
 
@@ -145,9 +144,9 @@ NUMBER_CASES = [
 
 
 @pytest.mark.parametrize(("events", "field", "index"), NUMBER_CASES, ids=[c[1] + f"-{i}" for i, c in enumerate(NUMBER_CASES)])
-def test_integers_out_of_range_are_refused(client, token, events, field, index):
+def test_integers_out_of_range_are_refused(db: Any, client, token, events, field, index):
     assert_refused(post(client, token, events), field, index)
-    assert stored()["runs"] == 0
+    assert stored(db)["runs"] == 0
 
 
 def test_non_finite_number_in_a_config_is_refused(client, token):
@@ -187,7 +186,7 @@ def _declared(schema: dict[str, Any]) -> tuple[float, float]:
     return low, s["maximum"]
 
 
-def test_out_of_range_numbers_in_every_query_and_path_parameter(client, seed):
+def test_out_of_range_numbers_in_every_query_and_path_parameter(db: Any, client, seed):
     """Every numeric parameter of every GET route: past its declared range (2^31 and 2^63
     included), not a number, or a digit that is not ASCII: 422 naming the parameter; inside
     its range: never a 5xx."""
@@ -197,9 +196,8 @@ def test_out_of_range_numbers_in_every_query_and_path_parameter(client, seed):
     fill = {"run_id": sim.run, "cid": "1", "rid": "1", "subscription_id": "1", "version": "v1",
             "project": "demo"}
     from runcast_server.core.auth import create_admin_token
-    from runcast_server.core.db import session_scope
 
-    with session_scope() as session:  # the admin routes check their token before their parameters
+    with db.scope() as session:  # the admin routes check their token before their parameters
         admin = {"Authorization": f"Bearer {create_admin_token(session)}"}
     tried = 0
     for method, path, param in _integer_params(doc):

@@ -47,10 +47,9 @@ class Trainer:
 
 
 @pytest.fixture
-def team(client: Any, seed: Any) -> dict[str, Any]:
-    from runcast_server.core.settings import get_settings
+def team(settings: Any, client: Any, seed: Any) -> dict[str, Any]:
 
-    storage_root = get_settings().checkpoint_root
+    storage_root = settings.checkpoint_root
     token, other = seed.token("team"), seed.token("rivals")
     t = Trainer(client, token).start()
     for step in range(3):
@@ -237,11 +236,10 @@ def test_policy_routes_are_the_team_s_only(client, team):
     assert _snapshot(client, run, {})["event_types"] == EVERYTHING["event_types"]  # nothing changed
 
 
-def test_alerts_team_only(client, team):
+def test_alerts_team_only(db: Any, client, team):
     from runcast_server.alerts.models import Alert
-    from runcast_server.core.db import session_scope
 
-    with session_scope() as session:
+    with db.scope() as session:
         session.add(Alert(run_id=team["run"], segment_id=None, kind="stall", key="", state="open", opened_at=time.time(),
                           step=2, evidence={}))
     run = team["run"]

@@ -10,6 +10,7 @@ import pty
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import services
@@ -111,13 +112,12 @@ def test_an_unreachable_server_fails():
     assert res.returncode == FAILED and "could not reach" in res.stderr
 
 
-def test_token_list_and_revoke(server, seed):
+def test_token_list_and_revoke(db: Any, server, seed):
     from runcast_server.core.auth import create_token
-    from runcast_server.core.db import session_scope
 
     seed.run("pproj", name="a").start()
     keep = seed.token("pproj")
-    with session_scope() as session:
+    with db.scope() as session:
         doomed = create_token(session, "pproj", label="laptop")
     env = {"RUNCAST_SERVER": server}
 

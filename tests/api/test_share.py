@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import services
 from artifacts.live import LiveServer
-from runcast_server.core.settings import Settings, get_settings
+from runcast_server.core.settings import Settings
 
 UNKNOWN = "unknownrun000000"
 SVG = "{http://www.w3.org/2000/svg}"
@@ -235,7 +235,6 @@ def test_frame_policy_and_origins_come_from_settings(embedded_env, monkeypatch, 
 
     monkeypatch.setenv("RUNCAST_EMBED_FRAME_ANCESTORS", "'self'  https://blog.example.org")
     monkeypatch.setenv("RUNCAST_CORS_ALLOW_ORIGINS", "https://blog.example.org, https://docs.example.org/")
-    get_settings.cache_clear()
     with TestClient(create_app()) as client:
         run = seed.run(name="framed").start().run
         res = client.get(f"/embed/runs/{run}", params={"key": "loss"})
@@ -245,7 +244,6 @@ def test_frame_policy_and_origins_come_from_settings(embedded_env, monkeypatch, 
             assert res.status_code == 200
             assert res.headers.get("access-control-allow-origin") == (origin if allowed else None)
     monkeypatch.setenv("RUNCAST_CORS_ALLOW_ORIGINS", "")
-    get_settings.cache_clear()
     with TestClient(create_app()) as client:
         res = client.get(f"/api/v1/runs/{run}", headers={"Origin": "https://blog.example.org"})
         assert res.status_code == 200 and "access-control-allow-origin" not in res.headers

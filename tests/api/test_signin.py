@@ -15,8 +15,6 @@ from typing import Any
 import httpx
 import pytest
 from fastapi.testclient import TestClient
-from runcast_server.core.db import get_engine
-from runcast_server.core.settings import get_settings
 from sqlalchemy import text
 
 from artifacts.live import LiveServer
@@ -36,8 +34,8 @@ def _browser(client: Any) -> TestClient:
 
 
 @pytest.fixture
-def world(client: Any, seed: Any) -> dict[str, Any]:
-    root = get_settings().checkpoint_root
+def world(settings: Any, client: Any, seed: Any) -> dict[str, Any]:
+    root = settings.checkpoint_root
     (root / "pproj").mkdir(parents=True, exist_ok=True)
     weights = b"p's private weights"
     (root / "pproj" / "w.pt").write_bytes(weights)
@@ -51,7 +49,7 @@ def world(client: Any, seed: Any) -> dict[str, Any]:
             "q_token": seed.token("qproj"), "weights": weights}
 
 
-def test_sign_in_sets_an_httponly_strict_cookie_holding_only_a_hash_at_rest(client, world):
+def test_sign_in_sets_an_httponly_strict_cookie_holding_only_a_hash_at_rest(db: Any, settings: Any, client, world):
     res = _sign_in(client, world["p_token"])
     assert res.status_code == 200, res.text
     body = res.json()
@@ -59,10 +57,10 @@ def test_sign_in_sets_an_httponly_strict_cookie_holding_only_a_hash_at_rest(clie
     header = res.headers["set-cookie"].lower()
     assert "httponly" in header and "samesite=strict" in header and "path=/" in header
     assert "secure" not in header  # plain http: a Secure cookie would never come back
-    assert f"max-age={int(get_settings().session_ttl_s)}" in header
+    assert f"max-age={int(settings.session_ttl_s)}" in header
     secret = client.cookies[COOKIE]
     assert len(secret) >= 40 and world["p_token"] not in res.headers["set-cookie"]
-    with get_engine().connect() as conn:
+    with db.engine.connect() as conn:
         rows = conn.execute(text("SELECT session_hash FROM dashboard_sessions")).scalars().all()
     assert rows == [hashlib.sha256(secret.encode()).hexdigest()]
     assert client.get(f"{API}/session").json() == body
@@ -70,7 +68,7 @@ def test_sign_in_sets_an_httponly_strict_cookie_holding_only_a_hash_at_rest(clie
     # Signing in again (here to another project) replaces the browser's session: one row, a new id.
     assert _sign_in(client, world["q_token"]).json()["project"] == "qproj"
     assert client.cookies[COOKIE] != secret
-    with get_engine().connect() as conn:
+    with db.engine.connect() as conn:
         assert conn.execute(text("SELECT session_hash FROM dashboard_sessions")).scalars().all() == [
             hashlib.sha256(client.cookies[COOKIE].encode()).hexdigest()]
     assert client.get(f"{API}/runs/{world['private']}").status_code == 404  # p's run: not q's session's
@@ -107,11 +105,10 @@ def test_the_cookie_reads_the_projects_private_run_everywhere_and_never_anothers
         assert mine.status_code == 404 and mine.text.replace(theirs, "X") == unknown.text.replace("unknownrun000000", "X")
 
 
-def test_wrong_revoked_and_admin_tokens_are_refused_alike(client, world, seed):
+def test_wrong_revoked_and_admin_tokens_are_refused_alike(db: Any, client, world, seed):
     from runcast_server.core.auth import create_admin_token
-    from runcast_server.core.db import session_scope
 
-    with session_scope() as session:
+    with db.scope() as session:
         admin = create_admin_token(session)
     bodies = set()
     for token in ("rc_no_such_token", world["q_token"] + "x", admin):
@@ -130,11 +127,10 @@ def test_wrong_revoked_and_admin_tokens_are_refused_alike(client, world, seed):
         assert res.status_code == 422 and res.json()["error"]["field"] == "token", bad
 
 
-def test_revoking_the_token_ends_its_sessions_at_once(client, world):
+def test_revoking_the_token_ends_its_sessions_at_once(db: Any, client, world):
     from runcast_server.core.auth import create_token
-    from runcast_server.core.db import session_scope
 
-    with session_scope() as session:
+    with db.scope() as session:
         token = create_token(session, "pproj", label="browser")  # `runcast token create pproj`
     assert _sign_in(client, token).status_code == 200
     assert client.get(f"{API}/runs/{world['private']}").status_code == 200
@@ -165,14 +161,14 @@ def test_a_session_expires(client, world, monkeypatch):
     assert replay.get(f"{API}/runs/{world['private']}").status_code == 404
 
 
-def test_sign_out_deletes_the_session_and_clears_the_cookie(client, world):
+def test_sign_out_deletes_the_session_and_clears_the_cookie(db: Any, client, world):
     assert _sign_in(client, world["p_token"]).status_code == 200
     secret = client.cookies[COOKIE]
     res = client.delete(f"{API}/session")
     assert res.status_code == 200 and res.json() == {"signed_out": True}
     assert 'runcast_session=""' in res.headers["set-cookie"] or "max-age=0" in res.headers["set-cookie"].lower()
     assert COOKIE not in client.cookies
-    with get_engine().connect() as conn:
+    with db.engine.connect() as conn:
         assert conn.execute(text("SELECT count(*) FROM dashboard_sessions")).scalar_one() == 0
     replay = _browser(client)
     replay.cookies.set(COOKIE, secret)

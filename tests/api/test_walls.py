@@ -18,7 +18,6 @@ from typing import Any
 import httpx
 import pytest
 from fastapi.routing import APIRoute, iter_route_contexts
-from runcast_server.core.settings import get_settings
 
 from artifacts.live import LiveServer
 from stream.helpers import sse
@@ -64,10 +63,10 @@ def _write(path: Any, data: bytes) -> str:
 
 
 @pytest.fixture
-def world(client: Any, seed: Any) -> dict[str, Any]:
+def world(settings: Any, client: Any, seed: Any) -> dict[str, Any]:
     """Project p: a private run with every artifact, and a public run with a private checkpoint.
     Project q: a public run whose checkpoint events name p's files, directly and through a link."""
-    root = get_settings().checkpoint_root
+    root = settings.checkpoint_root
     secret_sha = _write(root / "pproj" / "secret.pt", b"p's private weights")
     hidden_sha = _write(root / "pproj" / "hidden.pt", b"p's hidden checkpoint")
     (root / "qproj").mkdir(parents=True)
@@ -184,7 +183,7 @@ def test_another_projects_checkpoint_id_answers_as_unknown_on_every_checkpoint_r
     assert res.status_code == 200 and hashlib.sha256(res.content).hexdigest() == world["hidden_sha"]
 
 
-def test_a_checkpoint_event_cannot_serve_another_projects_file(client, world):
+def test_a_checkpoint_event_cannot_serve_another_projects_file(settings: Any, client, world):
     """q's events name p's file (relative, absolute, through a link in q's directory, and a
     file that does not exist): each is missing with the same reason, and nothing is served."""
     for headers in _strangers(world):
@@ -198,7 +197,7 @@ def test_a_checkpoint_event_cannot_serve_another_projects_file(client, world):
             assert c["download_url"] is None
             res = client.get(f"/api/v1/runs/{world['q']}/checkpoints/{c['id']}/download", headers=headers)
             assert res.status_code == 404 and b"private weights" not in res.content
-            assert str(get_settings().checkpoint_root) not in res.text
+            assert str(settings.checkpoint_root) not in res.text
 
 
 def test_a_private_checkpoints_file_is_shown_only_to_its_project(client, world):

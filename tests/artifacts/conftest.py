@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from runcast_server.core.db import session_scope
 
 from api.writer import TrainerSim, project_token
 
@@ -16,12 +15,13 @@ from api.writer import TrainerSim, project_token
 class Seeder:
     """Projects (with tokens) and runs in the embedded database."""
 
-    def __init__(self) -> None:
+    def __init__(self, db: Any) -> None:
+        self.db = db  # the app's database (core.db.Database)
         self.tokens: dict[str, tuple[str, int]] = {}
 
     def project(self, project: str = "demo") -> tuple[str, int]:
         if project not in self.tokens:
-            with session_scope() as session:
+            with self.db.scope() as session:
                 self.tokens[project] = project_token(session, project)
         return self.tokens[project]
 
@@ -30,18 +30,16 @@ class Seeder:
 
     def run(self, project: str = "demo", **kwargs: Any) -> TrainerSim:
         _, project_id = self.project(project)
-        return TrainerSim(session_scope, project_id, project, **kwargs)
+        return TrainerSim(self.db.scope, project_id, project, **kwargs)
 
 
 @pytest.fixture
 def storage_root(embedded_env: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """RUNCAST_STORAGE_ROOT for the app (a temp dir); settings cache cleared."""
-    from runcast_server.core.settings import get_settings
+    """RUNCAST_STORAGE_ROOT for the app (a temp dir)."""
 
     root = embedded_env.parent / "storage"
     root.mkdir()
     monkeypatch.setenv("RUNCAST_STORAGE_ROOT", str(root))
-    get_settings.cache_clear()
     return root
 
 
@@ -56,7 +54,7 @@ def client(storage_root: Path) -> Iterator[Any]:
 
 @pytest.fixture
 def seed(client: Any) -> Seeder:
-    return Seeder()
+    return Seeder(client.app.state.context.database)
 
 
 def write_file(path: Path, size: int, seed: int = 0) -> str:

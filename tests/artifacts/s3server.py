@@ -77,8 +77,6 @@ def moto_s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MotoS3Server]:
 @pytest.fixture
 def s3(moto_s3: MotoS3Server, storage_root: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[S3Env]:
     import boto3
-    from runcast_server.artifacts.storage import _s3_storage
-    from runcast_server.core.settings import get_settings
 
     for name, value in {
         "AWS_ACCESS_KEY_ID": "runcast-test",
@@ -96,20 +94,13 @@ def s3(moto_s3: MotoS3Server, storage_root: Path, monkeypatch: pytest.MonkeyPatc
     monkeypatch.setenv("RUNCAST_STORAGE_URL", f"s3://{bucket}/{PREFIX}")
     monkeypatch.setenv("RUNCAST_S3_ENDPOINT_URL", moto_s3.url)
     monkeypatch.setenv("RUNCAST_S3_ADDRESSING_STYLE", "path")
-    get_settings.cache_clear()
-    _s3_storage.cache_clear()
-    env = S3Env(moto_s3.url, bucket, client)
-    yield env
-    _s3_storage.cache_clear()
-    get_settings.cache_clear()
+    yield S3Env(moto_s3.url, bucket, client)
 
 
-def record_requests(env: S3Env) -> list[tuple[str, dict[str, Any]]]:
-    """Record (operation, params) of every request the app's S3 client makes from now on."""
-    from runcast_server.artifacts.storage import storage_from_settings
-    from runcast_server.core.settings import get_settings
-
-    storage = storage_from_settings(get_settings())
+def record_requests(client: Any, env: S3Env) -> list[tuple[str, dict[str, Any]]]:
+    """Record (operation, params) of every request the S3 client of ``client``'s app (its context's
+    storage) makes from now on."""
+    storage = client.app.state.context.storage
 
     def before_build(params: dict[str, Any], model: Any, **_: Any) -> None:
         env.requests.append((model.name, dict(params)))

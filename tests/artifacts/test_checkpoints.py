@@ -198,10 +198,8 @@ def test_trainer_root_mapping(storage_root, embedded_env, monkeypatch, seed):
     """An absolute path under RUNCAST_STORAGE_TRAINER_ROOT is mapped onto the storage root."""
     from fastapi.testclient import TestClient
     from runcast_server.app import create_app
-    from runcast_server.core.settings import get_settings
 
     monkeypatch.setenv("RUNCAST_STORAGE_TRAINER_ROOT", "/mnt/shared/ckpts")
-    get_settings.cache_clear()
     sha = write_file(storage_root / "demo" / "r1" / "s.pt", 64)
     sim = seed.run().start()
     sim.send([checkpoint_event(sim, "/mnt/shared/ckpts/demo/r1/s.pt", 1, 64, sha)])

@@ -140,9 +140,7 @@ def test_server_stops_reading_when_the_client_goes(live, client, seed, storage_r
     """A client that disconnects early costs the server a few chunk reads, not the whole file."""
     import socket
     import time
-
-    from runcast_server.api.routes import checkpoints as route
-    from runcast_server.artifacts.storage import storage_from_settings
+    from dataclasses import replace
 
     size = 64 * 1024 * 1024
     sim = seed.run().start()
@@ -171,7 +169,8 @@ def test_server_stops_reading_when_the_client_goes(live, client, seed, storage_r
 
             return R()
 
-    monkeypatch.setattr(route, "storage_from_settings", lambda settings: Counting(storage_from_settings(settings)))
+    ctx = client.app.state.context  # the routes read the storage of the app's context
+    monkeypatch.setattr(client.app.state, "context", replace(ctx, storage=Counting(ctx.storage)))
     path = client.get(f"/api/v1/runs/{sim.run}/checkpoints").json()["checkpoints"][0]["download_url"]
     with socket.create_connection(("127.0.0.1", live.port)) as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)

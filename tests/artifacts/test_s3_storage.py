@@ -90,10 +90,8 @@ def test_storage_url_parsing():
 def s3_client(s3: S3Env, monkeypatch):  # noqa: F811 - the fixture above
     from fastapi.testclient import TestClient
     from runcast_server.app import create_app
-    from runcast_server.core.settings import get_settings
 
     monkeypatch.setenv("RUNCAST_DOWNLOAD_CHUNK_BYTES", "65536")  # many chunks per transfer
-    get_settings.cache_clear()
     with TestClient(create_app()) as c:
         yield c
 
@@ -121,7 +119,7 @@ def test_s3_download_headers_range_if_range_head(s3, s3_client, seed):  # noqa: 
             "available", "file", "model é.pt"
         ), listed[step]
     url = listed[10]["download_url"]
-    requests = record_requests(s3)
+    requests = record_requests(s3_client, s3)
 
     full = s3_client.get(url)
     assert full.status_code == 200 and full.content == data
@@ -205,7 +203,7 @@ def test_s3_traversal_refused_and_no_key_outside_prefix_requested(s3, s3_client,
     s3.put(f"{PREFIX}-evil/x.pt", b"top secret")
     s3.put(f"{PREFIX}/demo/good.pt", b"g" * 10)
     s3.put(f"{PREFIX}/pproj/secret.pt", b"top secret")  # another project's object
-    requests = record_requests(s3)
+    requests = record_requests(s3_client, s3)
     sim = seed.run().start()
     attacks = [p for p in ATTACKS.values() if p and "\x00" not in p] + [
         "pproj/secret.pt",
@@ -235,10 +233,7 @@ def test_s3_traversal_refused_and_no_key_outside_prefix_requested(s3, s3_client,
 
 @pytest.mark.services
 def test_s3_object_replaced_after_locate_is_not_mixed(s3, s3_client):  # noqa: F811
-    from runcast_server.artifacts.storage import storage_from_settings
-    from runcast_server.core.settings import get_settings
-
-    storage = storage_from_settings(get_settings())
+    storage = s3_client.app.state.context.storage
     s3.put(f"{PREFIX}/r.pt", b"1" * 100)
     obj = storage.locate("r.pt")
     assert (obj.key, obj.size) == ("r.pt", 100)
@@ -260,7 +255,6 @@ def test_s3_presigned_redirect_after_the_visibility_check(s3, seed, monkeypatch)
     import httpx
     from fastapi.testclient import TestClient
     from runcast_server.app import create_app
-    from runcast_server.core.settings import get_settings
 
     data = _data(300_000, 3)
     sha = hashlib.sha256(data).hexdigest()
@@ -268,7 +262,6 @@ def test_s3_presigned_redirect_after_the_visibility_check(s3, seed, monkeypatch)
     s3.put(f"{PREFIX}/demo/private.pt", b"p" * 10)
     s3.put(f"{PREFIX}/demo/ds/global_step5/model.bin", b"m" * 10)
     monkeypatch.setenv("RUNCAST_DOWNLOAD_PRESIGN_S", "120")
-    get_settings.cache_clear()
     sim = seed.run().start()
     sim.send(
         [
@@ -306,4 +299,3 @@ def test_s3_presigned_redirect_after_the_visibility_check(s3, seed, monkeypatch)
 
         tar = client.get(f"/api/v1/runs/{sim.run}/checkpoints/{listed[5]['id']}/download", follow_redirects=False)
         assert tar.status_code == 200 and tar.headers["content-type"] == "application/x-tar"
-    get_settings.cache_clear()

@@ -93,12 +93,9 @@ def test_a_part_that_is_not_the_file_fails_and_leaves_nothing(s3, client, seed):
 
 @pytest.fixture
 def presigned(s3, monkeypatch):  # noqa: F811 - before `client`: the app reads its settings once
-    from runcast_server.core.settings import get_settings
 
     monkeypatch.setenv("RUNCAST_DOWNLOAD_PRESIGN_S", "300")
-    get_settings.cache_clear()
     yield
-    get_settings.cache_clear()
 
 
 def test_runcast_download_follows_the_presigned_redirect_and_resumes(s3, presigned, live, client, seed, tmp_path,  # noqa: F811

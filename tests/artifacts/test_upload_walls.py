@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import hashlib
 import os
+from typing import Any
 
 import pytest
 from runcast_server.artifacts.models import Upload
-from runcast_server.core.db import session_scope
 from sqlalchemy import func, select
 
 
@@ -28,13 +28,13 @@ def _auth(token):
     return {"Authorization": f"Bearer {token}"}
 
 
-def _uploads_count():
-    with session_scope() as session:
+def _uploads_count(db: Any):
+    with db.scope() as session:
         return session.scalar(select(func.count()).select_from(Upload))
 
 
-def _nothing_written(storage_root, client, sim, token):
-    assert _uploads_count() == 0
+def _nothing_written(db: Any, storage_root, client, sim, token):
+    assert _uploads_count(db) == 0
     staging = storage_root / ".runcast-uploads"
     assert not staging.exists() or not any(staging.iterdir())
     assert not (storage_root / "demo" / sim.run).exists()
@@ -85,12 +85,12 @@ HOSTILE = [
 
 
 @pytest.mark.parametrize(("path", "field"), HOSTILE)
-def test_hostile_paths_in_a_tree_are_refused(client, seed, sim, storage_root, path, field):
+def test_hostile_paths_in_a_tree_are_refused(db: Any, client, seed, sim, storage_root, path, field):
     data = b"y" * 10
     body = _begin_body(sim, [{"path": path, "size": 10, "sha256": _sha(data)}], name="tree", kind="directory")
     res = client.post(f"/api/v1/runs/{sim.run}/uploads", json=body, headers=_auth(seed.token()))
     assert res.status_code == 422 and res.json()["error"]["field"] == field, res.text
-    _nothing_written(storage_root, client, sim, seed.token())
+    _nothing_written(db, storage_root, client, sim, seed.token())
 
 
 @pytest.mark.parametrize(("name", "files", "field"), [
@@ -102,16 +102,16 @@ def test_hostile_paths_in_a_tree_are_refused(client, seed, sim, storage_root, pa
     ("tree", [{"path": "a", "size": -1}], "files[0].size"),
     ("tree", [{"path": "a", "size": 1, "sha256": "ABC"}], "files[0].sha256"),
 ])
-def test_bad_manifests_are_refused(client, seed, sim, storage_root, name, files, field):
+def test_bad_manifests_are_refused(db: Any, client, seed, sim, storage_root, name, files, field):
     files = files or [{"path": "a", "size": 1}]
     files = [{"sha256": _sha(b"z"), **f} for f in files]
     body = _begin_body(sim, files, name=name, kind="directory")
     res = client.post(f"/api/v1/runs/{sim.run}/uploads", json=body, headers=_auth(seed.token()))
     assert res.status_code == 422 and res.json()["error"]["field"] == field, res.text
-    _nothing_written(storage_root, client, sim, seed.token())
+    _nothing_written(db, storage_root, client, sim, seed.token())
 
 
-def test_size_limits(client, seed, sim, storage_root, monkeypatch):
+def test_size_limits(db: Any, client, seed, sim, storage_root, monkeypatch):
     settings = client.app.state.context.settings  # the app's
     monkeypatch.setattr(settings, "upload_max_bytes", 1000)
     monkeypatch.setattr(settings, "upload_max_files", 2)
@@ -122,7 +122,7 @@ def test_size_limits(client, seed, sim, storage_root, monkeypatch):
                        kind="directory")
     res = client.post(f"/api/v1/runs/{sim.run}/uploads", json=many, headers=_auth(seed.token()))
     assert res.status_code == 413
-    _nothing_written(storage_root, client, sim, seed.token())
+    _nothing_written(db, storage_root, client, sim, seed.token())
 
 
 def test_a_chunk_over_the_limit_is_refused_before_it_is_read(client, seed, sim, storage_root):

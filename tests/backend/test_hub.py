@@ -52,14 +52,13 @@ def test_slow_subscriber_is_dropped(local: Any) -> None:
     assert local.subscriber_count("run_aaaaaaaa") == 0
 
 
-def test_ingest_publishes_one_message_per_batch(embedded: Any) -> None:
+def test_ingest_publishes_one_message_per_batch(db: Any, embedded: Any) -> None:
     from runcast_server.core.auth import create_token
-    from runcast_server.core.db import session_scope
 
     from backend.helpers import metrics, started
     from backend.test_ingest_route import post
 
-    with session_scope() as session:
+    with db.scope() as session:
         token = create_token(session, "demo")
     messages: list[dict[str, Any]] = []
 

@@ -7,8 +7,6 @@ from typing import Any
 
 import pytest
 from runcast_server.core.auth import create_token
-from runcast_server.core.db import get_engine, session_scope
-from runcast_server.core.settings import get_settings
 
 from backend.helpers import counts, metrics, started, wire
 
@@ -16,8 +14,8 @@ URL = "/api/v1/ingest"
 
 
 @pytest.fixture
-def token(embedded: Any) -> str:
-    with session_scope() as session:
+def token(db: Any, embedded: Any) -> str:
+    with db.scope() as session:
         return create_token(session, "demo")
 
 
@@ -30,11 +28,11 @@ def post(client: Any, events: list[dict[str, Any]] | None = None, token: str | N
     return client.post(URL, content=body, headers=headers)
 
 
-def test_happy_path_stores_points_and_state(embedded: Any, token: str) -> None:
+def test_happy_path_stores_points_and_state(db: Any, embedded: Any, token: str) -> None:
     events = [started(), *(metrics(s, {"loss": 2.0 - s / 10, "lr": "NaN"}) for s in range(5))]
     r = post(embedded, events, token)
     assert r.status_code == 202 and r.json() == {"accepted": 6}
-    c = counts(get_engine())
+    c = counts(db.engine)
     assert (c["runs"], c["segments"], c["series"], c["points"], c["events"]) == (1, 1, 2, 10, 1)
     run = embedded.get("/api/v1/runs/run_aaaaaaaa").json()
     assert run["last_step"] == 4 and run["status"] == "running"
@@ -42,15 +40,15 @@ def test_happy_path_stores_points_and_state(embedded: Any, token: str) -> None:
     r = post(embedded, [metrics(5, {"loss": 1.0}), wire("finished", status="finished", step=5)], token)
     assert r.status_code == 202
     assert embedded.get("/api/v1/runs/run_aaaaaaaa").json()["status"] == "finished"
-    assert counts(get_engine())["points"] == 11
+    assert counts(db.engine)["points"] == 11
 
 
-def test_resent_batch_changes_nothing(embedded: Any, token: str) -> None:
+def test_resent_batch_changes_nothing(db: Any, embedded: Any, token: str) -> None:
     events = [started(), metrics(1, {"loss": 1.0}), metrics(2, {"loss": 0.5})]
     assert post(embedded, events, token).status_code == 202
-    before = counts(get_engine())
+    before = counts(db.engine)
     assert post(embedded, events, token).status_code == 202
-    assert counts(get_engine()) == before
+    assert counts(db.engine) == before
 
 
 BAD_EVENTS = [
@@ -73,23 +71,23 @@ BAD_EVENTS = [
 
 
 @pytest.mark.parametrize(("bad", "status", "field"), BAD_EVENTS)
-def test_bad_event_rejects_whole_batch(embedded: Any, token: str, bad: dict[str, Any], status: int, field: str) -> None:
+def test_bad_event_rejects_whole_batch(db: Any, embedded: Any, token: str, bad: dict[str, Any], status: int, field: str) -> None:
     # The batch opens a new run: a rejected batch must not register it either.
-    before = counts(get_engine())
+    before = counts(db.engine)
     r = post(embedded, [started(), bad, metrics(2, {"a": 1})], token)
     assert r.status_code == status, r.text
     error = r.json()["error"]
     assert error["index"] == 1
     assert error["field"].startswith(field)
     assert error["message"]
-    assert counts(get_engine()) == before
+    assert counts(db.engine) == before
 
 
-def test_run_of_another_project_answers_as_an_unknown_run(embedded: Any, token: str) -> None:
-    with session_scope() as session:
+def test_run_of_another_project_answers_as_an_unknown_run(db: Any, embedded: Any, token: str) -> None:
+    with db.scope() as session:
         other = create_token(session, "other")
     assert post(embedded, [started(run="run_other001", project="other")], other).status_code == 202
-    before = counts(get_engine())
+    before = counts(db.engine)
     r = post(embedded, [metrics(1, {"a": 1}, run="run_other001")], token)
     unknown = post(embedded, [metrics(1, {"a": 1}, run="run_nobody01")], token)
     assert r.status_code == unknown.status_code == 404
@@ -99,17 +97,17 @@ def test_run_of_another_project_answers_as_an_unknown_run(embedded: Any, token: 
     # A run_started for the other project's id cannot be stored: 409, the one answer that differs.
     r = post(embedded, [started(run="run_other001")], token)
     assert r.status_code == 409 and r.json()["error"]["field"] == "run"
-    assert counts(get_engine()) == before
+    assert counts(db.engine) == before
 
 
 @pytest.mark.parametrize("header", [None, "Bearer rc_not_a_token", "Basic abc", "Bearer "])
-def test_missing_or_wrong_token_is_401(embedded: Any, token: str, header: str | None) -> None:
-    before = counts(get_engine())
+def test_missing_or_wrong_token_is_401(db: Any, embedded: Any, token: str, header: str | None) -> None:
+    before = counts(db.engine)
     headers = {"Authorization": header} if header is not None else {}
     r = embedded.post(URL, content=json.dumps({"v": 1, "events": [started()]}), headers=headers)
     assert r.status_code == 401
     assert r.json()["error"]["field"] == "Authorization"
-    assert counts(get_engine()) == before
+    assert counts(db.engine) == before
 
 
 @pytest.mark.parametrize(
@@ -117,12 +115,12 @@ def test_missing_or_wrong_token_is_401(embedded: Any, token: str, header: str | 
     [b"{not json", b"", b'{"v": 1, "events": [NaN]}', b"\xff\xfe", b'{"v": 1, "events": [1,]}'],
     ids=["garbage", "empty", "nan-literal", "not-utf8", "trailing-comma"],
 )
-def test_not_json_is_400(embedded: Any, token: str, body: bytes) -> None:
-    before = counts(get_engine())
+def test_not_json_is_400(db: Any, embedded: Any, token: str, body: bytes) -> None:
+    before = counts(db.engine)
     r = post(embedded, token=token, body=body)
     assert r.status_code == 400
     assert r.json()["error"]["field"] == "body"
-    assert counts(get_engine()) == before
+    assert counts(db.engine) == before
 
 
 @pytest.mark.parametrize(
@@ -135,15 +133,15 @@ def test_batch_shape_is_422(embedded: Any, token: str, body: Any, field: str) ->
     assert r.json()["error"]["field"] == field
 
 
-def test_too_many_events_is_422(embedded: Any, token: str) -> None:
+def test_too_many_events_is_422(db: Any, embedded: Any, token: str) -> None:
     r = post(embedded, [started(), *(metrics(s, {"a": 1}) for s in range(1000))], token)
     assert r.status_code == 422 and r.json()["error"]["field"] == "events"
-    assert counts(get_engine())["runs"] == 0
+    assert counts(db.engine)["runs"] == 0
 
 
-def test_body_over_limit_is_413(embedded: Any, token: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(get_settings(), "max_body_bytes", 2000)
-    before = counts(get_engine())
+def test_body_over_limit_is_413(db: Any, settings: Any, embedded: Any, token: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(settings, "max_body_bytes", 2000)
+    before = counts(db.engine)
     events = [started(), *(metrics(s, {"loss": 1.0}) for s in range(40))]
     r = post(embedded, events, token)
     assert r.status_code == 413
@@ -151,21 +149,21 @@ def test_body_over_limit_is_413(embedded: Any, token: str, monkeypatch: pytest.M
     # Also without a Content-Length header (chunked upload).
     r = embedded.post(URL, content=iter([json.dumps({"v": 1, "events": events}).encode()]), headers={"Authorization": f"Bearer {token}"})
     assert r.status_code == 413
-    assert counts(get_engine()) == before
+    assert counts(db.engine) == before
 
 
-def test_broker_down_still_accepts_durably(embedded: Any, token: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_broker_down_still_accepts_durably(db: Any, embedded: Any, token: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """The inbox holds the batch: 202 without a broker; the sweeper enqueues it later."""
     from runcast_server.inbox.models import InboxRow
 
     from fastapi.testclient import TestClient
     from runcast_server.app import create_app
+    from runcast_server.core.settings import Settings
 
     monkeypatch.setenv("RUNCAST_REDIS_URL", "redis://127.0.0.1:9/0")  # nothing listens on port 9
-    get_settings.cache_clear()  # the Celery app follows get_settings() (core.celery_app.get_app)
-    with TestClient(create_app(get_settings())) as production:  # the same database, a broker that is down
+    with TestClient(create_app(Settings())) as production:  # the same database, a broker that is down
         r = post(production, [started(), metrics(1, {"a": 1})], token)
     assert r.status_code == 202, r.text
-    assert counts(get_engine())["points"] == 0
-    with session_scope() as session:
+    assert counts(db.engine)["points"] == 0
+    with db.scope() as session:
         assert [(row.state, row.events) for row in session.query(InboxRow)] == [("pending", 2)]

@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 from runcast_server.core.auth import create_token
-from runcast_server.core.db import get_engine, session_scope
 from runcast_server.inbox.models import InboxRow
 from runcast_server.tasks import CONTRACT, INGEST_TASK, ingest_batch
 
@@ -15,13 +14,13 @@ from backend.helpers import counts, metrics, started
 
 
 @pytest.fixture
-def token(embedded: Any) -> str:
-    with session_scope() as session:
+def token(db: Any, embedded: Any) -> str:
+    with db.scope() as session:
         return create_token(session, "demo")
 
 
-def inbox_rows() -> list[tuple[str, int, str | None]]:
-    with session_scope() as session:
+def inbox_rows(db: Any) -> list[tuple[str, int, str | None]]:
+    with db.scope() as session:
         return [(r.state, r.events, r.error) for r in session.query(InboxRow).order_by(InboxRow.id)]
 
 
@@ -30,21 +29,21 @@ def test_task_name_and_contract() -> None:
     assert CONTRACT == 2
 
 
-def test_legacy_message_with_token_is_adopted_and_stored(token: str) -> None:
+def test_legacy_message_with_token_is_adopted_and_stored(db: Any, token: str) -> None:
     """A contract-1 message (events and token in the message) goes through the inbox."""
     out = ingest_batch.apply(kwargs={"events": [started(), metrics(1, {"a": "NaN"})], "project_id": None,
                                      "token": token}).get()
     assert out == {"state": "done", "points": 1, "events": 1}
-    assert counts(get_engine())["points"] == 1
-    assert inbox_rows() == [("done", 2, None)]
+    assert counts(db.engine)["points"] == 1
+    assert inbox_rows(db) == [("done", 2, None)]
 
 
-def test_legacy_message_with_bad_token_is_quarantined_not_dropped(token: str) -> None:
-    before = counts(get_engine())
+def test_legacy_message_with_bad_token_is_quarantined_not_dropped(db: Any, token: str) -> None:
+    before = counts(db.engine)
     out = ingest_batch.apply(kwargs={"events": [started()], "project_id": None, "token": "rc_wrong"}).get()
     assert out == {"state": None}
-    assert counts(get_engine()) == before
-    [(state, events, error)] = inbox_rows()
+    assert counts(db.engine) == before
+    [(state, events, error)] = inbox_rows(db)
     assert (state, events) == ("quarantined", 1) and "token" in error
 
 
@@ -56,29 +55,29 @@ def test_legacy_message_with_bad_token_is_quarantined_not_dropped(token: str) ->
     ],
     ids=["invalid-event", "other-project"],
 )
-def test_hopeless_events_are_quarantined_and_their_siblings_stored(
+def test_hopeless_events_are_quarantined_and_their_siblings_stored(db: Any,
     token: str, events: list[dict[str, Any]], stored_points: int, bad: list[int]
 ) -> None:
     out = ingest_batch.apply(kwargs={"events": events, "project_id": None, "token": token}).get()
     assert out["state"] == "quarantined"
-    assert counts(get_engine())["points"] == stored_points
-    with session_scope() as session:
+    assert counts(db.engine)["points"] == stored_points
+    with db.scope() as session:
         [row] = session.query(InboxRow).all()
         assert [b["index"] for b in row.bad_events] == bad
         assert row.body is not None  # kept for `runcast quarantine retry`
 
 
-def test_unknown_run_is_retried_then_quarantined(token: str) -> None:
+def test_unknown_run_is_retried_then_quarantined(db: Any, token: str) -> None:
     """A legacy batch that overtook its run_started: retried (eager: the caller is told when)."""
     kwargs = {"events": [metrics(1, {"a": 1}, run="run_later001")], "project_id": None, "token": token}
     out = ingest_batch.apply(kwargs=kwargs).get()
     assert out["state"] == "pending" and out["retry_in"] == 5.0
-    assert counts(get_engine())["runs"] == 0
-    assert [s for s, _, _ in inbox_rows()] == ["pending"]
+    assert counts(db.engine)["runs"] == 0
+    assert [s for s, _, _ in inbox_rows(db)] == ["pending"]
 
 
-def test_unknown_contract_is_refused_loudly(token: str, caplog: pytest.LogCaptureFixture) -> None:
-    before = counts(get_engine())
+def test_unknown_contract_is_refused_loudly(db: Any, token: str, caplog: pytest.LogCaptureFixture) -> None:
+    before = counts(db.engine)
     assert ingest_batch.apply(kwargs={"contract": 99, "inbox_id": 1}).get() == {"state": None}
-    assert counts(get_engine()) == before
+    assert counts(db.engine) == before
     assert "contract 99" in caplog.text and "upgrade the worker" in caplog.text

@@ -18,7 +18,6 @@ from runcast import importers
 from runcast.importers.plan import Plan
 from runcast.transport import Rejected, Retryable
 from runcast_server.core.auth import create_token
-from runcast_server.core.db import session_scope
 
 from importers.tools import run_python
 
@@ -54,7 +53,7 @@ class Hub:
 
     def token(self, project: str = "demo") -> str:
         if project not in self._tokens:
-            with session_scope() as session:
+            with self.client.app.state.context.database.scope() as session:
                 self._tokens[project] = create_token(session, project, label="tests")
         return self._tokens[project]
 

@@ -3,20 +3,20 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 from api.writer import TrainerSim, project_token
 from runcast import importers
-from runcast_server.core.db import session_scope
 
 
 @pytest.fixture
-def source_run(hub):
+def source_run(db: Any, hub):
     """A run with three segments (the middle one without points) and values that are hard to carry."""
     hub.token()
-    with session_scope() as session:
+    with db.scope() as session:
         _, project_id = project_token(session, "demo")
-    sim = TrainerSim(session_scope, project_id, "demo", name="source").start()
+    sim = TrainerSim(db.scope, project_id, "demo", name="source").start()
     sim.log({
         "train/loss": [(s, 3.0 / (1 + s)) for s in range(1, 1500)] + [(1500, math.nan), (1501, math.inf), (1502, -math.inf)],
         "=HYPERLINK(\"x\")": [(1, 1.0)],  # a name the CSV export guards against spreadsheets

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 from runcast import importers
 from runcast.importers.plan import ELAPSED_KEY
-from runcast_server.core.db import session_scope
 from runcast_server.core.models import Run, RunVersion
 from sqlalchemy import func, select
 from tensorboard.backend.event_processing import event_accumulator
@@ -131,14 +131,14 @@ def test_a_cut_off_event_file_is_refused_and_nothing_is_sent(hub, tmp_path):
     assert hub.runs() == []
 
 
-def test_importing_twice_changes_nothing(hub, tmp_path):
+def test_importing_twice_changes_nothing(db: Any, hub, tmp_path):
     write_run(tmp_path / "tb" / "r", range(300))
     (plan,) = hub.load([tmp_path / "tb"])
-    before = (hub.run(plan.run_id), hub.export(plan.run_id), hub.events(plan.run_id), version(plan.run_id))
+    before = (hub.run(plan.run_id), hub.export(plan.run_id), hub.events(plan.run_id), version(db, plan.run_id))
 
     (again,) = hub.load([tmp_path / "tb"])
 
-    after = (hub.run(plan.run_id), hub.export(plan.run_id), hub.events(plan.run_id), version(plan.run_id))
+    after = (hub.run(plan.run_id), hub.export(plan.run_id), hub.events(plan.run_id), version(db, plan.run_id))
     assert again.run_id == plan.run_id
     for state in (before[0], after[0]):
         state.pop("heartbeat_at"), state.pop("heartbeat_age_s")  # the server's clock: each batch touches it
@@ -146,9 +146,9 @@ def test_importing_twice_changes_nothing(hub, tmp_path):
     assert len(hub.runs()) == 1
 
 
-def version(run_id: str) -> tuple[int, int]:
+def version(db: Any, run_id: str) -> tuple[int, int]:
     """The run's version and its count of run_versions rows (each stored batch that changed it adds one)."""
-    with session_scope() as session:
+    with db.scope() as session:
         run = session.get(Run, run_id)
         assert run is not None
         return run.version, session.scalar(select(func.count()).where(RunVersion.run_id == run_id))

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from mlflow import MlflowClient
 from mlflow.entities import Metric
-from runcast_server.core.db import session_scope
 from runcast_server.core.models import Event, Point, Rollup, Run, RunVersion, Segment, Series
 from sqlalchemy import func, select
 from torch.utils.tensorboard import SummaryWriter
@@ -15,13 +15,13 @@ T0 = 1_700_000_000.0
 TABLES = (Run, Segment, Series, Point, Rollup, Event, RunVersion)
 
 
-def stored() -> dict[str, int]:
+def stored(db: Any) -> dict[str, int]:
     """Row count of every table an import writes."""
-    with session_scope() as session:
+    with db.scope() as session:
         return {t.__tablename__: session.scalar(select(func.count()).select_from(t)) for t in TABLES}
 
 
-def test_every_format_twice(hub, wandb_dir, tmp_path):
+def test_every_format_twice(db: Any, hub, wandb_dir, tmp_path):
     with SummaryWriter(str(tmp_path / "tb" / "run")) as w:
         for s in range(100):
             w.add_scalar("loss", 1.0 / (1 + s), s, walltime=T0 + s)
@@ -39,7 +39,7 @@ def test_every_format_twice(hub, wandb_dir, tmp_path):
 
     first = hub.load(sources)
 
-    counts = stored()
+    counts = stored(db)
     # points: each source's own plus one time/elapsed_s point per step where the source has times
     # (TensorBoard 100 + 100, MLflow 50 + 50, W&B 312 + 100 and 20 + 20, seed log 80 + 20, chart 2)
     assert counts["points"] == 200 + 100 + 412 + 40 + 100 + 2
@@ -49,4 +49,4 @@ def test_every_format_twice(hub, wandb_dir, tmp_path):
     again = hub.load(sources)
 
     assert [p.run_id for p in again] == [p.run_id for p in first]
-    assert stored() == counts
+    assert stored(db) == counts

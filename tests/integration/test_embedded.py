@@ -4,6 +4,7 @@ tasks, no Redis), the SDK logging over HTTP, REST reading back every value exact
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from services import BIN, child_env, runcast_has_command
 
@@ -69,14 +70,13 @@ def test_runcast_serve_embedded_with_sdk(processes):
     assert (data_dir / "runcast.db").exists()
 
 
-def test_embedded_app_in_process_ingest_and_read(embedded):
+def test_embedded_app_in_process_ingest_and_read(db: Any, embedded):
     """The `embedded` fixture: TestClient on create_app(), eager ingest, reads."""
     from runcast import events as ev
     from runcast_server.core.auth import create_token
-    from runcast_server.core.db import get_engine
     from sqlalchemy.orm import Session
 
-    with Session(get_engine()) as session:
+    with Session(db.engine) as session:
         token = create_token(session, "inproc")
         session.commit()
     run = WireRun("inproc")

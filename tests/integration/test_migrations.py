@@ -66,20 +66,13 @@ def test_db_upgrade_on_empty_sqlite_reaches_head(tmp_path):
 def test_app_refuses_database_not_at_head_in_process(empty_pg, redis_server, tmp_path, monkeypatch):
     from fastapi.testclient import TestClient
     from runcast_server.app import create_app
-    from runcast_server.core.db import reset_engine
-    from runcast_server.core.settings import get_settings
+    from runcast_server.core.settings import Settings
 
     monkeypatch.setenv("RUNCAST_DATABASE_URL", empty_pg)
     monkeypatch.setenv("RUNCAST_REDIS_URL", redis_server.url())
     monkeypatch.setenv("RUNCAST_DATA_DIR", str(tmp_path))
-    get_settings.cache_clear()
-    reset_engine()
-    try:
-        with pytest.raises(migrate.SchemaOutOfDate, match=r"runcast db upgrade"), TestClient(create_app()):
-            pass
-    finally:
-        get_settings.cache_clear()
-        reset_engine()
+    with pytest.raises(migrate.SchemaOutOfDate, match=r"runcast db upgrade"), TestClient(create_app(Settings())):
+        pass
 
 
 def test_serve_refuses_database_not_at_head(empty_pg, redis_server, tmp_path):

@@ -28,16 +28,15 @@ def inproc(embedded_env: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tupl
     from runcast_server.app import create_app
     from runcast_server.core import migrate
     from runcast_server.core.auth import create_token
-    from runcast_server.core.db import session_scope
     from runcast_server.core.settings import Settings
 
     monkeypatch.setenv("RUNCAST_STREAM_LINGER_S", "0.2")
     settings = Settings()  # this app's, with the linger above
     migrate.upgrade(settings.sqlalchemy_url)
-    with session_scope() as s:
+    app = create_app(settings)
+    with app.state.context.database.scope() as s:
         token = create_token(s, "demo")
     port = free_port()
-    app = create_app(settings)
     registry = app.state.context.registry
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", timeout_graceful_shutdown=2))
     loop = asyncio.new_event_loop()

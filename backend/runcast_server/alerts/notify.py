@@ -26,18 +26,18 @@ import re
 import secrets
 import time
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, cast
 
 from celery import Task
 from runcast import __version__
-from sqlalchemy import delete, or_, select, update
+from sqlalchemy import CursorResult, delete, or_, select, update
 from standardwebhooks import Webhook
 
 from runcast_server.alerts import email, ssrf
 from runcast_server.alerts.models import Alert, AlertDelivery, Subscription
 from runcast_server.alerts.service import alert_view, summary
 from runcast_server.core.celery_app import app, app_for
-from runcast_server.core.db import session_scope, upsert
+from runcast_server.core.db import upsert
 from runcast_server.core.models import Run
 from runcast_server.observability.metrics import metrics_of
 from runcast_server.policy.apply import public_policy
@@ -104,7 +104,7 @@ def dispatch(ctx: AppContext, entries: list[dict[str, Any]]) -> None:
         by_run.setdefault(e["run"], []).append(e)
     for run_id, items in by_run.items():
         try:
-            with session_scope() as session:
+            with ctx.database.scope() as session:
                 version = session.scalar(select(Run.version).where(Run.id == run_id)) or 0
             ctx.hub.publish(run_id, {"run": run_id, "version": version, "alerts": items})
         except Exception:
@@ -139,7 +139,7 @@ def schedule_delivery(ctx: AppContext, delivery_id: int, countdown: float = 0.0)
 def fanout(ctx: AppContext, alert_id: int, phase: str) -> list[int]:
     """Create the deliveries of one alert phase (once each) and schedule them; returns their ids."""
     now = time.time()
-    with session_scope() as session:
+    with ctx.database.scope() as session:
         alert = session.get(Alert, alert_id)
         if alert is None:
             return []
@@ -195,14 +195,14 @@ def render(sub: Subscription, view: dict[str, Any], phase: str) -> bytes:
 def deliver(ctx: AppContext, delivery_id: int) -> str:
     """Send one delivery (one attempt); schedules the next attempt on failure. Returns its status."""
     settings = ctx.settings
-    with session_scope() as session:
+    with ctx.database.scope() as session:
         d = session.get(AlertDelivery, delivery_id)
         if d is None or d.status != "pending":
             return d.status if d else "missing"
         sub = session.get(Subscription, d.subscription_id)
         alert = session.get(Alert, d.alert_id)
         run = session.get(Run, alert.run_id) if alert is not None else None
-        withheld = run is None or not public_policy(session, run.id).notified({"key": alert.key})  # type: ignore[union-attr]
+        withheld = alert is None or run is None or not public_policy(session, run.id).notified({"key": alert.key})
         if sub is None or alert is None or sub.status != "active" or withheld:
             d.status = "dropped"
             _count(sub.channel if sub is not None else "unknown", "dropped")
@@ -250,7 +250,7 @@ def _record(ctx: AppContext, delivery_id: int, error: str | None) -> str:
     settings = ctx.settings
     now = time.time()
     retry_in: float | None = None
-    with session_scope() as session:
+    with ctx.database.scope() as session:
         d = session.get(AlertDelivery, delivery_id)
         sub = session.get(Subscription, d.subscription_id) if d else None
         if d is None or sub is None:
@@ -312,11 +312,11 @@ def prune_deliveries(ctx: AppContext, now: float | None = None) -> int:
     Pending ones stay whatever their age: a retry may still be due.
     """
     cutoff = (now if now is not None else time.time()) - ctx.settings.delivery_retention_s
-    with session_scope() as session:
-        result = session.execute(
+    with ctx.database.scope() as session:
+        result = cast(CursorResult[Any], session.execute(  # a DML statement's result is a CursorResult
             delete(AlertDelivery).where(AlertDelivery.status.in_(FINISHED), AlertDelivery.created_at < cutoff)
-        )
-        return int(result.rowcount or 0)  # type: ignore[attr-defined]
+        ))
+        return int(result.rowcount or 0)
 
 
 @app.task(name=PRUNE_TASK, bind=True, acks_late=True, expires=3600)

@@ -22,7 +22,6 @@ from runcast_server.alerts.engine import (
     load_configs,
 )
 from runcast_server.alerts.models import Alert, DetectorState
-from runcast_server.core.db import session_scope
 from runcast_server.core.models import Run
 from runcast_server.detectors.runlevel import restart_quiet, stalled
 from runcast_server.detectors.signals import Signal
@@ -67,7 +66,7 @@ def _sweep(ctx: AppContext, now: float, stall_after_s: float) -> int:
     from runcast_server.alerts.notify import dispatch
 
     entries: list[dict[str, Any]] = []
-    with session_scope() as session:
+    with ctx.database.scope() as session:
         conn = session.connection()
         rows = conn.execute(
             select(Run.id, Run.heartbeat_at, Run.last_step).where(

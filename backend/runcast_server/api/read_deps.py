@@ -8,6 +8,7 @@ from fastapi import Depends, Path, Request
 from runcast.events import ID_RE
 
 from runcast_server.api.deps import SessionDep, ViewerDep
+from runcast_server.artifacts.storage import Storage
 from runcast_server.core.errors import NotFound, error_responses
 from runcast_server.core.models import Run
 from runcast_server.core.settings import Settings
@@ -22,6 +23,14 @@ def app_settings(request: Request) -> Settings:
 
 
 SettingsDep = Annotated[Settings, Depends(app_settings)]
+
+
+def app_storage(request: Request) -> Storage:
+    """The checkpoint storage of the app's context (built once, with it)."""
+    return request.app.state.context.storage
+
+
+StorageDep = Annotated[Storage, Depends(app_storage)]
 
 
 def readable_run_dep(

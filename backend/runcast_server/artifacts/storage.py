@@ -38,7 +38,6 @@ import os
 import re
 import stat
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path, PurePosixPath
 from typing import Protocol
 
@@ -218,7 +217,11 @@ class LocalStorage:
 
 
 def storage_from_settings(settings: object) -> Storage:
-    """The configured backend: S3 when ``storage_url`` is ``s3://...``, else the local root."""
+    """The configured backend: S3 when ``storage_url`` is ``s3://...``, else the local root.
+
+    Each call builds a new one (S3: a boto3 client with its own connection pool): build it
+    once where the process starts (``AppContext.storage``) and pass it on.
+    """
     url = getattr(settings, "storage_url", None)
     trainer_root = getattr(settings, "storage_trainer_root", None)
     if url:
@@ -233,11 +236,10 @@ def storage_from_settings(settings: object) -> Storage:
     return LocalStorage(root, trainer_root)
 
 
-@lru_cache(maxsize=8)
 def _s3_storage(
     url: str, endpoint_url: str | None, region: str | None, addressing_style: str | None, trainer_root: str | None
 ) -> Storage:
-    """One S3 backend (and boto3 client, which keeps a connection pool) per configuration."""
+    """An S3 backend with its own boto3 client (which keeps a connection pool)."""
     from runcast_server.artifacts.s3 import S3Storage, make_client, parse_storage_url
 
     return S3Storage(parse_storage_url(url), make_client(endpoint_url, region, addressing_style), trainer_root)

@@ -1,14 +1,24 @@
 """``runcast worker`` and ``runcast token create``: the write path's commands.
 
 The server package is imported inside each command, so ``runcast`` stays cheap
-to start in a training job that only needs the SDK.
+to start in a training job that only needs the SDK. Each command reads the settings
+from the environment once (``Settings()``) and passes them on.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from enum import Enum
+from typing import TYPE_CHECKING
 
 import typer
+
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
+
+    from runcast_server.core.db import Database
+    from runcast_server.core.settings import Settings
 
 
 class Pool(str, Enum):
@@ -32,10 +42,10 @@ def worker_command(
     ),
 ) -> None:
     """Run a Celery worker for ingest and alert tasks (production mode: needs RUNCAST_REDIS_URL)."""
-    from runcast_server.core.celery_app import get_app
-    from runcast_server.core.settings import get_settings
+    from runcast_server.core.celery_app import configure
+    from runcast_server.core.settings import Settings
 
-    settings = get_settings()
+    settings = Settings()
     if settings.embedded:
         typer.echo(
             "runcast worker needs a broker: set RUNCAST_REDIS_URL (e.g. redis://localhost:6379/0). "
@@ -56,7 +66,7 @@ def worker_command(
             settings.data_dir.mkdir(parents=True, exist_ok=True)
             schedule = str(settings.data_dir / "celerybeat-schedule")
         argv += ["--beat", f"--schedule={schedule}"]
-    get_app().worker_main(argv)
+    configure(settings).worker_main(argv)  # the worker's context is built from them (tasks._worker_start)
 
 
 def token_create_command(
@@ -73,40 +83,48 @@ def token_create_command(
     from runcast.events import PROJECT_RE
 
     from runcast_server.core.auth import create_admin_token, create_token
-    from runcast_server.core.db import session_scope
+    from runcast_server.core.settings import Settings
 
     if admin == (project is not None):
         raise typer.BadParameter("give either --project P or --admin", param_hint="--project")
     if project is not None and not PROJECT_RE.match(project):
         raise typer.BadParameter("1-100 characters of A-Z, a-z, 0-9, '.', '_' or '-'", param_hint="--project")
-    ensure_schema()
-    with session_scope() as session:
+    settings = Settings()
+    with open_database(settings) as db, db.scope() as session:
         token = create_admin_token(session, label) if admin else create_token(session, project, label)
     typer.echo(token)
-    typer.echo(f"(stored in {_database_label()}: a server using that database accepts it)", err=True)
+    typer.echo(f"(stored in {_database_label(settings)}: a server using that database accepts it)", err=True)
 
 
-def _database_label() -> str:
+def _database_label(settings: Settings) -> str:
     """The settings' database, without a password."""
     from sqlalchemy.engine import make_url
 
-    from runcast_server.core.settings import get_settings
-
-    return make_url(get_settings().sqlalchemy_url).render_as_string(hide_password=True)
+    return make_url(settings.sqlalchemy_url).render_as_string(hide_password=True)
 
 
-def ensure_schema() -> None:
+@contextmanager
+def open_database(settings: Settings) -> Iterator[Database]:
+    """The settings' database for one command, its schema made or checked (``ensure_schema``); closed after."""
+    from runcast_server.core.db import Database
+
+    db = Database.open(settings.sqlalchemy_url)
+    try:
+        ensure_schema(settings, db.engine)
+        yield db
+    finally:
+        db.engine.dispose()
+
+
+def ensure_schema(settings: Settings, engine: Engine) -> None:
     """Embedded: create or upgrade the database. Otherwise: exit 1 unless it is at the newest revision."""
     from runcast_server.core import migrate
-    from runcast_server.core.db import get_engine
-    from runcast_server.core.settings import get_settings
 
-    settings = get_settings()
     if settings.sqlalchemy_url.startswith("sqlite"):
         migrate.upgrade(settings.sqlalchemy_url)  # the embedded database manages itself
         return
     try:
-        migrate.check_schema(get_engine())
+        migrate.check_schema(engine)
     except migrate.SchemaOutOfDate as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from exc

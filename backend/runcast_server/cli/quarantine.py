@@ -12,7 +12,7 @@ import time
 
 import typer
 
-from runcast_server.cli.ingest_cmds import ensure_schema
+from runcast_server.cli.ingest_cmds import ensure_schema, open_database
 
 quarantine_app = typer.Typer(
     help="Batches the worker could not store (the ingest inbox's dead letters).", no_args_is_help=True
@@ -27,13 +27,12 @@ def list_command(
     as_json: bool = typer.Option(False, "--json", help="One JSON object instead of a table."),
 ) -> None:
     """Inbox rows (by default the quarantined ones), oldest first, and the counts per state."""
-    from runcast_server.core.db import session_scope
+    from runcast_server.core.settings import Settings
     from runcast_server.inbox import quarantine
 
     if state not in STATES:
         raise typer.BadParameter(f"one of {', '.join(STATES)}", param_hint="--state")
-    ensure_schema()
-    with session_scope() as session:
+    with open_database(Settings()) as db, db.scope() as session:
         page = quarantine.list_rows(session, state=None if state == "all" else state, after=None, limit=limit)
         counts = quarantine.counts(session)
     if as_json:
@@ -53,11 +52,10 @@ def list_command(
 @quarantine_app.command("show")
 def show_command(inbox_id: int = typer.Argument(..., min=1, help="The inbox row's id.")) -> None:
     """One row as JSON, with the content of each event that could not be stored."""
-    from runcast_server.core.db import session_scope
+    from runcast_server.core.settings import Settings
     from runcast_server.inbox import quarantine
 
-    ensure_schema()
-    with session_scope() as session:
+    with open_database(Settings()) as db, db.scope() as session:
         found = quarantine.show(session, inbox_id)
     if found is None:
         typer.echo(f"error: no inbox row {inbox_id}", err=True)
@@ -69,25 +67,26 @@ def show_command(inbox_id: int = typer.Argument(..., min=1, help="The inbox row'
 def retry_command(inbox_id: int = typer.Argument(..., min=1, help="The inbox row's id.")) -> None:
     """Send a quarantined batch through the worker again (stored now when embedded)."""
     from runcast_server.context import AppContext
-    from runcast_server.core.db import session_scope
-    from runcast_server.core.settings import get_settings
+    from runcast_server.core.settings import Settings
     from runcast_server.inbox import quarantine
     from runcast_server.tasks import enqueue_ingest
 
-    ensure_schema()
-    with session_scope() as session:
-        ok = quarantine.retry(session, inbox_id, time.time())
-    if not ok:
-        typer.echo(f"error: inbox row {inbox_id} is not quarantined (see `runcast quarantine show {inbox_id}`)", err=True)
-        raise typer.Exit(1)
-    ctx = AppContext.build(get_settings())  # this command's state (embedded: the row is stored here)
+    ctx = AppContext.build(Settings())  # this command's state (embedded: the row is stored here)
     try:
-        enqueue_ingest(ctx, inbox_id)
-    except Exception as exc:  # noqa: BLE001 - the row is pending: the sweeper enqueues it
-        typer.echo(f"inbox row {inbox_id} is pending again; it could not be enqueued now ({exc}): the sweeper will")
-        return
+        ensure_schema(ctx.settings, ctx.database.engine)
+        with ctx.database.scope() as session:
+            ok = quarantine.retry(session, inbox_id, time.time())
+        if not ok:
+            typer.echo(f"error: inbox row {inbox_id} is not quarantined (see `runcast quarantine show {inbox_id}`)",
+                       err=True)
+            raise typer.Exit(1)
+        try:
+            enqueue_ingest(ctx, inbox_id)
+        except Exception as exc:  # noqa: BLE001 - the row is pending: the sweeper enqueues it
+            typer.echo(f"inbox row {inbox_id} is pending again; it could not be enqueued now ({exc}): the sweeper will")
+            return
+        with ctx.database.scope() as session:
+            state = quarantine.show(session, inbox_id)
     finally:
         ctx.close()
-    with session_scope() as session:
-        state = quarantine.show(session, inbox_id)
     typer.echo(f"inbox row {inbox_id}: {state['state'] if state else 'gone'}")

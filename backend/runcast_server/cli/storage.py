@@ -5,7 +5,13 @@ The server package is imported inside the command (``runcast`` stays cheap to st
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import typer
+
+if TYPE_CHECKING:
+    from runcast_server.artifacts.storage import LocalStorage
+    from runcast_server.core.db import Database
 
 storage_app = typer.Typer(help="Manage the checkpoint storage.", no_args_is_help=True)
 
@@ -20,17 +26,27 @@ def migrate_command(
     moves) every file a checkpoint event names elsewhere, and rewrites the events to name the
     new place. A file named by checkpoints of several projects is left alone and reported.
     """
-    from runcast_server.artifacts import layout
     from runcast_server.artifacts.storage import LocalStorage, storage_from_settings
-    from runcast_server.core.db import session_scope
-    from runcast_server.core.settings import get_settings
+    from runcast_server.core.db import Database
+    from runcast_server.core.settings import Settings
 
-    storage = storage_from_settings(get_settings())
+    settings = Settings()
+    storage = storage_from_settings(settings)
     if not isinstance(storage, LocalStorage):
         typer.echo("runcast storage migrate moves files of local storage only; with RUNCAST_STORAGE_URL, "
                    "move each object to <prefix>/<project>/<key> with the store's tools (docs/artifacts.md).", err=True)
         raise typer.Exit(2)
-    with session_scope() as session:
+    db = Database.open(settings.sqlalchemy_url)
+    try:
+        _migrate(db, storage, apply)
+    finally:
+        db.engine.dispose()
+
+
+def _migrate(db: Database, storage: LocalStorage, apply: bool) -> None:
+    from runcast_server.artifacts import layout
+
+    with db.scope() as session:
         the_plan = layout.plan(session, storage)
         for line in the_plan.lines():
             typer.echo(line)

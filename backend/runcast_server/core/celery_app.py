@@ -3,6 +3,13 @@
 Production (``RUNCAST_REDIS_URL`` set): Redis is the broker and tasks run in
 ``runcast worker`` processes. Embedded: tasks run eagerly in the calling process
 and their errors propagate to the caller.
+
+Importing this module configures nothing. Whoever starts the process configures the
+app from the settings it built (``configure``: ``runcast worker``, the API's app
+factory, the CLI's commands). A bare ``celery -A runcast_server.core.celery_app
+worker|beat`` configures nobody: when Celery first reads the app's configuration
+(its ``on_configure`` signal) the app configures itself from ``Settings()``, read
+from the environment then, once.
 """
 
 from __future__ import annotations
@@ -13,19 +20,14 @@ from typing import Any
 from celery import Celery
 from celery.signals import after_setup_logger, after_setup_task_logger
 
-from runcast_server.core.settings import Settings, get_settings
+from runcast_server.core.settings import Settings
 
 app = Celery("runcast", include=["runcast_server.tasks", "runcast_server.alerts.notify"])
-_configured_for: Settings | None = None
 
 
 def configure(settings: Settings) -> Celery:
-    """Apply ``settings`` to the app (idempotent); returns the app."""
-    global _configured_for
-    if _configured_for is not None:
-        # Forget broker connections made for the previous settings (tests swap settings).
-        app._pool = None
-        app.amqp._producer_pool = None
+    """Apply ``settings`` to the app; returns the app. ``settings_of(app)`` is then ``settings``."""
+    app.runcast_settings = settings  # read back by settings_of
     app.conf.update(
         broker_url=settings.redis_url or "memory://",
         result_backend=None,
@@ -69,30 +71,38 @@ def configure(settings: Settings) -> Celery:
             },
         },
     )
-    _configured_for = settings
     return app
+
+
+def settings_of(celery: Celery) -> Settings:
+    """The settings ``celery`` was configured from (configuring it from ``Settings()`` if nobody did)."""
+    settings: Settings | None = getattr(celery, "runcast_settings", None)
+    if settings is None:
+        celery.conf.get("broker_url")  # the first read of the configuration: _configure_if_unconfigured
+        settings = celery.runcast_settings
+    return settings
 
 
 def app_for(settings: Settings) -> Celery:
     """The app, configured from ``settings`` (again only when they are other settings)."""
-    if _configured_for is not settings:
+    if getattr(app, "runcast_settings", None) is not settings:
         configure(settings)
     return app
 
 
-def get_app() -> Celery:
-    """The app, configured from the current ``get_settings()``."""
-    return app_for(get_settings())
+@app.on_configure.connect
+def _configure_if_unconfigured(sender: Celery, **_: Any) -> None:
+    """Celery reads the app's configuration for the first time: when no one configured it (a bare
+    ``celery -A runcast_server.core.celery_app worker|beat``), its settings are the environment's."""
+    if getattr(sender, "runcast_settings", None) is None:
+        configure(Settings())
 
 
 @after_setup_logger.connect
 @after_setup_task_logger.connect
 def _log_format(logger: logging.Logger | None = None, **_: Any) -> None:
-    """RUNCAST_LOG_FORMAT=json: the worker's log lines as JSON objects too."""
-    if logger is not None and get_settings().log_format == "json":
+    """RUNCAST_LOG_FORMAT=json: the worker's log lines as JSON objects too (the app's settings)."""
+    if logger is not None and settings_of(app).log_format == "json":
         from runcast_server.observability.logs import use_json
 
         use_json(logger)
-
-
-configure(get_settings())

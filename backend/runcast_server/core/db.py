@@ -6,15 +6,12 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Connection, Engine, Table, create_engine, event
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session, sessionmaker
-
-from runcast_server.core.settings import get_settings
 
 
 def upsert(bind: Connection | Engine | Session, table: Table) -> Any:
@@ -55,7 +52,8 @@ def make_engine(url: str) -> Engine:
 
 @dataclass(frozen=True)
 class Database:
-    """One database: its engine and session factory (an ``AppContext`` owns the process's)."""
+    """One database: its engine and session factory (an ``AppContext`` owns the process's; there is
+    no process-wide one: whoever needs a session is handed the ``Database``, or a ``Session``)."""
 
     engine: Engine
     sessions: sessionmaker[Session]
@@ -79,53 +77,12 @@ class Database:
             session.close()
 
 
-# The database of the code not handed a context yet (``session_scope()``, ``get_engine()``):
-# the one whoever started the process bound (``bind_database``: the app's lifespan, the
-# worker, ``runcast demo``), else one opened from ``get_settings()`` (scripts, tests).
-_bound: Database | None = None
-
-
-def bind_database(db: Database | None) -> None:
-    """Make ``db`` the process's database (None: back to the one of ``get_settings()``)."""
-    global _bound
-    _bound = db
-
-
-def unbind_database(db: Database) -> None:
-    """Undo ``bind_database(db)`` if ``db`` is still the one bound (its app stopped)."""
-    global _bound
-    if _bound is db:
-        _bound = None
-
-
-def bound_database() -> Database:
-    """The process's database (see ``bind_database``)."""
-    return _bound if _bound is not None else _from_settings()
-
-
-@lru_cache
-def _from_settings() -> Database:
-    return Database.open(get_settings().sqlalchemy_url)
-
-
-def get_engine() -> Engine:
-    """The process's engine (``bound_database``)."""
-    return bound_database().engine
-
-
-@contextmanager
-def session_scope() -> Iterator[Session]:
-    """A session of the process's database, committed once at the end, rolled back on any error."""
-    with bound_database().scope() as session:
-        yield session
-
-
 def read_snapshot(session: Session) -> Connection:
     """End ``session``'s transaction and begin one whose reads all see one committed state.
 
     PostgreSQL: ``REPEATABLE READ``. SQLite (WAL): an explicit ``BEGIN``, because the
     driver opens a transaction only before a write; the snapshot is taken by the first
-    read after it. The request's ``session_scope`` ends the transaction as usual.
+    read after it. The caller's ``Database.scope`` ends the transaction as usual.
     """
     session.commit()
     if session.get_bind().dialect.name == "postgresql":
@@ -133,10 +90,3 @@ def read_snapshot(session: Session) -> Connection:
     conn = session.connection()
     conn.exec_driver_sql("BEGIN")
     return conn
-
-
-def reset_engine() -> None:
-    """Forget the database opened from ``get_settings()`` (tests that change settings call this)."""
-    if _from_settings.cache_info().currsize:
-        _from_settings().engine.dispose()
-    _from_settings.cache_clear()

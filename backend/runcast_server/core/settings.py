@@ -1,9 +1,13 @@
-"""Server configuration, read from ``RUNCAST_*`` environment variables."""
+"""Server configuration, read from ``RUNCAST_*`` environment variables.
+
+``Settings()`` reads the environment; only a process's entry points do (``create_app``'s
+default, the Celery app when nobody configured it, the CLI's commands), once, and pass
+the object on (``context.AppContext``).
+"""
 
 from __future__ import annotations
 
 import re
-from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
@@ -56,7 +60,7 @@ class Settings(BaseSettings):
     broker_visibility_timeout_s: int = Field(
         default=3600, description="Redelivery of an unacknowledged task after this."
     )
-    # --- the live stream (docs/live.md): RUNCAST_STREAM_*, read by live/ as live.settings.StreamSettings ---
+    # --- the live stream (docs/live.md): RUNCAST_STREAM_*, read by live/ (the context's Settings) ---
     stream_replay_max_versions: int = Field(default=1000, ge=1, description="A resume further behind gets `event: reset`.")
     stream_replay_max_points: int = Field(
         default=100_000, ge=1, description="... as does one whose versions hold more points."
@@ -280,9 +284,3 @@ class Settings(BaseSettings):
         if self.database_url:
             return self.database_url
         return f"sqlite:///{self.data_dir / 'runcast.db'}"
-
-
-@lru_cache
-def get_settings() -> Settings:
-    """The process's settings, read once."""
-    return Settings()

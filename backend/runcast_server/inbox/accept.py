@@ -12,7 +12,7 @@ from typing import Any
 from sqlalchemy import insert
 from sqlalchemy.orm import Session
 
-from runcast_server.core.db import session_scope
+from runcast_server.core.db import Database
 from runcast_server.inbox.rows import INBOX, PENDING, QUARANTINED, describe
 
 log = logging.getLogger(__name__)
@@ -33,7 +33,7 @@ def add(session: Session, project_id: int | None, body: bytes, events: int, rece
     ).scalar_one()
 
 
-def adopt_legacy(events: Sequence[Any], project_id: int | None, token: str | None, received_at: float | None,
+def adopt_legacy(db: Database, events: Sequence[Any], project_id: int | None, token: str | None, received_at: float | None,
                  *, redeliver_after: float) -> int | None:
     """Put the batch of a contract-1 message (events in the message) into the inbox.
 
@@ -54,7 +54,7 @@ def adopt_legacy(events: Sequence[Any], project_id: int | None, token: str | Non
         body, error = json.dumps({"unreadable": repr(events)[:10_000]}).encode(), f"unreadable batch: {describe(exc)}"
     else:
         error = None
-    with session_scope() as session:
+    with db.scope() as session:
         if project_id is None:
             project = project_for_token(session, token)
             project_id = project.id if project is not None else None

@@ -33,7 +33,7 @@ from runcast.events import validate_batch
 from sqlalchemy import update
 
 from runcast_server.alerts.engine import detect_batch
-from runcast_server.core.db import session_scope
+from runcast_server.core.db import Database
 from runcast_server.inbox.rows import (
     BUSY_RETRY_S,
     DONE,
@@ -81,9 +81,9 @@ class Policy:
     retry_max_s: float
 
 
-def process(inbox_id: int, policy: Policy, publish: Publish, *, attempt: int = 0,
+def process(db: Database, inbox_id: int, policy: Policy, publish: Publish, *, attempt: int = 0,
             events: list[dict[str, Any]] | None = None) -> Outcome:
-    """Store the batch of inbox row ``inbox_id``, then run its detectors; see the module docstring.
+    """Store the batch of inbox row ``inbox_id`` of ``db``, then run its detectors; see the module docstring.
 
     ``publish`` is called with each committed result (live messages, notifications).
     ``attempt`` counts the caller's earlier tries (for the back-off). ``events``: the
@@ -91,7 +91,7 @@ def process(inbox_id: int, policy: Policy, publish: Publish, *, attempt: int = 0
     doing it again; None: read it from the row.
     """
     try:
-        outcome, events, segments = _store(inbox_id, attempt, publish, events)
+        outcome, events, segments = _store(db, inbox_id, attempt, publish, events)
     except Exception as exc:
         if not is_transient(exc):
             raise
@@ -100,7 +100,7 @@ def process(inbox_id: int, policy: Policy, publish: Publish, *, attempt: int = 0
     if outcome.state != STORED:
         return outcome
     try:
-        detected = _detect(inbox_id, policy, events, segments)
+        detected = _detect(db, inbox_id, policy, events, segments)
     except Exception as exc:
         if not is_transient(exc):
             raise
@@ -113,7 +113,7 @@ def process(inbox_id: int, policy: Policy, publish: Publish, *, attempt: int = 0
     return outcome
 
 
-def _store(inbox_id: int, attempt: int, publish: Publish, given: list[dict[str, Any]] | None
+def _store(db: Database, inbox_id: int, attempt: int, publish: Publish, given: list[dict[str, Any]] | None
            ) -> tuple[Outcome, list[dict[str, Any]] | None, dict[Any, int] | None]:
     """Phase one: claim a pending row, store its batch, mark it stored; one transaction.
 
@@ -121,7 +121,7 @@ def _store(inbox_id: int, attempt: int, publish: Publish, given: list[dict[str, 
     Returns the outcome, and the validated events and segment ids when it stored them.
     """
     try:
-        with session_scope() as session:
+        with db.scope() as session:
             conn = session.connection()
             row = claim(conn, inbox_id, PENDING, read_body=given is None, state=STORED)
             if row is None:
@@ -140,7 +140,7 @@ def _store(inbox_id: int, attempt: int, publish: Publish, given: list[dict[str, 
         if isinstance(failed.cause, UnknownRun) and attempt < UNKNOWN_RUN_RETRIES:
             log.warning("ingest: inbox %d: %s; retrying in %.0f s", inbox_id, failed.cause, UNKNOWN_RUN_RETRY_S)
             return Outcome(state=PENDING, retry_in=UNKNOWN_RUN_RETRY_S), None, None
-        return salvage(inbox_id, failed.cause, publish), None, None
+        return salvage(db, inbox_id, failed.cause, publish), None, None
     lag = time.time() - row.received_at
     publish(result)
     outcome = Outcome(state=STORED, points=result.points_inserted, events=result.events_inserted, lag_s=lag,
@@ -156,7 +156,7 @@ class _Failed(Exception):
         self.cause = cause
 
 
-def _detect(inbox_id: int, policy: Policy, events: list[dict[str, Any]] | None,
+def _detect(db: Database, inbox_id: int, policy: Policy, events: list[dict[str, Any]] | None,
             segments: dict[Any, int] | None) -> IngestResult | None:
     """Phase two: claim the stored row, run the detectors, mark it done; a transaction of its own.
 
@@ -165,7 +165,7 @@ def _detect(inbox_id: int, policy: Policy, events: list[dict[str, Any]] | None,
     """
     now = time.time()
     try:
-        with session_scope() as session:
+        with db.scope() as session:
             conn = session.connection()
             if events is None:  # a redelivery or the sweeper: read the batch back
                 row = claim(conn, inbox_id, STORED)
@@ -180,7 +180,7 @@ def _detect(inbox_id: int, policy: Policy, events: list[dict[str, Any]] | None,
         if is_transient(exc):
             raise
         log.exception("ingest: inbox %d: the detectors failed; the batch is stored, its alerts are lost", inbox_id)
-        with session_scope() as session:
+        with db.scope() as session:
             claim(session.connection(), inbox_id, STORED,
                    **_done_values(now, policy.retention_s, detector_error=describe(exc)))
         return None

@@ -10,7 +10,7 @@ from runcast.events import validate_event
 from sqlalchemy import select
 
 from runcast_server.alerts.engine import detect_batch
-from runcast_server.core.db import session_scope
+from runcast_server.core.db import Database
 from runcast_server.inbox.rows import (
     BUSY_RETRY_S,
     INBOX,
@@ -34,7 +34,7 @@ class _Busy(Exception):
     """Another worker holds the row."""
 
 
-def salvage(inbox_id: int, failure: BaseException, publish: Publish) -> Outcome:
+def salvage(db: Database, inbox_id: int, failure: BaseException, publish: Publish) -> Outcome:
     """Store what can be stored of a batch that failed as a whole, then quarantine the row.
 
     The batch's events are validated one by one, and the valid ones stored in halves,
@@ -44,7 +44,7 @@ def salvage(inbox_id: int, failure: BaseException, publish: Publish) -> Outcome:
     or ``pending`` with ``retry_in`` when the database went away or another worker holds
     the row (what was stored stays: storage is idempotent).
     """
-    with session_scope() as session:
+    with db.scope() as session:
         row = session.execute(select(INBOX.c.project_id, INBOX.c.body).where(INBOX.c.id == inbox_id)).first()
     if row is None:
         return Outcome(state=None)
@@ -61,7 +61,7 @@ def salvage(inbox_id: int, failure: BaseException, publish: Publish) -> Outcome:
         good, bad = [], [{"index": None, "error": describe(exc)}]
     outcome = Outcome(state=QUARANTINED)
     try:
-        _store_parts(inbox_id, row.project_id, good, bad, outcome)
+        _store_parts(db, inbox_id, row.project_id, good, bad, outcome)
     except _Busy:
         return Outcome(state=PENDING, retry_in=BUSY_RETRY_S)
     except Exception as exc:
@@ -71,26 +71,26 @@ def salvage(inbox_id: int, failure: BaseException, publish: Publish) -> Outcome:
     for result in outcome.results:
         publish(result)
     if not bad:
-        with session_scope() as session:
+        with db.scope() as session:
             claimed = claim(session.connection(), inbox_id, PENDING, state=STORED)
-        outcome.state = STORED if claimed is not None else _state_of(inbox_id)
+        outcome.state = STORED if claimed is not None else _state_of(db, inbox_id)
         return outcome
     error = describe(failure)
-    with session_scope() as session:
+    with db.scope() as session:
         claimed = claim(session.connection(), inbox_id, PENDING, state=QUARANTINED, error=error,
                          bad_events=bad, next_sweep_at=None)
     if claimed is None:
-        return Outcome(state=_state_of(inbox_id))
+        return Outcome(state=_state_of(db, inbox_id))
     failed = {b["index"] for b in bad}
     stored = [e for i, e in good if i not in failed]
     log.error("ingest: inbox %d quarantined: %d of its events stored, %d not (first: %s); "
               "see `runcast quarantine show %d`", inbox_id, len(stored), len(bad), bad[0]["error"], inbox_id)
     if stored:
-        _detect_salvaged(inbox_id, stored, publish)
+        _detect_salvaged(db, inbox_id, stored, publish)
     return outcome
 
 
-def _store_parts(inbox_id: int, project_id: int | None, good: list[tuple[int, dict[str, Any]]],
+def _store_parts(db: Database, inbox_id: int, project_id: int | None, good: list[tuple[int, dict[str, Any]]],
                  bad: list[dict[str, Any]], outcome: Outcome) -> None:
     """Store ``good`` in halves until each failing event is alone; failing ones go to ``bad``."""
     if project_id is None:  # a legacy message whose token matched no project: nothing can be stored
@@ -100,7 +100,7 @@ def _store_parts(inbox_id: int, project_id: int | None, good: list[tuple[int, di
     while pending:
         part = pending.pop(0)
         try:
-            with session_scope() as session:
+            with db.scope() as session:
                 if claim(session.connection(), inbox_id, PENDING) is None:
                     raise _Busy
                 result = store_batch(session, project_id, [e for _, e in part])
@@ -121,10 +121,10 @@ def _store_parts(inbox_id: int, project_id: int | None, good: list[tuple[int, di
     bad.sort(key=lambda b: -1 if b["index"] is None else b["index"])
 
 
-def _detect_salvaged(inbox_id: int, events: list[dict[str, Any]], publish: Publish) -> None:
+def _detect_salvaged(db: Database, inbox_id: int, events: list[dict[str, Any]], publish: Publish) -> None:
     """The detectors on the stored part of a quarantined batch (best effort: logged on failure)."""
     try:
-        with session_scope() as session:
+        with db.scope() as session:
             result = detect_batch(session.connection(), events, time.time())
     except Exception:
         log.exception("ingest: inbox %d: the detectors failed on the stored part of a quarantined batch", inbox_id)
@@ -132,6 +132,6 @@ def _detect_salvaged(inbox_id: int, events: list[dict[str, Any]], publish: Publi
     publish(result)
 
 
-def _state_of(inbox_id: int) -> str | None:
-    with session_scope() as session:
+def _state_of(db: Database, inbox_id: int) -> str | None:
+    with db.scope() as session:
         return read_state(session.connection(), inbox_id)

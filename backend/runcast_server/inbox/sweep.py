@@ -22,7 +22,7 @@ from typing import Final
 
 from sqlalchemy import CursorResult, bindparam, delete, select, update
 
-from runcast_server.core.db import session_scope
+from runcast_server.core.db import Database
 from runcast_server.core.settings import Settings
 from runcast_server.inbox.rows import DONE, INBOX, PENDING, STORED
 
@@ -43,10 +43,10 @@ class SweepResult:
         return asdict(self)
 
 
-def sweep(now: float, settings: Settings, enqueue: Callable[[int], None]) -> SweepResult:
+def sweep(db: Database, now: float, settings: Settings, enqueue: Callable[[int], None]) -> SweepResult:
     """One pass: enqueue the rows that are due, then delete done rows past their retention."""
     result = SweepResult()
-    for inbox_id in due_rows(now, settings.inbox_redeliver_after_s):
+    for inbox_id in due_rows(db, now, settings.inbox_redeliver_after_s):
         try:
             enqueue(inbox_id)
         except Exception:
@@ -54,16 +54,16 @@ def sweep(now: float, settings: Settings, enqueue: Callable[[int], None]) -> Swe
             log.warning("inbox sweep: could not enqueue inbox %d", inbox_id, exc_info=result.failed == 1)
         else:
             result.enqueued += 1
-    result.pruned = prune(now)
+    result.pruned = prune(db, now)
     if result.enqueued or result.failed:
         log.warning("inbox sweep: enqueued %d batches not stored in time (%d failed)", result.enqueued, result.failed)
     return result
 
 
-def due_rows(now: float, redeliver_after: float) -> list[int]:
+def due_rows(db: Database, now: float, redeliver_after: float) -> list[int]:
     """Ids of pending or stored rows whose time is up, with their next time pushed back (committed)."""
     c = INBOX.c
-    with session_scope() as session:
+    with db.scope() as session:
         conn = session.connection()
         rows = conn.execute(
             select(c.id, c.sweeps)
@@ -81,10 +81,10 @@ def due_rows(now: float, redeliver_after: float) -> list[int]:
     return [rid for rid, _ in rows]
 
 
-def prune(now: float) -> int:
+def prune(db: Database, now: float) -> int:
     """Delete done rows whose retention ended (at most ``PRUNE_PER_SWEEP`` per pass)."""
     c = INBOX.c
-    with session_scope() as session:
+    with db.scope() as session:
         old = select(c.id).where(c.state == DONE, c.next_sweep_at <= now).limit(PRUNE_PER_SWEEP).scalar_subquery()
         pruned = session.execute(delete(INBOX).where(c.id.in_(old)))
         return (pruned.rowcount or 0) if isinstance(pruned, CursorResult) else 0  # a DELETE's result is one
@@ -93,7 +93,8 @@ def prune(now: float) -> int:
 class SweepTimer:
     """Embedded mode: a daemon thread that sweeps every ``interval`` seconds, storing due rows itself."""
 
-    def __init__(self, settings: Settings, store: Callable[[int], None]) -> None:
+    def __init__(self, db: Database, settings: Settings, store: Callable[[int], None]) -> None:
+        self._db = db
         self._settings = settings
         self._store = store
         self._stop = threading.Event()
@@ -108,7 +109,7 @@ class SweepTimer:
         self._thread.join(timeout=10)
 
     def run_once(self, now: float) -> SweepResult:
-        return sweep(now, self._settings, self._store)
+        return sweep(self._db, now, self._settings, self._store)
 
     def _loop(self) -> None:
         import time

@@ -10,10 +10,11 @@ from collections.abc import Callable
 
 from sqlalchemy.orm import Session
 
+from runcast_server.core.db import Database
+from runcast_server.core.settings import Settings
 from runcast_server.live.frames import Frame, batch_frame, reset_frame
 from runcast_server.live.hub import DEFAULT_MAXSIZE, LocalHub
 from runcast_server.live.replay import Replay, current_version, db, read_versions
-from runcast_server.live.settings import StreamSettings
 from runcast_server.policy.apply import public_policy
 from runcast_server.policy.delay import due_position
 
@@ -39,7 +40,7 @@ class Viewer:
         self.policy = policy  # View.key of the run's public policy when the viewer connected
         self.frames: deque[Frame] = deque()
         self.wake = asyncio.Event()
-        self.maxsize = maxsize  # StreamSettings.viewer_queue
+        self.maxsize = maxsize  # Settings.stream_viewer_queue
         self.lagged = False
         self.closed = False
         self.on_abort: Callable[[], object] | None = None  # the response stops writing at once
@@ -88,8 +89,8 @@ class RunChannel:
         self._pending: list[Frame] = []
         self._pass: asyncio.Handle | None = None  # the next fan-out pass, when one is due
         self._next_pass = 0.0  # loop time before which no pass starts (FANOUT_IDLE)
-        self.limits = registry.limits
-        self.recent: deque[Frame] = deque(maxlen=self.limits.recent_frames)
+        self.settings = registry.settings
+        self.recent: deque[Frame] = deque(maxlen=self.settings.stream_recent_frames)
         self.ready = asyncio.Event()
         self.reads = 0  # database reads of versions (tests and the benchmark look)
         self.passes = 0  # fan-out passes (as reads)
@@ -180,7 +181,7 @@ class RunChannel:
             except Exception:
                 log.exception("live: delayed side of run %s failed; retrying", self.run_id, extra={"run_id": self.run_id})
                 self._resync = True
-                await asyncio.sleep(self.limits.poll_s)
+                await asyncio.sleep(self.settings.stream_poll_s)
 
     async def _sync_public(self, *, initial: bool = False) -> None:
         """Read the run's delay and horizon afresh; public viewers reset to it (not at start)."""
@@ -191,7 +192,7 @@ class RunChannel:
             pos, due = due_position(s, self.run_id, delay, time.time())
             return delay, pos, due, current_version(s, self.run_id)
 
-        delay, pos, due, current = await db(read)
+        delay, pos, due, current = await db(self.registry.database, read)
         was, self.delay_s = self.public, delay
         if delay <= 0:
             self.public, self._next_due = None, None
@@ -213,7 +214,7 @@ class RunChannel:
             upto = pos if pos is not None else current_version(s, self.run_id)
             return upto, due, self.read_versions(s, after, upto=upto) if upto > after else None
 
-        upto, due, replay = await db(read)
+        upto, due, replay = await db(self.registry.database, read)
         self.reads += 1
         if self._resync or self.public != after:
             return  # the policy moved meanwhile: _sync_public decides
@@ -229,8 +230,8 @@ class RunChannel:
 
     def read_versions(self, s: Session, after: int, upto: int | None = None) -> Replay:
         """``replay.read_versions`` of this run within the stream's limits."""
-        return read_versions(s, self.run_id, after, upto=upto, max_versions=self.limits.replay_max_versions,
-                             max_points=self.limits.replay_max_points)
+        return read_versions(s, self.run_id, after, upto=upto, max_versions=self.settings.stream_replay_max_versions,
+                             max_points=self.settings.stream_replay_max_points)
 
     def recent_after(self, after: int) -> list[Frame] | None:
         """The kept frames after version ``after`` when they cover ``(after, self.version]``, else None."""
@@ -245,7 +246,7 @@ class RunChannel:
     async def _catch_up(self) -> None:
         assert self.queued is not None
         after = self.queued
-        replay = await db(lambda s: self.read_versions(s, after))
+        replay = await db(self.registry.database, lambda s: self.read_versions(s, after))
         self.reads += 1
         if self.queued != after:  # cannot happen (one task), but never emit twice
             return
@@ -262,7 +263,7 @@ class RunChannel:
             while True:
                 sub = self.registry.hub.subscribe(self.run_id, maxsize=DEFAULT_MAXSIZE)
                 try:
-                    current = await db(lambda s: current_version(s, self.run_id))
+                    current = await db(self.registry.database, lambda s: current_version(s, self.run_id))
                     if self.queued is None:
                         self.version = self.queued = current
                         await self._sync_public(initial=True)
@@ -271,10 +272,10 @@ class RunChannel:
                         await self._catch_up()
                     while True:
                         try:
-                            async with asyncio.timeout(self.limits.poll_s):
+                            async with asyncio.timeout(self.settings.stream_poll_s):
                                 message = await anext(sub)
                         except TimeoutError:
-                            if await db(lambda s: current_version(s, self.run_id)) > self.queued:
+                            if await db(self.registry.database, lambda s: current_version(s, self.run_id)) > self.queued:
                                 await self._catch_up()
                             continue
                         except StopAsyncIteration:
@@ -306,7 +307,7 @@ class RunChannel:
     def leave(self, viewer: Viewer) -> None:
         self.viewers.discard(viewer)
         if not self.viewers and self._linger is None and not self._task.done():
-            self._linger = asyncio.get_running_loop().call_later(self.limits.linger_s, self._close_if_idle)
+            self._linger = asyncio.get_running_loop().call_later(self.settings.stream_linger_s, self._close_if_idle)
 
     def _close_if_idle(self) -> None:
         self._linger = None
@@ -327,9 +328,10 @@ class RunChannel:
 class Registry:
     """One app's channels by run id (on the app's event loop); on the app's context."""
 
-    def __init__(self, limits: StreamSettings, hub: LocalHub) -> None:
-        self.limits = limits
+    def __init__(self, settings: Settings, hub: LocalHub, database: Database) -> None:
+        self.settings = settings  # its stream_* fields (RUNCAST_STREAM_*)
         self.hub = hub  # the context's: one subscription per run with viewers
+        self.database = database  # the context's: the channels' reads
         self.channels: dict[str, RunChannel] = {}
         self._watcher: asyncio.Task[None] | None = None
 
@@ -361,21 +363,21 @@ class Registry:
 
     async def _watch(self) -> None:
         """Keep-alives for idle viewers, and the end of any stream whose client stopped reading."""
-        settings = self.limits
+        settings = self.settings
         loop = asyncio.get_running_loop()
-        every = min(1.0, settings.keepalive_s / 3, settings.send_timeout_s / 3)
+        every = min(1.0, settings.stream_keepalive_s / 3, settings.stream_send_timeout_s / 3)
         while True:
             await asyncio.sleep(every)
             now = loop.time()
             for channel in list(self.channels.values()):
                 for viewer in list(channel.viewers):
                     if viewer.writing_since is not None:
-                        if now - viewer.writing_since > settings.send_timeout_s:
+                        if now - viewer.writing_since > settings.stream_send_timeout_s:
                             log.info("live: a viewer of run %s took no write for %.0f s; its stream ends",
-                                     channel.run_id, settings.send_timeout_s)
+                                     channel.run_id, settings.stream_send_timeout_s)
                             channel.viewers.discard(viewer)
                             viewer.abort()
-                    elif now - viewer.last_write >= settings.keepalive_s and not viewer.frames:
+                    elif now - viewer.last_write >= settings.stream_keepalive_s and not viewer.frames:
                         viewer.keepalive()
 
     def viewer_count(self, run_id: str | None = None) -> int:

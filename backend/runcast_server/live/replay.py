@@ -10,14 +10,14 @@ from sqlalchemy import select, union_all
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
-from runcast_server.core.db import session_scope
+from runcast_server.core.db import Database
 from runcast_server.core.models import Event, Point, Run, RunVersion, Segment, Series
-from runcast_server.live.settings import StreamSettings
+from runcast_server.core.settings import Settings
 from runcast_server.policy.apply import TEAM, View, public_policy
 from runcast_server.reads.values import stored_value, strict_json
 
 _RANGES_PER_QUERY: Final = 50
-_DEFAULTS: Final = StreamSettings()
+_FIELDS: Final = Settings.model_fields  # the defaults of RUNCAST_STREAM_REPLAY_MAX_*
 T = TypeVar("T")
 
 
@@ -47,8 +47,8 @@ def read_versions(
     run_id: str,
     after: int,
     *,
-    max_versions: int = _DEFAULTS.replay_max_versions,
-    max_points: int = _DEFAULTS.replay_max_points,
+    max_versions: int = _FIELDS["stream_replay_max_versions"].default,
+    max_points: int = _FIELDS["stream_replay_max_points"].default,
     upto: int | None = None,
 ) -> Replay:
     """Every version of ``run_id`` after ``after`` up to the run's current one (or ``upto``, when
@@ -175,11 +175,11 @@ def _read_events(session: Session, ids: list[int]) -> dict[int, dict[str, Any]]:
     }
 
 
-def _in_session(fn: Callable[[Session], T]) -> T:
-    with session_scope() as session:
+def _in_session(database: Database, fn: Callable[[Session], T]) -> T:
+    with database.scope() as session:
         return fn(session)
 
 
-async def db(fn: Callable[[Session], T]) -> T:
-    """Run ``fn(session)`` in the threadpool with a short-lived session."""
-    return await run_in_threadpool(_in_session, fn)
+async def db(database: Database, fn: Callable[[Session], T]) -> T:
+    """Run ``fn(session)`` in the threadpool with a short-lived session of ``database``."""
+    return await run_in_threadpool(_in_session, database, fn)

@@ -23,7 +23,7 @@ async def viewer_frames(reg: Registry, run_id: str, last_event_id: int | None, v
             if last_event_id is None or last_event_id > held:
                 yield reset_frame(held).data
             else:
-                replay = await db(lambda s: channel.read_versions(s, last_event_id, upto=held))
+                replay = await db(reg.database, lambda s: channel.read_versions(s, last_event_id, upto=held))
                 if replay.messages is None:
                     yield reset_frame(replay.current).data
                 else:
@@ -42,7 +42,7 @@ async def viewer_frames(reg: Registry, run_id: str, last_event_id: int | None, v
                     yield frame.for_reader(viewer.project_reader)
                 sent = joined_at
             else:
-                replay = await db(lambda s: channel.read_versions(s, last_event_id))
+                replay = await db(reg.database, lambda s: channel.read_versions(s, last_event_id))
                 if replay.messages is None:
                     yield reset_frame(replay.current).data
                 else:

@@ -23,10 +23,9 @@ from typing import Final, Literal
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from runcast_server.core.db import session_scope
+from runcast_server.core.db import Database
 from runcast_server.core.errors import NotFound
 from runcast_server.core.models import Point, Run, Segment, Series
-from runcast_server.core.settings import get_settings
 from runcast_server.reads.values import stored_value
 
 ExportFormat = Literal["jsonl", "csv", "parquet"]
@@ -105,11 +104,11 @@ def _format_page(
     return buf.getvalue().encode()
 
 
-def series_pages(ref: SeriesRef, page_rows: int) -> Iterator[Sequence[tuple[int, float | None]]]:
+def series_pages(database: Database, ref: SeriesRef, page_rows: int) -> Iterator[Sequence[tuple[int, float | None]]]:
     """The series' ``(step, value)`` rows in step order, ``page_rows`` per list (NULL = NaN)."""
     after = -1
     while True:
-        with session_scope() as session:
+        with database.scope() as session:
             connection = session.connection()
             query = select(Point.step, Point.value).where(Point.series_id == ref.id, Point.step > after)
             if ref.upto is not None:
@@ -135,7 +134,7 @@ def series_pages(ref: SeriesRef, page_rows: int) -> Iterator[Sequence[tuple[int,
 
 
 def export_chunks(
-    refs: list[SeriesRef], fmt: ExportFormat, page_rows: int | None = None
+    database: Database, refs: list[SeriesRef], fmt: ExportFormat, page_rows: int | None = None
 ) -> Iterator[bytes]:
     """The export body: a CSV header (for csv), then one chunk per page of points
     (Parquet: the file, one row group per page)."""
@@ -144,12 +143,12 @@ def export_chunks(
             parquet_chunks,  # pyarrow and ADBC: on use
         )
 
-        yield from parquet_chunks(get_settings().sqlalchemy_url, refs, page_rows or PARQUET_PAGE_ROWS)
+        yield from parquet_chunks(database.engine.url.render_as_string(hide_password=False), refs, page_rows or PARQUET_PAGE_ROWS)
         return
     if fmt == "csv":
         yield (",".join(COLUMNS) + "\n").encode()
     for ref in refs:
-        for rows in series_pages(ref, page_rows or PAGE_ROWS):
+        for rows in series_pages(database, ref, page_rows or PAGE_ROWS):
             yield _format_page(ref, rows, fmt)
 
 

@@ -15,6 +15,7 @@ from runcast_server.api.read_deps import (
     FullViewDep,
     ReadableRunDep,
     SettingsDep,
+    StorageDep,
     ViewDep,
 )
 from runcast_server.artifacts import archive, cards
@@ -37,7 +38,7 @@ from runcast_server.artifacts.schemas import (
     CheckpointFiles,
     CheckpointList,
 )
-from runcast_server.artifacts.storage import Storage, StoredObject, storage_from_settings
+from runcast_server.artifacts.storage import Storage, StoredObject
 from runcast_server.artifacts.uploads import manifest_for
 from runcast_server.core.errors import ApiError, NotFound, error_responses
 from runcast_server.policy.apply import View
@@ -48,14 +49,13 @@ CheckpointId = Annotated[int, Path(ge=1, le=2**63 - 1, description="The checkpoi
 
 
 @router.get("/runs/{run_id}/checkpoints", response_model=CheckpointList, responses=RUN_ERRORS)
-def list_checkpoints(found: ReadableRunDep, session: SessionDep, viewer: ViewerDep, settings: SettingsDep,
+def list_checkpoints(found: ReadableRunDep, session: SessionDep, viewer: ViewerDep, storage: StorageDep,
                      policy: ViewDep) -> dict[str, Any]:
     """Every checkpoint the run recorded (pruned ones too), by segment and step, with its status.
     Under a publication policy that withholds checkpoints the list is empty and ``withheld`` true."""
     run, project = found
     if not policy.event_shown("checkpoint"):
         return {"checkpoints": [], "withheld": True}
-    storage = storage_from_settings(settings)
     private_ok = may_see_private(run, viewer)
     return {
         "checkpoints": [
@@ -94,13 +94,12 @@ def _cache_control(run: Any, record: Any) -> str:
 
 
 def _downloadable(
-    session: SessionDep, found: Any, viewer: Any, settings: Any, cid: int, policy: View
+    session: SessionDep, found: Any, viewer: Any, storage: Storage, cid: int, policy: View
 ) -> tuple[CheckpointRecord, CheckpointView, Storage]:
     """The checkpoint a viewer may download, as stored now, and its storage; 404 if unknown or withheld, 410 if pruned."""
     run, project = found
     record, _ = _find(session, run, viewer, cid, policy)
     policy.require_download()
-    storage = storage_from_settings(settings)
     v = view(record, storage, project=project, private_ok=may_see_private(run, viewer))
     if v.status == "pruned":
         raise ApiError(410, "the checkpoint was pruned by the trainer; its metadata stays in the list", field="checkpoint")
@@ -128,15 +127,15 @@ _DOWNLOAD_RESPONSES: dict[int | str, dict[str, Any]] = {
     operation_id="get_checkpoint_download",
 )
 def download_checkpoint(
-    found: ReadableRunDep, session: SessionDep, viewer: ViewerDep, settings: SettingsDep, cid: CheckpointId,
-    policy: ViewDep,
+    found: ReadableRunDep, session: SessionDep, viewer: ViewerDep, settings: SettingsDep, storage: StorageDep,
+    cid: CheckpointId, policy: ViewDep,
 ) -> Response:
     """The checkpoint file: streamed, one Range per request (206), If-Range, ETag = sha256.
 
     A directory checkpoint comes as one tar archive, streamed (no Range; its files one by one: ``files``).
     """
     run, project = found
-    record, v, storage = _downloadable(session, found, viewer, settings, cid, policy)
+    record, v, storage = _downloadable(session, found, viewer, storage, cid, policy)
     if v.status == "missing" or v.stored is None:
         raise ApiError(404, f"the checkpoint file is not available: {v.reason}", field="checkpoint")
     if v.stored.is_dir:
@@ -163,11 +162,11 @@ def download_checkpoint(
 
 
 def _directory(
-    session: SessionDep, found: Any, viewer: Any, settings: Any, cid: int, policy: View
+    session: SessionDep, found: Any, viewer: Any, storage: Storage, cid: int, policy: View
 ) -> tuple[CheckpointRecord, StoredObject, Storage, list[Member]]:
     """(record, stored directory, storage, files) of an available directory checkpoint; 404/410 otherwise."""
     run, _ = found
-    record, v, storage = _downloadable(session, found, viewer, settings, cid, policy)
+    record, v, storage = _downloadable(session, found, viewer, storage, cid, policy)
     if v.stored is None or not v.stored.is_dir:
         raise NotFound("directory checkpoint", field="checkpoint")
     return record, v.stored, storage, archive.members(storage, v.stored, manifest_for(session, run.id, record.path))
@@ -176,11 +175,11 @@ def _directory(
 @router.get("/runs/{run_id}/checkpoints/{cid}/files", response_model=CheckpointFiles,
             responses={**RUN_ERRORS, **error_responses(410)})
 def checkpoint_files(
-    found: ReadableRunDep, session: SessionDep, viewer: ViewerDep, settings: SettingsDep, cid: CheckpointId,
+    found: ReadableRunDep, session: SessionDep, viewer: ViewerDep, storage: StorageDep, cid: CheckpointId,
     policy: ViewDep,
 ) -> dict[str, Any]:
     """The files of a directory checkpoint: relative path, size, sha256 (null when not verified), download URL."""
-    record, _, _, files = _directory(session, found, viewer, settings, cid, policy)
+    record, _, _, files = _directory(session, found, viewer, storage, cid, policy)
     base = f"/api/v1/runs/{found[0].id}/checkpoints/{record.id}/files/"
     return {"files": [{"path": f.path, "size": f.size, "sha256": f.sha256,
                        "download_url": base + quote(f.path, safe="/")} for f in files]}
@@ -191,11 +190,11 @@ def checkpoint_files(
 @router.get("/runs/{run_id}/checkpoints/{cid}/files/{file_path:path}", response_class=Response,
             responses=_DOWNLOAD_RESPONSES, operation_id="get_checkpoint_file")
 def download_checkpoint_file(
-    found: ReadableRunDep, session: SessionDep, viewer: ViewerDep, settings: SettingsDep, cid: CheckpointId,
-    file_path: str, policy: ViewDep,
+    found: ReadableRunDep, session: SessionDep, viewer: ViewerDep, settings: SettingsDep, storage: StorageDep,
+    cid: CheckpointId, file_path: str, policy: ViewDep,
 ) -> Response:
     """One file of a directory checkpoint (only a path the listing names), as the download route serves files."""
-    record, _, storage, files = _directory(session, found, viewer, settings, cid, policy)
+    record, _, storage, files = _directory(session, found, viewer, storage, cid, policy)
     member = next((f for f in files if f.path == file_path), None)
     if member is None:
         raise NotFound("file of this checkpoint", field="file_path")
@@ -213,6 +212,7 @@ def checkpoint_card(
     session: SessionDep,
     viewer: ViewerDep,
     settings: SettingsDep,
+    storage: StorageDep,
     full: FullViewDep,
     policy: ViewDep,
     cid: CheckpointId,
@@ -221,7 +221,6 @@ def checkpoint_card(
     """The reproducibility card: code revision, config, packages, seed, manifest, data position, parent."""
     run, project = found
     record, records = _find(session, run, viewer, cid, policy)
-    storage = storage_from_settings(settings)
     private_ok = may_see_private(run, viewer)
     v = view(record, storage, project=project, private_ok=private_ok)
     segments = run_segments(session, run.id)

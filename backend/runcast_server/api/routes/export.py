@@ -8,7 +8,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 from fastapi.responses import StreamingResponse
 
-from runcast_server.api.deps import SessionDep
+from runcast_server.api.deps import ContextDep, SessionDep
 from runcast_server.api.read_deps import RUN_ERRORS, ReadableRunDep, ViewDep
 from runcast_server.metrics.export import (
     MEDIA_TYPES,
@@ -27,6 +27,7 @@ router = APIRouter(tags=["export"])
     responses={200: {"content": {media: {} for media in MEDIA_TYPES.values()}}, **RUN_ERRORS},
 )
 def export_run(
+    ctx: ContextDep,
     session: SessionDep,
     found: ReadableRunDep,
     view: ViewDep,
@@ -47,7 +48,7 @@ def export_run(
     if view.horizon is not None:  # a delayed reader: only the points due (policy/delay.py)
         refs = [replace(r, upto=view.horizon.version) if r.id in view.horizon.frontier else r for r in refs]
     return StreamingResponse(
-        export_chunks(refs, fmt),
+        export_chunks(ctx.database, refs, fmt),
         media_type=MEDIA_TYPES[fmt],
         headers={"Content-Disposition": f'attachment; filename="{filename(run, fmt)}"'},
     )

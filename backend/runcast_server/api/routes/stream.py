@@ -22,6 +22,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from runcast_server.api.deps import SESSION_COOKIE, ContextDep, TokenDep, session_viewer
 from runcast_server.core.auth import project_for_token
+from runcast_server.core.db import Database
 from runcast_server.core.errors import ApiError, NotFound, error_responses
 from runcast_server.live.fanout import Viewer
 from runcast_server.live.stream import viewer_frames
@@ -127,14 +128,12 @@ def _parse_version(raw: str | None, field: str) -> int | None:
     return int(raw)
 
 
-def _check_access(run_id: str, token: str | None, cookie: str | None) -> tuple[bool, str]:
+def _check_access(database: Database, run_id: str, token: str | None, cookie: str | None) -> tuple[bool, str]:
     """404 for a missing or hidden run, 401 for a bad token (a short session; no connection is
     held for the stream's lifetime). Returns whether the caller reads as the run's project
     (its token, or without one a dashboard session cookie), and the run's public policy
     (``View.key``) now."""
-    from runcast_server.core.db import session_scope
-
-    with session_scope() as session:
+    with database.scope() as session:
         if token is not None:
             viewer = project_for_token(session, token)
             if viewer is None:
@@ -179,7 +178,7 @@ async def stream(
     after = _parse_version(last_event_id_header, "Last-Event-ID")
     if after is None:
         after = _parse_version(last_event_id, "last_event_id")
-    project_reader, policy = await run_in_threadpool(_check_access, run_id, token,
+    project_reader, policy = await run_in_threadpool(_check_access, ctx.database, run_id, token,
                                                      request.cookies.get(SESSION_COOKIE))
-    viewer = Viewer(ctx.registry.limits.viewer_queue, project_reader=project_reader, policy=policy)
+    viewer = Viewer(ctx.settings.stream_viewer_queue, project_reader=project_reader, policy=policy)
     return EventStream(viewer_frames(ctx.registry, run_id, after, viewer), viewer, request.app.state.metrics, run_id)

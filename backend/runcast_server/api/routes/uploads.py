@@ -16,7 +16,7 @@ from runcast.events import ID_RE, dumps_batch
 from sqlalchemy.orm import Session
 
 from runcast_server.api.deps import SessionDep, WriterDep
-from runcast_server.api.read_deps import SettingsDep
+from runcast_server.api.read_deps import SettingsDep, StorageDep
 from runcast_server.api.routes.ingest import accept_batch
 from runcast_server.artifacts import uploads
 from runcast_server.artifacts.models import Upload
@@ -26,7 +26,6 @@ from runcast_server.artifacts.schemas import (
     UploadDone,
     UploadState,
 )
-from runcast_server.artifacts.storage import storage_from_settings
 from runcast_server.artifacts.upload_store import upload_store_for
 from runcast_server.core.errors import ApiError, NotFound, error_responses
 from runcast_server.core.models import Project, Run
@@ -76,7 +75,8 @@ def storage_capabilities(settings: SettingsDep) -> dict[str, Any]:
 
 @router.post("/runs/{run_id}/uploads", response_model=UploadState, response_model_exclude_unset=True, responses=_ERRORS)
 def begin_upload(
-    run_id: RunId, project: WriterDep, session: SessionDep, settings: SettingsDep, request: Request,
+    run_id: RunId, project: WriterDep, session: SessionDep, settings: SettingsDep, storage: StorageDep,
+    request: Request,
     body: Annotated[dict[str, Any] | None, Body(description="segment, seq, ts, step, name, kind, files "
                                                 "[{path, size, sha256}], metrics, public, and path (the trainer's)")] = None,
 ) -> dict[str, Any]:
@@ -84,7 +84,6 @@ def begin_upload(
     run = _own_run(session, project, run_id)  # another project's run: 404 before the body is looked at
     if body is None:
         raise ApiError(422, "the body must be a JSON object describing the checkpoint", field="body")
-    storage = storage_from_settings(settings)
     store = upload_store_for(storage, settings)
     try:
         row = uploads.begin(session, run=run, project=project.name, body=body, storage=storage, store=store,
@@ -101,7 +100,7 @@ def begin_upload(
 @router.put("/runs/{run_id}/uploads/{upload_id}/files/{index}", response_model=ChunkReceived, responses=_ERRORS)
 async def upload_chunk(
     run_id: RunId, upload_id: UploadId, project: WriterDep, session: SessionDep, settings: SettingsDep,
-    request: Request,
+    storage: StorageDep, request: Request,
     index: Annotated[int, Path(ge=0, le=10**9, description="The file's index in the manifest.")],
     offset: Annotated[int | None, Query(ge=0, le=2**63 - 1, description="Where this chunk starts in the file.")] = None,
     chunk_sha256: Annotated[str | None, Header(alias="X-Runcast-Chunk-Sha256")] = None,
@@ -114,7 +113,7 @@ async def upload_chunk(
         row = uploads.find(session, run, upload_id)
         if offset is None:
             raise uploads.UploadRejected(422, "offset (where the chunk starts in the file) is required", "offset")
-        store = upload_store_for(storage_from_settings(settings), settings)
+        store = upload_store_for(storage, settings)
         return uploads.receive(store, row, index, offset, data, chunk_sha256, _limits(settings))
 
     try:
@@ -127,11 +126,10 @@ async def upload_chunk(
 @router.post("/runs/{run_id}/uploads/{upload_id}/complete", response_model=UploadDone, responses=_ERRORS)
 def complete_upload(
     run_id: RunId, upload_id: UploadId, project: WriterDep, session: SessionDep, settings: SettingsDep,
-    request: Request,
+    storage: StorageDep, request: Request,
 ) -> dict[str, Any]:
     """Verify every file's sha256, move the checkpoint into place and record its event."""
     run = _own_run(session, project, run_id)
-    storage = storage_from_settings(settings)
     store = upload_store_for(storage, settings)
     try:
         row = uploads.find(session, run, upload_id)
