@@ -146,10 +146,12 @@ class Stack:
             api, self.api_url = services.start_api(self.env, self.logs / "api.log")
             exits.callback(api.stop)
             self.api_pid = api.pid
-        self.worker: services.Process | None = None
-        if not args.no_worker:
-            self.worker = services.start_worker(self.env, self.logs / "worker.log", pool=args.pool)
-            exits.callback(self.worker.stop)
+        self.workers: list[services.Process] = []
+        for n in range(0 if args.no_worker else args.workers):
+            worker = services.start_worker(self.env, self.logs / f"worker{n}.log", pool=args.pool, name=f"worker{n}")
+            exits.callback(worker.stop)
+            self.workers.append(worker)
+        self.worker = self.workers[0] if self.workers else None
         self.token = self._token()
 
     def _local_postmaster(self) -> int | None:
@@ -224,6 +226,10 @@ def _children(pid: int) -> list[int]:
     return out
 
 
+def _tree_cpu(pid: int) -> float:
+    return _proc_cpu(pid) + sum(_proc_cpu(c) for c in _children(pid))
+
+
 class CpuMeter:
     """CPU seconds spent by each component (a process and its children) over a window.
 
@@ -235,8 +241,7 @@ class CpuMeter:
         self.roots = {"sdk (this process)": os.getpid()}
         if stack.api_pid:
             self.roots["api"] = stack.api_pid
-        if stack.worker:
-            self.roots["worker"] = stack.worker.pid
+        self.workers = [w.pid for w in stack.workers]  # their CPU is summed as "worker"
         if stack.redis_pid:
             self.roots["redis"] = stack.redis_pid
         if stack.pg_pid:
@@ -249,7 +254,9 @@ class CpuMeter:
                 t = os.times()
                 out[name] = t.user + t.system
             else:
-                out[name] = _proc_cpu(pid) + sum(_proc_cpu(c) for c in _children(pid))
+                out[name] = _tree_cpu(pid)
+        if self.workers:
+            out["worker"] = sum(_tree_cpu(pid) for pid in self.workers)
         return out
 
 
@@ -392,7 +399,7 @@ def bench_ingest(stack: Stack, steps: int, repeat: int, batch_size: int | None, 
         rows.append(
             {
                 "what": f"ingest {steps:,} steps x 8 via {transport}:// (batch {batch_size or sdk_batch}), "
-                        f"1 worker --pool {stack_pool}",
+                        f"{len(stack.workers)} worker(s) --pool {stack_pool}",
                 "points_per_s": statistics.median(rates),
                 "runs": [round(x) for x in rates],
                 "load": load_str(loads),
@@ -599,7 +606,8 @@ def main() -> None:
     parser.add_argument("--sizes", help="series lengths for the query bench (default 10000,1000000,10000000)")
     parser.add_argument("--requests", type=int, default=50, help="requests per query repeat")
     parser.add_argument("--load-batch", type=int, default=100_000, help="events per store_batch when loading series")
-    parser.add_argument("--pool", default="solo", choices=["solo", "prefork"], help="the one worker's pool (concurrency 1)")
+    parser.add_argument("--pool", default="solo", choices=["solo", "prefork"], help="each worker's pool (concurrency 1)")
+    parser.add_argument("--workers", type=int, default=1, help="worker processes (each --concurrency 1)")
     parser.add_argument("--pg-url", help="use this PostgreSQL (SQLAlchemy URL) instead of a throwaway one")
     parser.add_argument("--redis-url", help="use this Redis instead of a throwaway one")
     parser.add_argument("--api-url", help="use this API instead of starting one (it must use the same database)")
@@ -628,7 +636,7 @@ def main() -> None:
         stack = Stack(args, exits)
         exits.callback(shutil.rmtree, stack.tmp, True)
         print(f"services: {stack.pg_note}; redis {stack.redis_url}; api {stack.api_url}; "
-              f"worker: {'1 process, --pool ' + args.pool + ' --concurrency 1' if stack.worker else 'external'}; "
+              f"workers: {str(len(stack.workers)) + ' process(es), --pool ' + args.pool + ' --concurrency 1' if stack.workers else 'external'}; "
               f"logs {stack.logs}", flush=True)
         if "sdk" in only:
             print("(a) SDK cost per log()", flush=True)
