@@ -6,12 +6,14 @@ from collections.abc import Iterator
 from typing import Annotated
 
 from fastapi import Depends, Request
+from fastapi.responses import Response
 from fastapi.security import HTTPBearer
 from sqlalchemy.orm import Session
 
+from runcast_server.alerts import ratelimit
 from runcast_server.context import AppContext
 from runcast_server.core.auth import is_admin_token, project_for_token
-from runcast_server.core.errors import ApiError
+from runcast_server.core.errors import ApiError, error_body, error_response
 from runcast_server.core.models import Project
 from runcast_server.sessions.service import COOKIE as SESSION_COOKIE
 from runcast_server.sessions.service import lookup as lookup_session
@@ -109,3 +111,20 @@ def admin(session: SessionDep, token: TokenDep) -> None:
 
 
 AdminDep = Depends(admin)
+
+
+def client_ip(request: Request) -> str:
+    """The address the request came from, as the ASGI server reports it ("unknown" without one)."""
+    return request.client.host if request.client else "unknown"
+
+
+def over_rate_limit(request: Request, session: Session, action: str, limit: int, window_s: int,
+                    message: str) -> Response | None:
+    """Count one ``action`` from the client's address; None while under ``limit`` per ``window_s``,
+    else the 429 to answer (with Retry-After). The count is committed even for a refused request:
+    the attempt is what the limit counts."""
+    wait = ratelimit.hit(session, f"{action}:{client_ip(request)}", limit, window_s)
+    if wait is None:
+        return None
+    session.commit()
+    return error_response(429, error_body(message), headers={"Retry-After": str(int(wait) + 1)})

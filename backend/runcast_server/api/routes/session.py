@@ -15,8 +15,7 @@ from urllib.parse import urlsplit
 from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from runcast_server.alerts import ratelimit
-from runcast_server.api.deps import SessionDep
+from runcast_server.api.deps import SessionDep, over_rate_limit
 from runcast_server.api.read_deps import SettingsDep
 from runcast_server.core.errors import ApiError, error_body, error_response, error_responses
 from runcast_server.sessions import service
@@ -71,12 +70,10 @@ def sign_in(request: Request, response: Response, session: SessionDep, settings:
     _same_origin(request)
     if request.headers.get("content-type", "").split(";")[0].strip().lower() != "application/json":
         raise ApiError(415, "send the token as JSON (Content-Type: application/json)", field="Content-Type")
-    ip = request.client.host if request.client else "unknown"
-    wait = ratelimit.hit(session, f"signin:{ip}", settings.signin_rate_limit, settings.signin_rate_window_s)
-    if wait is not None:
-        session.commit()
-        return error_response(429, error_body("too many sign-in attempts from this address; try again later"),
-                              headers={"Retry-After": str(int(wait) + 1)})
+    refused = over_rate_limit(request, session, "signin", settings.signin_rate_limit, settings.signin_rate_window_s,
+                              "too many sign-in attempts from this address; try again later")
+    if refused is not None:
+        return refused
     opened = service.sign_in(session, body.token, settings.session_ttl_s)
     if opened is None:
         session.commit()  # the attempt counts

@@ -17,18 +17,16 @@ from pydantic import BaseModel, Field, field_validator
 from runcast.events import ID_RE, PROJECT_RE, check_text
 from sqlalchemy import select
 
-from runcast_server.alerts import email, ratelimit, ssrf
+from runcast_server.alerts import email, ssrf
 from runcast_server.alerts.models import Subscription
 from runcast_server.alerts.notify import new_secret, unsubscribe_url
 from runcast_server.alerts.schemas import SubscriptionStatus, SubscriptionView
-from runcast_server.api.deps import SessionDep, ViewerDep
+from runcast_server.api.deps import SessionDep, ViewerDep, client_ip, over_rate_limit
 from runcast_server.api.read_deps import SettingsDep
 from runcast_server.api.routes.alerts import AlertKind, base_url
 from runcast_server.core.errors import (
     ApiError,
     NotFound,
-    error_body,
-    error_response,
     error_responses,
 )
 from runcast_server.core.models import Project
@@ -77,12 +75,10 @@ def create_subscription(
 ) -> Any:
     """Subscribe. Webhooks are active at once (the response holds their signing secret,
     shown once); email subscriptions wait for the link in the confirmation mail."""
-    ip = request.client.host if request.client else "unknown"
-    wait = ratelimit.hit(session, f"subscribe:{ip}", settings.subscribe_rate_limit, settings.subscribe_rate_window_s)
-    if wait is not None:
-        session.commit()
-        return error_response(429, error_body("too many subscriptions from this address; try again later"),
-                              headers={"Retry-After": str(int(wait) + 1)})
+    refused = over_rate_limit(request, session, "subscribe", settings.subscribe_rate_limit,
+                              settings.subscribe_rate_window_s, "too many subscriptions from this address; try again later")
+    if refused is not None:
+        return refused
     if (body.run is None) == (body.project is None):
         raise ApiError(422, "give exactly one of run or project", field="run")
     run_id = project_id = None
@@ -103,7 +99,7 @@ def create_subscription(
     sub = Subscription(
         run_id=run_id, project_id=project_id, channel=body.channel, format=body.format, kinds=list(body.kinds),
         notify_close=body.notify_close, unsub_token=secrets.token_urlsafe(32), base_url=base, failures=0,
-        created_at=time.time(), created_ip=ip[:64],
+        created_at=time.time(), created_ip=client_ip(request)[:64],
     )
     secret = None
     if body.channel == "webhook":
