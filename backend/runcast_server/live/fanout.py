@@ -23,9 +23,9 @@ log = logging.getLogger(__name__)
 # A channel's fan-out runs in passes: each hands every frame read since the last pass to every
 # viewer, and costs one wake-up and one socket write per viewer, however many frames it holds.
 # After a pass that took t seconds of the loop's CPU, the next waits until FANOUT_IDLE * t has
-# gone by, so a channel's writes take at most 1 / (1 + FANOUT_IDLE) of the loop: a run with few viewers is
-# sent each batch at once (a pass takes microseconds), one with thousands gets its batches
-# grouped, and the loop keeps time for the ingest requests that make them.
+# gone by, so a channel's writes take at most 1 / (1 + FANOUT_IDLE) of the loop: a run with few
+# viewers is sent each batch at once (a pass takes microseconds), one with thousands gets its
+# batches grouped, and the loop keeps time for the ingest requests that make them.
 FANOUT_IDLE = 1.0
 
 
@@ -118,14 +118,14 @@ class RunChannel:
 
     def _fan_out(self) -> None:
         """Hand every queued frame to every viewer (one wake-up each), then time the pass."""
+        began = time.thread_time()
         self._pass = None
         self.passes += 1
         frames, self._pending = self._pending, []
-        loop = asyncio.get_running_loop()
         for frame in frames:
             self._deliver(frame)
         # The viewers' wake-ups (their writes) were queued on the loop before this callback.
-        loop.call_soon(self._passed, time.thread_time())
+        asyncio.get_running_loop().call_soon(self._passed, began)
 
     def _passed(self, began: float) -> None:
         # The loop thread's CPU time, not the clock's: a machine busy with other processes
