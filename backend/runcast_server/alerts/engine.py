@@ -25,6 +25,7 @@ from runcast_server.detectors import config as dconfig
 from runcast_server.detectors.core import SegmentRunner, inherit
 from runcast_server.detectors.runlevel import restart
 from runcast_server.detectors.signals import Signal
+from runcast_server.detectors.stats import stored_state
 from runcast_server.ingest.checks import lock_runs, take_write_lock
 from runcast_server.ingest.results import IngestResult
 from runcast_server.reads.values import strict_json
@@ -179,7 +180,7 @@ def _save_states(conn: Connection, changed: dict[tuple[str, int, str, str], dict
     if not changed:
         return
     rows = [
-        {"run_id": r, "segment_id": s, "key": k, "detector": d, "state": strict_json(st), "updated_at": now}
+        {"run_id": r, "segment_id": s, "key": k, "detector": d, "state": strict_json(stored_state(st)), "updated_at": now}
         for (r, s, k, d), st in sorted(changed.items())
     ]
     stmt = upsert(conn, STATES)

@@ -16,6 +16,7 @@ one, changes nothing).
 
 from __future__ import annotations
 
+from operator import itemgetter
 from typing import Any
 
 from runcast_server.detectors.divergence import divergence_train, divergence_val
@@ -74,20 +75,21 @@ class SegmentRunner:
                 role = roles[key] = role_of(key, cfg)
             if role is not None:
                 tagged.append((step, ROLE_ORDER[role], key, role, value))
-        tagged.sort(key=lambda t: (t[0], t[1], t[2]))
+        tagged.sort(key=_ORDER)
         enabled = {
             role: [(name, cfg[section], update) for section, name, update in detectors
                    if cfg[section].get("enabled", True)]
             for role, detectors in POINT_DETECTORS.items() if role in roles.values()
         }
         states, touched = self.states, self.touched
+        fed: dict[str, list[tuple[dict[str, Any], dict[str, Any], PointDetector, tuple[str, str]]]] = {}
         out: list[Signal] = []
         for step, _, key, role, value in tagged:
-            for name, params, update in enabled[role]:
-                sk = (key, name)
-                state = states.get(sk)
-                if state is None:
-                    state = states[sk] = {}
+            detectors = fed.get(key)
+            if detectors is None:  # the key's detectors and states, looked up once per call
+                detectors = fed[key] = [(states.setdefault((key, name), {}), params, update, (key, name))
+                                        for name, params, update in enabled[role]]
+            for state, params, update, sk in detectors:
                 last = state.get("last_step")
                 if last is not None and step <= last:
                     continue
@@ -97,6 +99,9 @@ class SegmentRunner:
                     sig.key = key
                     out.append(sig)
         return out
+
+
+_ORDER = itemgetter(0, 1, 2)  # step, then loss before validation loss, then key
 
 
 def inherit(state: dict[str, Any]) -> dict[str, Any]:

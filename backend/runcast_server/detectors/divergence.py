@@ -6,7 +6,7 @@ import math
 from typing import Any
 
 from runcast_server.detectors.signals import Signal
-from runcast_server.detectors.stats import median, push
+from runcast_server.detectors.stats import middle, push_ordered
 
 
 def divergence_train(state: dict[str, Any], p: dict[str, Any], step: int, value: float, ctx: dict[str, Any]) -> list[Signal]:
@@ -17,10 +17,10 @@ def divergence_train(state: dict[str, Any], p: dict[str, Any], step: int, value:
     if not math.isfinite(value):
         return []
     ring: list[float] = state.setdefault("ring", [])
-    push(ring, value, p["smooth"])
+    window = push_ordered(state, ring, value, p["smooth"])
     if len(ring) < max(3, p["smooth"] // 4):
         return []
-    med = median(ring)
+    med = middle(window)
     ctx["train_smoothed"] = med
     best: float | None = state.get("best")
     if best is None or (med < best and not state.get("open")):  # an open alert always has a best

@@ -6,7 +6,7 @@ import math
 from typing import Any
 
 from runcast_server.detectors.signals import PointDetector, Signal
-from runcast_server.detectors.stats import MAD_SIGMA, MIN_MAD_POINTS, mad, middle, push
+from runcast_server.detectors.stats import MAD_SIGMA, MIN_MAD_POINTS, mad, middle, ordered, push_ordered
 
 
 def excursion_up(kind: str) -> PointDetector:
@@ -37,6 +37,7 @@ def excursion_up(kind: str) -> PointDetector:
             elif o["n"] >= p["max_open_points"]:
                 reason = "new_level"
                 ring.clear()
+                ordered(state, ring).clear()
             if reason:
                 state["open"] = None
                 ev = {"reason": reason, "peak": o["peak"], "peak_step": o["peak_step"], "points": o["n"],
@@ -47,7 +48,7 @@ def excursion_up(kind: str) -> PointDetector:
             signal = _excursion_open(kind, state, ring, p, step, value)
             if signal is not None:
                 return [signal]
-        push(ring, value, p["window"])
+        push_ordered(state, ring, value, p["window"])
         return []
 
     return update
@@ -57,8 +58,8 @@ def _excursion_open(
     kind: str, state: dict[str, Any], ring: list[float], p: dict[str, Any], step: int, value: float
 ) -> Signal | None:
     """The excursion's opening signal if ``value`` crosses the threshold over ``ring``, else None."""
-    ordered = sorted(ring)
-    med = middle(ordered)
+    window = ordered(state, ring)
+    med = middle(window)
     floor = p["min_rel"] * abs(med)
     if value <= med + floor:
         # The threshold is never below the relative floor: the MAD (most of this detector's
@@ -66,7 +67,7 @@ def _excursion_open(
         return None
     # The MAD of a handful of points says little: below MIN_MAD_POINTS only the
     # relative floor applies (e.g. right after a resume, or in sparse logs).
-    sigma = MAD_SIGMA * mad(ordered, med) if len(ring) >= MIN_MAD_POINTS else 0.0
+    sigma = MAD_SIGMA * mad(window, med) if len(ring) >= MIN_MAD_POINTS else 0.0
     margin = max(p["k"] * sigma, floor)
     threshold = med + margin
     if value <= threshold:

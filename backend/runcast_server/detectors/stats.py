@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from bisect import bisect_left, insort
+from typing import Any, Final
+
 MAD_SIGMA = 1.4826  # MAD of a normal distribution x this = its standard deviation
 MIN_MAD_POINTS = 10
 
@@ -38,3 +41,36 @@ def push(ring: list[float], value: float, size: int) -> None:
     ring.append(value)
     if len(ring) > size:
         del ring[: len(ring) - size]
+
+
+ORDERED: Final = "_ordered"  # a state's transient key: its ring in order (``ordered``), never stored
+
+
+def ordered(state: dict[str, Any], ring: list[float]) -> list[float]:
+    """``ring``'s values in order, kept in ``state[ORDERED]`` and in step with the ring by ``push_ordered``.
+
+    A moving median over a window of w points is then a binary search and a move per
+    point instead of a sort. The copy is made from the ring the first time a batch asks
+    for it, and is not stored with the state (``stored_state``).
+    """
+    copy = state.get(ORDERED)
+    if copy is None:
+        copy = state[ORDERED] = sorted(ring)
+    return copy
+
+
+def push_ordered(state: dict[str, Any], ring: list[float], value: float, size: int) -> list[float]:
+    """``push`` for a ring whose ordered copy (``ordered``) is kept: both updated; returns the copy."""
+    copy = ordered(state, ring)
+    ring.append(value)
+    insort(copy, value)
+    if len(ring) > size:
+        for old in ring[: len(ring) - size]:
+            del copy[bisect_left(copy, old)]
+        del ring[: len(ring) - size]
+    return copy
+
+
+def stored_state(state: dict[str, Any]) -> dict[str, Any]:
+    """The part of a detector's state that is stored: all but the transient copies."""
+    return {k: v for k, v in state.items() if k != ORDERED}

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+import orjson
 from sqlalchemy import ColumnElement, Connection, Row, func, select, update
 
 from runcast_server.inbox.models import InboxRow
@@ -69,12 +70,33 @@ def is_transient(exc: BaseException) -> bool:
 
 
 def parse_body(body: bytes) -> Any:
-    """A stored body as JSON (strict: the constants NaN and Infinity are refused)."""
+    """A batch body as JSON (strict: the constants NaN and Infinity are refused, with a ValueError).
+
+    orjson reads it (a batch is the largest thing ingest parses). orjson turns an integer
+    outside [-2**63, 2**64) into a float, so a body where a token starts with 20 digits, or
+    with a minus and 19, is read by the standard library instead, as is what orjson
+    refuses (the error is then the standard library's): the result is always the standard
+    library's (integers of any size, lone surrogates, UTF-16 and UTF-32 bodies included).
+    """
+    digits = b" " + body.translate(_DIGIT_RUNS)
+    if _LONG_POSITIVE not in digits and _LONG_NEGATIVE not in digits:
+        try:
+            return orjson.loads(body)
+        except orjson.JSONDecodeError:
+            pass
     return json.loads(body, parse_constant=_not_json)
 
 
+# Digits become "0"; a point and a minus stay; anything else becomes a space. A run of digits
+# that starts a token (not a fraction) then follows a space or a minus, and bytes.find finds it.
+_DIGIT_RUNS: Final = b"".join(b"0" if c in "0123456789" else c.encode() if c in ".-" else b" "
+                              for c in map(chr, range(256)))
+_LONG_POSITIVE: Final = b" " + b"0" * 20  # >= 10**19: may be 2**64 or more
+_LONG_NEGATIVE: Final = b"-" + b"0" * 19  # <= -10**18: may be below -2**63
+
+
 def _not_json(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
+    raise ValueError(f"{name} is not JSON; send non-finite numbers as strings")
 
 
 def claim(conn: Connection, inbox_id: int, expect: str, *, read_body: bool = True, **values: Any) -> Row[Any] | None:

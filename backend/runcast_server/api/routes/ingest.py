@@ -11,7 +11,6 @@ the SDK may resend.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from typing import Any
@@ -28,6 +27,7 @@ from runcast_server.api.ingest_doc import BODY_DOC
 from runcast_server.context import AppContext
 from runcast_server.core.errors import ApiError, error_responses
 from runcast_server.inbox import accept as inbox
+from runcast_server.inbox.rows import parse_body
 from runcast_server.ingest.checks import check_batch, register_runs
 from runcast_server.ingest.results import IngestRejected
 from runcast_server.observability.metrics import Metrics
@@ -41,13 +41,9 @@ class Accepted(BaseModel):
     accepted: int
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON; send non-finite numbers as strings")
-
-
 def _parse(body: bytes) -> Any:
     try:
-        return json.loads(body, parse_constant=_reject_constant)
+        return parse_body(body)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ApiError(400, f"body is not valid JSON: {exc}", field="body") from exc
     except RecursionError:
