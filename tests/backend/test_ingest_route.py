@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 import pytest
+from runcast.events import MAX_BATCH_EVENTS
 from runcast_server.core.auth import create_token
 
 from backend.helpers import counts, metrics, started, wire
@@ -134,9 +135,20 @@ def test_batch_shape_is_422(embedded: Any, token: str, body: Any, field: str) ->
 
 
 def test_too_many_events_is_422(db: Any, embedded: Any, token: str) -> None:
-    r = post(embedded, [started(), *(metrics(s, {"a": 1}) for s in range(1000))], token)
+    r = post(embedded, [started(), *(metrics(s, {"a": 1}) for s in range(MAX_BATCH_EVENTS))], token)
     assert r.status_code == 422 and r.json()["error"]["field"] == "events"
+    assert f"more than {MAX_BATCH_EVENTS}" in r.json()["error"]["message"]
     assert counts(db.engine)["runs"] == 0
+
+
+def test_the_largest_batch_is_stored_whole_and_whoami_names_its_size(db: Any, embedded: Any, token: str) -> None:
+    """A batch of MAX_BATCH_EVENTS (5000; servers before it took 1000) is stored in full, and
+    whoami tells an SDK so (it sends at most 1000 to a server that does not say)."""
+    assert embedded.get("/api/v1/whoami", headers={"Authorization": f"Bearer {token}"}).json()["max_batch_events"] \
+        == MAX_BATCH_EVENTS == 5000
+    r = post(embedded, [started(), *(metrics(s, {"a": s / 7}) for s in range(MAX_BATCH_EVENTS - 1))], token)
+    assert r.status_code == 202 and r.json() == {"accepted": MAX_BATCH_EVENTS}
+    assert counts(db.engine)["points"] == MAX_BATCH_EVENTS - 1
 
 
 def test_body_over_limit_is_413(db: Any, settings: Any, embedded: Any, token: str, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -193,6 +193,31 @@ def test_disabled_mode_sends_nothing_and_starts_nothing(server, tmp_path, api, m
     assert [r for r in api.get("/runs", params={"project": PROJECT}).json()["runs"] if r["id"] == run.id] == []
 
 
+def test_a_backlog_leaves_in_batches_as_large_as_the_server_takes(server, tmp_path, api, monkeypatch):
+    """whoami names the server's largest batch (5000 events): a backlog goes in batches that size, and
+    every point is stored once."""
+    from runcast.transport import HttpTransport
+
+    url, mine, _, _ = server
+    sizes: list[int] = []
+    send = HttpTransport.send
+
+    def counted(self: HttpTransport, body: bytes, batch: list[dict[str, Any]], timeout: float) -> None:
+        sizes.append(len(batch))
+        send(self, body, batch, timeout)
+
+    monkeypatch.setattr(HttpTransport, "send", counted)
+    run = runcast.init(project=PROJECT, name="backlog", server=url, token=mine, dir=tmp_path / "spool",
+                       flush_interval=60.0, max_queue=20_000, heartbeat_interval=3600, capture_code=False)
+    for step in range(12_000):
+        run.log({"loss": 1.0 / (step + 1), "lr": 3e-4}, step=step)
+    run.finish()
+    assert max(sizes) == 5000 and sum(sizes) == 12_002  # run_started, 12,000 steps, finished
+    assert sizes[:2] == [5000, 5000]
+    stored = points(api, run.id, "loss")
+    assert [step for step, _ in stored[0]] == list(range(12_000))
+
+
 def test_config_updates_mid_run_are_stored(server, tmp_path, api):
     url, mine, _, _ = server
     run = runcast.init(project=PROJECT, name="config", config={"lr": 3e-4, "opt": {"beta1": 0.9}}, server=url,

@@ -20,6 +20,18 @@ def test_batches_by_count(make_run, receiver):
     assert [len(b["events"]) for b in receiver.bodies] == [5, 5, 1]
 
 
+def test_a_server_that_does_not_name_its_largest_batch_gets_batches_of_1000(make_run, receiver):
+    """The receiver has no whoami (like a server before 5000-event batches): the SDK's default
+    batch_size (5000) is cut to what every server takes."""
+    run = make_run(flush_interval=30.0, max_queue=5000)
+    assert run._sender.config.batch_size == events.COMPATIBLE_BATCH_EVENTS == 1000
+    for step in range(2500):
+        run.log({"loss": float(step)})
+    receiver.wait_for(lambda: len(receiver.bodies) == 2)
+    run.finish()
+    assert [len(b["events"]) for b in receiver.bodies] == [1000, 1000, 502]  # run_started, 2500 steps, finished
+
+
 def test_batches_by_time(make_run, receiver):
     run = make_run(batch_size=500, flush_interval=0.2)
     run.log({"a": 1.0})

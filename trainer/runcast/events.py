@@ -110,6 +110,7 @@ from .checks import (
 )
 from .limits import (
     CHECKPOINT_STATUSES,
+    COMPATIBLE_BATCH_EVENTS,
     EVENT_TYPES,
     FINAL_STATUSES,
     ID_RE,
@@ -150,6 +151,7 @@ from .limits import (
 # The schema's public names, wherever they are defined (the backend and the SDK import them from here).
 __all__ = [
     "CHECKPOINT_STATUSES",
+    "COMPATIBLE_BATCH_EVENTS",
     "EVENT_TYPES",
     "EventError",
     "FINAL_STATUSES",

@@ -9,6 +9,7 @@ import logging
 from dataclasses import dataclass
 from typing import Final
 
+from .limits import COMPATIBLE_BATCH_EVENTS, MAX_BATCH_EVENTS
 from .transport import _error_message, public_url
 
 WHOAMI_PATH: Final = "/api/v1/whoami"
@@ -29,6 +30,7 @@ class Identity:
     project: str
     run_exists: bool
     run_last_step: int | None
+    max_batch_events: int = COMPATIBLE_BATCH_EVENTS  # what a server that does not say takes
 
 
 def whoami(server: str, token: str | None, run_id: str | None, timeout: float) -> Identity | None:
@@ -66,7 +68,16 @@ def whoami(server: str, token: str | None, run_id: str | None, timeout: float) -
             project=str(doc["project"]),
             run_exists=run is not None,
             run_last_step=run.get("last_step") if run else None,
+            max_batch_events=_batch_limit(doc.get("max_batch_events")),
         )
     except (ValueError, KeyError, TypeError, AttributeError):
         log.warning("runcast: the server at %s answered whoami with something unexpected", where)
         return None
+
+
+def _batch_limit(said: object) -> int:
+    """The batch size to send at most: what the server said, within what this SDK knows is safe."""
+    if isinstance(said, bool) or not isinstance(said, int) or said < 1:
+        return COMPATIBLE_BATCH_EVENTS
+    return min(said, MAX_BATCH_EVENTS)
+

@@ -25,7 +25,10 @@ FINAL_STATUSES: Final = ("finished", "failed", "killed")
 VISIBILITIES: Final = ("public", "unlisted", "private")
 CHECKPOINT_STATUSES: Final = ("available", "pruned")
 
-MAX_BATCH_EVENTS: Final = 1000
+MAX_BATCH_EVENTS: Final = 5000  # the most events one batch may hold (the server refuses more)
+# What every server accepts, releases before 5000 included: a sender cuts batches at this size
+# until the server names its own maximum (``max_batch_events`` of ``GET /api/v1/whoami``).
+COMPATIBLE_BATCH_EVENTS: Final = 1000
 MAX_BATCH_BYTES: Final = 8 * 1024 * 1024
 MAX_METRICS_PER_EVENT: Final = 1000
 MAX_KEY_BYTES: Final = 200

@@ -52,7 +52,7 @@ def init(
     spool_dir: str | os.PathLike[str] | None = None,
     start_timeout: float = DEFAULT_START_TIMEOUT,
     flush_interval: float = 0.0,
-    batch_size: int = 1000,
+    batch_size: int = events.MAX_BATCH_EVENTS,
     max_queue: int = 100_000,
     finish_timeout: float = 30.0,
     all_ranks: bool = False,
@@ -150,6 +150,7 @@ def init(
 
     sink: Transport | None = None
     base: str | None = None
+    batch_limit = events.COMPATIBLE_BATCH_EVENTS  # until the server says more
     if enabled and mode == "online":
         if isinstance(transport, str):
             sink = make_transport(transport, token)
@@ -161,7 +162,8 @@ def init(
             base = server
         if sink is not None and base is not None and base.startswith("http"):
             try:
-                project, resume_step = _ask_server(base, token, project, run_id, resume, id, resume_step, start_timeout)
+                project, resume_step, batch_limit = _ask_server(base, token, project, run_id, resume, id, resume_step,
+                                                                start_timeout)
             except InitError as exc:
                 if on_error == "raise":
                     sink.close()
@@ -221,7 +223,7 @@ def init(
         transport=sink,
         spool_dir=Path(spool_dir).expanduser() if spool_dir is not None else default_dir(),
         flush_interval=flush_interval,
-        batch_size=batch_size,
+        batch_size=min(batch_size, batch_limit),
         max_queue=max_queue,
         finish_timeout=finish_timeout,
         heartbeat_interval=heartbeat_interval,
@@ -260,14 +262,14 @@ def _ask_server(
     new_id: str | None,
     resume_step: int | None,
     timeout: float,
-) -> tuple[str | None, int | None]:
-    """The project and resume step after asking the server (InitError when it refuses)."""
+) -> tuple[str | None, int | None, int]:
+    """The project, resume step and largest batch after asking the server (InitError when it refuses)."""
     who = whoami(base, token, run_id if (resume or new_id) else None, timeout)
     if who is None:  # unreachable: not an error
         if resume is not None and resume_step is None:
             log.warning("runcast: cannot ask where run %s stopped; it continues from step 0 of a new segment "
                         "(pass resume_step= to say where)", resume)
-        return project, resume_step
+        return project, resume_step, events.COMPATIBLE_BATCH_EVENTS
     if project is not None and project != who.project:
         raise InitError(f"the token is for project {who.project!r}, not {project!r}: use a token of {project!r} "
                         f"(runcast token create --project {project}) or leave project= out")
@@ -275,7 +277,7 @@ def _ask_server(
         raise InitError(f"run {new_id!r} exists already: pass resume={new_id!r} to continue it")
     if resume is not None and resume_step is None and who.run_exists:
         resume_step = 0 if who.run_last_step is None else who.run_last_step + 1
-    return who.project, resume_step
+    return who.project, resume_step, who.max_batch_events
 
 
 def _check_positive(**numbers: float) -> None:

@@ -338,7 +338,7 @@ class SystemSampler:
 
     def _send(self, timeout: float) -> None:
         while self._pending:
-            batch = list(self._pending)[: events.MAX_BATCH_EVENTS]
+            batch = list(self._pending)[: events.COMPATIBLE_BATCH_EVENTS]
             try:
                 self._transport.send(events.dumps_batch(batch), batch, timeout)
             except Retryable:

@@ -2,7 +2,7 @@
 
 A run's ``run_started`` events go first (the server must know a segment before its
 points), then its metrics, notes and ``finished`` events. Batches hold at most
-``MAX_BATCH_EVENTS`` events and ``MAX_BATCH_BYTES`` bytes. A batch the service cannot
+``COMPATIBLE_BATCH_EVENTS`` events (what every server takes) and ``MAX_BATCH_BYTES`` bytes. A batch the service cannot
 take now (``Retryable``) is tried again with back-off; one it refuses (``Rejected``)
 stops the import. Whatever was sent before a failure is stored, and a second run of
 the same import sends it again without storing anything twice: that is how an
@@ -42,7 +42,7 @@ class Batch:
     points: int
 
 
-def batches(plans: Iterable[Plan], size: int = events.MAX_BATCH_EVENTS) -> Iterator[Batch]:
+def batches(plans: Iterable[Plan], size: int = events.COMPATIBLE_BATCH_EVENTS) -> Iterator[Batch]:
     """Every plan's events cut into batches (a batch never mixes runs)."""
     for plan in plans:
         pending: list[dict[str, Any]] = []

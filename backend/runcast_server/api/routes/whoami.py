@@ -1,4 +1,5 @@
-"""``GET /api/v1/whoami``: the SDK's one request at ``init()`` (token, project, a resumed run's last step)."""
+"""``GET /api/v1/whoami``: the SDK's one request at ``init()`` (token, project, a resumed run's last step,
+the largest batch this server takes)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
-from runcast.events import ID_RE
+from runcast.events import ID_RE, MAX_BATCH_EVENTS
 from sqlalchemy import select
 
 from runcast_server.api.deps import SessionDep, WriterDep
@@ -25,6 +26,11 @@ class StoredRun(BaseModel):
 class WhoAmI(BaseModel):
     project: str = Field(description="The project the token writes to.")
     run: StoredRun | None = Field(description="The run named by ?run=, when the token's project holds it.")
+    max_batch_events: int = Field(
+        MAX_BATCH_EVENTS,
+        description="The most events a batch may hold here. An SDK that is not told (a server before this field) "
+                    "sends at most 1000.",
+    )
 
 
 @router.get("/whoami", response_model=WhoAmI, responses=error_responses(401, 409, 422))
