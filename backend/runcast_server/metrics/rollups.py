@@ -35,14 +35,19 @@ def rollup_deltas(
     inf = math.inf
     first = LEVELS[0]
     level_rows: dict[RollupKey, list[Any]] = {}
+    row: list[Any] = []
+    series, bucket = None, None  # the row's; points usually come in step order, eight to a bucket
     for series_id, step, value in points:
-        key = (series_id, first, step >> first)
-        row = level_rows.get(key)
-        finite = value is not None and -inf < value < inf
-        if row is None:
-            level_rows[key] = [value, value, value if finite else 0.0, 1 if finite else 0,
-                               0 if value is not None else 1, value, step]
-            continue
+        if step >> first != bucket or series_id != series:
+            series, bucket = series_id, step >> first
+            key = (series_id, first, bucket)
+            found = level_rows.get(key)
+            if found is None:
+                finite = value is not None and -inf < value < inf
+                row = level_rows[key] = [value, value, value if finite else 0.0, 1 if finite else 0,
+                                         0 if value is not None else 1, value, step]
+                continue
+            row = found
         if value is None:
             row[4] += 1
         else:
@@ -50,7 +55,7 @@ def rollup_deltas(
                 row[0] = value
             if row[1] is None or value > row[1]:
                 row[1] = value
-            if finite:
+            if -inf < value < inf:
                 row[2] += value
                 row[3] += 1
         if step > row[6]:
