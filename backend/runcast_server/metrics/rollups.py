@@ -66,13 +66,13 @@ def rollup_deltas(
     for level in LEVELS[1:]:
         shift = level - below
         upper: dict[RollupKey, list[Any]] = {}
-        for (series_id, _, bucket), d in level_rows.items():
-            key = (series_id, level, bucket >> shift)
-            row = upper.get(key)
-            if row is None:
+        for (series_id, _, lower), d in level_rows.items():
+            key = (series_id, level, lower >> shift)
+            merged = upper.get(key)
+            if merged is None:
                 upper[key] = list(d)
                 continue
-            merge_delta(row, d)
+            merge_delta(merged, d)
         deltas.update(upper)
         level_rows, below = upper, level
     return deltas

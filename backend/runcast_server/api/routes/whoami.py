@@ -27,7 +27,7 @@ class WhoAmI(BaseModel):
     project: str = Field(description="The project the token writes to.")
     run: StoredRun | None = Field(description="The run named by ?run=, when the token's project holds it.")
     max_batch_events: int = Field(
-        MAX_BATCH_EVENTS,
+        default=MAX_BATCH_EVENTS,
         description="The most events a batch may hold here. An SDK that is not told (a server before this field) "
                     "sends at most 1000.",
     )
