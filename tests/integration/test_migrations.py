@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import math
+import random
 import sqlite3
 import subprocess
+from contextlib import closing
+from pathlib import Path
+from typing import Any
 
 import pytest
 from runcast_server.core import migrate
 from runcast_server.core.db import make_engine
 from services import BIN, child_env, free_port, wait_until
 from sqlalchemy import inspect, text
+from sqlalchemy.exc import OperationalError
 
 EXPECTED_TABLES = {
     "projects", "ingest_tokens", "runs", "segments", "series", "points", "rollups", "events",
@@ -61,6 +67,7 @@ def test_db_upgrade_on_empty_sqlite_reaches_head(tmp_path):
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     assert rev == migrate.head_revision(url)
     assert EXPECTED_TABLES <= tables
+    assert _without_rowid(db) == {"points": True, "rollups": True}
 
 
 def test_app_refuses_database_not_at_head_in_process(empty_pg, redis_server, tmp_path, monkeypatch):
@@ -129,6 +136,10 @@ def test_migrations_match_the_models(dialect, request, tmp_path):
     try:
         with engine.connect() as conn:
             assert compare_metadata(MigrationContext.configure(conn), METADATA) == []
+        if dialect == "sqlite":  # compare_metadata leaves out table options (WITHOUT ROWID, 0014)
+            options = inspect(engine).get_table_options
+            assert {t.name: options(t.name).get("sqlite_with_rowid", True) for t in METADATA.sorted_tables} == {
+                t.name: t.dialect_options["sqlite"]["with_rowid"] for t in METADATA.sorted_tables}
     finally:
         engine.dispose()
 
@@ -170,6 +181,77 @@ def test_upgrades_keep_every_row(dialect, request, tmp_path):
         assert counts == _COUNTED and value == 2.4
     finally:
         engine.dispose()
+
+
+_PRIMARY_KEYS = {"points": "series_id, step", "rollups": "series_id, level, bucket"}
+
+
+def _without_rowid(db: Path) -> dict[str, bool]:
+    with closing(sqlite3.connect(db)) as conn:
+        return {name: "WITHOUT ROWID" in sql for name, sql in conn.execute(
+            "SELECT name, sql FROM sqlite_master WHERE name IN ('points', 'rollups')")}
+
+
+def _contents(db: Path) -> dict[str, list[tuple[Any, ...]]]:
+    """Every row of points and rollups, in primary-key order."""
+    with closing(sqlite3.connect(db)) as conn:
+        return {table: conn.execute(f"SELECT * FROM {table} ORDER BY {key}").fetchall()
+                for table, key in _PRIMARY_KEYS.items()}
+
+
+def _fill_points_and_rollups(db: Path) -> None:
+    """Rows of four series at 0013, NULLs and infinities among them, inserted out of key order."""
+    rng = random.Random(14)
+    series = (7, 1, 2**40 + 3, 2)
+    points = [(s, step, None if step % 5 == 0 else rng.uniform(-1e6, 1e6), step // 100 + 1)
+              for s in series for step in range(0, 3000, 3)]
+    rollups = [(s, level, bucket, None if bucket % 4 == 0 else -math.inf, None if bucket % 4 == 0 else 2.5,
+                rng.uniform(-10, 10), bucket, bucket % 3, None if bucket % 2 else 1.5, (bucket << level) + 1)
+               for s in series for level in (3, 6, 9) for bucket in range(40)]
+    rng.shuffle(points)
+    rng.shuffle(rollups)
+    with closing(sqlite3.connect(db)) as conn, conn:
+        conn.executemany("INSERT INTO points VALUES (?, ?, ?, ?)", points)
+        conn.executemany("INSERT INTO rollups VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rollups)
+
+
+def test_without_rowid_upgrade_and_downgrade_keep_every_row(tmp_path):
+    """0014 on SQLite rebuilds points and rollups WITHOUT ROWID, and its downgrade as rowid
+    tables again; each copies every row exactly."""
+    from alembic import command
+
+    db = tmp_path / "r.db"
+    url = f"sqlite:///{db}"
+    migrate.upgrade(url, "0013")
+    _fill_points_and_rollups(db)
+    before = _contents(db)
+    assert _without_rowid(db) == {"points": False, "rollups": False}
+    migrate.upgrade(url, "0014")
+    assert _without_rowid(db) == {"points": True, "rollups": True}
+    assert _contents(db) == before
+    command.downgrade(migrate.alembic_config(url), "0013")
+    assert _without_rowid(db) == {"points": False, "rollups": False}
+    assert _contents(db) == before
+
+
+def test_without_rowid_upgrade_stopped_half_way_changes_nothing(tmp_path):
+    """Both tables are rebuilt in one transaction: an upgrade that fails at rollups, after
+    points was rebuilt, leaves points as it was and the database at 0013."""
+    db = tmp_path / "h.db"
+    url = f"sqlite:///{db}"
+    migrate.upgrade(url, "0013")
+    _fill_points_and_rollups(db)
+    before = _contents(db)
+    with closing(sqlite3.connect(db)) as conn:
+        conn.execute("CREATE TABLE rollups_rebuilt (x)")  # the name 0014 builds rollups under, taken
+    with pytest.raises(OperationalError, match="rollups_rebuilt already exists"):
+        migrate.upgrade(url, "0014")
+    assert _without_rowid(db) == {"points": False, "rollups": False}
+    assert _contents(db) == before
+    with closing(sqlite3.connect(db)) as conn:
+        tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [("0013",)]
+    assert "points_rebuilt" not in tables
 
 
 def test_partitions_upgrade_from_0012_keeps_every_point_and_downgrades(empty_pg):

@@ -203,6 +203,8 @@ class Point(Base):
     """One logged value. (series, step) is written once; a repeat is ignored."""
 
     __tablename__ = "points"
+    # SQLite: the primary-key B-tree is the table, each row stored once (migration 0014).
+    __table_args__ = {"sqlite_with_rowid": False}
 
     series_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
     step: Mapped[int] = mapped_column(BigInteger, primary_key=True)
@@ -221,6 +223,7 @@ class Rollup(Base):
     """
 
     __tablename__ = "rollups"
+    __table_args__ = {"sqlite_with_rowid": False}  # as points
 
     series_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
     level: Mapped[int] = mapped_column(SmallInteger, primary_key=True)
