@@ -284,12 +284,13 @@ def test_whoami_tells_only_the_tokens_own_project(client, world):
     q_auth = {"Authorization": f"Bearer {world['q_token']}"}
     mine = client.get("/api/v1/whoami", params={"run": world["private"]}, headers=p_auth)
     assert mine.status_code == 200
-    assert mine.json() == {"project": "pproj", "run": {"id": world["private"], "last_step": 2, "status": "running"}}
+    assert mine.json() == {"project": "pproj", "run": {"id": world["private"], "last_step": 2, "status": "running"},
+                           "max_batch_events": 5000}
     theirs = client.get("/api/v1/whoami", params={"run": world["private"]}, headers=q_auth)
     assert theirs.status_code == 409 and theirs.json()["error"]["field"] == "run"
     assert "last_step" not in theirs.text and "pproj" not in theirs.text
-    assert client.get("/api/v1/whoami", params={"run": UNKNOWN}, headers=q_auth).json() == {"project": "qproj",
-                                                                                           "run": None}
+    assert client.get("/api/v1/whoami", params={"run": UNKNOWN}, headers=q_auth).json() == {
+        "project": "qproj", "run": None, "max_batch_events": 5000}
     for headers in ({}, {"Authorization": "Bearer rc_not_a_token"}):
         refused = client.get("/api/v1/whoami", params={"run": world["private"]}, headers=headers)
         assert refused.status_code == 401 and refused.json()["error"]["field"] == "Authorization"
