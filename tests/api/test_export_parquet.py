@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import sys
 from typing import Any
 
 import pyarrow.parquet as pq
@@ -98,3 +99,22 @@ def test_a_series_that_starts_with_many_nans_keeps_its_types(client, seed):
     values = table.column("value").to_pylist()
     assert table.column("step").to_pylist() == list(range(17_003))
     assert all(math.isnan(v) for v in values[:17_000]) and values[17_000:] == [0.5, 1.5, 2.5]
+
+
+def test_on_sqlite_the_export_uses_the_servers_own_sqlite_library(client, seed, db: Any, monkeypatch):
+    """No second copy of SQLite in the process (ADBC's driver bundles one): its closing the
+    database file would drop the locks the server's own connections hold on it, and the
+    server's writes then fail ("disk I/O error"). Exporting works with that driver unloadable,
+    and a write after it does too."""
+    if db.engine.dialect.name != "sqlite":
+        pytest.skip("the SQLite database only")
+    monkeypatch.setitem(sys.modules, "adbc_driver_sqlite", None)  # importing it fails
+    monkeypatch.setitem(sys.modules, "adbc_driver_sqlite.dbapi", None)
+    run = export_run(seed)
+    res = client.get(f"{API}/{run.run}/export", params={"format": "parquet"})
+    assert res.status_code == 200
+    rows = pq.read_table(io.BytesIO(res.content)).num_rows
+    assert rows == len(_jsonl_rows(client, run.run)) > 0
+    run.send([run.event("metrics", step=99, values={"loss": 1.0})])
+    with db.engine.connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA integrity_check").scalar() == "ok"

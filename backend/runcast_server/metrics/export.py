@@ -8,7 +8,7 @@ Each page is one keyset query (``step > last step seen``) in a short session of 
 own, so memory stays constant and no read transaction is held open for the whole
 download, however many points the run has. JSONL and CSV pages are read through the
 DB-API cursor (at a million points SQLAlchemy's row objects would cost more than the
-database does); Parquet's through ADBC into Arrow columns (``export_parquet``).
+database does); Parquet's into Arrow columns (``export_parquet``: ADBC on PostgreSQL).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import io
 import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -139,11 +139,15 @@ def export_chunks(
     """The export body: a CSV header (for csv), then one chunk per page of points
     (Parquet: the file, one row group per page)."""
     if fmt == "parquet":
-        from runcast_server.metrics.export_parquet import (
-            parquet_chunks,  # pyarrow and ADBC: on use
-        )
+        from runcast_server.metrics import export_parquet as parquet  # pyarrow and ADBC: on use
 
-        yield from parquet_chunks(database.engine.url.render_as_string(hide_password=False), refs, page_rows or PARQUET_PAGE_ROWS)
+        size = page_rows or PARQUET_PAGE_ROWS
+        pages: Iterator[tuple[SeriesRef, Any]]
+        if database.engine.dialect.name == "sqlite":  # SQLAlchemy's connection: see export_parquet
+            pages = ((ref, parquet.page_of_rows(page)) for ref in refs for page in series_pages(database, ref, size))
+        else:
+            pages = parquet.adbc_pages(database.engine.url.render_as_string(hide_password=False), refs, size)
+        yield from parquet.parquet_chunks(pages)
         return
     if fmt == "csv":
         yield (",".join(COLUMNS) + "\n").encode()

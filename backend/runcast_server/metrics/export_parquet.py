@@ -1,19 +1,22 @@
 """The Parquet export: columns ``segment`` (int32), ``key`` (string), ``step`` (int64),
 ``value`` (float64; NaN and +-Inf as themselves), one row group per page, streamed.
 
-Pages are read with ADBC (Arrow Database Connectivity: SQLite's and PostgreSQL's
-drivers, the latter through binary COPY), straight into Arrow columns: no Python object
-per point, which is what lets a 10^6-point series leave at 10^6 points/s
-(docs/performance.md). Each page is one keyset query on an autocommit connection, so
-no transaction stays open across the download. Each row group's bytes go to the client
-as soon as it is written, so the server holds one page, never the file; the footer
-(the row groups' offsets) comes last, as Parquet requires. Readers (pyarrow, pandas,
-polars, DuckDB, Spark) read it as it is.
+On PostgreSQL, pages are read with ADBC (its PostgreSQL driver, through binary COPY)
+straight into Arrow columns: no Python object per point. On SQLite they are read through
+the connection SQLAlchemy uses (``export.series_pages``) and turned into Arrow columns:
+ADBC's SQLite driver is a second copy of the SQLite library, and a second copy in one
+process breaks SQLite's locking (closing its file releases the POSIX locks the server's
+own connections hold on the database: https://sqlite.org/howtocorrupt.html, "multiple
+copies of SQLite linked into the same application"; writes then failed with "disk I/O
+error"). Each page is one keyset query, so no transaction stays open across the
+download. Each row group's bytes go to the client as soon as it is written, so the server
+holds one page, never the file; the footer (the row groups' offsets) comes last, as
+Parquet requires. Readers (pyarrow, pandas, polars, DuckDB, Spark) read it as it is.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import closing
 from typing import TYPE_CHECKING, Any, Final
 
@@ -34,7 +37,6 @@ SCHEMA: Final = pa.schema(
     ]
 )
 _NAN: Final = pa.scalar(float("nan"), pa.float64())
-SQLITE_BATCH_ROWS: Final = 16_384
 
 
 class _Chunks:
@@ -66,15 +68,10 @@ class _Chunks:
 
 
 def _connect(database_url: str) -> Any:
-    """An ADBC connection (autocommit) to the database SQLAlchemy's ``database_url`` names."""
-    url = make_url(database_url)
-    if url.get_backend_name() == "sqlite":
-        import adbc_driver_sqlite.dbapi
-
-        return adbc_driver_sqlite.dbapi.connect(url.database or ":memory:", autocommit=True)
+    """An ADBC connection (autocommit) to the PostgreSQL database SQLAlchemy's ``database_url`` names."""
     import adbc_driver_postgresql.dbapi
 
-    uri = url.set(drivername="postgresql").render_as_string(hide_password=False)
+    uri = make_url(database_url).set(drivername="postgresql").render_as_string(hide_password=False)
     return adbc_driver_postgresql.dbapi.connect(uri, autocommit=True)
 
 
@@ -88,9 +85,34 @@ def _page(cursor: Any, series_id: int, after: int, limit: int, upto: int | None 
     return cursor.fetch_arrow_table()
 
 
+def page_of_rows(rows: Sequence[tuple[int, float | None]]) -> pa.Table:
+    """A page of ``(step, value)`` rows (NULL = NaN) as the columns ``_page`` answers."""
+    steps, values = zip(*rows, strict=True)
+    return pa.table({
+        "step": pa.array(steps, pa.int64()),
+        "nan": pa.array([v is None for v in values], pa.bool_()),
+        "value": pa.array(values, pa.float64()).fill_null(0.0),
+    })
+
+
+def adbc_pages(database_url: str, refs: Sequence[SeriesRef], page_rows: int) -> Iterator[tuple[SeriesRef, pa.Table]]:
+    """Each series' pages of ``page_rows`` points, read by ADBC from PostgreSQL, in step order."""
+    with closing(_connect(database_url)) as connection, closing(connection.cursor()) as cursor:
+        for ref in refs:
+            after = -1
+            while True:
+                page = _page(cursor, ref.id, after, page_rows, ref.upto)
+                if page.num_rows == 0:
+                    break
+                yield ref, page
+                if page.num_rows < page_rows:
+                    break
+                after = page.column("step")[-1].as_py()
+
+
 def _batch(segment: int, key: str, page: pa.Table) -> pa.RecordBatch:
     n = page.num_rows
-    nan = pc.cast(page.column("nan"), pa.bool_())  # SQLite answers 0/1, PostgreSQL booleans
+    nan = pc.cast(page.column("nan"), pa.bool_())
     value = pc.if_else(nan, _NAN, pc.cast(page.column("value"), pa.float64()))
     return pa.RecordBatch.from_arrays(
         [
@@ -103,8 +125,8 @@ def _batch(segment: int, key: str, page: pa.Table) -> pa.RecordBatch:
     )
 
 
-def parquet_chunks(database_url: str, refs: Sequence[SeriesRef], page_rows: int) -> Iterator[bytes]:
-    """The file, in pieces: each page of ``page_rows`` points of a series becomes one row group."""
+def parquet_chunks(pages: Iterable[tuple[SeriesRef, pa.Table]]) -> Iterator[bytes]:
+    """The file, in pieces: each page (``adbc_pages``, ``page_of_rows``) becomes one row group."""
     sink = _Chunks()
     # Dictionaries only where values repeat (a dictionary of a million distinct floats costs
     # more than the rest of the export); steps delta-encoded; min/max statistics on steps.
@@ -113,21 +135,10 @@ def parquet_chunks(database_url: str, refs: Sequence[SeriesRef], page_rows: int)
         column_encoding={"step": "DELTA_BINARY_PACKED"},
     )
     try:
-        with closing(_connect(database_url)) as connection, closing(connection.cursor()) as cursor:
-            if database_url.startswith("sqlite"):  # fewer, larger batches inside the driver
-                cursor.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": str(SQLITE_BATCH_ROWS)})
-            for ref in refs:
-                after = -1
-                while True:
-                    page = _page(cursor, ref.id, after, page_rows, ref.upto)
-                    if page.num_rows == 0:
-                        break
-                    writer.write_batch(_batch(ref.segment, ref.key, page), row_group_size=page.num_rows)
-                    if chunk := sink.take():
-                        yield chunk
-                    if page.num_rows < page_rows:
-                        break
-                    after = page.column("step")[-1].as_py()
+        for ref, page in pages:
+            writer.write_batch(_batch(ref.segment, ref.key, page), row_group_size=page.num_rows)
+            if chunk := sink.take():
+                yield chunk
     finally:
         writer.close()
     yield sink.take()
