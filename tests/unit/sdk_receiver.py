@@ -32,7 +32,10 @@ class Receiver:
     ``mode``: "ok" (202), "fail" (503), "reject" (422 with an error body),
     "unauthorized" (401), "slow"
     (sleeps ``delay`` seconds, then 202). ``stop()`` closes the port, so connections
-    are refused until ``start()`` binds it again.
+    are refused until ``start()`` binds it again. A batch of more than ``max_events``
+    events gets the server's 422 on ``events``. ``whoami``: the body of ``GET
+    /api/v1/whoami`` (None: no such route, as an older server). ``PUT`` spool reports
+    (``/api/v1/runs/{run}/segments/{segment}/spool``) are kept in ``spool_reports``.
     """
 
     def __init__(self, port: int | None = None) -> None:
@@ -43,6 +46,9 @@ class Receiver:
         self.bodies: list[dict[str, Any]] = []  # accepted batches, in arrival order
         self.requests = 0
         self.auth: list[str | None] = []
+        self.max_events = 5000
+        self.whoami: dict[str, Any] | None = None
+        self.spool_reports: list[tuple[str, dict[str, Any]]] = []  # (path, body)
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
 
@@ -50,7 +56,20 @@ class Receiver:
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # http.server's naming
+            def do_GET(self) -> None:  # http.server's naming
+                if receiver.whoami is None or not self.path.startswith("/api/v1/whoami"):
+                    return self._reply(404, {"error": {"message": "not found"}})
+                self._reply(200, receiver.whoami)
+
+            def do_PUT(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                if not self.path.endswith("/spool"):
+                    return self._reply(404, {"error": {"message": "not found"}})
+                with receiver._lock:
+                    receiver.spool_reports.append((self.path, json.loads(body)))
+                self._reply(200, {"ok": True})
+
+            def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 with receiver._lock:
                     receiver.requests += 1
@@ -67,6 +86,9 @@ class Receiver:
                 if mode == "slow":
                     time.sleep(receiver.delay)
                 batch = json.loads(body)  # strict: NaN must arrive as a string
+                if len(batch["events"]) > receiver.max_events:
+                    message = f"holds {len(batch['events'])} events, more than {receiver.max_events}"
+                    return self._reply(422, {"error": {"message": message, "field": "events"}})
                 with receiver._lock:
                     receiver.bodies.append(batch)
                 self._reply(202, {"accepted": len(batch["events"])})

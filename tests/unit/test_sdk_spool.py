@@ -9,7 +9,7 @@ import pytest
 import runcast
 from runcast import events
 from runcast.cli.main import app
-from runcast.spool import Spool, find_spools, replay
+from runcast.spool import REFUSED, Spool, find_spools, replay
 from runcast.transport import HttpTransport
 from sdk_receiver import Receiver, free_port
 from typer.testing import CliRunner
@@ -151,18 +151,77 @@ def test_sync_stops_on_a_wrong_token_without_discarding(make_run, tmp_path):
         server.stop()
 
 
-def test_sync_skips_and_reports_batches_the_service_rejects(make_run, tmp_path):
+def test_sync_sets_refused_batches_aside_and_never_deletes_them(make_run, tmp_path):
     run = make_run(server=None, transport=None)
     run.log({"a": 1.0})
     run.finish()
+    root = tmp_path / "spool"
+    [path] = find_spools(root)
     server = Receiver().start()
     server.mode = "reject"
     try:
-        result = CliRunner().invoke(app, ["sync", str(tmp_path / "spool"), "--server", server.url, "--token", "x"])
-        assert result.exit_code == 1 and "3 events rejected: HTTP 422: bad event" in result.output
-        assert find_spools(tmp_path / "spool") == []  # bad data cannot improve: not kept
+        cli = CliRunner()
+        result = cli.invoke(app, ["sync", str(root), "--server", server.url, "--token", "x"])
+        assert result.exit_code == 1, result.output
+        assert "refused 1 batch(es), 3 events: HTTP 422: bad event" in result.output
+        assert f"runcast sync --retry-refused {path}" in result.output
+        assert find_spools(root) == [path]  # kept, with the server's answer beside each batch
+        [line] = (path / REFUSED).read_text().splitlines()
+        kept = json.loads(line)
+        assert kept["status"] == 422 and kept["events"] == 3 and len(kept["batch"]["events"]) == 3
+        assert server.spool_reports[-1] == (f"/api/v1/runs/{run.id}/segments/{run.segment}/spool", {"events": 3})
+
+        server.mode = "ok"  # the cause is fixed; a plain sync still says what is set aside
+        again = cli.invoke(app, ["sync", str(root), "--server", server.url, "--token", "x"])
+        assert again.exit_code == 1 and "refused by an earlier sync" in again.output and server.bodies == []
+        retried = cli.invoke(app, ["sync", str(root), "--server", server.url, "--token", "x", "--retry-refused"])
+        assert retried.exit_code == 0, retried.output
+        assert [e["type"] for e in server.events()] == ["run_started", "metrics", "finished"]
+        assert find_spools(root) == [] and not path.exists()
+        assert server.spool_reports[-1][1] == {"events": 0}
     finally:
         server.stop()
+
+
+def _spool_of(tmp_path, steps: int, per_line: int) -> tuple[Spool, str]:
+    """A spool as an older SDK (or another server's limit) wrote it: lines of ``per_line`` events."""
+    run, segment = events.new_id(), events.new_id()
+    spool = Spool.create(tmp_path / "spool", {"run": run, "segment": segment, "project": "p", "name": "n",
+                                              "url": None, "created": 1.0})
+    wire = [events.validate_event({"type": "metrics", "run": run, "segment": segment, "seq": i, "ts": 1.0,
+                                   "step": i, "values": {"loss": 1.0}}) for i in range(steps)]
+    for start in range(0, steps, per_line):
+        spool.append(events.dumps_batch(wire[start:start + per_line]))
+    spool.close()
+    return spool, segment
+
+
+@pytest.mark.parametrize(("whoami", "receiver_max", "largest"), [
+    (None, 5000, 1000),  # a server that does not say: what every server takes
+    ({"project": "p", "max_batch_events": 5000}, 5000, 5000),
+    ({"project": "p", "max_batch_events": 5000}, 700, 625),  # it said more than it takes: halved until taken
+])
+def test_sync_splits_spooled_batches_to_what_the_server_takes(tmp_path, whoami, receiver_max, largest):
+    spool, segment = _spool_of(tmp_path, 47_750, 47_750)  # one line, as the overflow of a burst became
+    server = Receiver().start()
+    server.whoami, server.max_events = whoami, receiver_max
+    try:
+        result = CliRunner().invoke(app, ["sync", str(spool.path), "--server", server.url, "--token", "t", "-q"])
+        assert result.exit_code == 0, result.output
+        assert "sent 47750 events" in result.output
+        assert [e["step"] for e in server.of_type("metrics")] == list(range(47_750))
+        assert max(len(b["events"]) for b in server.bodies) == largest
+        assert not spool.path.exists()
+    finally:
+        server.stop()
+
+
+def test_replay_sends_a_spool_in_batches_the_server_takes(make_run, tmp_path, receiver):
+    spool, segment = _spool_of(tmp_path, 3000, 3000)
+    receiver.max_events = 1000
+    result = replay(Spool.open(spool.path), HttpTransport(receiver.url, "t"), max_events=1000)
+    assert result.done and result.sent_events == 3000 and not result.rejections
+    assert [len(b["events"]) for b in receiver.bodies] == [1000, 1000, 1000]
 
 
 def test_sync_uses_the_recorded_url(make_run, receiver, tmp_path):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shlex
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -29,6 +30,7 @@ from .policy import check_policy, put_policy
 from .record import Synced
 from .sender import Sender, SenderConfig
 from .spool import Spool
+from .spool_report import report_spooled
 from .steps import Steps, checked_step
 from .transport import Transport
 from .upload import Uploader
@@ -317,24 +319,29 @@ class Run:
         step = self._steps.step if self._steps.step >= 0 else None
         self._put("finished", time.time(), None, {"step": step, "status": status, "lost": self._outbox.lost() or None},
                   final=True)
-        if self._sender.close(self._finish_timeout if timeout is None else timeout):
+        wait = self._finish_timeout if timeout is None else timeout
+        if self._sender.close(wait):
             return
         where = self._sender.unsent_dir
-        if where is not None and self._sender.offline:
-            log.warning(
-                "runcast: run %s was recorded offline in %s. Send it with: runcast sync %s --server URL",
-                self.id,
-                where,
-                where,
-            )
-        elif where is not None:
-            log.warning(
-                "runcast: run %s could not send everything in time; the rest is spooled in %s. "
-                "Send it with: runcast sync %s",
-                self.id,
-                where,
-                where,
-            )
+        if where is None:
+            return
+        unsent = self._sender.unsent_events
+        if self._sender.offline:
+            log.warning("runcast: run %s was recorded offline in %s (%s events). Send it with: runcast sync %s "
+                        "--server URL", self.id, where, f"{unsent:,}", shlex.quote(str(where)))
+            return
+        log.warning("runcast: run %s could not send everything within %g s: %s events are kept on disk in %s. "
+                    "Send them with: %s", self.id, wait, f"{unsent:,}", where, self._sync_command(where))
+        if self._api is not None:
+            report_spooled(self._api[0], self._api[1], self.id, self.segment, unsent)
+
+    def _sync_command(self, where: Path) -> str:
+        """The command that sends the spool: ``runcast sync DIR``, with the token when it is not in the environment."""
+        command = f"runcast sync {shlex.quote(str(where))}"
+        token = self._api[1] if self._api is not None else None
+        if token and os.environ.get("RUNCAST_TOKEN") != token:
+            command = "RUNCAST_TOKEN=<the token given to init> " + command
+        return command
 
     @property
     def stats(self) -> RunStats:

@@ -93,6 +93,7 @@ class Sender:
         self._lost_reported = 0
         self._spool: Spool | None = spool  # made by the run, so its directory exists from the start
         self._spooling = transport is None
+        self._spooled_events = 0  # events in the spool's unsent batches
         self._backoff = Backoff(config.retry_initial, config.retry_max, rng or random.Random())
         self._retry_at = 0.0
         self._last_sent = float("-inf")  # when events last left the queue
@@ -150,6 +151,11 @@ class Sender:
             return None
         return self._spool.path
 
+    @property
+    def unsent_events(self) -> int:
+        """Events left on disk for ``runcast sync`` (the spool's and the overflow file's), after ``close``."""
+        return self._spooled_events + self._overflow_pending() if self.unsent_dir is not None else 0
+
     def _overflow_pending(self) -> int:
         return self._overflow.pending() if self._overflow is not None else 0
 
@@ -190,7 +196,7 @@ class Sender:
                     self._last_sent = now
                 for _ in range(take):
                     pending.append(self._queue.popleft())
-                    if len(pending) >= min(cfg.batch_size, events.MAX_BATCH_EVENTS):
+                    if len(pending) >= self._batch_limit():
                         self._ship(pending)
                         pending = []
                 if beat:
@@ -218,7 +224,7 @@ class Sender:
 
     def _ship_overflow(self, overflow: Overflow, closing: bool) -> None:
         """Send (or spool) a few batches of the overflow file, in order."""
-        size = min(self.config.batch_size, events.MAX_BATCH_EVENTS)
+        size = self._batch_limit()
         for _ in range(OVERFLOW_BATCHES_PER_PASS):
             if closing and self._past_deadline():
                 return  # what is left stays in the file, for `runcast sync`
@@ -281,7 +287,7 @@ class Sender:
                 self._drop(1)
             else:
                 wire.append(event)
-        for body, batch in batch_bodies(wire):
+        for body, batch in batch_bodies(wire, self._batch_limit()):
             self._deliver(body, batch)
 
     def _deliver(self, body: bytes, batch: list[dict[str, Any]]) -> None:
@@ -316,6 +322,7 @@ class Sender:
             self._drop(count)
             return
         self._spooling = True
+        self._spooled_events += count
         self._counters.spooled += count
 
     def _start_outage(self, exc: Retryable) -> None:
@@ -342,7 +349,9 @@ class Sender:
             self._transport,
             timeout=self._send_timeout(),
             max_batches=REPLAY_BATCHES_PER_PASS,
+            max_events=self._batch_limit(),
         )
+        self._spooled_events = max(0, self._spooled_events - result.sent_events - result.rejected_events)
         self._counters.sent += result.sent_events
         self._counters.replayed += result.sent_events
         for message in result.rejections:
@@ -354,6 +363,7 @@ class Sender:
         elif result.done:
             log.info("runcast: %s is reachable again; the spool was replayed", self._transport.url)
             self._spool.reset()
+            self._spooled_events = 0
             self._spooling = False
             self._backoff.reset()
             self._failure_logged = False
@@ -371,6 +381,10 @@ class Sender:
             log.error("runcast: the service rejected a batch; its events are dropped: %s", message)
         else:
             log.debug("runcast: batch rejected: %s", message)
+
+    def _batch_limit(self) -> int:
+        """The most events one batch holds: ``batch_size`` (already cut to what the server takes)."""
+        return min(self.config.batch_size, events.MAX_BATCH_EVENTS)
 
     def _past_deadline(self) -> bool:
         return self._deadline is not None and time.monotonic() >= self._deadline

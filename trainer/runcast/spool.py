@@ -8,9 +8,16 @@ One directory per run segment (``<spool_dir>/<run>.<segment>/``) holds:
 * ``offset`` - the byte offset of the first batch not yet acknowledged, replaced
   atomically (write, fsync, rename) after each acknowledged batch, so a crash during
   replay resends at most one batch (the service is idempotent);
+* ``refused.jsonl`` - batches the service refused for good during ``runcast sync``, set aside
+  (never deleted) one per line with the service's answer:
+  ``{"refused_at", "status", "error", "events", "batch"}``; ``runcast sync --retry-refused``
+  puts them back in the queue;
 * ``lock`` - held (``flock``) by whoever writes or replays the spool.
 
-A fully replayed spool is deleted.
+A spool is deleted once everything in it was stored, and never while it holds a refused batch.
+Batches are sent at most as large as the service takes: a line holding more events than the
+service's limit (a spool written for another server, or by an older SDK) is split at send time,
+and a part the service still finds too large (413, or 422 on ``events``) is halved again.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ import contextlib
 import json
 import logging
 import os
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +47,7 @@ BATCHES: Final = "batches.jsonl"
 OFFSET: Final = "offset"
 META: Final = "meta.json"
 LOCK: Final = "lock"
+REFUSED: Final = "refused.jsonl"
 
 
 def default_dir() -> Path:
@@ -130,6 +139,28 @@ class Spool:
         """No complete batch is left to send."""
         return next(self.pending(), None) is None
 
+    def set_aside(self, body: bytes, count: int, refusal: Rejected) -> None:
+        """Keep a batch the service refused, with its answer, in ``refused.jsonl`` (durably)."""
+        head = json.dumps({"refused_at": time.time(), "status": refusal.status, "error": str(refusal), "events": count})
+        _append(self.path / REFUSED, head[:-1].encode() + b',"batch":' + body + b"}\n")
+
+    def refused(self) -> tuple[int, int]:
+        """Batches and events set aside as refused (``set_aside``)."""
+        batches = events = 0
+        for doc in _refused_lines(self.path / REFUSED):
+            batches += 1
+            events += int(doc.get("events") or 0)
+        return batches, events
+
+    def retry_refused(self) -> int:
+        """Queue the refused batches again, after the pending ones; returns how many."""
+        lines = list(_refused_lines(self.path / REFUSED))
+        for doc in lines:
+            self.append(json.dumps(doc["batch"], separators=(",", ":"), ensure_ascii=False).encode())
+        with contextlib.suppress(FileNotFoundError):
+            (self.path / REFUSED).unlink()
+        return len(lines)
+
     def reset(self) -> None:
         """Everything was delivered: empty the spool, keep the directory (and the lock)."""
         if self._fd is not None:
@@ -141,7 +172,12 @@ class Spool:
         self._offset = 0
 
     def remove(self) -> None:
-        """Delete the spool directory (after everything was delivered) and release it."""
+        """Delete the spool directory (after everything was stored) and release it; a spool holding
+        refused batches is emptied and kept (``reset``)."""
+        if (self.path / REFUSED).exists():
+            self.reset()
+            self.close()
+            return
         self.close()
         for name in (BATCHES, OFFSET, META, OFFSET + ".tmp", META + ".tmp", LOCK):
             with contextlib.suppress(FileNotFoundError):
@@ -164,7 +200,7 @@ class ReplayResult:
     """What one replay pass did."""
 
     sent_events: int = 0
-    sent_batches: int = 0
+    sent_batches: int = 0  # spooled batches with events stored
     rejected_events: int = 0
     rejections: list[str] = field(default_factory=list)
     stopped: str | None = None  # why the pass stopped early (service unavailable, or a stop_on status)
@@ -178,33 +214,40 @@ def replay(
     *,
     timeout: float = 10.0,
     max_batches: int | None = None,
+    max_events: int = schema.MAX_BATCH_EVENTS,
     stop_on: tuple[int, ...] = (),
+    keep_refused: bool = False,
     on_batch: Callable[[int], None] | None = None,
 ) -> ReplayResult:
     """Send the spool's batches in order until it is empty, the service fails, or ``max_batches``.
 
-    A rejected batch is skipped (and reported) unless its status is in ``stop_on``,
-    which stops the pass without skipping it (e.g. 401: a wrong token, not bad data).
-    ``on_batch(events)`` is called after each batch sent or skipped (progress).
+    Each batch leaves in parts of at most ``max_events`` events (halved further while the
+    service answers that a part is too large). A part the service refuses for good is
+    reported and, with ``keep_refused``, set aside in the spool (``Spool.set_aside``);
+    otherwise skipped. A refusal whose status is in ``stop_on`` stops the pass before the
+    batch is acknowledged (e.g. 401: a wrong token, not bad data). ``on_batch(events)`` is
+    called after each batch (progress).
     """
     result = ReplayResult()
-    for body, events, end in spool.pending():
-        if max_batches is not None and result.sent_batches + len(result.rejections) >= max_batches:
+    parts = _Parts(max_events)
+    for handled, (body, events, end) in enumerate(spool.pending()):
+        if max_batches is not None and handled >= max_batches:
             return result
         try:
-            transport.send(body, events, timeout)
+            sent, refused = parts.send(transport, body, events, timeout, stop_on)
         except Retryable as exc:
             result.stopped, result.retry_after = str(exc), exc.retry_after
             return result
-        except Rejected as exc:
-            if exc.status in stop_on:
-                result.stopped = str(exc)
-                return result
-            result.rejected_events += len(events)
-            result.rejections.append(str(exc))
-        else:
-            result.sent_events += len(events)
-            result.sent_batches += 1
+        except Rejected as exc:  # a status in stop_on
+            result.stopped = str(exc)
+            return result
+        result.sent_events += sent
+        result.sent_batches += 1 if sent else 0
+        for part_body, count, refusal in refused:
+            if keep_refused:
+                spool.set_aside(part_body, count, refusal)
+            result.rejected_events += count
+            result.rejections.append(str(refusal))
         if on_batch is not None:
             on_batch(len(events))
         spool.ack(end)
@@ -212,15 +255,53 @@ def replay(
     return result
 
 
-def batch_bodies(wire: list[dict[str, Any]]) -> list[tuple[bytes, list[dict[str, Any]]]]:
-    """Encode ``wire`` as one batch, halving it until each part is under MAX_BATCH_BYTES."""
+class _Parts:
+    """Sends one spooled batch in parts the service takes; learns its limit within a pass."""
+
+    def __init__(self, max_events: int) -> None:
+        self.limit = max(1, max_events)
+
+    def send(
+        self, transport: Transport, body: bytes, events: list[dict[str, Any]], timeout: float, stop_on: tuple[int, ...]
+    ) -> tuple[int, list[tuple[bytes, int, Rejected]]]:
+        """(events stored, the parts refused for good with the service's answer)."""
+        todo = [(body, events)] if len(events) <= self.limit else batch_bodies(events, self.limit)
+        todo.reverse()  # a stack: the next part last
+        sent = 0
+        refused: list[tuple[bytes, int, Rejected]] = []
+        while todo:
+            part_body, part = todo.pop()
+            try:
+                transport.send(part_body, part, timeout)
+            except Rejected as exc:
+                if exc.status in stop_on:
+                    raise
+                if exc.too_large and len(part) > 1:
+                    self.limit = min(self.limit, len(part) // 2)
+                    todo.extend(reversed(batch_bodies(part, self.limit)))
+                    continue
+                refused.append((part_body, len(part), exc))
+            else:
+                sent += len(part)
+        return sent, refused
+
+
+def batch_bodies(
+    wire: list[dict[str, Any]], max_events: int = schema.MAX_BATCH_EVENTS
+) -> list[tuple[bytes, list[dict[str, Any]]]]:
+    """Encode ``wire`` as batches of at most ``max_events`` events, each halved until under MAX_BATCH_BYTES."""
+    step = max(1, max_events)
+    return [part for start in range(0, len(wire), step) for part in _within_bytes(wire[start:start + step])]
+
+
+def _within_bytes(wire: list[dict[str, Any]]) -> list[tuple[bytes, list[dict[str, Any]]]]:
     if not wire:
         return []
     body = schema.dumps_batch(wire)
     if len(body) <= schema.MAX_BATCH_BYTES or len(wire) == 1:
         return [(body, wire)]
     half = len(wire) // 2
-    return batch_bodies(wire[:half]) + batch_bodies(wire[half:])
+    return _within_bytes(wire[:half]) + _within_bytes(wire[half:])
 
 
 def absorb_overflow(spool: Spool) -> int:
@@ -240,7 +321,7 @@ def absorb_overflow(spool: Spool) -> int:
         )
     records, _ = found
     wire = [e for e in (overflow.to_wire(r, meta["run"], meta["segment"]) for r in records) if e is not None]
-    for body, _events in batch_bodies(wire):
+    for body, _events in batch_bodies(wire):  # at most MAX_BATCH_EVENTS each; split again at send time if need be
         spool.append(body)
     overflow.remove(spool.path)
     return len(wire)
@@ -260,6 +341,31 @@ def find_spools(root: Path) -> list[Path]:
             return 0.0, str(path)
 
     return sorted(set(found), key=created)
+
+
+def _append(path: Path, line: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, line)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _refused_lines(path: Path) -> Iterator[dict[str, Any]]:
+    """The readable lines of a ``refused.jsonl`` (a torn last line is skipped)."""
+    try:
+        handle = open(path, "rb")  # noqa: SIM115  (closed by the with below)
+    except FileNotFoundError:
+        return
+    with handle:
+        for line in handle:
+            try:
+                doc = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(doc, dict) and isinstance(doc.get("batch"), dict):
+                yield doc
 
 
 def _lock(path: Path) -> int:

@@ -33,11 +33,19 @@ class Retryable(TransportError):
 
 
 class Rejected(TransportError):
-    """The service refused the batch for good (a 4xx other than 408 and 429)."""
+    """The service refused the batch for good (a 4xx other than 408 and 429); ``field`` and
+    ``index``: the field and the event its error names, when it names them."""
 
-    def __init__(self, message: str, status: int) -> None:
+    def __init__(self, message: str, status: int, field: str | None = None, index: int | None = None) -> None:
         super().__init__(message)
         self.status = status
+        self.field = field
+        self.index = index
+
+    @property
+    def too_large(self) -> bool:
+        """The batch is bigger than the service takes: 413 (bytes), or 422 on the batch's ``events``."""
+        return self.status == 413 or (self.status == 422 and self.field == "events" and self.index is None)
 
 
 class Transport(Protocol):
@@ -100,7 +108,7 @@ class HttpTransport:
         message = _error_message(response.content) or f"HTTP {status}"
         if status in (408, 429) or status >= 500:
             raise Retryable(f"HTTP {status}: {message}", _retry_after(response.headers.get("Retry-After")))
-        raise Rejected(f"HTTP {status}: {message}", status)
+        raise Rejected(f"HTTP {status}: {message}", status, *_error_place(response.content))
 
     def close(self) -> None:
         self._client.close()
@@ -121,6 +129,19 @@ def _error_message(content: bytes) -> str:
     if isinstance(doc, dict) and "detail" in doc:
         return str(doc["detail"])
     return text
+
+
+def _error_place(content: bytes) -> tuple[str | None, int | None]:
+    """The field and event index a JSON error body names (``{"error": {"field", "index"}}``)."""
+    try:
+        error = json.loads(content).get("error")
+    except (ValueError, AttributeError):
+        return None, None
+    if not isinstance(error, dict):
+        return None, None
+    field, index = error.get("field"), error.get("index")
+    return (field if isinstance(field, str) else None,
+            index if isinstance(index, int) and not isinstance(index, bool) else None)
 
 
 def _retry_after(raw: str | None) -> float | None:

@@ -177,6 +177,10 @@ class Segment(Base):
     started_at: Mapped[float | None] = mapped_column(Float)
     # Events this segment's SDK reported it could not keep (a hole): the highest count reported.
     lost_events: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
+    # Events the trainer (finish() past its timeout) or `runcast sync` last reported waiting in
+    # its local spool, and when: the server does not hold them yet.
+    spooled_events: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
+    spooled_at: Mapped[float | None] = mapped_column(Float)
 
 
 class Series(Base):

@@ -62,6 +62,10 @@ class SegmentInfo(BaseModel):
     started_at: float | None
     last_step: int | None
     lost_events: int = Field(0, description="Events this segment's SDK reported it could not keep.")
+    spooled_events: int = Field(
+        0, description="Events the trainer last reported waiting in its local spool for `runcast sync` (not stored yet)."
+    )
+    spooled_at: float | None = Field(None, description="When the trainer or `runcast sync` last reported its spool.")
 
 
 class Publication(BaseModel):
@@ -93,6 +97,10 @@ class RunDetail(RunSummary):
     )
     lost_events: int = Field(
         0, description="Events the trainer's SDK could not keep (e.g. its disk was full): a hole in the run. 0 normally."
+    )
+    spooled_events: int = Field(
+        0, description="Events of the run waiting in the trainer's local spool (every segment's `spooled_events`): "
+        "logged, not stored yet; they arrive with `runcast sync`. 0 normally."
     )
     publication: Publication | None = Field(None, description="The run's public policy and what it withholds.")
 

@@ -1,4 +1,4 @@
-"""Run management by its project's token: rename, tag, archive, delete.
+"""Run management by its project's token: rename, tag, archive, delete, spool reports.
 
 Every function takes a run already checked to belong to the caller's project
 (``owned_run``); another project's run is reported exactly as an unknown one (404), so
@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 
 from runcast_server.core import partitions
 from runcast_server.core.errors import Invalid, NotFound
-from runcast_server.core.models import Point, Project, Rollup, Run, RunTag, Series
+from runcast_server.core.models import Point, Project, Rollup, Run, RunTag, Segment, Series
 
 RunRows = Callable[[Session, str], object]
 """Deletes the rows of one run (by id) that another domain keeps without a ``run_id`` column."""
@@ -45,6 +45,17 @@ def retag(session: Session, run: Run, add: list[str], remove: list[str]) -> list
     session.add_all(RunTag(run_id=run.id, tag=tag) for tag in sorted(tags))
     session.flush()
     return sorted(tags)
+
+
+def report_spool(session: Session, run: Run, segment_uid: str, events: int, now: float) -> Segment:
+    """Record that ``events`` of the run's segment wait in the trainer's local spool (0: none)."""
+    segment = session.scalar(select(Segment).where(Segment.run_id == run.id, Segment.uid == segment_uid))
+    if segment is None:
+        raise NotFound("segment", field="segment")
+    segment.spooled_events = events
+    segment.spooled_at = now
+    session.flush()
+    return segment
 
 
 def set_archived(run: Run, archived: bool) -> None:

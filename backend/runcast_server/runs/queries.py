@@ -233,10 +233,13 @@ def run_detail(
                 started_at=s.started_at,
                 last_step=last_steps.get(s.id),
                 lost_events=s.lost_events,
+                spooled_events=s.spooled_events,
+                spooled_at=s.spooled_at,
             )
             for s in segments
         ],
         lost_events=sum(s.lost_events for s in segments),
+        spooled_events=sum(s.spooled_events for s in segments),
         notes=run.notes if view.event_shown("note") else None,
         summary=view.by_key(published_config(strict_json(_summary(session, run, view)), full)),
         metrics=view.by_key(dict(run.metric_defs or {})),

@@ -33,7 +33,21 @@ export function renderHeader(page) {
   const lost = d.lost_events || 0; // events the trainer's SDK could not keep
   $("run-hole").hidden = lost === 0;
   $("run-hole").textContent = lost ? `This run has a hole: its trainer could not keep ${lost.toLocaleString()} events.` : "";
+  renderSpooled(d);
   renderWithheld($("run-withheld"), d);
+}
+
+/** Events the trainer reported waiting in its local spool: logged, not on the server yet. */
+function renderSpooled(d) {
+  const spooled = d.spooled_events || 0;
+  const node = $("run-spooled");
+  node.hidden = spooled === 0;
+  node.textContent = "";
+  if (!spooled) return;
+  const since = Math.max(...d.segments.filter((s) => s.spooled_events).map((s) => s.spooled_at || 0));
+  node.textContent = `${spooled.toLocaleString()} events of this run wait in its trainer's local spool` +
+    (since ? ` (reported ${formatTime(since)})` : "") +
+    ": they were logged but are not on the server yet, and appear when the team runs runcast sync.";
 }
 
 /** The status badge and the live indicator: "live" only while the run runs and the stream is up. */

@@ -2,11 +2,18 @@
 
 Spools are replayed oldest first (so a resumed run's segments stay in order), each
 from its recorded offset; what a crashed run left in its overflow file is sent after
-its spooled batches. A spool that is fully delivered is deleted. The command
-stops at the first batch the service cannot take now (unreachable, busy, or a
-wrong token), keeping what is left for the next try, and exits non-zero whenever
-something was not delivered. A DIRECTORY that does not exist is bad input (exit 2); the
-default directory missing means nothing was ever spooled (exit 0).
+its spooled batches. Batches leave at most as large as the server takes (its
+``max_batch_events``; split again, and halved while it answers "too large").
+
+Nothing is deleted that the server did not store: a batch it refuses for good is set
+aside in the spool's ``refused.jsonl`` with the server's answer, the spool stays, the
+command says so and exits 1; ``--retry-refused`` sends those batches again. A spool whose
+every batch was stored is deleted. The command stops at the first batch the server
+cannot take now (unreachable, busy, or a token it refuses), keeping what is left for
+the next try. After each spool it tells the server how many of the segment's events are
+still waiting (0, or the refused ones), shown on the run's page. A DIRECTORY that does not
+exist is bad input (exit 2); the default directory missing means nothing was ever
+spooled (exit 0).
 """
 
 from __future__ import annotations
@@ -14,21 +21,19 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from runcast.cli.progress import Bars, wanted
 from runcast.cli.sdk import UsageError
-from runcast.spool import (
-    Spool,
-    SpoolBusy,
-    absorb_overflow,
-    default_dir,
-    find_spools,
-    replay,
-)
+from runcast.handshake import InitError, whoami
+from runcast.limits import COMPATIBLE_BATCH_EVENTS
+from runcast.spool import REFUSED, Spool, SpoolBusy, absorb_overflow, default_dir, find_spools, replay
+from runcast.spool_report import report_spooled
 from runcast.transport import Transport, make_transport
 
 HELP = "Replay every spool found under DIRECTORY, in order, and report what was sent."
+STOP_ON = (401, 403)  # the token, not the data: stop without setting anything aside
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -39,7 +44,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--server", help="Send here instead of the URL each spool recorded (env RUNCAST_SERVER).")
     parser.add_argument("--token", help="Project ingest token, never stored in the spool (env RUNCAST_TOKEN).")
     parser.add_argument("--timeout", type=float, default=10.0, help="Seconds to wait for each batch.")
+    parser.add_argument("--retry-refused", action="store_true",
+                        help=f"Send again the batches the server refused before (kept in each spool's {REFUSED}).")
     parser.add_argument("--quiet", "-q", action="store_true", help="No progress bar.")
+
+
+@dataclass
+class _Server:
+    """One server the spools go to: its transport and the most events it takes in a batch."""
+
+    url: str
+    transport: Transport
+    max_events: int
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    stored: bool  # every event of the spool is on the server
+    sent: int
+    stop: bool  # stop the whole sync (the server or the token, not this spool)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -55,21 +78,21 @@ def run(args: argparse.Namespace) -> int:
     if not paths:
         print(f"no spools under {root}")
         return 0
-    transports: dict[str, Transport] = {}
+    servers: dict[str, _Server] = {}
     total = 0
     complete = True
     with Bars(wanted(args.quiet)) as bars:
         bar = bars.task("sync", total=None, unit="events")
         try:
             for path in paths:
-                ok, sent, stop = _sync_one(path, server, token, args.timeout, transports, lambda n: bars.advance(bar, n))
-                total += sent
-                complete = complete and ok
-                if stop:
+                outcome = _sync_one(path, server, token, args, servers, lambda n: bars.advance(bar, n))
+                total += outcome.sent
+                complete = complete and outcome.stored
+                if outcome.stop:
                     break
         finally:
-            for transport in transports.values():
-                transport.close()
+            for known in servers.values():
+                known.transport.close()
     print(f"sent {total} events from {len(paths)} spool(s)" + ("" if complete else "; some were not sent"))
     return 0 if complete else 1
 
@@ -78,46 +101,61 @@ def _sync_one(
     path: Path,
     server: str | None,
     token: str | None,
-    timeout: float,
-    transports: dict[str, Transport],
+    args: argparse.Namespace,
+    servers: dict[str, _Server],
     on_batch: Callable[[int], None],
-) -> tuple[bool, int, bool]:
-    """Replay one spool: (everything delivered, events sent, stop the whole sync)."""
+) -> _Outcome:
+    """Replay one spool."""
     try:
         spool = Spool.open(path)
     except SpoolBusy:
         print(f"{path}: in use by a running process; skipped")
-        return False, 0, False
+        return _Outcome(False, 0, False)
     try:
         meta = spool.meta
         label = f"{path.name} ({meta.get('project')}/{meta.get('name')})"
         url = server or meta.get("url")
         if not url:
             print(f"{label}: no server recorded; pass --server")
-            return False, 0, False
+            return _Outcome(False, 0, False)
         try:
             absorb_overflow(spool)  # what a crashed run left on disk beyond its queue
         except ValueError as exc:
             print(f"{label}: {exc}")
-            return False, 0, False
-        if url not in transports:
-            try:
-                transports[url] = make_transport(url, token)
-            except ValueError as exc:
-                print(f"{label}: {exc}")
-                return False, 0, True
-        result = replay(spool, transports[url], timeout=timeout, stop_on=(401,), on_batch=on_batch)
-        line = f"{label}: sent {result.sent_events} events in {result.sent_batches} batches to {transports[url].url}"
-        if result.rejections:
-            line += (
-                f"; {len(result.rejections)} batch(es), {result.rejected_events} events rejected: "
-                f"{result.rejections[0]}"
-            )
-        print(line)
+            return _Outcome(False, 0, False)
+        if args.retry_refused and (again := spool.retry_refused()):
+            print(f"{label}: {again} refused batch(es) queued again")
+        try:
+            target = servers.get(url) or servers.setdefault(url, _connect(url, token, args.timeout))
+        except (ValueError, InitError) as exc:
+            print(f"{label}: {exc}")
+            return _Outcome(False, 0, True)
+        result = replay(spool, target.transport, timeout=args.timeout, max_events=target.max_events,
+                        stop_on=STOP_ON, keep_refused=True, on_batch=on_batch)
+        print(f"{label}: sent {result.sent_events} events in {result.sent_batches} batches to {target.url}")
         if result.stopped is not None:
             print(f"{label}: stopped, the rest stays spooled: {result.stopped}")
-            return False, result.sent_events, True
-        spool.remove()
-        return not result.rejections, result.sent_events, False
+            return _Outcome(False, result.sent_events, True)
+        refused_batches, refused_events = spool.refused()
+        if refused_batches:
+            first = result.rejections[0] if result.rejections else "refused by an earlier sync"
+            print(f"{label}: the server refused {refused_batches} batch(es), {refused_events} events: {first}. "
+                  f"They are kept in {path / REFUSED}; send them again with: "
+                  f"runcast sync --retry-refused {path}")
+        report_spooled(url, token, meta["run"], meta["segment"], refused_events)
+        spool.remove()  # kept, emptied, while it holds refused batches
+        return _Outcome(not refused_batches, result.sent_events, False)
     finally:
         spool.close()
+
+
+def _connect(url: str, token: str | None, timeout: float) -> _Server:
+    """The transport to ``url`` and the batch size it takes (``whoami``; 1000 when it does not say)."""
+    transport = make_transport(url, token)  # ValueError for an address it cannot send to
+    try:
+        identity = whoami(url, token, None, timeout)
+    except InitError:
+        transport.close()
+        raise
+    limit = identity.max_batch_events if identity is not None else COMPATIBLE_BATCH_EVENTS
+    return _Server(url=transport.url, transport=transport, max_events=limit)

@@ -1,4 +1,5 @@
-"""``PATCH /runs/{run_id}`` (rename, tag, archive) and ``DELETE /runs/{run_id}``: the run's project's token only.
+"""``PATCH /runs/{run_id}`` (rename, tag, archive), ``DELETE /runs/{run_id}`` and ``PUT
+/runs/{run_id}/segments/{segment}/spool`` (the trainer's spool report): the run's project's token only.
 
 Another project's token, like an unknown run id, gets 404 and changes nothing.
 """
@@ -10,7 +11,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Path
 from pydantic import BaseModel, ConfigDict, Field, field_validator
-from runcast.events import ID_RE, MAX_NAME_CHARS, check_text
+from runcast.events import ID_RE, MAX_INT, MAX_NAME_CHARS, check_text
 
 from runcast_server import tables
 from runcast_server.alerts.service import stall_after
@@ -25,6 +26,7 @@ from runcast_server.runs import queries as reads
 router = APIRouter(tags=["runs"])
 WRITE_ERRORS = error_responses(401, 404, 422)
 RunIdPath = Annotated[str, Path(description="The run id.", max_length=64)]
+SegmentIdPath = Annotated[str, Path(description="The segment id the SDK made (one init() of the run).", max_length=64)]
 
 Tag = Annotated[str, Field(min_length=1, max_length=manage.MAX_TAG_CHARS)]
 
@@ -74,6 +76,20 @@ class DeletedRun(BaseModel):
     events: int
 
 
+class SpoolReport(BaseModel):
+    """What the trainer's spool holds of one segment."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    events: int = Field(ge=0, le=MAX_INT, description="Events of the segment waiting in the local spool; 0: none.")
+
+
+class SpoolState(BaseModel):
+    run: str
+    segment: int = Field(description="The segment's index in the run.")
+    spooled_events: int
+    spooled_at: float
+
+
 def _owned(session: Any, run_id: str, project: Any) -> Run:
     if not ID_RE.match(run_id):
         raise NotFound("run", field="run")
@@ -107,3 +123,17 @@ def delete_run(session: SessionDep, project: WriterDep, run_id: RunIdPath) -> De
     session.commit()  # the run is gone and its partitions detached; dropping them holds no lock of the parents
     manage.drop_detached(session)
     return DeletedRun(run=done.run, points=done.points, series=done.series, segments=done.segments, events=done.events)
+
+
+@router.put("/runs/{run_id}/segments/{segment}/spool", response_model=SpoolState, responses=WRITE_ERRORS)
+def report_spool(
+    session: SessionDep, project: WriterDep, run_id: RunIdPath, segment: SegmentIdPath, body: SpoolReport
+) -> SpoolState:
+    """Say how many of a segment's events wait in the trainer's local spool (``finish()`` when its
+    timeout leaves events on disk; ``runcast sync`` after sending them). The run's page and API show
+    it until a later report says 0."""
+    run = _owned(session, run_id, project)
+    if not ID_RE.match(segment):
+        raise NotFound("segment", field="segment")
+    row = manage.report_spool(session, run, segment, body.events, time.time())
+    return SpoolState(run=run.id, segment=row.index, spooled_events=row.spooled_events, spooled_at=row.spooled_at or 0.0)
