@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 
 import pytest
 import runcast
@@ -265,3 +266,29 @@ def test_an_unwritable_spool_drops_counted_and_logged(make_run, tmp_path, caplog
     # reported the hole while the run was open (how many depends on when the sender woke)
     assert run.stats.dropped == run.stats.logged >= 4 and run.stats.spooled == 0
     assert sum("cannot write the spool" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_a_finish_past_its_timeout_names_the_count_and_the_command_and_tells_the_server(
+        make_run, receiver, tmp_path, caplog):
+    receiver.mode, receiver.delay = "slow", 0.3  # a busy server: every batch takes 0.3 s
+    run = make_run(batch_size=500, max_queue=1000, system_metrics=False)
+    for step in range(20_000):
+        run.log({"loss": 1.0 / (step + 1)}, step=step)
+    with caplog.at_level(logging.WARNING, logger="runcast"):
+        run.finish(timeout=1.0)
+    [message] = [r.getMessage() for r in caplog.records if "could not send everything" in r.getMessage()]
+    [path] = find_spools(tmp_path / "spool")
+    unsent = int(re.search(r"within 1 s: ([\d,]+) events are kept on disk in ", message)[1].replace(",", ""))
+    stored = {e["seq"] for e in receiver.events()}
+    # run_started + 20,000 + finished; a batch whose answer came too late is both stored and kept
+    assert 0 < 20_002 - len(stored) <= unsent <= 20_002 - len(stored) + 500
+    # the token was given to init(), not in the environment: the command says where it goes
+    assert message.endswith(f"Send them with: RUNCAST_TOKEN=<the token given to init> runcast sync {path}")
+    assert receiver.spool_reports == [(f"/api/v1/runs/{run.id}/segments/{run.segment}/spool", {"events": unsent})]
+
+    receiver.mode = "ok"
+    result = CliRunner().invoke(app, ["sync", str(path), "--token", "tok-123", "-q"])
+    assert result.exit_code == 0, result.output
+    assert _metrics_steps(receiver, run.segment) == list(range(20_000))
+    assert receiver.of_type("finished") and not path.exists()
+    assert receiver.spool_reports[-1][1] == {"events": 0}
