@@ -33,8 +33,10 @@ class Identity:
     max_batch_events: int = COMPATIBLE_BATCH_EVENTS  # what a server that does not say takes
 
 
-def whoami(server: str, token: str | None, run_id: str | None, timeout: float) -> Identity | None:
-    """Ask ``server`` who ``token`` is; None when the server cannot be reached (or predates the route)."""
+def whoami(server: str, token: str | None, run_id: str | None, timeout: float, *,
+           warn_unreachable: bool = True) -> Identity | None:
+    """Ask ``server`` who ``token`` is; None when the server cannot be reached (or predates the route).
+    ``warn_unreachable``: log that the run is spooled when the server cannot be reached (``init``)."""
     import httpx
 
     params = {"run": run_id} if run_id else None
@@ -45,8 +47,9 @@ def whoami(server: str, token: str | None, run_id: str | None, timeout: float) -
     try:
         response = httpx.get(server.rstrip("/") + WHOAMI_PATH, params=params, headers=headers, timeout=timeout)
     except httpx.HTTPError as exc:
-        log.warning("runcast: the server at %s cannot be reached (%s); the run is spooled and sent when it answers",
-                    where, type(exc).__name__)
+        if warn_unreachable:
+            log.warning("runcast: the server at %s cannot be reached (%s); the run is spooled and sent when it answers",
+                        where, type(exc).__name__)
         return None
     status = response.status_code
     if status in (404, 405, 501):  # a server (or proxy) without the route: send as before

@@ -153,7 +153,7 @@ def _connect(url: str, token: str | None, timeout: float) -> _Server:
     """The transport to ``url`` and the batch size it takes (``whoami``; 1000 when it does not say)."""
     transport = make_transport(url, token)  # ValueError for an address it cannot send to
     try:
-        identity = whoami(url, token, None, timeout)
+        identity = whoami(url, token, None, timeout, warn_unreachable=False)  # the replay says why
     except InitError:
         transport.close()
         raise
