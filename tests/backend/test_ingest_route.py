@@ -84,6 +84,22 @@ def test_bad_event_rejects_whole_batch(db: Any, embedded: Any, token: str, bad: 
     assert counts(db.engine) == before
 
 
+@pytest.mark.parametrize("project", ["absent", None])
+def test_a_run_started_naming_no_project_goes_to_the_tokens(db: Any, embedded: Any, token: str,
+                                                            project: str | None) -> None:
+    # What init() sends when the server was away at start (or the run was offline): no project.
+    first = started()
+    if project == "absent":
+        del first["project"]
+    else:
+        first["project"] = None
+    assert post(embedded, [first, metrics(1, {"a": 1})], token).status_code == 202
+    assert embedded.get("/api/v1/runs/run_aaaaaaaa").json()["project"] == "demo"
+    bad = started(run="run_bbbbbbbb", project="")
+    r = post(embedded, [bad], token)
+    assert r.status_code == 422 and r.json()["error"]["field"] == "project"
+
+
 def test_run_of_another_project_answers_as_an_unknown_run(db: Any, embedded: Any, token: str) -> None:
     with db.scope() as session:
         other = create_token(session, "other")

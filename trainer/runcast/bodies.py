@@ -48,8 +48,8 @@ from .policy import PolicyError, check_policy
 
 
 def _run_started(e: Mapping[str, Any]) -> dict[str, Any]:
-    project = e.get("project")
-    if not isinstance(project, str) or not PROJECT_RE.match(project):
+    project = e.get("project")  # absent or null: the project of the token that sends it
+    if project is not None and (not isinstance(project, str) or not PROJECT_RE.match(project)):
         raise EventError(
             "project",
             "must be 1-100 characters of A-Z, a-z, 0-9, '.', '_' or '-', starting with a letter or digit",
@@ -59,7 +59,7 @@ def _run_started(e: Mapping[str, Any]) -> dict[str, Any]:
         raise EventError("name", "must be non-empty with no control characters")
     seed = check_int(e.get("seed"), "seed", low=-MAX_INT, optional=True)
     out: dict[str, Any] = {
-        "project": project,
+        **({"project": project} if project is not None else {}),
         "name": name,
         "config": json_field(e, "config", MAX_CONFIG_BYTES),
         "code": json_field(e, "code", MAX_CODE_BYTES),

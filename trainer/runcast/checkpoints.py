@@ -31,10 +31,10 @@ Check = Callable[[str, Mapping[str, Any]], None]  # validate an event body of a 
 class Checkpoints:
     """The checkpoints of one run segment."""
 
-    def __init__(self, *, run_id: str, project: str, checkpoint_dir: Path | None, put: Put, check: Check,
-                 seq: Iterator[int]) -> None:
+    def __init__(self, *, run_id: str, project: Callable[[], str | None], checkpoint_dir: Path | None, put: Put,
+                 check: Check, seq: Iterator[int]) -> None:
         self.run_id = run_id
-        self.project = project
+        self.project = project  # the run's project; None while not known (the server away since init)
         self.checkpoint_dir = checkpoint_dir
         self._put = put
         self._check = check
@@ -114,8 +114,9 @@ class Checkpoints:
                 continue
             path, step = body["path"], body["step"]
             # name the path the server recorded it under
-            body["path"] = uploader.recorded.get(
-                (path, step), f"{self.project}/{self.run_id}/step-{step}/{os.path.basename(path)}")
+            project = self.project()
+            recorded = f"{project}/{self.run_id}/step-{step}/{os.path.basename(path)}" if project else path
+            body["path"] = uploader.recorded.get((path, step), recorded)
             self._put("checkpoint", time.time(), None, body)
         self.prunes = waiting
 
@@ -172,8 +173,13 @@ class Checkpoints:
         """Where ``checkpoint_dir`` puts a copy of ``path``; None when there is no copy to make."""
         if self.checkpoint_dir is None:
             return None
+        project = self.project()
+        if project is None:
+            log.warning("runcast: checkpoint %s is reported at its path, not copied into checkpoint_dir: the run's "
+                        "project is not known while the server cannot be reached", path)
+            return None
         # The server serves a project's checkpoints only from <storage root>/<project>/.
-        root = os.path.join(os.path.abspath(self.checkpoint_dir), self.project)
+        root = os.path.join(os.path.abspath(self.checkpoint_dir), project)
         if os.path.commonpath([root, path]) == root:
             return None  # already in the project's storage directory: reported in place
         name = os.path.basename(path)

@@ -32,7 +32,8 @@ the API (before 202) and the worker refuse the same things:
 Type-specific fields (append-only types add history; write-once types are kept
 as first written):
 
-* ``run_started`` (write-once per segment): ``project`` (slug, <= 100 chars),
+* ``run_started`` (write-once per segment): ``project`` (slug, <= 100 chars; optional: absent
+  or null, the run goes to the project of the token that sends it),
   ``name`` (<= 200 chars), ``config`` (JSON object, <= 256 KiB encoded),
   ``code`` (JSON object: sha, branch, remote, dirty, diff; <= 1 MiB encoded),
   ``env`` (JSON object: python, torch, deepspeed, host, world_size, ...; <= 64 KiB),

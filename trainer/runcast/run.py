@@ -22,7 +22,7 @@ from typing import Any, Self
 from . import events, lifecycle, system
 from .checkpoints import Checkpoints
 from .events import EventError, new_id
-from .handshake import InitError
+from .handshake import InitError, whoami
 from .outbox import Item, Outbox
 from .overflow import FORMAT as OVERFLOW_FORMAT
 from .overflow import Overflow
@@ -30,7 +30,7 @@ from .policy import check_policy, put_policy
 from .record import Synced
 from .sender import Sender, SenderConfig
 from .spool import Spool
-from .spool_report import report_spooled
+from .spool_report import REPORT_TIMEOUT, report_spooled
 from .steps import Steps, checked_step
 from .transport import Transport
 from .upload import Uploader
@@ -104,7 +104,7 @@ class Run:
         self.url = url
         self.rank = rank
         self.enabled = enabled
-        self.project: str = started["project"]
+        self.project: str | None = started.get("project")  # None: the token's, not known yet (server away)
         self.name: str = started["name"]
         self.tags: tuple[str, ...] = tuple(started.get("tags") or ())
         self.group: str | None = started.get("group")
@@ -117,7 +117,7 @@ class Run:
         self._finish_timeout = finish_timeout
         self._outbox = Outbox(run_id, flush_interval=flush_interval, batch_size=batch_size, max_queue=max_queue)
         self._steps = Steps(started.get("resume_step"))
-        self._checkpoints = Checkpoints(run_id=run_id, project=self.project, checkpoint_dir=checkpoint_dir,
+        self._checkpoints = Checkpoints(run_id=run_id, project=self._known_project, checkpoint_dir=checkpoint_dir,
                                         put=self._put, check=self._check, seq=self._outbox.seq)
         self._closed_warned = False
         self._live = enabled
@@ -334,6 +334,13 @@ class Run:
                     "Send them with: %s", self.id, wait, f"{unsent:,}", where, self._sync_command(where))
         if self._api is not None:
             report_spooled(self._api[0], self._api[1], self.id, self.segment, unsent)
+
+    def _known_project(self) -> str | None:
+        """The run's project; when ``init`` could not learn it, asked of the server now (None: still away)."""
+        if self.project is None and self._api is not None:
+            who = whoami(self._api[0], self._api[1], None, REPORT_TIMEOUT, warn_unreachable=False)
+            self.project = who.project if who is not None else None
+        return self.project
 
     def _sync_command(self, where: Path) -> str:
         """The command that sends the spool: ``runcast sync DIR``, with the token when it is not in the environment."""

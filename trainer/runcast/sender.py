@@ -311,7 +311,7 @@ class Sender:
                 self._spool = Spool.create(self.config.spool_dir, self.config.spool_meta)
             if self._transport is None and not self._offline_logged:
                 self._offline_logged = True
-                log.warning("runcast: no server configured; spooling events to %s", self._spool.path)
+                log.warning("runcast: the run is recorded offline; spooling events to %s", self._spool.path)
             self._spool.append(body)
         except OSError as exc:
             if not self._spool_error_logged:

@@ -173,13 +173,12 @@ def init(
                 sink, base = None, None
         elif sink is None:
             log.info("runcast: no server given (server= or RUNCAST_SERVER); the run is recorded offline")
-    if project is None:
-        if enabled:
-            raise ValueError("project is required: pass project= or set RUNCAST_PROJECT (online, it defaults to "
-                             "the token's project once the server answers)")
-        project = "disabled" if mode == "disabled" else "unknown"
+    if project is None and not enabled:
+        project = "disabled" if mode == "disabled" else "unknown"  # a run that sends nothing
+    # project None: the server did not say (unreachable, offline): the run goes to the project of the
+    # token that sends it, when it is sent (live, or by `runcast sync`).
     started: dict[str, Any] = {
-        "project": project,
+        **({"project": project} if project is not None else {}),
         "name": name or f"run-{run_id[:8]}",
         "config": json_object(config, "config"),
         "code": {},

@@ -40,7 +40,7 @@ def check_batch(session: Session, project_id: int, events: Sequence[dict[str, An
     if started:
         name = conn.execute(select(Project.name).where(Project.id == project_id)).scalar_one()
         for i in sorted(started.values()):
-            if events[i]["project"] != name:
+            if events[i].get("project", name) != name:  # none named: the token's project
                 raise WrongProject(
                     f"run_started names project {events[i]['project']!r}, the token is for {name!r}",
                     field="project",

@@ -113,7 +113,8 @@ def _sync_one(
         return _Outcome(False, 0, False)
     try:
         meta = spool.meta
-        label = f"{path.name} ({meta.get('project')}/{meta.get('name')})"
+        project = meta.get("project") or "the token's project"  # None: resolved by the server from the token
+        label = f"{path.name} ({project}/{meta.get('name')})"
         url = server or meta.get("url")
         if not url:
             print(f"{label}: no server recorded; pass --server")
