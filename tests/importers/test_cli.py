@@ -130,3 +130,31 @@ def test_a_missing_reader_names_the_extra(tmp_path, monkeypatch, module, source,
 
     assert res.exit_code == 1
     assert f"pip install 'runcast[{extra}]'" in res.output
+
+
+def test_every_command_that_makes_runs_defaults_to_the_tokens_project(hub, server, tmp_path, monkeypatch):
+    """import, replay and train without --project: the token's project (docs/import.md, docs/cli.md);
+    RUNCAST_PROJECT when set; a refused token is one line and exit 4, never a traceback."""
+    monkeypatch.delenv("RUNCAST_PROJECT", raising=False)
+    log = tmp_path / "train.jsonl"
+    log.write_text("".join(json.dumps({"step": s, "loss": 1.0 / (s + 1)}) + "\n" for s in range(10)))
+    token = hub.token("mine")
+    base = ["--server", server, "--token", token]
+
+    imported = runcast_cli("import", str(log), *base)
+    assert imported.returncode == 0, imported.stderr
+    run_id = imported.stdout.split()[1]
+    assert hub.run(run_id)["project"] == "mine"
+
+    replayed = runcast_cli("replay", str(log), "--speed", "0", "--name", "replayed", "-q", *base)
+    assert replayed.returncode == 0, replayed.stderr
+    runs = hub.client.get("/api/v1/runs", params={"project": "mine"}).json()["runs"]
+    assert {r["name"] for r in runs} >= {"replayed"}
+
+    named = runcast_cli("import", str(log), *base, RUNCAST_PROJECT="other")
+    assert named.returncode == 4 and named.stderr.count("\n") == 1 and "Traceback" not in named.stderr
+
+    for verb in (["import", str(log)], ["replay", str(log), "--speed", "0", "-q"]):
+        refused = runcast_cli(*verb, "--server", server, "--token", "rc_wrong")
+        assert refused.returncode == 4, (verb, refused.stderr)
+        assert refused.stderr.count("\n") == 1 and "refused the token" in refused.stderr, refused.stderr

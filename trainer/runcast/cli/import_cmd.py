@@ -7,10 +7,11 @@ import os
 import sys
 from pathlib import Path
 
-from runcast.cli.exits import EXIT_FAILED, exit_status
+from runcast.cli.exits import EXIT_FAILED, EXIT_REFUSED, exit_status
 from runcast.cli.progress import Bars, wanted
 from runcast.cli.sdk import UsageError
 from runcast.events import VISIBILITIES
+from runcast.handshake import DEFAULT_START_TIMEOUT, InitError, whoami
 from runcast.importers.registry import FORMATS
 
 HELP = "Import finished runs from TensorBoard, MLflow, W&B, training logs or Runcast exports."
@@ -25,7 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="Files, directories (TensorBoard logdir, wandb/, mlruns) or an MLflow tracking URI.")
     parser.add_argument("--format", dest="fmt", type=str.lower, choices=list(FORMATS),
                         help="Read every PATH as this format (default: recognised per PATH).")
-    parser.add_argument("--project", default="replay", help="Project the runs go to (the token's).")
+    parser.add_argument("--project", help="Project the runs go to (env RUNCAST_PROJECT; default: the token's).")
     parser.add_argument("--name", help="Run name (default: the source's); with several runs, a prefix: NAME:<source name>.")
     parser.add_argument("--visibility", type=str.lower, choices=VISIBILITIES, default="public",
                         help="Who may read the imported runs.")
@@ -49,8 +50,20 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--server", "needs a server: --server or RUNCAST_SERVER")
     if not server.startswith(("http://", "https://")):
         raise UsageError("--server", f"{server!r} is not an http:// or https:// address")
+    project = args.project or os.environ.get("RUNCAST_PROJECT") or None
+    if project is None:  # the token's: the run ids are made from it, so it is asked before anything is read
+        try:
+            who = whoami(server, token, None, DEFAULT_START_TIMEOUT, warn_unreachable=False)
+        except InitError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return EXIT_REFUSED
+        if who is None:
+            print(f"error: cannot learn the token's project from {server} (unreachable, or a server that does "
+                  "not say): pass --project", file=sys.stderr)
+            return EXIT_FAILED
+        project = who.project
     progress = Bars(wanted(args.quiet))
-    target = importers.Target(project=args.project, visibility=args.visibility, alerts=args.alerts)
+    target = importers.Target(project=project, visibility=args.visibility, alerts=args.alerts)
     try:
         with progress:
             reading = progress.task("reading", total=None)

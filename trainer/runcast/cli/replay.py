@@ -27,7 +27,9 @@ from typing import Annotated, Any
 
 import typer
 
+from runcast.cli.exits import EXIT_REFUSED
 from runcast.cli.progress import Bars, wanted
+from runcast.handshake import InitError
 from runcast.importers.model import ImportFailed
 from runcast.importers.training_log import (
     load_events,
@@ -43,7 +45,7 @@ def replay(
     path: Path,
     init: Callable[..., Any],
     *,
-    project: str = "replay",
+    project: str | None = None,
     name: str | None = None,
     speed: float = 0.0,
     seconds_per_step: float = 1.0,
@@ -164,7 +166,8 @@ def replay_command(
     events: Annotated[
         Path | None, typer.Option(help="Events JSON to show as notes (default: FILE's .events.json).")
     ] = None,
-    project: Annotated[str, typer.Option(help="Project the replayed runs belong to.")] = "replay",
+    project: Annotated[str | None, typer.Option(
+        envvar="RUNCAST_PROJECT", help="Project the replayed runs belong to (default: the token's).")] = None,
     name: Annotated[
         str | None, typer.Option(help="Run name (default: the file name; ':<run>' per run column value).")
     ] = None,
@@ -184,7 +187,7 @@ def _send(
     seconds_per_step: float,
     max_gap: float,
     events: Path | None,
-    project: str,
+    project: str | None,
     name: str | None,
     server: str | None,
     token: str | None,
@@ -203,6 +206,9 @@ def _send(
             counts = replay(file, init, project=project, name=name, speed=speed, seconds_per_step=seconds_per_step,
                             max_gap=max_gap, events_path=events, log=typer.echo,
                             on_progress=lambda done, total: bars.update(bar, done, total))
+    except InitError as exc:  # the server refused the token or the project: not a bad argument
+        typer.echo(f"runcast replay: {exc}", err=True)
+        raise typer.Exit(EXIT_REFUSED) from None
     except (ValueError, ImportFailed) as exc:
         raise typer.BadParameter(str(exc)) from exc
     typer.echo(

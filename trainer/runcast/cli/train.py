@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import typer
 
+from runcast.cli.exits import EXIT_REFUSED
+from runcast.handshake import InitError
+
 MODEL, DATA, OPTIM, EVAL, FAULTS, BROADCAST = "Model", "Data", "Optimisation", "Evaluation and checkpoints", "Fault injection", "Broadcast"
 
 
@@ -50,7 +53,8 @@ def train_command(
     crash_at: int | None = typer.Option(None, min=1, help="Exit uncleanly (status 1, run not finished) after this step.", rich_help_panel=FAULTS),
     server: str | None = typer.Option(None, envvar="RUNCAST_SERVER", help="Runcast server URL. Without one, training runs offline.", rich_help_panel=BROADCAST),
     token: str | None = typer.Option(None, envvar="RUNCAST_TOKEN", help="Project ingest token.", rich_help_panel=BROADCAST, show_default=False),
-    project: str = typer.Option("runcast-train", help="Project the run belongs to.", rich_help_panel=BROADCAST),
+    project: str | None = typer.Option(None, envvar="RUNCAST_PROJECT", help="Project the run belongs to (default: "
+                                       "the token's).", rich_help_panel=BROADCAST),
     name: str | None = typer.Option(None, help="Run name (default tinygpt-<layers>x<width>).", rich_help_panel=BROADCAST),
     visibility: str = typer.Option("public", help="public, unlisted or private.", rich_help_panel=BROADCAST),
     public_paths: bool = typer.Option(
@@ -68,5 +72,8 @@ def train_command(
     cfg = TrainConfig(**flags)
     try:
         train(cfg, log=typer.echo)
+    except InitError as exc:  # the server refused the token or the project: not a bad flag
+        typer.echo(f"runcast train: {exc}", err=True)
+        raise typer.Exit(EXIT_REFUSED) from None
     except ValueError as exc:  # bad flags found late (mix schedule, data too small, head count)
         raise typer.BadParameter(str(exc)) from exc

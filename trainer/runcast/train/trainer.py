@@ -73,7 +73,7 @@ class TrainConfig:
     # resume from a checkpoint file (or DeepSpeed checkpoint directory)
     resume: str | None = None
     # broadcast
-    project: str = "runcast-train"
+    project: str | None = None  # the token's
     name: str | None = None
     server: str | None = None
     token: str | None = None
