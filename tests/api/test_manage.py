@@ -19,7 +19,7 @@ PATCH_ERRORS = [
     ({"tags": {"add": [""]}}, "tags"),
     ({"tags": {"add": ["x" * 65]}}, "tags"),
     ({"tags": {"add": ["tab\there"]}}, "tags"),
-    ({"tags": {"add": [f"t{i}" for i in range(33)]}}, "tags"),
+    ({"tags": {"add": [f"t{i}" for i in range(65)]}}, "tags"),
     ({"tags": {"add": "not-a-list"}}, "tags"),
     ({"tags": {"other": ["x"]}}, "tags"),
     ({"archived": "maybe"}, "archived"),
@@ -119,6 +119,19 @@ def _state(client: Any, run: str) -> dict[str, Any]:
     body = client.get(f"/api/v1/runs/{run}").json()
     body.pop("heartbeat_age_s")
     return body
+
+
+def test_a_run_started_with_the_most_tags_init_takes_can_still_be_retagged(client, seed):
+    """One limit for tags (runcast.limits.MAX_TAGS): what init() stores, PATCH can change."""
+    from runcast.events import MAX_TAGS
+
+    sim = seed.run("tagged", name="full").start(tags=[f"t{i:02d}" for i in range(MAX_TAGS)])
+    token = seed.token("tagged")
+    answer = client.patch(f"/api/v1/runs/{sim.run}", json={"tags": {"remove": ["t00"]}}, headers=_auth(token))
+    assert answer.status_code == 200, answer.text
+    assert len(answer.json()["tags"]) == MAX_TAGS - 1
+    answer = client.patch(f"/api/v1/runs/{sim.run}", json={"tags": {"add": ["t00", "one-more"]}}, headers=_auth(token))
+    assert answer.status_code == 422 and answer.json()["error"]["field"].startswith("tags")
 
 
 def test_another_projects_token_changes_nothing_and_answers_as_unknown(client, two):

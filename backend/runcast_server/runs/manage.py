@@ -10,8 +10,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Final
 
+from runcast.events import MAX_TAGS
 from sqlalchemy import CursorResult, Table, delete, func, select
 from sqlalchemy.orm import Session
 
@@ -22,8 +22,6 @@ from runcast_server.core.models import Point, Project, Rollup, Run, RunTag, Segm
 RunRows = Callable[[Session, str], object]
 """Deletes the rows of one run (by id) that another domain keeps without a ``run_id`` column."""
 
-MAX_TAGS: Final = 32
-MAX_TAG_CHARS: Final = 64
 
 
 def owned_run(session: Session, run_id: str, project: Project) -> Run:

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Path
 from pydantic import BaseModel, ConfigDict, Field, field_validator
-from runcast.events import ID_RE, MAX_INT, MAX_NAME_CHARS, check_text
+from runcast.events import ID_RE, MAX_INT, MAX_NAME_CHARS, MAX_TAG_CHARS, MAX_TAGS, check_text
 
 from runcast_server import tables
 from runcast_server.alerts.service import stall_after
@@ -28,7 +28,7 @@ WRITE_ERRORS = error_responses(401, 404, 422)
 RunIdPath = Annotated[str, Path(description="The run id.", max_length=64)]
 SegmentIdPath = Annotated[str, Path(description="The segment id the SDK made (one init() of the run).", max_length=64)]
 
-Tag = Annotated[str, Field(min_length=1, max_length=manage.MAX_TAG_CHARS)]
+Tag = Annotated[str, Field(min_length=1, max_length=MAX_TAG_CHARS)]
 
 
 def _clean_tag(value: str) -> str:
@@ -40,8 +40,8 @@ def _clean_tag(value: str) -> str:
 
 class TagChange(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)  # 0 is not False, "1" not a list
-    add: list[Tag] = Field(default_factory=list, max_length=manage.MAX_TAGS)
-    remove: list[Tag] = Field(default_factory=list, max_length=manage.MAX_TAGS)
+    add: list[Tag] = Field(default_factory=list, max_length=MAX_TAGS)
+    remove: list[Tag] = Field(default_factory=list, max_length=MAX_TAGS)
 
     @field_validator("add", "remove")
     @classmethod
