@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlsplit
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Depends, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from runcast_server.api.deps import SessionDep, over_rate_limit
@@ -52,12 +52,19 @@ def _same_origin(request: Request) -> None:
         raise ApiError(403, "sign-in and sign-out are accepted only from this site's pages", field="Origin")
 
 
+def _json_only(request: Request) -> None:
+    """415 unless the body is declared JSON; a dependency, so it answers before the body is validated."""
+    if request.headers.get("content-type", "").split(";")[0].strip().lower() != "application/json":
+        raise ApiError(415, "send the token as JSON (Content-Type: application/json)", field="Content-Type")
+
+
 def _set_cookie(request: Request, response: Response, value: str, max_age: int) -> None:
     response.set_cookie(COOKIE, value, max_age=max_age, path="/", httponly=True, samesite="strict",
                         secure=request.url.scheme == "https")
 
 
-@router.post("/session", response_model=SessionView, responses=error_responses(400, 401, 403, 415, 422, 429))
+@router.post("/session", response_model=SessionView, responses=error_responses(400, 401, 403, 415, 422, 429),
+             dependencies=[Depends(_same_origin), Depends(_json_only)])
 def sign_in(request: Request, response: Response, session: SessionDep, settings: SettingsDep,
             body: SignInBody) -> Any:
     """Exchange a project token for a session cookie (HttpOnly, SameSite=Strict, Secure over HTTPS).
@@ -67,9 +74,6 @@ def sign_in(request: Request, response: Response, session: SessionDep, settings:
     The session ends at ``expires_at`` (``RUNCAST_SESSION_TTL_S`` after sign-in), at sign-out, or
     when the token is revoked. A wrong, revoked or admin token is a 401 naming ``token``.
     """
-    _same_origin(request)
-    if request.headers.get("content-type", "").split(";")[0].strip().lower() != "application/json":
-        raise ApiError(415, "send the token as JSON (Content-Type: application/json)", field="Content-Type")
     refused = over_rate_limit(request, session, "signin", settings.signin_rate_limit, settings.signin_rate_window_s,
                               "too many sign-in attempts from this address; try again later")
     if refused is not None:
