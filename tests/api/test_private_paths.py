@@ -18,7 +18,7 @@ from runcast_server.reads.published import (
 
 ENV = {"python": "3.11.7", "platform": "Linux-6.1-x86_64", "host": "gpu-node-17", "pid": 41234, "user": "alice",
        "cwd": "/home/alice/exp", "rank": 0, "world_size": 8, "torch": "2.13.0"}
-CONFIG = {"out_dir": "out-runcast", "lr": 3e-4, "n_dirs": 3, "data": {"train_path": ["a.bin", "b.bin"], "seq": 2048},
+CONFIG = {"out_dir": "out-runcast", "data_dir": "data/shards", "lr": 3e-4, "n_dirs": 3, "data": {"train_path": ["a.bin", "b.bin"], "seq": 2048},
           "deepspeed": "/opt/cfg/ds.json", "cmd": "python train.py --save /scratch/alice/run7", "note": "and/or 1/2/3",
           "url": "https://example.org/a/b", "home_cache": "~/.cache/hf", "win": "C:\\runs\\r1"}
 CHECKPOINT = {"path": "/srv/runcast/storage/run7/ckpt_0000100.pt", "size": 1234, "sha256": "a" * 64,
@@ -38,12 +38,21 @@ def test_other_text_is_not_a_path(text: str) -> None:
 
 
 def test_config_keeps_its_shape_with_path_like_values_withheld() -> None:
+    # Judged by the value: a bare name under a path-like key says nothing of the machine; a path does.
     assert published_config(CONFIG, full=False) == {
-        "out_dir": WITHHELD, "lr": 3e-4, "n_dirs": 3, "data": {"train_path": [WITHHELD, WITHHELD], "seq": 2048},
+        "out_dir": "out-runcast", "data_dir": WITHHELD, "lr": 3e-4, "n_dirs": 3,
+        "data": {"train_path": ["a.bin", "b.bin"], "seq": 2048},
         "deepspeed": WITHHELD, "cmd": WITHHELD, "note": "and/or 1/2/3", "url": "https://example.org/a/b",
         "home_cache": WITHHELD, "win": WITHHELD,
     }
     assert published_config(CONFIG, full=True) == CONFIG
+
+
+def test_an_imported_runs_file_name_is_shown_and_its_path_is_not() -> None:
+    named = {"imported_from": {"format": "training_log", "file": "pythia-410m.jsonl"}}
+    assert published_env(named, full=False) == named
+    placed = {"imported_from": {"format": "training_log", "file": "/home/alice/logs/pythia-410m.jsonl"}}
+    assert published_env(placed, full=False) == {"imported_from": {"format": "training_log", "file": WITHHELD}}
 
 
 def test_environment_host_fields_are_withheld() -> None:
@@ -81,7 +90,7 @@ def test_routes_show_paths_only_to_the_runs_own_project(client: Any, seed: Any) 
     other = seed.token("other")  # a token of another project is a stranger here
     for headers in ({}, {"Authorization": f"Bearer {other}"}):
         detail = client.get(f"/api/v1/runs/{sim.run}", headers=headers).json()
-        assert (detail["env"]["host"], detail["env"]["pid"], detail["config"]["out_dir"]) == (WITHHELD,) * 3
+        assert (detail["env"]["host"], detail["env"]["pid"], detail["config"]["deepspeed"]) == (WITHHELD,) * 3
         assert detail["public_paths"] is False and detail["code"]["remote"] == WITHHELD
         events = client.get(f"/api/v1/runs/{sim.run}/events", headers=headers).text
         for secret in ("gpu-node-17", "41234", "/srv/runcast", "/home/alice", "/scratch/alice", "/opt/cfg"):

@@ -9,10 +9,10 @@ event payloads, manifests):
   (presents a token of the run's project, or the run opted in with
   ``runcast.init(public_paths=True)``), filesystem paths, the host name, the user name and
   the process id are withheld: checkpoints show their file name (with size and sha256),
-  the environment's host fields are replaced by ``WITHHELD``, and so is every config value
-  under a path-like key (``out_dir``, ``data_path``, ``root``, ...) and every config,
-  environment or manifest value that looks like an absolute or home path; a note's
-  absolute paths become ``[path]``.
+  the environment's host fields are replaced by ``WITHHELD``, and so is every config,
+  environment or manifest value that looks like an absolute or home path, and under a
+  path-like key (``out_dir``, ``data_path``, ``root``, ...) every value of several parts (a
+  bare file name stays); a note's absolute paths become ``[path]``.
 * **Private checkpoints, for the project only.** A checkpoint recorded with
   ``public: false`` shows only its metrics, status and ``public`` flag to anyone without a
   token of the run's project, whatever the run opted in to.
@@ -63,12 +63,18 @@ def looks_like_path(text: str) -> bool:
     return bool(_PATH_VALUE.match(text.strip()) or _EMBEDDED_PATH.search(text))
 
 
+def _has_parts(text: str) -> bool:
+    """A relative path of several parts (``data/train``, ``out\\ckpt``), not a bare name."""
+    return "/" in text or "\\" in text
+
+
 def withhold_paths(value: Any, *, keys: bool = True, under_path_key: bool = False) -> Any:
-    """``value`` with path-like strings replaced by ``WITHHELD`` (recursively): strings that
-    look like paths, and with ``keys`` every string under a path-like key. Numbers,
+    """``value`` with path-like strings replaced by ``WITHHELD`` (recursively), judged by the value:
+    strings that look like absolute or home paths, and with ``keys``, under a path-like key, every
+    string of more than one part (``data/shard``); a bare file name (``train.jsonl``), numbers,
     booleans and nulls stay, so a config keeps its shape."""
     if isinstance(value, str):
-        return WITHHELD if under_path_key or looks_like_path(value) else value
+        return WITHHELD if looks_like_path(value) or (under_path_key and _has_parts(value)) else value
     if isinstance(value, dict):
         return {k: withhold_paths(v, keys=keys, under_path_key=under_path_key or (keys and bool(_PATH_KEY.search(str(k)))))
                 for k, v in value.items()}
