@@ -98,3 +98,17 @@ def test_export_cli_unreachable_server():
     res = cli("abcdefgh12", "--server", f"http://127.0.0.1:{services.free_port()}")
     assert res.returncode == 1
     assert "could not export" in res.stderr
+
+
+def test_export_into_a_closed_pipe_ends_quietly(server, seed):
+    """``runcast export RUN | head -1``: the reader goes away, the command stops without a traceback."""
+    run = seed.run(name="piped").start()
+    run.log({"loss": [(s, 1 / (s + 1)) for s in range(50_000)]})
+    shell = subprocess.run(
+        f"'{services.BIN / 'runcast'}' export {run.run} --server {server} | head -1; echo \"status ${{PIPESTATUS[0]}}\"",
+        shell=True, executable="/bin/bash", env=services.child_env({}), capture_output=True, text=True, timeout=120,
+        check=False,
+    )
+    first, status = shell.stdout.splitlines()
+    assert first.startswith('{"segment":0,"key":"loss","step":0')
+    assert status == "status 141" and shell.stderr == ""  # 128 + SIGPIPE, as any Unix tool, and not a word

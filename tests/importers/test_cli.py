@@ -33,8 +33,9 @@ def test_import_a_logdir_twice(hub, server, tmp_path):
     assert first.returncode == 0, first.stderr
     (run_line, summary) = first.stdout.splitlines()
     run_id = run_line.split()[1]
-    assert run_line == f"run {run_id}  baseline: 500 points, 1 segment(s)"
-    assert summary == "imported 500 points as 1 run(s), 1 segment(s), 0 note(s)"
+    # what is stored: the 500 losses and a wall time for each of their steps (time/elapsed_s)
+    assert run_line == f"run {run_id}  baseline: 1000 points, 1 segment(s)"
+    assert summary == "imported 1000 points as 1 run(s), 1 segment(s), 0 note(s)"
     exported = hub.export(run_id)
     version = hub.run(run_id)["last_step"], len(hub.events(run_id))
 
@@ -103,8 +104,8 @@ def test_progress_bars_on_a_terminal(hub, server, tmp_path):
     os.close(leader)
     assert proc.returncode == 0
     text = screen.decode(errors="replace")
-    assert "reading" in text and "sending" in text and "3000/3000" in text
-    assert out.decode().endswith("imported 3000 points as 1 run(s), 1 segment(s), 0 note(s)\n")
+    assert "reading" in text and "sending" in text and "3000/3000" in text and "6000/6000" in text
+    assert out.decode().endswith("imported 6000 points as 1 run(s), 1 segment(s), 0 note(s)\n")
 
 
 @pytest.mark.parametrize(
@@ -158,3 +159,17 @@ def test_every_command_that_makes_runs_defaults_to_the_tokens_project(hub, serve
         refused = runcast_cli(*verb, "--server", server, "--token", "rc_wrong")
         assert refused.returncode == 4, (verb, refused.stderr)
         assert refused.stderr.count("\n") == 1 and "refused the token" in refused.stderr, refused.stderr
+
+
+def test_the_counts_printed_are_the_points_stored(hub, server, tmp_path):
+    """A training log with times: its points and the wall time derived for each step are stored, and
+    the command says so (it used to print the log's points only)."""
+    log = tmp_path / "timed.jsonl"
+    log.write_text("".join(json.dumps({"step": s, "loss": 1.0 / (s + 1), "timestamp": 1_700_000_000 + s}) + "\n"
+                           for s in range(7)))
+    res = runcast_cli("import", str(log), "--server", server, "--token", hub.token(), "-q")
+    assert res.returncode == 0, res.stderr
+    run_line, summary = res.stdout.splitlines()
+    run_id = run_line.split()[1]
+    stored = len(hub.export(run_id).splitlines())
+    assert stored == 14 and f": {stored} points," in run_line and summary.startswith(f"imported {stored} points")

@@ -79,7 +79,8 @@ def run(args: argparse.Namespace) -> int:
                     ", ".join(args.sources),
                     "no points to import; nothing was sent" + ("" if args.fmt else " (is --format right?)"),
                 )
-            sending = progress.task("sending", total=total)
+            stored = [plan.points() for plan in plans]  # the source's points and the elapsed times derived from them
+            sending = progress.task("sending", total=sum(stored))
             transport = make_transport(server, token)
             try:
                 importers.send(plans, transport, on_batch=lambda batch: progress.advance(sending, batch.points))
@@ -89,12 +90,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         status = getattr(exc, "status", None)
         return exit_status(status) if status else EXIT_FAILED
-    for plan in plans:
-        run = plan.run
-        print(f"run {plan.run_id}  {plan.name}: {run.points} points, {len(run.segments)} segment(s)")
+    for plan, points in zip(plans, stored):
+        print(f"run {plan.run_id}  {plan.name}: {points} points, {len(plan.run.segments)} segment(s)")
     repeats = sum(run.repeats for run in runs)
     print(
-        f"imported {total} points as {len(plans)} run(s), {sum(len(r.segments) for r in runs)} segment(s), "
+        f"imported {sum(stored)} points as {len(plans)} run(s), {sum(len(r.segments) for r in runs)} segment(s), "
         f"{sum(len(r.notes) for r in runs)} note(s)" + (f"; {repeats} repeated point(s) left out" if repeats else "")
     )
     return 0

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 from runcast.cli import sdk
+from runcast.cli.failures import debug_wanted, guarded
 
 EXTRA_OF: Final = {
     "train": "trainer", "replay": "cli", "estimate": "cli", "plot": "cli", "runs": "cli", "token": "cli",
@@ -50,9 +51,10 @@ def installed(package: str) -> bool:
 def main(argv: Sequence[str] | None = None) -> None:
     """Run ``runcast ARGS`` (``sys.argv[1:]`` by default); exits with the verb's status."""
     args = list(sys.argv[1:] if argv is None else argv)
+    debug = debug_wanted(args)
     verb = args[0] if args else None
     if verb in sdk.VERBS:
-        raise SystemExit(sdk.main(args))
+        guarded(lambda: sdk.main(args), verb, debug)
     if verb in EXTRA_OF and (package := missing_for(verb)) is not None:
         extra = EXTRA_OF[verb]
         print(
@@ -64,7 +66,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         raise SystemExit(_sdk_only_help(verb))
     from runcast.cli.app import app as typer_app
 
-    typer_app(args=args, prog_name="runcast")
+    guarded(lambda: typer_app(args=args, prog_name="runcast"), verb, debug)
 
 
 def _sdk_only_help(verb: str | None) -> int:

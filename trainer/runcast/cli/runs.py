@@ -51,18 +51,34 @@ def _age(seconds: float | None) -> str:
     return f"{seconds:.0f}s"
 
 
+TAGS_WIDTH = 40
+
+
+def _tags(tags: list[str]) -> str:
+    """The tags that fit in ``TAGS_WIDTH``, then how many more (``runs show`` lists them all)."""
+    shown: list[str] = []
+    for i, tag in enumerate(tags):
+        more = f" +{len(tags) - i}"
+        if len(",".join([*shown, tag])) + (len(more) if i < len(tags) - 1 else 0) > TAGS_WIDTH and shown:
+            return ",".join(shown) + more
+        shown.append(tag)
+    return ",".join(shown)
+
+
 def _table(runs: list[dict[str, Any]]) -> None:
     from rich.console import Console
     from rich.table import Table
 
     table = Table(box=None, pad_edge=False)
-    for column in ("ID", "PROJECT", "NAME", "STATUS", "STEP", "AGE", "TAGS"):
-        table.add_column(column, no_wrap=column != "NAME", overflow="fold")
+    # Every column keeps its room; the tags are cut to TAGS_WIDTH (a run may hold 64 of them).
+    for column in ("ID", "PROJECT", "NAME", "STATUS", "STEP", "AGE"):
+        table.add_column(column, no_wrap=column != "NAME", overflow="fold", min_width=len(column) + 2)
+    table.add_column("TAGS", no_wrap=True, overflow="ellipsis", max_width=TAGS_WIDTH)
     now = time.time()
     for run in runs:
         status = run["status"] + (" (archived)" if run.get("archived_at") else "")
         table.add_row(run["id"], run["project"], run["name"], status, str(run["last_step"] if run["last_step"]
-                      is not None else "-"), _age(now - run["created_at"]), ",".join(run.get("tags") or ()))
+                      is not None else "-"), _age(now - run["created_at"]), _tags(run.get("tags") or []))
     Console(soft_wrap=False, width=None if sys.stdout.isatty() else 200).print(table)
 
 

@@ -84,11 +84,23 @@ class Plan:
     ends: list[float]
     t0: float | None  # the run's first known time; None when the source has none
 
+    @property
+    def adds_elapsed(self) -> bool:
+        """Whether the import writes ``ELAPSED_KEY`` (the source has times and no such series)."""
+        return self.t0 is not None and not any(ELAPSED_KEY in s.series for s in self.run.segments)
+
+    def points(self) -> int:
+        """The points the import stores: the source's, and an ``ELAPSED_KEY`` one per timed step."""
+        if not self.adds_elapsed:
+            return self.run.points
+        timed = sum(1 for segment in self.run.segments for _, _, t in merged_steps(segment) if not math.isnan(t))
+        return self.run.points + timed
+
     def body(self) -> Iterator[tuple[dict[str, Any], int]]:
-        """Metrics, notes and finished events after ``started``, each with its count of source points."""
+        """Metrics, notes and finished events after ``started``, each with the count of points it stores."""
         run = self.run
         t0 = self.t0
-        elapsed = t0 is not None and not any(ELAPSED_KEY in s.series for s in run.segments)
+        elapsed = self.adds_elapsed
         last = len(run.segments) - 1
         for index, segment in enumerate(run.segments):
             sid = self.started[index]["segment"]
@@ -102,9 +114,9 @@ class Plan:
                 ts = t if known else self.starts[index]
                 if notes:
                     times[step] = ts
-                points = len(values)
                 if elapsed and known and t0 is not None:  # (elapsed needs t0)
                     values[ELAPSED_KEY] = t - t0
+                points = len(values)
                 items = [(k, events.encode_value(v)) for k, v in values.items()]
                 for start in range(0, len(items), events.MAX_METRICS_PER_EVENT):
                     seq += 1
