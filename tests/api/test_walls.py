@@ -126,7 +126,7 @@ def _routes(client: Any) -> list[tuple[str, str]]:
 def _fill(path: str, run: str, world: dict[str, Any]) -> str:
     return (path.replace("{run_id}", run).replace("{cid}", str(world["cid"])).replace("{rid}", str(world["rid"]))
             .replace("{version}", "v1").replace("{upload_id}", "0" * 32).replace("{index}", "0")
-            .replace("{file_path}", "a.bin"))
+            .replace("{file_path}", "a.bin").replace("{segment}", "segment00"))
 
 
 def _normalised(res: Any, *ids: str) -> tuple[int, str]:
@@ -149,7 +149,7 @@ def test_every_route_answers_for_a_private_run_exactly_as_for_an_unknown_id(clie
         for headers in _strangers(world):
             kwargs: dict[str, Any] = {"params": params, "headers": headers}
             if method == "PUT":
-                kwargs["json"] = {"spike": {"k": 5}}
+                kwargs["json"] = {"events": 1} if path.endswith("/spool") else {"spike": {"k": 5}}
             if method == "PATCH":
                 kwargs["json"] = {"name": "renamed", "archived": True}
             private = client.request(method, _fill(path, world["private"], world), **kwargs)
@@ -285,12 +285,12 @@ def test_whoami_tells_only_the_tokens_own_project(client, world):
     mine = client.get("/api/v1/whoami", params={"run": world["private"]}, headers=p_auth)
     assert mine.status_code == 200
     assert mine.json() == {"project": "pproj", "run": {"id": world["private"], "last_step": 2, "status": "running"},
-                           "max_batch_events": 5000}
+                           "max_batch_events": 5000, "max_body_bytes": 8 * 1024 * 1024}
     theirs = client.get("/api/v1/whoami", params={"run": world["private"]}, headers=q_auth)
     assert theirs.status_code == 409 and theirs.json()["error"]["field"] == "run"
     assert "last_step" not in theirs.text and "pproj" not in theirs.text
     assert client.get("/api/v1/whoami", params={"run": UNKNOWN}, headers=q_auth).json() == {
-        "project": "qproj", "run": None, "max_batch_events": 5000}
+        "project": "qproj", "run": None, "max_batch_events": 5000, "max_body_bytes": 8 * 1024 * 1024}
     for headers in ({}, {"Authorization": "Bearer rc_not_a_token"}):
         refused = client.get("/api/v1/whoami", params={"run": world["private"]}, headers=headers)
         assert refused.status_code == 401 and refused.json()["error"]["field"] == "Authorization"

@@ -47,6 +47,7 @@ class Receiver:
         self.requests = 0
         self.auth: list[str | None] = []
         self.max_events = 5000
+        self.max_bytes: int | None = None  # a body larger than this gets 413 (as RUNCAST_MAX_BODY_BYTES)
         self.whoami: dict[str, Any] | None = None
         self.spool_reports: list[tuple[str, dict[str, Any]]] = []  # (path, body)
         self._lock = threading.Lock()
@@ -77,6 +78,8 @@ class Receiver:
                 mode = receiver.mode
                 if self.path != "/api/v1/ingest":
                     return self._reply(404, {"error": {"message": "not found"}})
+                if receiver.max_bytes is not None and len(body) > receiver.max_bytes:
+                    return self._reply(413, {"error": {"message": "request body too large"}})
                 if mode == "fail":
                     return self._reply(503, {"error": {"message": "down for maintenance"}})
                 if mode == "unauthorized":

@@ -10,7 +10,8 @@ import pytest
 import runcast
 from runcast import events
 from runcast.cli.main import app
-from runcast.spool import REFUSED, Spool, find_spools, replay
+from runcast.spool import REFUSED, Spool, find_spools
+from runcast.spool_replay import replay
 from runcast.transport import HttpTransport
 from sdk_receiver import Receiver, free_port
 from typer.testing import CliRunner
@@ -292,3 +293,27 @@ def test_a_finish_past_its_timeout_names_the_count_and_the_command_and_tells_the
     assert _metrics_steps(receiver, run.segment) == list(range(20_000))
     assert receiver.of_type("finished") and not path.exists()
     assert receiver.spool_reports[-1][1] == {"events": 0}
+
+
+def test_sync_keeps_batches_under_the_servers_body_limit(tmp_path):
+    spool, _segment = _spool_of(tmp_path, 20_000, 5000)  # lines of ~0.6 MB
+    server = Receiver().start()
+    server.whoami = {"project": "p", "max_batch_events": 5000, "max_body_bytes": 100_000}
+    server.max_bytes = 100_000
+    try:
+        result = CliRunner().invoke(app, ["sync", str(spool.path), "--server", server.url, "--token", "t", "-q"])
+        assert result.exit_code == 0, result.output
+        assert [e["step"] for e in server.of_type("metrics")] == list(range(20_000))
+        assert max(len(events.dumps_batch(b["events"])) for b in server.bodies) <= 100_000
+    finally:
+        server.stop()
+
+
+def test_a_live_batch_larger_than_the_server_takes_is_halved_never_dropped(make_run, receiver):
+    receiver.max_bytes = 50_000  # the server takes less than it said (or a proxy in front of it)
+    run = make_run(flush_interval=0.5, system_metrics=False)
+    for step in range(3000):
+        run.log({"loss": 1.0 / (step + 1), "lr": 3e-4}, step=step)
+    run.finish(timeout=30)
+    assert run.stats.dropped == 0
+    assert _metrics_steps(receiver, run.segment) == list(range(3000))

@@ -9,7 +9,7 @@ import logging
 from dataclasses import dataclass
 from typing import Final
 
-from .limits import COMPATIBLE_BATCH_EVENTS, MAX_BATCH_EVENTS
+from .limits import COMPATIBLE_BATCH_EVENTS, MAX_BATCH_BYTES, MAX_BATCH_EVENTS
 from .transport import _error_message, public_url
 
 WHOAMI_PATH: Final = "/api/v1/whoami"
@@ -31,6 +31,7 @@ class Identity:
     run_exists: bool
     run_last_step: int | None
     max_batch_events: int = COMPATIBLE_BATCH_EVENTS  # what a server that does not say takes
+    max_batch_bytes: int = MAX_BATCH_BYTES  # the server's body limit (RUNCAST_MAX_BODY_BYTES), at most the SDK's
 
 
 def whoami(server: str, token: str | None, run_id: str | None, timeout: float, *,
@@ -72,6 +73,7 @@ def whoami(server: str, token: str | None, run_id: str | None, timeout: float, *
             run_exists=run is not None,
             run_last_step=run.get("last_step") if run else None,
             max_batch_events=_batch_limit(doc.get("max_batch_events")),
+            max_batch_bytes=_byte_limit(doc.get("max_body_bytes")),
         )
     except (ValueError, KeyError, TypeError, AttributeError):
         log.warning("runcast: the server at %s answered whoami with something unexpected", where)
@@ -84,3 +86,10 @@ def _batch_limit(said: object) -> int:
         return COMPATIBLE_BATCH_EVENTS
     return min(said, MAX_BATCH_EVENTS)
 
+
+
+def _byte_limit(said: object) -> int:
+    """The largest batch body to send: what the server takes, within the SDK's own limit."""
+    if isinstance(said, bool) or not isinstance(said, int) or said < 1:
+        return MAX_BATCH_BYTES
+    return min(said, MAX_BATCH_BYTES)

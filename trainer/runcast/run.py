@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shlex
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -30,7 +29,7 @@ from .policy import check_policy, put_policy
 from .record import Synced
 from .sender import Sender, SenderConfig
 from .spool import Spool
-from .spool_report import REPORT_TIMEOUT, report_spooled
+from .spool_report import REPORT_TIMEOUT, announce_unsent
 from .steps import Steps, checked_step
 from .transport import Transport
 from .upload import Uploader
@@ -96,6 +95,7 @@ class Run:
         segment: str | None = None,
         disabled: bool = False,
         upload: UploadConfig | None = None,
+        batch_bytes: int = events.MAX_BATCH_BYTES,
     ) -> None:
         self.id = run_id
         self.checkpoint_dir = checkpoint_dir
@@ -130,6 +130,7 @@ class Run:
             run=run_id,
             segment=self.segment,
             batch_size=batch_size,
+            batch_bytes=batch_bytes,
             flush_interval=flush_interval,
             heartbeat_interval=heartbeat_interval,
             retry_initial=retry_initial,
@@ -323,17 +324,9 @@ class Run:
         if self._sender.close(wait):
             return
         where = self._sender.unsent_dir
-        if where is None:
-            return
-        unsent = self._sender.unsent_events
-        if self._sender.offline:
-            log.warning("runcast: run %s was recorded offline in %s (%s events). Send it with: runcast sync %s "
-                        "--server URL", self.id, where, f"{unsent:,}", shlex.quote(str(where)))
-            return
-        log.warning("runcast: run %s could not send everything within %g s: %s events are kept on disk in %s. "
-                    "Send them with: %s", self.id, wait, f"{unsent:,}", where, self._sync_command(where))
-        if self._api is not None:
-            report_spooled(self._api[0], self._api[1], self.id, self.segment, unsent)
+        if where is not None:
+            announce_unsent(self.id, self.segment, where, self._sender.unsent_events, wait,
+                            offline=self._sender.offline, api=self._api)
 
     def _known_project(self) -> str | None:
         """The run's project; when ``init`` could not learn it, asked of the server now (None: still away)."""
@@ -341,14 +334,6 @@ class Run:
             who = whoami(self._api[0], self._api[1], None, REPORT_TIMEOUT, warn_unreachable=False)
             self.project = who.project if who is not None else None
         return self.project
-
-    def _sync_command(self, where: Path) -> str:
-        """The command that sends the spool: ``runcast sync DIR``, with the token when it is not in the environment."""
-        command = f"runcast sync {shlex.quote(str(where))}"
-        token = self._api[1] if self._api is not None else None
-        if token and os.environ.get("RUNCAST_TOKEN") != token:
-            command = "RUNCAST_TOKEN=<the token given to init> " + command
-        return command
 
     @property
     def stats(self) -> RunStats:

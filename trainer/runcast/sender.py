@@ -1,24 +1,19 @@
 """The background flusher: the only consumer of a run's queue and of its overflow file.
 
-The training thread appends queue items (numbered: ``seq``) and returns; this daemon
-thread turns them into wire events (reading device tensors, hashing checkpoints), cuts
-batches (never more than ``batch_size``, ``MAX_BATCH_EVENTS`` or ``MAX_BATCH_BYTES``) and
-hands them to the transport. With ``flush_interval`` 0 (the default) it sends as soon
-as it is idle: a lone point leaves at once, and what arrives while a request is in
-flight (or within ``MIN_SEND_GAP`` of the last send) goes out together in the next one,
-so batches grow with the load by themselves.
-A positive ``flush_interval`` waits that long (or for ``batch_size`` events) instead.
-When the training thread writes to the overflow file instead (the queue is full or
-behind, ``overflow.py``), the sender reads it back after the queue, in order.
+The training thread appends queue items (numbered: ``seq``) and returns; this daemon thread
+turns them into wire events (reading device tensors, hashing checkpoints), cuts batches (never
+more than ``batch_size`` events or ``batch_bytes``: the server's limits) and hands them to the
+transport. With ``flush_interval`` 0 (the default) it sends as soon as it is idle: what arrives
+while a request is in flight (or within ``MIN_SEND_GAP`` of the last send) goes out together in
+the next one, so batches grow with the load. A positive ``flush_interval`` waits that long (or
+for ``batch_size`` events) instead. The overflow file (``overflow.py``) is read after the queue.
 
-When the service is unavailable the batch goes to the spool and so does every
-later batch, so order is kept (gathered for ``SPOOL_INTERVAL`` at a time: each append
-is fsync'd); the spool is replayed after a capped exponential back-off with full
-jitter (``Backoff``: a random wait in [0, cap], so trainers cut off together do not
-come back together) and live sending resumes once it is empty. A batch the service
-rejects for good is counted as dropped and its error logged once. The run's spool directory is made
-with the run (the overflow file lives there) and deleted when the run closes with
-nothing left unsent.
+When the service is unavailable the batch goes to the spool and so does every later batch, so
+order is kept (gathered for ``SPOOL_INTERVAL`` at a time: each append is fsync'd); the spool is
+replayed after a capped exponential back-off with full jitter (``Backoff``) and live sending
+resumes once it is empty. A batch the service finds too large is halved; one it rejects for good
+is counted as dropped and its error logged once. The run's spool directory is made with the run
+(the overflow file lives there) and deleted when the run closes with nothing left unsent.
 """
 
 from __future__ import annotations
@@ -35,9 +30,11 @@ from typing import Any, Final
 
 from . import events
 from .backoff import Backoff
+from .batches import batch_bodies
 from .outbox import Counters, Item, Wakeup
 from .overflow import Overflow
-from .spool import Spool, batch_bodies, replay
+from .spool import Spool
+from .spool_replay import replay
 from .transport import Rejected, Retryable, Transport
 from .wire import to_wire
 
@@ -64,6 +61,7 @@ class SenderConfig:
     retry_max: float
     spool_dir: Path
     spool_meta: dict[str, Any]
+    batch_bytes: int = events.MAX_BATCH_BYTES  # the server's body limit, within the SDK's
 
 
 class Sender:
@@ -287,7 +285,7 @@ class Sender:
                 self._drop(1)
             else:
                 wire.append(event)
-        for body, batch in batch_bodies(wire, self._batch_limit()):
+        for body, batch in batch_bodies(wire, self._batch_limit(), self.config.batch_bytes):
             self._deliver(body, batch)
 
     def _deliver(self, body: bytes, batch: list[dict[str, Any]]) -> None:
@@ -301,6 +299,10 @@ class Sender:
             self._start_outage(exc)
             self._to_spool(body, len(batch))
         except Rejected as exc:
+            if exc.too_large and len(batch) > 1:  # the server takes less than it said: halve, never drop
+                for part_body, part in batch_bodies(batch, len(batch) // 2, self.config.batch_bytes):
+                    self._deliver(part_body, part)
+                return
             self._rejected(str(exc), len(batch))
         else:
             self._counters.sent += len(batch)
@@ -350,6 +352,7 @@ class Sender:
             timeout=self._send_timeout(),
             max_batches=REPLAY_BATCHES_PER_PASS,
             max_events=self._batch_limit(),
+            max_bytes=self.config.batch_bytes,
         )
         self._spooled_events = max(0, self._spooled_events - result.sent_events - result.rejected_events)
         self._counters.sent += result.sent_events

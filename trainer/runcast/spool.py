@@ -27,14 +27,13 @@ import json
 import logging
 import os
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final, cast
 
-from . import events as schema
 from . import overflow
-from .transport import Rejected, Retryable, Transport
+from .batches import batch_bodies
+from .transport import Rejected
 
 try:
     import fcntl
@@ -193,115 +192,6 @@ class Spool:
         if self._lock_fd >= 0:
             os.close(self._lock_fd)
             self._lock_fd = -1
-
-
-@dataclass
-class ReplayResult:
-    """What one replay pass did."""
-
-    sent_events: int = 0
-    sent_batches: int = 0  # spooled batches with events stored
-    rejected_events: int = 0
-    rejections: list[str] = field(default_factory=list)
-    stopped: str | None = None  # why the pass stopped early (service unavailable, or a stop_on status)
-    retry_after: float | None = None  # the service's hint, when it gave one
-    done: bool = False  # nothing is left in the spool
-
-
-def replay(
-    spool: Spool,
-    transport: Transport,
-    *,
-    timeout: float = 10.0,
-    max_batches: int | None = None,
-    max_events: int = schema.MAX_BATCH_EVENTS,
-    stop_on: tuple[int, ...] = (),
-    keep_refused: bool = False,
-    on_batch: Callable[[int], None] | None = None,
-) -> ReplayResult:
-    """Send the spool's batches in order until it is empty, the service fails, or ``max_batches``.
-
-    Each batch leaves in parts of at most ``max_events`` events (halved further while the
-    service answers that a part is too large). A part the service refuses for good is
-    reported and, with ``keep_refused``, set aside in the spool (``Spool.set_aside``);
-    otherwise skipped. A refusal whose status is in ``stop_on`` stops the pass before the
-    batch is acknowledged (e.g. 401: a wrong token, not bad data). ``on_batch(events)`` is
-    called after each batch (progress).
-    """
-    result = ReplayResult()
-    parts = _Parts(max_events)
-    for handled, (body, events, end) in enumerate(spool.pending()):
-        if max_batches is not None and handled >= max_batches:
-            return result
-        try:
-            sent, refused = parts.send(transport, body, events, timeout, stop_on)
-        except Retryable as exc:
-            result.stopped, result.retry_after = str(exc), exc.retry_after
-            return result
-        except Rejected as exc:  # a status in stop_on
-            result.stopped = str(exc)
-            return result
-        result.sent_events += sent
-        result.sent_batches += 1 if sent else 0
-        for part_body, count, refusal in refused:
-            if keep_refused:
-                spool.set_aside(part_body, count, refusal)
-            result.rejected_events += count
-            result.rejections.append(str(refusal))
-        if on_batch is not None:
-            on_batch(len(events))
-        spool.ack(end)
-    result.done = True
-    return result
-
-
-class _Parts:
-    """Sends one spooled batch in parts the service takes; learns its limit within a pass."""
-
-    def __init__(self, max_events: int) -> None:
-        self.limit = max(1, max_events)
-
-    def send(
-        self, transport: Transport, body: bytes, events: list[dict[str, Any]], timeout: float, stop_on: tuple[int, ...]
-    ) -> tuple[int, list[tuple[bytes, int, Rejected]]]:
-        """(events stored, the parts refused for good with the service's answer)."""
-        todo = [(body, events)] if len(events) <= self.limit else batch_bodies(events, self.limit)
-        todo.reverse()  # a stack: the next part last
-        sent = 0
-        refused: list[tuple[bytes, int, Rejected]] = []
-        while todo:
-            part_body, part = todo.pop()
-            try:
-                transport.send(part_body, part, timeout)
-            except Rejected as exc:
-                if exc.status in stop_on:
-                    raise
-                if exc.too_large and len(part) > 1:
-                    self.limit = min(self.limit, len(part) // 2)
-                    todo.extend(reversed(batch_bodies(part, self.limit)))
-                    continue
-                refused.append((part_body, len(part), exc))
-            else:
-                sent += len(part)
-        return sent, refused
-
-
-def batch_bodies(
-    wire: list[dict[str, Any]], max_events: int = schema.MAX_BATCH_EVENTS
-) -> list[tuple[bytes, list[dict[str, Any]]]]:
-    """Encode ``wire`` as batches of at most ``max_events`` events, each halved until under MAX_BATCH_BYTES."""
-    step = max(1, max_events)
-    return [part for start in range(0, len(wire), step) for part in _within_bytes(wire[start:start + step])]
-
-
-def _within_bytes(wire: list[dict[str, Any]]) -> list[tuple[bytes, list[dict[str, Any]]]]:
-    if not wire:
-        return []
-    body = schema.dumps_batch(wire)
-    if len(body) <= schema.MAX_BATCH_BYTES or len(wire) == 1:
-        return [(body, wire)]
-    half = len(wire) // 2
-    return _within_bytes(wire[:half]) + _within_bytes(wire[half:])
 
 
 def absorb_overflow(spool: Spool) -> int:

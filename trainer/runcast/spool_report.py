@@ -9,6 +9,9 @@ that cannot be reached, or predates the route, is not told, and nothing else cha
 from __future__ import annotations
 
 import logging
+import os
+import shlex
+from pathlib import Path
 from typing import Final
 
 log = logging.getLogger("runcast")
@@ -37,3 +40,21 @@ def report_spooled(server: str, token: str | None, run: str, segment: str, event
         log.debug("runcast: the spool of run %s was not reported (HTTP %d)", run, response.status_code)
         return False
     return True
+
+
+def announce_unsent(run: str, segment: str, where: Path, unsent: int, waited: float, *, offline: bool,
+                    api: tuple[str, str | None] | None) -> None:
+    """After ``finish()`` left events on disk: say how many and the exact command that sends them
+    (on the ``runcast`` logger: the trainer's terminal), and tell the server."""
+    if offline:
+        log.warning("runcast: run %s was recorded offline in %s (%s events). Send it with: runcast sync %s "
+                    "--server URL", run, where, f"{unsent:,}", shlex.quote(str(where)))
+        return
+    command = f"runcast sync {shlex.quote(str(where))}"
+    token = api[1] if api is not None else None
+    if token and os.environ.get("RUNCAST_TOKEN") != token:
+        command = "RUNCAST_TOKEN=<the token given to init> " + command
+    log.warning("runcast: run %s could not send everything within %g s: %s events are kept on disk in %s. "
+                "Send them with: %s", run, waited, f"{unsent:,}", where, command)
+    if api is not None:
+        report_spooled(api[0], api[1], run, segment, unsent)

@@ -12,7 +12,7 @@ from typing import Any, Final
 
 from . import events, runtime, system
 from .events import new_id
-from .handshake import DEFAULT_START_TIMEOUT, InitError, whoami
+from .handshake import DEFAULT_START_TIMEOUT, Identity, InitError, whoami
 from .policy import check_policy
 from .run import Run
 from .spool import default_dir
@@ -150,7 +150,7 @@ def init(
 
     sink: Transport | None = None
     base: str | None = None
-    batch_limit = events.COMPATIBLE_BATCH_EVENTS  # until the server says more
+    limits = Identity(project="", run_exists=False, run_last_step=None)  # batch limits until the server says
     if enabled and mode == "online":
         if isinstance(transport, str):
             sink = make_transport(transport, token)
@@ -162,8 +162,8 @@ def init(
             base = server
         if sink is not None and base is not None and base.startswith("http"):
             try:
-                project, resume_step, batch_limit = _ask_server(base, token, project, run_id, resume, id, resume_step,
-                                                                start_timeout)
+                project, resume_step, limits = _ask_server(base, token, project, run_id, resume, id, resume_step,
+                                                           start_timeout)
             except InitError as exc:
                 if on_error == "raise":
                     sink.close()
@@ -222,7 +222,8 @@ def init(
         transport=sink,
         spool_dir=Path(spool_dir).expanduser() if spool_dir is not None else default_dir(),
         flush_interval=flush_interval,
-        batch_size=min(batch_size, batch_limit),
+        batch_size=min(batch_size, limits.max_batch_events),
+        batch_bytes=limits.max_batch_bytes,
         max_queue=max_queue,
         finish_timeout=finish_timeout,
         heartbeat_interval=heartbeat_interval,
@@ -261,14 +262,15 @@ def _ask_server(
     new_id: str | None,
     resume_step: int | None,
     timeout: float,
-) -> tuple[str | None, int | None, int]:
-    """The project, resume step and largest batch after asking the server (InitError when it refuses)."""
+) -> tuple[str | None, int | None, Identity]:
+    """The project, resume step and the server's answer (its batch limits) after asking it (InitError when it
+    refuses)."""
     who = whoami(base, token, run_id if (resume or new_id) else None, timeout)
     if who is None:  # unreachable: not an error
         if resume is not None and resume_step is None:
             log.warning("runcast: cannot ask where run %s stopped; it continues from step 0 of a new segment "
                         "(pass resume_step= to say where)", resume)
-        return project, resume_step, events.COMPATIBLE_BATCH_EVENTS
+        return project, resume_step, Identity(project="", run_exists=False, run_last_step=None)
     if project is not None and project != who.project:
         raise InitError(f"the token is for project {who.project!r}, not {project!r}: use a token of {project!r} "
                         f"(runcast token create --project {project}) or leave project= out")
@@ -276,7 +278,7 @@ def _ask_server(
         raise InitError(f"run {new_id!r} exists already: pass resume={new_id!r} to continue it")
     if resume is not None and resume_step is None and who.run_exists:
         resume_step = 0 if who.run_last_step is None else who.run_last_step + 1
-    return who.project, resume_step, who.max_batch_events
+    return who.project, resume_step, who
 
 
 def _check_positive(**numbers: float) -> None:

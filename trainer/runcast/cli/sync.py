@@ -3,7 +3,7 @@
 Spools are replayed oldest first (so a resumed run's segments stay in order), each
 from its recorded offset; what a crashed run left in its overflow file is sent after
 its spooled batches. Batches leave at most as large as the server takes (its
-``max_batch_events``; split again, and halved while it answers "too large").
+``max_batch_events`` and ``max_body_bytes``; split again, and halved while it answers "too large").
 
 Nothing is deleted that the server did not store: a batch it refuses for good is set
 aside in the spool's ``refused.jsonl`` with the server's answer, the spool stays, the
@@ -27,8 +27,9 @@ from pathlib import Path
 from runcast.cli.progress import Bars, wanted
 from runcast.cli.sdk import UsageError
 from runcast.handshake import InitError, whoami
-from runcast.limits import COMPATIBLE_BATCH_EVENTS
-from runcast.spool import REFUSED, Spool, SpoolBusy, absorb_overflow, default_dir, find_spools, replay
+from runcast.limits import COMPATIBLE_BATCH_EVENTS, MAX_BATCH_BYTES
+from runcast.spool import REFUSED, Spool, SpoolBusy, absorb_overflow, default_dir, find_spools
+from runcast.spool_replay import replay
 from runcast.spool_report import report_spooled
 from runcast.transport import Transport, make_transport
 
@@ -56,6 +57,7 @@ class _Server:
     url: str
     transport: Transport
     max_events: int
+    max_bytes: int
 
 
 @dataclass(frozen=True)
@@ -132,7 +134,7 @@ def _sync_one(
             print(f"{label}: {exc}")
             return _Outcome(False, 0, True)
         result = replay(spool, target.transport, timeout=args.timeout, max_events=target.max_events,
-                        stop_on=STOP_ON, keep_refused=True, on_batch=on_batch)
+                        max_bytes=target.max_bytes, stop_on=STOP_ON, keep_refused=True, on_batch=on_batch)
         print(f"{label}: sent {result.sent_events} events in {result.sent_batches} batches to {target.url}")
         if result.stopped is not None:
             print(f"{label}: stopped, the rest stays spooled: {result.stopped}")
@@ -158,5 +160,8 @@ def _connect(url: str, token: str | None, timeout: float) -> _Server:
     except InitError:
         transport.close()
         raise
-    limit = identity.max_batch_events if identity is not None else COMPATIBLE_BATCH_EVENTS
-    return _Server(url=transport.url, transport=transport, max_events=limit)
+    if identity is None:  # a server that does not say: what every server takes
+        return _Server(url=transport.url, transport=transport, max_events=COMPATIBLE_BATCH_EVENTS,
+                       max_bytes=MAX_BATCH_BYTES)
+    return _Server(url=transport.url, transport=transport, max_events=identity.max_batch_events,
+                   max_bytes=identity.max_batch_bytes)

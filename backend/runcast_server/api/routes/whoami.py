@@ -1,5 +1,5 @@
 """``GET /api/v1/whoami``: the SDK's one request at ``init()`` (token, project, a resumed run's last step,
-the largest batch this server takes)."""
+the largest batch this server takes, in events and in bytes)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from runcast.events import ID_RE, MAX_BATCH_EVENTS
 from sqlalchemy import select
 
 from runcast_server.api.deps import SessionDep, WriterDep
+from runcast_server.api.read_deps import SettingsDep
 from runcast_server.core.errors import ApiError, error_responses
 from runcast_server.core.models import Run
 
@@ -31,11 +32,16 @@ class WhoAmI(BaseModel):
         description="The most events a batch may hold here. An SDK that is not told (a server before this field) "
                     "sends at most 1000.",
     )
+    max_body_bytes: int = Field(
+        description="The largest ingest request body here (RUNCAST_MAX_BODY_BYTES). An SDK cuts its batches "
+                    "below it (and below its own 8 MiB).",
+    )
 
 
 @router.get("/whoami", response_model=WhoAmI, responses=error_responses(401, 409, 422))
 def whoami(
     session: SessionDep,
+    settings: SettingsDep,
     project: WriterDep,
     run: Annotated[
         str | None,
@@ -51,4 +57,4 @@ def whoami(
             raise ApiError(409, f"run id {run!r} is taken by another project", field="run")
         if row is not None:
             stored = StoredRun(id=row.id, last_step=row.last_step, status=row.status)
-    return WhoAmI(project=project.name, run=stored)
+    return WhoAmI(project=project.name, run=stored, max_body_bytes=settings.max_body_bytes)

@@ -1,0 +1,110 @@
+"""Sending a spool's batches (``spool.Spool``) in order: by the sender after an outage, and by
+``runcast sync``. Each batch leaves in parts the server takes: at most its event and byte limits,
+halved further while it answers that a part is too large (413, or 422 on ``events``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import events as schema
+from .batches import Batch, batch_bodies
+from .spool import Spool
+from .transport import Rejected, Retryable, Transport
+
+
+@dataclass
+class ReplayResult:
+    """What one replay pass did."""
+
+    sent_events: int = 0
+    sent_batches: int = 0  # spooled batches with events stored
+    rejected_events: int = 0
+    rejections: list[str] = field(default_factory=list)
+    stopped: str | None = None  # why the pass stopped early (service unavailable, or a stop_on status)
+    retry_after: float | None = None  # the service's hint, when it gave one
+    done: bool = False  # nothing is left in the spool
+
+
+def replay(
+    spool: Spool,
+    transport: Transport,
+    *,
+    timeout: float = 10.0,
+    max_batches: int | None = None,
+    max_events: int = schema.MAX_BATCH_EVENTS,
+    max_bytes: int = schema.MAX_BATCH_BYTES,
+    stop_on: tuple[int, ...] = (),
+    keep_refused: bool = False,
+    on_batch: Callable[[int], None] | None = None,
+) -> ReplayResult:
+    """Send the spool's batches in order until it is empty, the service fails, or ``max_batches``.
+
+    A part the service refuses for good is reported and, with ``keep_refused``, set aside in
+    the spool (``Spool.set_aside``); otherwise skipped. A refusal whose status is in
+    ``stop_on`` stops the pass before the batch is acknowledged (e.g. 401: a wrong token, not
+    bad data). ``on_batch(events)`` is called after each batch (progress).
+    """
+    result = ReplayResult()
+    parts = Parts(max_events, max_bytes)
+    for handled, (body, events, end) in enumerate(spool.pending()):
+        if max_batches is not None and handled >= max_batches:
+            return result
+        try:
+            sent, refused = parts.send(transport, body, events, timeout, stop_on)
+        except Retryable as exc:
+            result.stopped, result.retry_after = str(exc), exc.retry_after
+            return result
+        except Rejected as exc:  # a status in stop_on
+            result.stopped = str(exc)
+            return result
+        result.sent_events += sent
+        result.sent_batches += 1 if sent else 0
+        for part_body, count, refusal in refused:
+            if keep_refused:
+                spool.set_aside(part_body, count, refusal)
+            result.rejected_events += count
+            result.rejections.append(str(refusal))
+        if on_batch is not None:
+            on_batch(len(events))
+        spool.ack(end)
+    result.done = True
+    return result
+
+
+class Parts:
+    """Sends batches in parts the service takes; learns its limit from its answers."""
+
+    def __init__(self, max_events: int, max_bytes: int = schema.MAX_BATCH_BYTES) -> None:
+        self.limit = max(1, max_events)
+        self.max_bytes = max_bytes
+
+    def send(
+        self, transport: Transport, body: bytes, events: list[dict[str, Any]], timeout: float, stop_on: tuple[int, ...]
+    ) -> tuple[int, list[tuple[bytes, int, Rejected]]]:
+        """(events stored, the parts refused for good with the service's answer); raises Retryable,
+        and Rejected for a status in ``stop_on``."""
+        todo: list[Batch] = [(body, events)] if len(events) <= self.limit and len(body) <= self.max_bytes \
+            else batch_bodies(events, self.limit, self.max_bytes)
+        todo.reverse()  # a stack: the next part last
+        sent = 0
+        refused: list[tuple[bytes, int, Rejected]] = []
+        while todo:
+            part_body, part = todo.pop()
+            try:
+                transport.send(part_body, part, timeout)
+            except Rejected as exc:
+                if exc.status in stop_on:
+                    raise
+                if exc.too_large and len(part) > 1:
+                    if exc.status == 413:  # too many bytes
+                        self.max_bytes = min(self.max_bytes, len(part_body) // 2)
+                    else:  # too many events
+                        self.limit = min(self.limit, len(part) // 2)
+                    todo.extend(reversed(batch_bodies(part, self.limit, self.max_bytes)))
+                    continue
+                refused.append((part_body, len(part), exc))
+            else:
+                sent += len(part)
+        return sent, refused
