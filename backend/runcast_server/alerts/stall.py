@@ -7,9 +7,9 @@ Embedded: a thread of the application context's ``alerts.runner.AlertRunner``, s
 and stopped with the app; it also prunes finished notification deliveries every
 ``RUNCAST_DELIVERY_PRUNE_INTERVAL_S`` (production: the beat task ``runcast.alerts.prune``).
 
-Each run is checked in a savepoint of its own: a run whose check fails (its state
-unreadable, a database error) is rolled back to it, logged with its id and counted in
-``runcast_alert_check_errors_total``; the other runs are checked all the same.
+Each run is checked on its own, and writes in a savepoint of its own: a run whose check
+fails (its state unreadable, a database error) is rolled back to it, logged with its id and
+counted in ``runcast_alert_check_errors_total``; the other runs are checked all the same.
 """
 
 from __future__ import annotations
@@ -90,33 +90,30 @@ def _sweep(ctx: AppContext, now: float, stall_after_s: float) -> int:
         quiet = [r for r in rows if r.id not in open_stalls]
         configs = load_configs(conn, [r.id for r in quiet], stall_after_s)
         for rid, heartbeat_at, last_step in quiet:
-            entries += _isolated(conn, "stall", rid, partial(_stall, conn, rid, heartbeat_at, last_step, configs[rid], now))
+            entries += _isolated("stall", rid, partial(_stall, conn, rid, heartbeat_at, last_step, configs[rid], now))
         s = STATES.c
         loops = conn.execute(
             select(s.run_id, s.state).where(s.detector == "restart_loop", s.segment_id == RUN_LEVEL, s.key == "")
         ).all()
         loop_configs = load_configs(conn, [rid for rid, _ in loops])
         for rid, state in loops:
-            entries += _isolated(conn, "restart_loop", rid, partial(_quiet_loop, conn, rid, state, loop_configs[rid], now))
+            entries += _isolated("restart_loop", rid, partial(_quiet_loop, conn, rid, state, loop_configs[rid], now))
     dispatch(ctx, entries)
     return len(entries)
 
 
-def _isolated(conn: Connection, check: str, run_id: str, work: Callable[[], Entries]) -> Entries:
-    """``work()`` for one run in a savepoint; on any error: rolled back, logged, counted, no entries."""
-    savepoint = conn.begin_nested()
+def _isolated(check: str, run_id: str, work: Callable[[], Entries]) -> Entries:
+    """``work()`` for one run (which writes in a savepoint); an error is logged and counted, and
+    the run's writes are rolled back to its savepoint: no entries, the other runs go on."""
     try:
-        entries = work()
+        return work()
     except Exception:
-        savepoint.rollback()
         log.exception("alerts: the %s check of run %s failed; the other runs were checked", check, run_id,
                       extra={"run_id": run_id})
         metrics = metrics_of(app)
         if metrics is not None:
             metrics.alert_check_errors.labels(check).inc()
         return []
-    savepoint.commit()
-    return entries
 
 
 def _stall(conn: Connection, rid: str, heartbeat_at: float | None, last_step: int | None, cfg: dict[str, Any],
@@ -127,7 +124,8 @@ def _stall(conn: Connection, rid: str, heartbeat_at: float | None, last_step: in
         return []
     sig = Signal("stall", "open", last_step, {"heartbeat_at": heartbeat_at, "quiet_s": now - heartbeat_at,
                                               "after_s": p["after_s"], "last_step": last_step})
-    return _with_version(conn, rid, sig, now)
+    with conn.begin_nested():  # a failure rolls back this run's writes only
+        return _with_version(conn, rid, sig, now)
 
 
 def _quiet_loop(conn: Connection, rid: str, stored: dict[str, Any], cfg: dict[str, Any], now: float) -> Entries:
@@ -137,14 +135,15 @@ def _quiet_loop(conn: Connection, rid: str, stored: dict[str, Any], cfg: dict[st
     if not signals:
         return []
     entries: Entries = []
-    for sig in signals:
-        entries += _with_version(conn, rid, sig, now)
     s = STATES.c
-    conn.execute(
-        update(STATES)
-        .where(s.run_id == rid, s.segment_id == RUN_LEVEL, s.key == "", s.detector == "restart_loop")
-        .values(state=strict_json(state), updated_at=now)
-    )
+    with conn.begin_nested():  # a failure rolls back this run's writes only
+        for sig in signals:
+            entries += _with_version(conn, rid, sig, now)
+        conn.execute(
+            update(STATES)
+            .where(s.run_id == rid, s.segment_id == RUN_LEVEL, s.key == "", s.detector == "restart_loop")
+            .values(state=strict_json(state), updated_at=now)
+        )
     return entries
 
 
