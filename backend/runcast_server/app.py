@@ -85,7 +85,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         nonlocal checks
         prepare_database(settings, ctx.database.engine)
-        checks = probes(ctx.database.engine, settings.redis_url)
+        checks = probes(ctx.database.engine, settings)
         if vendor.plotly_partial:
             log.info(vendor.describe())
         else:  # a slower first page load: worth a line in every server log
@@ -133,10 +133,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return Liveness(status="ok", version=__version__, mode="embedded" if settings.embedded else "production")
 
     @app.get("/readyz", tags=["health"], response_model=Readiness,
-             responses={503: {"model": Readiness, "description": "The database or Redis cannot be reached."}})
+             responses={503: {"model": Readiness, "description": "A check failed: the database cannot be reached "
+                              "or written, the disk is below RUNCAST_MIN_FREE_BYTES, or Redis cannot be reached."}})
     def readyz() -> Any:
-        """Readiness: the database (and Redis in production) answer now; 503 with Retry-After when not."""
-        report = (checks or probes(ctx.database.engine, settings.redis_url)).readiness()
+        """Readiness: ingest can store now (the database is writable, the embedded database's disk has room,
+        Redis answers in production); 503 with Retry-After when not."""
+        report = (checks or probes(ctx.database.engine, settings)).readiness()
         if report.status == "ready":
             return report
         return JSONResponse(report.model_dump(), status_code=503, headers={"Retry-After": "5"})

@@ -132,3 +132,44 @@ def test_redis_down_is_503_and_readyz_says_so(processes, pg_url, own_redis, wait
         own_redis.resume()
     wait_for(lambda: httpx.get(f"{api}/readyz").status_code == 200, 30, "readyz after Redis is back")
     processes.processes[0].check_alive("after the outage")
+
+
+def test_a_read_only_database_is_503_and_readyz_says_so(processes, pg_url, own_redis, wait_for):
+    """PostgreSQL taking no writes (a standby, or default_transaction_read_only as managed
+    services set it when their disk fills): /readyz 503 with the check's kind, ingest a JSON
+    503 (not a 500), reads go on; ready again once it takes writes."""
+    from sqlalchemy import create_engine, text
+
+    token = _token(pg_url)
+    processes.start_api(RUNCAST_DATABASE_URL=pg_url, RUNCAST_REDIS_URL=own_redis.url(),
+                        RUNCAST_DATA_DIR=str(processes.tmp / "data"))
+    api, auth = processes.api_url, {"Authorization": f"Bearer {token}"}
+    ready = httpx.get(f"{api}/readyz")
+    assert ready.status_code == 200 and set(ready.json()["checks"]) == {"database", "redis"}  # no local disk
+    assert httpx.post(f"{api}/api/v1/ingest", json=_batch("readyrun0005"), headers=auth).status_code == 202
+
+    admin = create_engine(pg_url, isolation_level="AUTOCOMMIT")
+
+    def read_only(on: bool) -> None:  # for new sessions; the API's are ended, its pool reconnects
+        with admin.connect() as conn:
+            name = conn.execute(text("SELECT current_database()")).scalar_one()
+            setting = "SET default_transaction_read_only = on" if on else "RESET default_transaction_read_only"
+            conn.execute(text(f'ALTER DATABASE "{name}" {setting}'))
+            conn.execute(text("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                              "WHERE datname = current_database() AND pid <> pg_backend_pid()"))
+
+    try:
+        read_only(True)
+        res = wait_for(lambda: (r := httpx.get(f"{api}/readyz", timeout=30)).status_code == 503 and r, 30,
+                       "readyz to see the read-only database")
+        assert int(res.headers["retry-after"]) > 0
+        assert res.json()["checks"] == {"database": {"ok": False, "error": "DatabaseReadOnly"},
+                                        "redis": {"ok": True, "error": None}}
+        _assert_unavailable(httpx.post(f"{api}/api/v1/ingest", json=_batch("readyrun0006"), headers=auth, timeout=30))
+        assert httpx.get(f"{api}/api/v1/runs/readyrun0005").status_code == 200  # reads go on
+    finally:
+        read_only(False)
+        admin.dispose()
+    wait_for(lambda: httpx.get(f"{api}/readyz").status_code == 200, 30, "readyz once the database takes writes")
+    assert httpx.post(f"{api}/api/v1/ingest", json=_batch("readyrun0006"), headers=auth).status_code == 202
+    processes.processes[0].check_alive("after the read-only spell")

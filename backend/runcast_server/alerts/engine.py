@@ -16,6 +16,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
+from runcast.events import is_system_event
 from sqlalchemy import Connection, Table, bindparam, select, update
 
 from runcast_server.alerts.models import Alert, AlertConfig, DetectorState
@@ -151,7 +152,7 @@ def run_detectors(
         entry = apply_signal(conn, run, segment, sig, now, result=result)
         if entry is not None:
             result.alerts.append(entry)
-    close_stall_alerts(conn, run_ids, now, result)
+    close_stall_alerts(conn, sorted({e["run"] for e in events if not is_system_event(e)}), now, result)
 
 
 def _load_states(conn: Connection, run_ids: list[str]) -> dict[tuple[str, int, str, str], dict[str, Any]]:
@@ -257,7 +258,8 @@ def timeline_payload(alert_id: int, kind: str, key: str, state: str, step: int |
 
 
 def close_stall_alerts(conn: Connection, run_ids: Sequence[str], now: float, result: Any = None) -> None:
-    """Any event of a run ends its open stall alert."""
+    """Any event of a run ends its open stall alert, but for system samples: like the heartbeat
+    (``ingest.state``), they keep coming from a process whose training hangs."""
     a = ALERTS.c
     rows = conn.execute(
         select(a.id, a.run_id).where(a.run_id.in_(list(run_ids)), a.kind == "stall", a.state == "open")

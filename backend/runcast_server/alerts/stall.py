@@ -6,26 +6,36 @@ docs/alerts.md); a Redis ``SET NX EX`` lock makes overlapping sweeps skip a cycl
 Embedded: a thread of the application context's ``alerts.runner.AlertRunner``, started
 and stopped with the app; it also prunes finished notification deliveries every
 ``RUNCAST_DELIVERY_PRUNE_INTERVAL_S`` (production: the beat task ``runcast.alerts.prune``).
+
+Each run is checked on its own, and writes in a savepoint of its own: a run whose check
+fails (its state unreadable, a database error) is rolled back to it, logged with its id and
+counted in ``runcast_alert_check_errors_total``; the other runs are checked all the same.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import select, update
+from sqlalchemy import Connection, select, update
 
 from runcast_server.alerts.engine import (
     RUN_LEVEL,
+    STATES,
     apply_signal,
     load_configs,
 )
-from runcast_server.alerts.models import Alert, DetectorState
+from runcast_server.alerts.models import Alert
+from runcast_server.core.celery_app import app
 from runcast_server.core.models import Run
 from runcast_server.detectors.runlevel import restart_quiet, stalled
 from runcast_server.detectors.signals import Signal
+from runcast_server.ingest.checks import take_write_lock
 from runcast_server.ingest.results import IngestResult
+from runcast_server.observability.metrics import metrics_of
 from runcast_server.reads.values import strict_json
 from runcast_server.runs.versions import RunChange, write_version_log
 
@@ -34,6 +44,8 @@ if TYPE_CHECKING:
 
 MIN_QUIET_S = 1.0
 log = logging.getLogger(__name__)
+
+Entries = list[dict[str, Any]]  # notification entries of the alerts opened or closed
 
 
 def _acquire(ctx: AppContext) -> Any:
@@ -65,48 +77,77 @@ def sweep(ctx: AppContext, now: float | None = None) -> int:
 def _sweep(ctx: AppContext, now: float, stall_after_s: float) -> int:
     from runcast_server.alerts.notify import dispatch
 
-    entries: list[dict[str, Any]] = []
+    entries: Entries = []
     with ctx.database.scope() as session:
         conn = session.connection()
+        take_write_lock(conn)  # SQLite: one write transaction, so that each run's savepoint nests in it
         rows = conn.execute(
             select(Run.id, Run.heartbeat_at, Run.last_step).where(
                 Run.status == "running", Run.heartbeat_at < now - MIN_QUIET_S
             )
         ).all()
         open_stalls = set(conn.execute(select(Alert.run_id).where(Alert.kind == "stall", Alert.state == "open")).scalars())
-        configs = load_configs(conn, [r.id for r in rows], stall_after_s)
-        for rid, heartbeat_at, last_step in rows:
-            cfg = configs[rid]
-            p = cfg["stall"]
-            if rid in open_stalls or not cfg.get("enabled", True) or not p.get("enabled", True):
-                continue
-            if not stalled(heartbeat_at, now, p):
-                continue
-            sig = Signal("stall", "open", last_step, {"heartbeat_at": heartbeat_at, "quiet_s": now - heartbeat_at,
-                                                      "after_s": p["after_s"], "last_step": last_step})
-            entries.extend(_with_version(conn, rid, sig, now))
-        # restart loops that went quiet
-        states = conn.execute(
-            select(DetectorState).where(DetectorState.detector == "restart_loop", DetectorState.segment_id == RUN_LEVEL)
-        ).scalars().all()
-        rl_configs = load_configs(conn, [s.run_id for s in states])
-        for st in states:
-            state = dict(st.state)
-            if not state.get("open"):
-                continue
-            for sig in restart_quiet(state, rl_configs[st.run_id]["restart_loop"], now):
-                entries.extend(_with_version(conn, st.run_id, sig, now))
-            conn.execute(
-                update(DetectorState.__table__)
-                .where(DetectorState.run_id == st.run_id, DetectorState.segment_id == RUN_LEVEL,
-                       DetectorState.key == "", DetectorState.detector == "restart_loop")
-                .values(state=strict_json(state), updated_at=now)
-            )
+        quiet = [r for r in rows if r.id not in open_stalls]
+        configs = load_configs(conn, [r.id for r in quiet], stall_after_s)
+        for rid, heartbeat_at, last_step in quiet:
+            entries += _isolated("stall", rid, partial(_stall, conn, rid, heartbeat_at, last_step, configs[rid], now))
+        s = STATES.c
+        loops = conn.execute(
+            select(s.run_id, s.state).where(s.detector == "restart_loop", s.segment_id == RUN_LEVEL, s.key == "")
+        ).all()
+        loop_configs = load_configs(conn, [rid for rid, _ in loops])
+        for rid, state in loops:
+            entries += _isolated("restart_loop", rid, partial(_quiet_loop, conn, rid, state, loop_configs[rid], now))
     dispatch(ctx, entries)
     return len(entries)
 
 
-def _with_version(conn: Any, rid: str, sig: Signal, now: float) -> list[dict[str, Any]]:
+def _isolated(check: str, run_id: str, work: Callable[[], Entries]) -> Entries:
+    """``work()`` for one run (which writes in a savepoint); an error is logged and counted, and
+    the run's writes are rolled back to its savepoint: no entries, the other runs go on."""
+    try:
+        return work()
+    except Exception:
+        log.exception("alerts: the %s check of run %s failed; the other runs were checked", check, run_id,
+                      extra={"run_id": run_id})
+        metrics = metrics_of(app)
+        if metrics is not None:
+            metrics.alert_check_errors.labels(check).inc()
+        return []
+
+
+def _stall(conn: Connection, rid: str, heartbeat_at: float | None, last_step: int | None, cfg: dict[str, Any],
+           now: float) -> Entries:
+    """Open a stall alert for a quiet running run whose silence passed its threshold."""
+    p = cfg["stall"]
+    if not cfg.get("enabled", True) or not p.get("enabled", True) or not stalled(heartbeat_at, now, p):
+        return []
+    sig = Signal("stall", "open", last_step, {"heartbeat_at": heartbeat_at, "quiet_s": now - heartbeat_at,
+                                              "after_s": p["after_s"], "last_step": last_step})
+    with conn.begin_nested():  # a failure rolls back this run's writes only
+        return _with_version(conn, rid, sig, now)
+
+
+def _quiet_loop(conn: Connection, rid: str, stored: dict[str, Any], cfg: dict[str, Any], now: float) -> Entries:
+    """Close a run's open restart-loop alert once no resume came for ``span_s``."""
+    state = dict(stored)
+    signals = restart_quiet(state, cfg["restart_loop"], now)
+    if not signals:
+        return []
+    entries: Entries = []
+    s = STATES.c
+    with conn.begin_nested():  # a failure rolls back this run's writes only
+        for sig in signals:
+            entries += _with_version(conn, rid, sig, now)
+        conn.execute(
+            update(STATES)
+            .where(s.run_id == rid, s.segment_id == RUN_LEVEL, s.key == "", s.detector == "restart_loop")
+            .values(state=strict_json(state), updated_at=now)
+        )
+    return entries
+
+
+def _with_version(conn: Connection, rid: str, sig: Signal, now: float) -> Entries:
     """Apply a run-level signal as a new run version, so the live stream carries its event."""
     q = select(Run.version, Run.status, Run.last_step).where(Run.id == rid)
     if conn.dialect.name != "sqlite":

@@ -9,9 +9,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Table, create_engine, event
+from sqlalchemy import Connection, Engine, Table, create_engine, event, update
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, sessionmaker
+
+from runcast_server.core.models import Run
+
+SQLITE_BUSY_TIMEOUT_MS = 30_000  # how long a SQLite writer waits for the write lock
+
+
+class DatabaseReadOnly(Exception):
+    """The database takes no writes (a read-only file or mount, a PostgreSQL standby or
+    read-only transactions)."""
 
 
 def upsert(bind: Connection | Engine | Session, table: Table) -> Any:
@@ -40,7 +50,7 @@ def make_engine(url: str) -> Engine:
             cur.execute("PRAGMA journal_mode=WAL")
             cur.execute("PRAGMA synchronous=NORMAL")
             cur.execute("PRAGMA foreign_keys=ON")
-            cur.execute("PRAGMA busy_timeout=30000")
+            cur.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
             cur.close()
 
         return engine
@@ -90,3 +100,40 @@ def read_snapshot(session: Session) -> Connection:
     conn = session.connection()
     conn.exec_driver_sql("BEGIN")
     return conn
+
+
+def noop_write(conn: Connection) -> None:
+    """A write that changes nothing (``UPDATE runs ... WHERE id = ''``) but is a write all the
+    same: it takes SQLite's write lock (pysqlite begins the transaction here), and it fails in
+    a read-only database or transaction."""
+    runs = Run.__table__
+    conn.execute(update(runs).where(runs.c.id == "").values(version=runs.c.version))
+
+
+def is_read_only(exc: DBAPIError) -> bool:
+    """Whether the driver refused a write because the database is read-only."""
+    orig = exc.orig
+    return (getattr(orig, "sqlstate", None) == "25006"  # PostgreSQL: read_only_sql_transaction
+            or str(getattr(orig, "sqlite_errorname", "")).startswith("SQLITE_READONLY"))
+
+
+def check_writable(engine: Engine, timeout_s: float) -> None:
+    """A ``noop_write`` in a transaction rolled back at once, waiting at most ``timeout_s`` for
+    locks: ``DatabaseReadOnly`` when the database takes no writes, the driver's error otherwise."""
+    wait_ms = max(1, int(timeout_s * 1000))
+    with engine.connect() as conn:
+        sqlite_db = conn.dialect.name == "sqlite"
+        try:
+            if sqlite_db:
+                conn.exec_driver_sql(f"PRAGMA busy_timeout={wait_ms}")
+            else:
+                conn.exec_driver_sql(f"SET LOCAL lock_timeout = {wait_ms}")
+            noop_write(conn)
+        except DBAPIError as exc:
+            if is_read_only(exc):
+                raise DatabaseReadOnly("the database refused a write: it is read-only") from exc
+            raise
+        finally:
+            conn.rollback()
+            if sqlite_db:  # the pooled connection's writers wait as long as ever again
+                conn.exec_driver_sql(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")

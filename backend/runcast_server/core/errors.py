@@ -7,8 +7,8 @@ answers a domain error with its kind's status (``DOMAIN_STATUS``) and the body a
 ``ApiError`` of that status and field would have.
 
 Every error leaves as ``{"error": {"message", "field"?, "index"?}}``: a client's
-mistake with its 4xx, a database or broker that cannot be reached as 503 with
-``Retry-After``, anything unexpected as a 500 (logged with its traceback). Bodies are
+mistake with its 4xx, a database or broker that cannot be reached (or a read-only
+database, or a disk below ``RUNCAST_MIN_FREE_BYTES``) as 503 with ``Retry-After``, anything unexpected as a 500 (logged with its traceback). Bodies are
 ASCII-escaped JSON, so no text a client sent can make an error unencodable.
 """
 
@@ -28,6 +28,9 @@ from runcast.events import EventError
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from runcast_server.core.db import is_read_only
+from runcast_server.core.disk import DiskFull
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +63,8 @@ _DESCRIPTIONS: Final = {
     422: "A parameter or body field is invalid (``field`` names it).",
     429: "Too many requests; see Retry-After.",
     502: "A mail server did not take the message.",
-    503: "The database or the queue cannot be reached; retry after Retry-After seconds.",
+    503: "The database or the queue cannot be reached, or the server's disk is full; retry after Retry-After "
+         "seconds.",
 }
 
 
@@ -221,9 +225,15 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(DBAPIError)
     async def _database_error(request: Request, exc: DBAPIError) -> ErrorResponse:
-        if exc.connection_invalidated:
+        if exc.connection_invalidated or is_read_only(exc):
             return await _database_down(request, exc)
         return await _internal(request, exc)
+
+    @app.exception_handler(DiskFull)
+    async def _disk_full(_: Request, exc: DiskFull) -> ErrorResponse:
+        log.warning("refused: %s", exc)
+        return error_response(503, error_body("the server's disk is full; retry later"),
+                              headers={"Retry-After": str(RETRY_AFTER_S)})
 
     async def _queue_down(_: Request, exc: Exception) -> ErrorResponse:
         log.warning("redis unavailable: %s", exc)

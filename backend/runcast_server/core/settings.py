@@ -98,6 +98,11 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(
         default=8 * 1024 * 1024, ge=1, description="Largest ingest request body accepted."
     )
+    min_free_bytes: int = Field(
+        default=128 * 1024 * 1024, ge=0,
+        description="With the embedded SQLite database: below this much free space on its filesystem, ingest "
+        "answers 503 (Retry-After) and /readyz 503 (check 'disk'). 0: never.",
+    )
     max_request_bytes: int = Field(
         default=64 * 1024, ge=1, description="Largest request body of every other route."
     )

@@ -6,10 +6,10 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, select, update
+from sqlalchemy import Connection, select
 from sqlalchemy.orm import Session
 
-from runcast_server.core.db import upsert
+from runcast_server.core.db import noop_write, upsert
 from runcast_server.core.models import (
     Project,
 )
@@ -112,7 +112,7 @@ def take_write_lock(conn: Connection) -> None:
     that happen before we read run state (PostgreSQL uses row locks instead).
     """
     if is_sqlite(conn):
-        conn.execute(update(RUNS).where(RUNS.c.id == "").values(version=RUNS.c.version))
+        noop_write(conn)
 
 
 def register_runs(

@@ -21,6 +21,7 @@ from sqlalchemy import ColumnElement, and_, or_, select
 from sqlalchemy.orm import Session
 
 from runcast_server.core.models import Event, Point, Run, RunVersion, Series
+from runcast_server.reads.steps import training_series
 from runcast_server.reads.values import stored_value
 
 
@@ -143,10 +144,10 @@ def due_keys(session: Session, run: Run, h: Horizon, keys: list[str]) -> list[st
 
 
 def due_segment_steps(session: Session, run: Run, h: Horizon) -> dict[int, int | None]:
-    """segment id -> the highest due step of its series (``Series.max_step`` as of the horizon)."""
+    """segment id -> the highest due step of its training series (``Series.max_step`` as of the horizon)."""
     out: dict[int, int | None] = {}
     for sid, seg, max_step in session.execute(
-        select(Series.id, Series.segment_id, Series.max_step).where(Series.run_id == run.id)
+        select(Series.id, Series.segment_id, Series.max_step).where(Series.run_id == run.id, training_series())
     ).all():
         if sid in h.frontier:
             last = due_last_point(session, sid, h)

@@ -60,7 +60,8 @@ class SegmentInfo(BaseModel):
     start_step: int
     resumed: bool
     started_at: float | None
-    last_step: int | None
+    last_step: int | None = Field(description="The highest step the training logged in this segment; null if none. "
+                                  "System metrics (system/..., stepped by wall-clock second) do not count.")
     lost_events: int = Field(0, description="Events this segment's SDK reported it could not keep.")
     spooled_events: int = Field(
         0, description="Events the trainer last reported waiting in its local spool for `runcast sync` (not stored yet)."

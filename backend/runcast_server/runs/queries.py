@@ -27,6 +27,7 @@ from runcast_server.reads.schemas import (
     RunSummary,
     SegmentInfo,
 )
+from runcast_server.reads.steps import training_series
 from runcast_server.reads.values import strict_json
 
 _CURSOR_TYPES = (float, str)
@@ -208,7 +209,7 @@ def run_detail(
     last_steps = dict(
         session.execute(
             select(Series.segment_id, func.max(Series.max_step))
-            .where(Series.run_id == run.id)
+            .where(Series.run_id == run.id, training_series())
             .group_by(Series.segment_id)
         ).all()
     ) if h is None else due_segment_steps(session, run, h)

@@ -25,6 +25,7 @@ from sqlalchemy.orm import Session
 from runcast_server.api.deps import ContextDep, SessionDep, WriterDep
 from runcast_server.api.ingest_doc import BODY_DOC
 from runcast_server.context import AppContext
+from runcast_server.core.disk import check_room
 from runcast_server.core.errors import ApiError, error_responses
 from runcast_server.inbox import accept as inbox
 from runcast_server.inbox.rows import parse_body
@@ -52,7 +53,10 @@ def _parse(body: bytes) -> Any:
 
 def accept_batch(ctx: AppContext, session: Session, project_id: int, body: bytes, received_at: float,
                  metrics: Metrics) -> int:
-    """Parse and check the batch, register new runs, commit it to the inbox, enqueue; returns the event count."""
+    """Parse and check the batch, register new runs, commit it to the inbox, enqueue; returns the event count.
+
+    Refused first, with ``DiskFull`` (503), while the database's disk is below ``RUNCAST_MIN_FREE_BYTES``."""
+    check_room(ctx.settings)
     try:
         events = validate_batch(_parse(body))
     except EventError as exc:
@@ -88,8 +92,9 @@ async def ingest(request: Request, project: WriterDep, session: SessionDep, ctx:
     ``{"error": {"message", "field", "index"?}}``: 400 not JSON, 401 token, 403 a
     run_started naming another project, 404 unknown run or segment (another project's
     run answers exactly the same), 409 a run_started for an id another project holds,
-    413 too large (the body limit, before reading), 422 schema, 503 database unavailable
-    (with Retry-After). A rejected batch writes nothing.
+    413 too large (the body limit, before reading), 422 schema, 503 database unavailable or
+    the embedded database's disk below RUNCAST_MIN_FREE_BYTES (with Retry-After). A rejected
+    batch writes nothing.
     """
     received_at = time.time()
     body = await request.body()  # at most RUNCAST_MAX_BODY_BYTES: api.limits.BodyLimit
