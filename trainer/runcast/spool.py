@@ -234,9 +234,13 @@ def find_spools(root: Path) -> list[Path]:
 
 
 def _append(path: Path, line: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    _write_synced(path, line, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+
+
+def _write_synced(path: Path, data: bytes, flags: int) -> None:
+    fd = os.open(path, flags, 0o600)
     try:
-        os.write(fd, line)
+        os.write(fd, data)
         os.fsync(fd)
     finally:
         os.close(fd)
@@ -278,12 +282,7 @@ def _read_offset(path: Path) -> int:
 
 def _write_atomic(path: Path, data: bytes) -> None:
     tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    _write_synced(tmp, data, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
     os.replace(tmp, path)
     _fsync_dir(path.parent)
 
