@@ -22,7 +22,9 @@ from celery.signals import after_setup_logger, after_setup_task_logger
 
 from runcast_server.core.settings import Settings
 
-app = Celery("runcast", include=["runcast_server.tasks", "runcast_server.alerts.notify"])
+# Every task's messages are screened before the worker decodes them (core.screened_task).
+app = Celery("runcast", task_cls="runcast_server.core.screened_task:ScreenedTask",
+             include=["runcast_server.tasks", "runcast_server.alerts.notify"])
 
 
 def configure(settings: Settings) -> Celery:
