@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 from runcast_server.core.auth import create_token
-from runcast_server.inbox.models import InboxRow
 from runcast_server.inbox import quarantine
+from runcast_server.inbox.models import InboxRow
 from runcast_server.tasks import CONTRACT, INGEST_TASK, ingest_batch, quarantine_message
 
 from backend.helpers import counts, metrics, started
