@@ -1,0 +1,122 @@
+"""From the user's seat: poison on the broker beside a live ingest (issue 23, item 2).
+
+A message of the first task contract whose config nests 900 levels used to kill the worker's
+main process (Celery pickles the decoded arguments to its pool: RecursionError), go back on
+the queue (acks_late) and kill every restart, while another project's acknowledged points
+waited. Now every such message is refused before anything decodes it, acknowledged, and
+quarantined once; the worker process is the same one at the end, and the healthy run's
+points are all stored, each once.
+
+PostgreSQL, Redis, a prefork Celery worker (`runcast worker`), `runcast serve` and the SDK
+(in its own process) are real.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+import pytest
+from services import wait_until
+from sqlalchemy import text
+
+from integration.helpers import (
+    INGEST_TASK,
+    Driver,
+    celery_client,
+    export_rows,
+    inbox_states,
+    push_raw_task,
+    wait_points,
+)
+
+pytestmark = pytest.mark.slow
+
+STEPS, METRICS = 250, 4  # 1,000 points
+TAIL = b', {"callbacks": null, "errbacks": null, "chain": null, "chord": null}]'
+
+
+def deep(levels: int) -> dict:
+    config: dict = {}
+    for _ in range(levels):
+        config = {"a": config}
+    return config
+
+
+def legacy_event(config: bytes) -> bytes:
+    return (b'{"v": 1, "type": "run_started", "run": "poisonrun01", "segment": "poisonseg01", "seq": 0, "ts": 1.0, '
+            b'"project": "attacker", "name": "poison", "config": ' + config + b"}")
+
+
+def raw_poison(redis_client) -> dict[str, str]:  # type: ignore[no-untyped-def]
+    """Messages no kombu producer sends, pushed as its Redis transport would: id -> what."""
+    nested = b'{"a":' * 100_000 + b"1" + b"}" * 100_000
+    cases = {
+        "100000 levels": (b'[[], {"events": [' + legacy_event(nested) + b'], "token": "rc_x"}' + TAIL, {}),
+        "kwargs a list": (b"[[], [1, 2]" + TAIL, {}),
+        "not [args, kwargs, options]": (b'{"contract": 2, "inbox_id": 1}', {}),
+        "40 MB": (b'[[], {"contract": 2, "inbox_id": 1, "pad": "' + b"x" * (40 << 20) + b'"}' + TAIL, {}),
+        "not JSON": (b"\x00garbage{", {}),
+        "pickle": (b"\x80\x04K\x01.", {"content_type": "application/x-python-serialize"}),
+        "900-level header": (b'[[], {"contract": 2, "inbox_id": 1}' + TAIL,
+                             {"headers": '"x": ' + json.dumps(deep(900))}),
+    }
+    return {push_raw_task(redis_client, body, **opts): what for what, (body, opts) in cases.items()}
+
+
+def send_deep_legacy_message(redis_url: str, token: str) -> str:
+    """The reported message: contract 1 (the events in the message), a config 900 levels deep,
+    sent by a kombu producer as the previous release's API did."""
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(10_000)  # the sender's JSON encoder recurses too
+    try:
+        event = json.loads(legacy_event(b"{}"))
+        event["config"] = deep(900)
+        result = celery_client(redis_url).send_task(INGEST_TASK, kwargs={"events": [event], "project_id": None,
+                                                                         "token": token})
+    finally:
+        sys.setrecursionlimit(limit)
+    return str(result.id)
+
+
+def test_poison_on_the_broker_is_quarantined_once_while_another_project_is_stored_exactly(stack):
+    worker = stack.start_worker(concurrency=2, pool="prefork")
+    stack.start_api()
+    api = stack.api_url
+    driver = Driver(stack, server=api, token=stack.token("healthy"), project="healthy", steps=STEPS,
+                    metrics=METRICS, extra=["--sleep", "0.004", "--batch-size", "50"])
+    run_id = driver.run_id  # the run has started: its batches are on the broker from now on
+    redis_client = stack.redis.client()
+    poison = {send_deep_legacy_message(stack.redis_url, stack.token("attacker")): "900 levels, contract 1"}
+    poison.update(raw_poison(redis_client))
+    foreign = str(celery_client(stack.redis_url).send_task(INGEST_TASK, kwargs={"contract": 3, "inbox_id": 1}).id)
+
+    driver.wait()
+    wait_points(stack.engine, run_id, STEPS * METRICS, timeout=120, procs=[worker])
+    rows = export_rows(api, run_id)
+    assert len(rows) == STEPS * METRICS
+    assert {(r["key"], r["step"]) for r in rows} == {(f"m{k}", s) for k in range(METRICS) for s in range(STEPS)}
+
+    # Each poison message is one quarantined inbox row that names it; nothing else was stored for it.
+    wait_until(lambda: inbox_states(stack.engine).get("quarantined") == len(poison), 60,
+               f"{len(poison)} quarantined rows")
+    with stack.engine.connect() as conn:
+        errors = [e for (e,) in conn.execute(text(
+            "SELECT error FROM ingest_inbox WHERE state = 'quarantined' ORDER BY id"))]
+        attacker_runs = conn.execute(text(
+            "SELECT count(*) FROM runs r JOIN projects p ON p.id = r.project_id WHERE p.name = 'attacker'")).scalar()
+    assert attacker_runs == 0
+    for message_id, what in poison.items():
+        assert sum(f"unreadable broker message {message_id} " in e for e in errors) == 1, (what, errors)
+    listed = stack.cli("quarantine", "list").stdout
+    assert f"quarantined {len(poison)}" in listed
+
+    # Nothing went back on the queue; the worker's main process is the one that started.
+    time.sleep(3)
+    assert redis_client.llen("celery") == 0 and redis_client.hlen("unacked") == 0
+    worker.check_alive("after the poison")
+    log = worker.output()
+    assert "Unrecoverable error" not in log and "RecursionError" not in log and "Restoring" not in log
+    assert log.count("broker: refused message") == len(poison)
+    assert "contract 3 (this worker speaks 2)" in log and foreign not in "".join(errors)
