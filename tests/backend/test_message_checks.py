@@ -1,8 +1,10 @@
 """The checks a worker's main process makes on a broker message before Celery decodes or pickles
-it (core.message_checks, core.screened_task): depth, size and shape, without recursion."""
+it (core.message_checks, core.screened_task): depth, size and shape, without recursion; and
+the queue entries its Redis transport drops (core.broker_transport)."""
 
 from __future__ import annotations
 
+import base64
 import json
 import pickle
 import sys
@@ -12,6 +14,7 @@ from typing import Any
 import pytest
 from celery.utils.serialization import get_pickleable_exception
 from kombu.message import Message
+from runcast_server.core.broker_transport import Message as TransportMessage
 from runcast_server.core.message_checks import (
     JSON,
     MAX_DEPTH,
@@ -189,3 +192,33 @@ def _json_depth(value: Any) -> int:
     if isinstance(value, list):
         return 1 + max((_json_depth(v) for v in value), default=0)
     return 0
+
+
+@pytest.mark.parametrize(
+    "envelope, error",
+    [
+        ([1, 2, 3], "not a kombu message \\(an object with properties\\)"),
+        ({"body": "", "headers": {"task": "t", "id": "m1"}}, "not a kombu message"),
+        ({"body": "!!!notbase64", "content-type": JSON, "headers": {"task": "t", "id": "m1"},
+          "properties": {"body_encoding": "base64", "delivery_tag": "d", "delivery_info": {}}},
+         "message m1: not a kombu message: Error: Invalid base64"),
+        ({"body": "eJwLAQAA", "content-type": JSON, "headers": {"task": "t", "id": "m2", "compression": "application/x-gzip"},
+          "properties": {"body_encoding": "base64", "delivery_tag": "d", "delivery_info": {}}},
+         "message m2: its body is compressed"),
+        ({"body": "W10=", "content-type": JSON, "headers": {"task": "t"}, "properties": {"body_encoding": "base64"}},
+         "a message without id: not a kombu message: KeyError"),
+    ],
+    ids=["list", "no-properties", "bad-base64", "compressed", "no-delivery-tag"],
+)
+def test_the_transport_refuses_an_entry_that_is_not_a_kombu_message(envelope: Any, error: str) -> None:
+    """What kombu's Redis transport would raise in the worker's main process (core.broker_transport)."""
+    with pytest.raises(Unreadable, match=error):
+        TransportMessage(envelope, channel=_Channel())
+
+
+class _Channel:
+    """What a kombu message asks of its channel while it is built."""
+
+    @staticmethod
+    def decode_body(body: str, encoding: str | None) -> bytes:
+        return base64.b64decode(body) if encoding == "base64" else body.encode()

@@ -4,8 +4,9 @@ A message of the first task contract whose config nests 900 levels used to kill 
 main process (Celery pickles the decoded arguments to its pool: RecursionError), go back on
 the queue (acks_late) and kill every restart, while another project's acknowledged points
 waited. Now every such message is refused before anything decodes it, acknowledged, and
-quarantined once; the worker process is the same one at the end, and the healthy run's
-points are all stored, each once.
+quarantined once; a queue entry that is not a kombu message at all is logged and
+dropped; the worker process is the same one at the end, and the healthy run's points are
+all stored, each once.
 
 PostgreSQL, Redis, a prefork Celery worker (`runcast worker`), `runcast serve` and the SDK
 (in its own process) are real.
@@ -65,6 +66,21 @@ def raw_poison(redis_client) -> dict[str, str]:  # type: ignore[no-untyped-def]
     return {push_raw_task(redis_client, body, **opts): what for what, (body, opts) in cases.items()}
 
 
+def garbage_entries(redis_client) -> int:  # type: ignore[no-untyped-def]
+    """Queue entries that are not kombu messages at all; returns how many."""
+    entries = [
+        "not a message",
+        '{"body": "' + "x" * 9 + '", "headers": {"task": "runcast.ingest_batch", "id": "bad-base64"}, '
+        '"content-type": "application/json", "properties": {"body_encoding": "base64", "delivery_tag": "t", '
+        '"delivery_info": {"exchange": "", "routing_key": "celery"}}}',
+        '{"headers": ' + '{"a": ' * 100_000 + "1" + "}" * 100_000 + ', "properties": {}}',
+        "[1, 2, 3]",
+    ]
+    for entry in entries:
+        redis_client.lpush("celery", entry)
+    return len(entries)
+
+
 def send_deep_legacy_message(redis_url: str, token: str) -> str:
     """The reported message: contract 1 (the events in the message), a config 900 levels deep,
     sent by a kombu producer as the previous release's API did."""
@@ -90,6 +106,7 @@ def test_poison_on_the_broker_is_quarantined_once_while_another_project_is_store
     redis_client = stack.redis.client()
     poison = {send_deep_legacy_message(stack.redis_url, stack.token("attacker")): "900 levels, contract 1"}
     poison.update(raw_poison(redis_client))
+    garbage = garbage_entries(redis_client)
     foreign = str(celery_client(stack.redis_url).send_task(INGEST_TASK, kwargs={"contract": 3, "inbox_id": 1}).id)
 
     driver.wait()
@@ -117,6 +134,7 @@ def test_poison_on_the_broker_is_quarantined_once_while_another_project_is_store
     assert redis_client.llen("celery") == 0 and redis_client.hlen("unacked") == 0
     worker.check_alive("after the poison")
     log = worker.output()
-    assert "Unrecoverable error" not in log and "RecursionError" not in log and "Restoring" not in log
+    assert "Unrecoverable error" not in log and "Traceback" not in log and "Restoring" not in log
     assert log.count("broker: refused message") == len(poison)
+    assert log.count("broker: dropped an entry of the queue") == garbage
     assert "contract 3 (this worker speaks 2)" in log and foreign not in "".join(errors)
