@@ -138,3 +138,57 @@ def test_poison_on_the_broker_is_quarantined_once_while_another_project_is_store
     assert log.count("broker: refused message") == len(poison)
     assert log.count("broker: dropped an entry of the queue") == garbage
     assert "contract 3 (this worker speaks 2)" in log and foreign not in "".join(errors)
+
+
+KILLER = '''
+import os
+
+import runcast_server.tasks as _tasks
+
+_store_row = _tasks.store_row
+
+
+def _store_or_die(ctx, inbox_id, **kwargs):
+    if inbox_id == int(os.environ["RUNCAST_TEST_KILLER_INBOX_ID"]):
+        os._exit(9)  # the pool process dies as if killed (out of memory, a crash in C)
+    return _store_row(ctx, inbox_id, **kwargs)
+
+
+_tasks.store_row = _store_or_die
+'''
+
+
+def test_a_message_whose_pool_process_dies_is_not_put_back_to_kill_the_next(stack, tmp_path):
+    """reject_on_worker_lost is off for ingest: the message is acknowledged once its process is
+    lost (WorkerLostError, once), the worker goes on with the other project's batches, and the
+    batch waits in the inbox (pending) for the sweeper."""
+    import os
+
+    folder = tmp_path / "killer"
+    folder.mkdir()
+    (folder / "sitecustomize.py").write_text(KILLER)
+    stack.start_api()
+    stack.token("doomed")
+    with stack.engine.begin() as conn:
+        project_id = conn.execute(text("SELECT id FROM projects WHERE name = 'doomed'")).scalar_one()
+        inbox_id = conn.execute(text(
+            "INSERT INTO ingest_inbox (project_id, state, body, events, received_at, next_sweep_at, sweeps, attempts) "
+            "VALUES (:p, 'pending', :b, 0, :t, :t + 3600, 0, 0) RETURNING id"),
+            {"p": project_id, "b": b'{"v": 1, "events": []}', "t": time.time()}).scalar_one()
+    worker = stack.start_worker(concurrency=2, pool="prefork", RUNCAST_TEST_KILLER_INBOX_ID=str(inbox_id),
+                                PYTHONPATH=os.pathsep.join([str(folder), os.environ.get("PYTHONPATH", "")]))
+    celery_client(stack.redis_url).send_task(INGEST_TASK, kwargs={"contract": 2, "inbox_id": inbox_id})
+    driver = Driver(stack, server=stack.api_url, token=stack.token("healthy"), project="healthy", steps=STEPS,
+                    metrics=METRICS, extra=["--sleep", "0.004", "--batch-size", "50"])
+    driver.wait()
+    wait_points(stack.engine, driver.run_id, STEPS * METRICS, timeout=120, procs=[worker])
+    assert len(export_rows(stack.api_url, driver.run_id)) == STEPS * METRICS
+
+    time.sleep(5)  # time enough for a re-queued message to come back and kill again
+    worker.check_alive("after its pool process died")
+    log = worker.output()
+    assert log.count("exited with 'exitcode 9'") == 1, log  # killed once, not once per redelivery
+    assert log.count("Task handler raised error: WorkerLostError") == 1
+    redis_client = stack.redis.client()
+    assert redis_client.llen("celery") == 0 and redis_client.hlen("unacked") == 0
+    assert inbox_states(stack.engine).get("pending") == 1  # the sweeper's to enqueue again
