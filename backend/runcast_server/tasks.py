@@ -49,7 +49,7 @@ def policy(settings: Settings) -> Policy:
 
 
 # reject_on_worker_lost off: a message whose pool process dies (killed, out of memory) is
-# acknowledged, not put back to kill the next one; its batch waits in the inbox for the sweeper.
+# acknowledged, not kept to come back and kill again; its batch waits in the inbox for the sweeper.
 @app.task(name=INGEST_TASK, bind=True, acks_late=True, reject_on_worker_lost=False)
 def ingest_batch(self: Task, **message: Any) -> dict[str, Any]:
     """Store the inbox batch the message names, then run its detectors (``inbox.process.process``).
