@@ -1,4 +1,5 @@
-"""Celery tasks of the write path: ``runcast.ingest_batch`` and ``runcast.inbox.sweep``.
+"""Celery tasks of the write path: ``runcast.ingest_batch``, ``runcast.inbox.sweep`` and
+``runcast.inbox.quarantine``.
 
 The ingest task's message is ``{"contract": 2, "inbox_id": <id>}``: the batch itself is
 in the inbox table, committed by the API before it answered 202 (``inbox.accept``).
@@ -6,11 +7,14 @@ A message of the first contract (the events themselves, from an API or SDK of th
 previous release still queued in the broker during an upgrade) is put into the inbox
 and handled the same way; a message of any other contract is refused with an error in
 the log, and its batch, still in the inbox, is enqueued again by the sweeper of a
-worker that speaks it. Details: docs/CONTRACTS.md.
+worker that speaks it. A message that is none of these (``inbox.messages``), and one
+the worker's main process refused before decoding it (``core.screened_task``, which sends
+``runcast.inbox.quarantine``), becomes a quarantined inbox row. Details: docs/CONTRACTS.md.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from typing import Any, Final
@@ -20,18 +24,22 @@ from celery.signals import task_failure, task_retry, worker_init
 
 from runcast_server.context import AppContext, bind_context, context_of
 from runcast_server.core.celery_app import app, app_for, settings_of
+from runcast_server.core.message_checks import Unreadable
+from runcast_server.core.screened_task import QUARANTINE_TASK
 from runcast_server.core.settings import Settings
+from runcast_server.inbox import messages
 from runcast_server.inbox import sweep as inbox_sweep
-from runcast_server.inbox.accept import adopt_legacy
-from runcast_server.inbox.process import Policy, process
-from runcast_server.inbox.rows import QUARANTINED, Outcome
+from runcast_server.inbox.accept import adopt_legacy, quarantine_unreadable
+from runcast_server.inbox.messages import CONTRACT
+from runcast_server.inbox.process import Policy, backoff, process
+from runcast_server.inbox.rows import QUARANTINED, Outcome, is_transient
 from runcast_server.ingest.results import IngestResult
 from runcast_server.observability.logs import run_scope
 from runcast_server.observability.metrics import Metrics, bind_to, metrics_of
 
 INGEST_TASK: Final = "runcast.ingest_batch"
 SWEEP_TASK: Final = "runcast.inbox.sweep"
-CONTRACT: Final = 2
+EXCERPT_CHARS: Final = 300
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +48,9 @@ def policy(settings: Settings) -> Policy:
     return Policy(retention_s=settings.inbox_retention_s, retry_max_s=settings.ingest_retry_max_s)
 
 
-@app.task(name=INGEST_TASK, bind=True, acks_late=True)
+# reject_on_worker_lost off: a message whose pool process dies (killed, out of memory) is
+# acknowledged, not kept to come back and kill again; its batch waits in the inbox for the sweeper.
+@app.task(name=INGEST_TASK, bind=True, acks_late=True, reject_on_worker_lost=False)
 def ingest_batch(self: Task, **message: Any) -> dict[str, Any]:
     """Store the inbox batch the message names, then run its detectors (``inbox.process.process``).
 
@@ -48,7 +58,7 @@ def ingest_batch(self: Task, **message: Any) -> dict[str, Any]:
     long as it takes (the sweeper also re-enqueues what a lost message leaves behind).
     """
     ctx = context_of(self.app)
-    inbox_id = _inbox_id(message, ctx)
+    inbox_id = _inbox_id(message, ctx, str(self.request.id))
     if inbox_id is None:
         return {"state": None}
     outcome = store_row(ctx, inbox_id, attempt=self.request.retries)
@@ -115,22 +125,50 @@ def _task_retried(sender: Any = None, **_: Any) -> None:
         metrics.task_retries.labels(sender.name).inc()
 
 
-def _inbox_id(message: dict[str, Any], ctx: AppContext) -> int | None:
-    """The inbox row a message is about (contract 1 messages are put into the inbox first)."""
-    contract = message.get("contract")
-    if contract == CONTRACT:
-        return int(message["inbox_id"])
-    if contract is None and "events" in message:
-        return adopt_legacy(
-            ctx.database, message["events"], message.get("project_id"), message.get("token"), message.get("received_at"),
-            redeliver_after=ctx.settings.inbox_redeliver_after_s,
-        )
+def _inbox_id(message: dict[str, Any], ctx: AppContext, message_id: str) -> int | None:
+    """The inbox row a message is about (contract 1 messages are put into the inbox first;
+    an unreadable one is quarantined)."""
+    try:
+        read = messages.read(message)
+    except Unreadable as exc:
+        excerpt = json.dumps(message, default=repr)[:EXCERPT_CHARS]
+        record_unreadable(ctx, message_id, INGEST_TASK, str(exc), excerpt)
+        return None
+    if isinstance(read, messages.Current):
+        return read.inbox_id
+    if isinstance(read, messages.Legacy):
+        return adopt_legacy(ctx.database, read.events, read.project_id, read.token, read.received_at,
+                            redeliver_after=ctx.settings.inbox_redeliver_after_s)
     log.error(
         "ingest: refused a %s message of contract %r (this worker speaks %d): upgrade the worker; "
         "the batch stays in the inbox and is enqueued again by the sweeper",
-        INGEST_TASK, contract, CONTRACT,
+        INGEST_TASK, read.contract, CONTRACT,
     )
     return None
+
+
+@app.task(name=QUARANTINE_TASK, bind=True, acks_late=True)
+def quarantine_message(self: Task, message_id: str, task: str, reason: str, excerpt: str) -> dict[str, Any]:
+    """Record a message the worker's main process refused (``core.screened_task``) as a quarantined
+    inbox row; retries while the database is unavailable."""
+    ctx = context_of(self.app)
+    try:
+        inbox_id = record_unreadable(ctx, str(message_id), str(task), str(reason), str(excerpt))
+    except Exception as exc:
+        if not is_transient(exc) or self.request.is_eager:
+            raise
+        raise self.retry(countdown=backoff(self.request.retries, ctx.settings.ingest_retry_max_s),
+                         max_retries=None) from None
+    return {"state": QUARANTINED, "inbox_id": inbox_id}
+
+
+def record_unreadable(ctx: AppContext, message_id: str, task: str, reason: str, excerpt: str) -> int:
+    """A quarantined inbox row for a broker message no task could read (``inbox.accept``), counted."""
+    inbox_id = quarantine_unreadable(ctx.database, message_id, task, reason, excerpt)
+    metrics = metrics_of(app)
+    if metrics is not None:
+        metrics.quarantined.inc()
+    return inbox_id
 
 
 def publish(ctx: AppContext, result: IngestResult) -> None:

@@ -1,5 +1,6 @@
 """The ingest task, run eagerly: the contract-2 message (an inbox id), messages of the first
-contract still in a broker during an upgrade, and refused unknown contracts."""
+contract still in a broker during an upgrade, refused unknown contracts, and unreadable
+messages (quarantined, as are the ones the worker refused before decoding them)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,9 @@ from typing import Any
 
 import pytest
 from runcast_server.core.auth import create_token
+from runcast_server.inbox import quarantine
 from runcast_server.inbox.models import InboxRow
-from runcast_server.tasks import CONTRACT, INGEST_TASK, ingest_batch
+from runcast_server.tasks import CONTRACT, INGEST_TASK, ingest_batch, quarantine_message
 
 from backend.helpers import counts, metrics, started
 
@@ -81,3 +83,43 @@ def test_unknown_contract_is_refused_loudly(db: Any, token: str, caplog: pytest.
     assert ingest_batch.apply(kwargs={"contract": 99, "inbox_id": 1}).get() == {"state": None}
     assert counts(db.engine) == before
     assert "contract 99" in caplog.text and "upgrade the worker" in caplog.text
+
+
+@pytest.mark.parametrize(
+    "kwargs, error",
+    [
+        ({"contract": 2, "inbox_id": "abc"}, "'inbox_id' is 'abc', not an inbox row id"),
+        ({"contract": 2}, "'inbox_id' is missing"),
+        ({"contract": 2, "inbox_id": 2**63}, f"'inbox_id' is {2**63}, not an inbox row id"),
+        ({"contract": "2", "inbox_id": 1}, "'contract' is '2', not a task contract number"),
+        ({"contract": True, "inbox_id": 1}, "'contract' is True"),
+        ({"inbox_id": 1}, "'contract' is missing"),
+        ({"events": {"a": 1}, "token": "t"}, "'events' is dict, not a list"),
+        ({"events": [], "project_id": "1"}, "'project_id' is '1', not a project id"),
+        ({"events": [], "token": ["t"]}, "'token' is list, not a string"),
+        ({"events": [], "token": "t", "received_at": "now"}, "'received_at' is 'now', not a time"),
+    ],
+)
+def test_an_unreadable_message_is_quarantined_once(db: Any, token: str, kwargs: dict[str, Any], error: str) -> None:
+    """Not a contract this worker reads: a quarantined row naming the message, nothing stored."""
+    before = counts(db.engine)
+    assert ingest_batch.apply(kwargs=kwargs, task_id="msg-1").get() == {"state": None}
+    assert counts(db.engine) == before
+    [(state, events, text)] = inbox_rows(db)
+    assert (state, events) == ("quarantined", 0)
+    assert text.startswith(f"unreadable broker message msg-1 of {INGEST_TASK}: {error}")
+
+
+def test_a_message_the_worker_refused_is_recorded_as_a_quarantined_row(db: Any, embedded: Any) -> None:
+    """What core.screened_task sends for a message it refused; NUL and lone surrogates escaped."""
+    out = quarantine_message.apply(kwargs={"message_id": "m\x00\ud800", "task": INGEST_TASK,
+                                           "reason": "the body nests more than 100 levels deep",
+                                           "excerpt": '[[], {"events": [{"a":{"a":'}).get()
+    assert out["state"] == "quarantined"
+    with db.scope() as session:
+        [row] = session.query(InboxRow).all()
+        assert (row.id, row.state, row.project_id, row.events, row.body) == (out["inbox_id"], "quarantined", None, 0,
+                                                                               None)
+        assert row.error == ("unreadable broker message m\\x00\\ud800 of runcast.ingest_batch: the body nests more "
+                             "than 100 levels deep; it begins: '[[], {\"events\": [{\"a\":{\"a\":'")
+        assert quarantine.retry(session, row.id, 0.0) is False  # nothing to send through the worker again

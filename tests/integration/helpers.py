@@ -102,6 +102,29 @@ def send_batch_task(client: Any, events: list[dict[str, Any]], token: str) -> No
     client.send_task(INGEST_TASK, kwargs={"events": events, "project_id": None, "token": token})
 
 
+def push_raw_task(redis_client: Any, body: bytes, *, task: str = INGEST_TASK, content_type: str = "application/json",
+                  headers: str = "") -> str:
+    """Put a task message on the Celery queue as kombu's Redis transport would, with a ``body``
+    no kombu producer would send (too deep to encode, not JSON, ...); ``headers``: JSON members
+    added to its headers. Returns the message id."""
+    import base64
+    import uuid
+
+    task_id = str(uuid.uuid4())
+    head = json.dumps({"lang": "py", "task": task, "id": task_id, "root_id": task_id, "parent_id": None,
+                       "group": None, "retries": 0, "eta": None, "expires": None, "argsrepr": "()",
+                       "kwargsrepr": "{}"})
+    if headers:
+        head = head[:-1] + ", " + headers + "}"
+    properties = json.dumps({"correlation_id": task_id, "reply_to": None, "delivery_mode": 2, "priority": 0,
+                             "delivery_info": {"exchange": "", "routing_key": "celery"},
+                             "body_encoding": "base64", "delivery_tag": str(uuid.uuid4())})
+    redis_client.lpush("celery", '{"body": "' + base64.b64encode(body).decode() + '", "content-encoding": "utf-8", '
+                       '"content-type": "' + content_type + '", "headers": ' + head + ', "properties": '
+                       + properties + "}")
+    return task_id
+
+
 # --- reads ----------------------------------------------------------------------------------------
 
 

@@ -77,7 +77,8 @@ def retry_command(inbox_id: int = typer.Argument(..., min=1, help="The inbox row
         with ctx.database.scope() as session:
             ok = quarantine.retry(session, inbox_id, time.time())
         if not ok:
-            typer.echo(f"error: inbox row {inbox_id} is not quarantined (see `runcast quarantine show {inbox_id}`)",
+            typer.echo(f"error: inbox row {inbox_id} is not a quarantined batch: not quarantined, or an unreadable "
+                       f"broker message with nothing to retry (see `runcast quarantine show {inbox_id}`)",
                        err=True)
             raise typer.Exit(1)
         try:

@@ -15,14 +15,19 @@ from the environment then, once.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Final
+from urllib.parse import urlsplit
 
 from celery import Celery
 from celery.signals import after_setup_logger, after_setup_task_logger
 
 from runcast_server.core.settings import Settings
 
-app = Celery("runcast", include=["runcast_server.tasks", "runcast_server.alerts.notify"])
+# kombu's Redis transport, dropping a queue entry that is not a kombu message instead of ending the worker.
+REDIS_TRANSPORT: Final = "runcast_server.core.broker_transport:Transport"
+# Every task's messages are screened before the worker decodes them (core.screened_task).
+app = Celery("runcast", task_cls="runcast_server.core.screened_task:ScreenedTask",
+             include=["runcast_server.tasks", "runcast_server.alerts.notify"])
 
 
 def configure(settings: Settings) -> Celery:
@@ -30,6 +35,7 @@ def configure(settings: Settings) -> Celery:
     app.runcast_settings = settings  # read back by settings_of
     app.conf.update(
         broker_url=settings.redis_url or "memory://",
+        broker_transport=REDIS_TRANSPORT if urlsplit(settings.redis_url or "").scheme in ("redis", "rediss") else None,
         result_backend=None,
         task_ignore_result=True,
         task_always_eager=settings.embedded,

@@ -1,5 +1,6 @@
-"""Accepting a batch: the API's insert (committed before it answers 202), and adopting a
-broker message of the first task contract (its events in the message)."""
+"""Accepting a batch: the API's insert (committed before it answers 202), adopting a broker
+message of the first task contract (its events in the message), and recording a broker
+message that no task could read."""
 
 from __future__ import annotations
 
@@ -13,12 +14,12 @@ from sqlalchemy import insert
 from sqlalchemy.orm import Session
 
 from runcast_server.core.db import Database
-from runcast_server.inbox.rows import INBOX, PENDING, QUARANTINED, describe
+from runcast_server.inbox.rows import INBOX, MAX_ERROR_CHARS, PENDING, QUARANTINED, describe
 
 log = logging.getLogger(__name__)
 
 
-def add(session: Session, project_id: int | None, body: bytes, events: int, received_at: float,
+def add(session: Session, project_id: int | None, body: bytes | None, events: int, received_at: float,
         *, next_sweep_at: float | None, state: str = PENDING, error: str | None = None) -> int:
     """Insert a batch into the inbox in the caller's transaction; returns its id.
 
@@ -66,4 +67,21 @@ def adopt_legacy(db: Database, events: Sequence[Any], project_id: int | None, to
     if error:
         log.error("ingest: quarantined a legacy broker message (inbox %d): %s", inbox_id, error)
         return None
+    return inbox_id
+
+
+def quarantine_unreadable(db: Database, message_id: str, task: str, reason: str, excerpt: str) -> int:
+    """Record a broker message that no task could read as a quarantined row; returns its id.
+
+    The row has no project, no events and no body (there is nothing to retry): its ``error``
+    names the message, says why it was refused and quotes its first bytes.
+    """
+    error = f"unreadable broker message {message_id} of {task}: {reason}; it begins: {excerpt!r}"
+    # What the database's text holds: lone surrogates and NUL escaped.
+    error = error.encode("utf-8", "backslashreplace").decode("utf-8").replace("\x00", "\\x00")
+    with db.scope() as session:
+        inbox_id = add(session, None, None, 0, time.time(), state=QUARANTINED, error=error[:MAX_ERROR_CHARS],
+                       next_sweep_at=None)
+    log.error("ingest: quarantined unreadable broker message %s of %s (inbox %d): %s", message_id, task, inbox_id,
+              reason, extra={"inbox_id": inbox_id, "message_id": message_id})
     return inbox_id

@@ -84,7 +84,8 @@ def _clip(event: Any) -> str:
 
 
 def retry(session: Session, inbox_id: int, now: float) -> bool:
-    """Put a quarantined row back to pending (the caller commits, then enqueues it); False if it is not quarantined."""
+    """Put a quarantined row back to pending (the caller commits, then enqueues it); False if it is not
+    quarantined or has no body (an unreadable broker message)."""
     done = session.execute(
         update(InboxRow)
         .where(InboxRow.id == inbox_id, InboxRow.state == QUARANTINED, InboxRow.body.is_not(None))

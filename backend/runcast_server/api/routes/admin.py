@@ -65,7 +65,8 @@ def retry_inbox(session: SessionDep, ctx: ContextDep, inbox_id: InboxId) -> dict
     if not quarantine.retry(session, inbox_id, time.time()):
         if quarantine.show(session, inbox_id) is None:
             raise NotFound("inbox row", field="inbox_id")
-        raise ApiError(409, "only a quarantined row can be retried", field="inbox_id")
+        raise ApiError(409, "only a quarantined row with a batch can be retried (an unreadable broker message has none)",
+                       field="inbox_id")
     session.commit()
     try:
         enqueue_ingest(ctx, inbox_id)
