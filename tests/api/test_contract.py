@@ -22,6 +22,7 @@ WRITES = {("post", "/api/v1/ingest"), ("put", "/api/v1/runs/{run_id}/alerts/conf
           ("post", "/api/v1/runs/{run_id}/uploads"), ("put", "/api/v1/runs/{run_id}/uploads/{upload_id}/files/{index}"),
           ("post", "/api/v1/runs/{run_id}/uploads/{upload_id}/complete"),
           ("patch", "/api/v1/runs/{run_id}"), ("delete", "/api/v1/runs/{run_id}"),
+          ("put", "/api/v1/runs/{run_id}/segments/{segment}/spool"),  # the trainer's spool report
           ("get", "/api/v1/tokens"), ("delete", "/api/v1/tokens/{token_id}"),
           # the publication policy: a token of the run's (project's) project, reading or changing it
           ("get", "/api/v1/runs/{run_id}/policy"), ("put", "/api/v1/runs/{run_id}/policy"),
