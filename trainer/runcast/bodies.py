@@ -44,6 +44,7 @@ from .limits import (
     SHA256_RE,
     VISIBILITIES,
 )
+from .model_outputs import eval_body, media_body, sample_body
 from .policy import PolicyError, check_policy
 
 
@@ -192,5 +193,8 @@ BODY_VALIDATORS: Final[dict[str, Callable[[Mapping[str, Any]], dict[str, Any]]]]
     "heartbeat": _heartbeat,
     "finished": _finished,
     "update": _update,
+    "sample": sample_body,
+    "eval": eval_body,
+    "media": media_body,
 }
 

@@ -49,6 +49,8 @@ as first written):
   ``group`` (optional, <= 128 chars), ``job_type`` (optional, <= 64 chars), ``notes``
   (optional, <= 10,000 chars), ``policy`` (optional publication policy, ``runcast.policy``;
   stored with the run, before any of its data). A resumed segment's values are ignored: the first wins.
+* ``sample``, ``eval``, ``media`` (append-only, once per (segment, seq)): what the model says
+  and scores, docs/samples.md (the fields and their limits; ``runcast.model_outputs``).
 * ``update`` (append-only; the run's state is the updates folded in trainer order):
   ``config`` (JSON object: top-level keys replace the run's config keys), ``summary``
   (JSON object: top-level keys replace the run's summary keys; <= 64 KiB encoded),
@@ -317,7 +319,7 @@ def validate_batch(body: Any) -> list[dict[str, Any]]:
 def encode_event(event: Mapping[str, Any]) -> dict[str, Any]:
     """A validated event back in wire form (non-finite values as strings)."""
     out = dict(event)
-    for field in ("values", "metrics", "weights"):
+    for field in ("values", "metrics", "weights", "scores"):
         if field in out and isinstance(out[field], dict):
             out[field] = {k: encode_value(v) for k, v in out[field].items()}
     return out

@@ -20,6 +20,9 @@ EVENT_TYPES: Final = (
     "heartbeat",
     "finished",
     "update",
+    "sample",
+    "eval",
+    "media",
 )
 FINAL_STATUSES: Final = ("finished", "failed", "killed")
 VISIBILITIES: Final = ("public", "unlisted", "private")
@@ -57,6 +60,26 @@ MAX_TAGS: Final = 64
 MAX_TAG_CHARS: Final = 64
 MAX_GROUP_CHARS: Final = 128
 MAX_JOB_TYPE_CHARS: Final = 64
+# What the model says and scores (docs/samples.md): sample, eval and media events.
+MAX_PROMPT_ID_CHARS: Final = 200
+MAX_PROMPT_CHARS: Final = 65_536
+MAX_OUTPUT_CHARS: Final = 262_144
+MAX_SAMPLE_SCORES: Final = 64
+MAX_SAMPLE_SETTINGS_BYTES: Final = 4096
+MAX_SUITE_CHARS: Final = 100
+MAX_TASK_CHARS: Final = 200
+MAX_EVAL_METRICS: Final = 256
+MAX_EVAL_CONFIG_BYTES: Final = 64 * 1024
+MAX_EVAL_VERSIONS_BYTES: Final = 4096
+MEDIA_KINDS: Final = ("image", "table", "histogram")
+IMAGE_TYPES: Final = ("image/png", "image/jpeg")
+MAX_IMAGE_SIDE: Final = 65_535
+MAX_CAPTION_CHARS: Final = 1000
+MAX_TABLE_COLUMNS: Final = 64
+MAX_TABLE_ROWS: Final = 1000
+MAX_TABLE_CELL_CHARS: Final = 10_000
+MAX_TABLE_BYTES: Final = 256 * 1024
+MAX_HISTOGRAM_BINS: Final = 512
 X_AXES: Final = ("step", "tokens", "time")
 SUMMARIES: Final = ("min", "max", "last", "none")
 
