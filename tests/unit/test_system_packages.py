@@ -23,13 +23,13 @@ def test_a_path_without_the_tools_lists_their_packages(tmp_path: Path) -> None:
     res = check(str(tmp_path))  # an empty PATH: only what is found by file path remains
     assert res.returncode == 0 and res.stderr == ""
     listed = res.stdout.splitlines()
-    assert {"redis-server", "chromium-driver", "git", "npm", "python3.11", "python3.11-venv"} <= set(listed)
-    assert set(listed) <= {"postgresql", "chromium", "nginx", "redis-server", "chromium-driver", "git", "npm",
-                           "python3.11", "python3.11-venv"}  # fmt: skip
+    assert {"redis-server", "chromium-driver", "git", "curl", "jq", "npm", "python3.11", "python3.11-venv"} <= set(listed)
+    assert set(listed) <= {"postgresql", "chromium", "nginx", "redis-server", "chromium-driver", "git", "curl", "jq",
+                           "npm", "python3.11", "python3.11-venv"}  # fmt: skip
 
 
 def test_one_tool_missing_lists_only_its_package(tmp_path: Path) -> None:
-    for tool in ("redis-server", "chromedriver", "git", "npm"):
+    for tool in ("redis-server", "chromedriver", "git", "curl", "jq", "npm"):
         found = shutil.which(tool)
         assert found, f"this machine lacks {tool}: scripts/system-packages installs it"
         os.symlink(found, tmp_path / tool)

@@ -15,7 +15,7 @@ def train_command(
     n_head: int = typer.Option(4, min=1, help="Attention heads (must divide --n-embd).", rich_help_panel=MODEL),
     n_embd: int = typer.Option(128, min=8, help="Model width.", rich_help_panel=MODEL),
     block_size: int = typer.Option(64, min=8, help="Context length in tokens (bytes).", rich_help_panel=MODEL),
-    dropout: float = typer.Option(0.0, min=0.0, max=1.0, rich_help_panel=MODEL),
+    dropout: float = typer.Option(0.0, min=0.0, max=1.0, help="Dropout probability.", rich_help_panel=MODEL),
     mix: str = typer.Option(
         "0:code=0.7,prose=0.3",
         help='Data-mix schedule: "STEP:code=W,prose=W;STEP:...", e.g. "0:code=0.7,prose=0.3;200:code=0.5,prose=0.5". '
@@ -29,8 +29,8 @@ def train_command(
     max_steps: int = typer.Option(300, min=1, help="Optimizer steps to train for.", rich_help_panel=OPTIM),
     learning_rate: float = typer.Option(2e-3, help="Peak learning rate (after warmup).", rich_help_panel=OPTIM),
     min_lr: float = typer.Option(2e-4, help="Learning rate at the end of the cosine decay.", rich_help_panel=OPTIM),
-    warmup_steps: int = typer.Option(20, min=0, rich_help_panel=OPTIM),
-    weight_decay: float = typer.Option(0.1, rich_help_panel=OPTIM),
+    warmup_steps: int = typer.Option(20, min=0, help="Linear learning-rate warmup steps.", rich_help_panel=OPTIM),
+    weight_decay: float = typer.Option(0.1, help="AdamW weight decay (not on biases and norms).", rich_help_panel=OPTIM),
     grad_clip: float = typer.Option(1.0, min=0.0, help="Clip the gradient norm to this (0: no clipping).", rich_help_panel=OPTIM),
     seed: int = typer.Option(1337, help="Seed for python, numpy, torch and the data sampler.", rich_help_panel=OPTIM),
     eval_interval: int = typer.Option(50, min=1, help="Validation loss every this many steps.", rich_help_panel=EVAL),
