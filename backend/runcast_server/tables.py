@@ -16,6 +16,7 @@ from runcast_server.alerts import models as _alert_models  # (alerts tables, mig
 from runcast_server.artifacts import models as _artifact_models  # noqa: F401  (checkpoint uploads, migration 0008)
 from runcast_server.core.models import Base, Run
 from runcast_server.inbox import models as _inbox_models  # noqa: F401  (ingest inbox, migration 0006)
+from runcast_server.outputs import models as _output_models  # noqa: F401  (samples, evals, media, blobs: 0016)
 from runcast_server.policy import models as _policy_models  # noqa: F401  (publication policies, migration 0011)
 from runcast_server.runs import manage
 from runcast_server.sessions import models as _session_models  # noqa: F401  (dashboard sign-in, migration 0010)
