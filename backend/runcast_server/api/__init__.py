@@ -39,3 +39,6 @@ api_router.include_router(estimate.router)  # the ZeRO memory estimate (runcast.
 api_router.include_router(policy.router)  # publication policies (docs/api.md)
 api_router.include_router(admin.router)  # the ingest inbox for operators (docs/api.md)
 api_router.include_router(session_routes.router)  # dashboard sign-in (docs/auth.md)
+
+# Models of bodies the routes write themselves, named in the document by documented.ref.
+DOCUMENTED_RESPONSES = stream.DOCUMENTED

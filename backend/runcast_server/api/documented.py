@@ -1,0 +1,26 @@
+"""Models the OpenAPI document names where FastAPI does not see them: bodies a route reads or
+writes itself (the ingest batch, the live stream's messages). A route refers to one with
+``ref(model)``; the app adds every such model to ``components/schemas`` (``components``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, Final
+
+from pydantic import BaseModel
+from pydantic.json_schema import JsonSchemaMode, models_json_schema
+
+REF_TEMPLATE: Final = "#/components/schemas/{model}"
+
+
+def ref(model: type[BaseModel]) -> dict[str, str]:
+    """A ``$ref`` to ``model``'s schema in the document's components."""
+    return {"$ref": REF_TEMPLATE.format(model=model.__name__)}
+
+
+def components(models: Iterable[type[BaseModel]], mode: JsonSchemaMode) -> dict[str, Any]:
+    """The component schemas of ``models`` and of every model they use, by name."""
+    _, schema = models_json_schema([(model, mode) for model in models], ref_template=REF_TEMPLATE)
+    defs: dict[str, Any] = schema.get("$defs", {})
+    return defs
