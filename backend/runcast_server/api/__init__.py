@@ -27,6 +27,7 @@ from runcast_server.api.routes import (
 )
 from runcast_server.api.routes import session as session_routes
 from runcast_server.core.errors import error_responses
+from runcast_server.policy.schemas import PolicyChange
 
 # Any route may answer 413 (the body limit, before reading) and 503 (database or queue down).
 api_router = APIRouter(prefix="/api/v1", responses=error_responses(413, 503))
@@ -40,5 +41,6 @@ api_router.include_router(policy.router)  # publication policies (docs/api.md)
 api_router.include_router(admin.router)  # the ingest inbox for operators (docs/api.md)
 api_router.include_router(session_routes.router)  # dashboard sign-in (docs/auth.md)
 
-# Models of bodies the routes write themselves, named in the document by documented.ref.
+# Models of bodies the routes read or write themselves, named in the document by documented.ref.
+DOCUMENTED_REQUESTS = (PolicyChange,)
 DOCUMENTED_RESPONSES = stream.DOCUMENTED

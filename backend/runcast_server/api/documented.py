@@ -19,6 +19,11 @@ def ref(model: type[BaseModel]) -> dict[str, str]:
     return {"$ref": REF_TEMPLATE.format(model=model.__name__)}
 
 
+def json_body(model: type[BaseModel]) -> dict[str, Any]:
+    """``openapi_extra`` declaring the required JSON body of a route that checks it itself."""
+    return {"requestBody": {"required": True, "content": {"application/json": {"schema": ref(model)}}}}
+
+
 def components(models: Iterable[type[BaseModel]], mode: JsonSchemaMode) -> dict[str, Any]:
     """The component schemas of ``models`` and of every model they use, by name."""
     _, schema = models_json_schema([(model, mode) for model in models], ref_template=REF_TEMPLATE)

@@ -18,7 +18,7 @@ from fastapi.dependencies.models import Dependant
 from fastapi.openapi.utils import get_openapi
 from fastapi.routing import APIRoute, iter_route_contexts
 
-from runcast_server.api import DOCUMENTED_RESPONSES
+from runcast_server.api import DOCUMENTED_REQUESTS, DOCUMENTED_RESPONSES
 from runcast_server.api.deps import admin, bearer_token, writer_project
 from runcast_server.api.documented import components
 
@@ -31,7 +31,8 @@ def openapi_document(app: FastAPI) -> dict[str, Any]:
         return app.openapi_schema
     schema = get_openapi(title=app.title, version=app.version, routes=app.routes, description=app.description)
     schemas = schema["components"]["schemas"]
-    for name, body in components(DOCUMENTED_RESPONSES, "serialization").items():
+    documented = {**components(DOCUMENTED_REQUESTS, "validation"), **components(DOCUMENTED_RESPONSES, "serialization")}
+    for name, body in documented.items():
         schemas.setdefault(name, body)  # one FastAPI already holds is the same model's
     error_schema = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
     for item in schema["paths"].values():
