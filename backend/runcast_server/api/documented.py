@@ -19,9 +19,9 @@ def ref(model: type[BaseModel]) -> dict[str, str]:
     return {"$ref": REF_TEMPLATE.format(model=model.__name__)}
 
 
-def json_body(model: type[BaseModel]) -> dict[str, Any]:
+def json_body(schema: dict[str, Any]) -> dict[str, Any]:
     """``openapi_extra`` declaring the required JSON body of a route that checks it itself."""
-    return {"requestBody": {"required": True, "content": {"application/json": {"schema": ref(model)}}}}
+    return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
 
 
 def components(models: Iterable[type[BaseModel]], mode: JsonSchemaMode) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from runcast_server.alerts import service
 from runcast_server.alerts.models import AlertConfig
 from runcast_server.alerts.schemas import AlertConfigView, AlertPage
 from runcast_server.api.deps import SessionDep, WriterDep
+from runcast_server.api.documented import json_body
 from runcast_server.api.read_deps import (
     RUN_ERRORS,
     AfterDep,
@@ -70,7 +71,7 @@ def get_alert_config(session: SessionDep, settings: SettingsDep, found: Readable
 
 
 @router.put("/runs/{run_id}/alerts/config", response_model=AlertConfigView,
-            responses={**RUN_ERRORS, **error_responses(400)})
+            responses={**RUN_ERRORS, **error_responses(400)}, openapi_extra=json_body(dconfig.overrides_schema()))
 def put_alert_config(
     session: SessionDep,
     settings: SettingsDep,

@@ -15,7 +15,7 @@ from runcast.events import ID_RE, PROJECT_RE
 from runcast.policy import PolicyError, check_policy, effective
 
 from runcast_server.api.deps import ContextDep, SessionDep, WriterDep
-from runcast_server.api.documented import json_body
+from runcast_server.api.documented import json_body, ref
 from runcast_server.core.errors import ApiError, NotFound, error_responses
 from runcast_server.core.models import Project
 from runcast_server.policy import store
@@ -28,7 +28,7 @@ ERRORS = error_responses(401, 404, 422)
 # The document declares it as PolicyChange (DOCUMENTED in api/__init__.py).
 PolicyBody = Annotated[Any, Body(description="Settings to change, e.g. {\"metrics\": [\"train/*\"]} "
                                              "(docs/api.md#publication-policy).")]
-BODY_DOC = json_body(PolicyChange)
+BODY_DOC = json_body(ref(PolicyChange))
 
 
 def _checked(body: Any) -> dict[str, Any]:
