@@ -124,7 +124,8 @@ def validate_overrides(overrides: Any) -> dict[str, Any]:
                     names = [names]
                 if (not isinstance(names, list) or not all(isinstance(n, str) and n for n in names)
                         or len(names) > MAX_KEY_NAMES):
-                    raise ConfigError(f"alerts.keys.{role}", f"must be a metric name or a list of up to {MAX_KEY_NAMES}")
+                    raise ConfigError(f"alerts.keys.{role}",
+                                      f"must be a metric name or a list of up to {MAX_KEY_NAMES}")
                 keys[role] = list(names)
             out[name] = keys
         elif name in DETECTORS:
@@ -148,7 +149,8 @@ def validate_overrides(overrides: Any) -> dict[str, Any]:
                     if param in MAX_INT_PARAM and raw > MAX_INT_PARAM[param]:
                         raise ConfigError(field, f"must be at most {MAX_INT_PARAM[param]}")
                 else:
-                    if isinstance(raw, bool) or not isinstance(raw, (int, float)) or not raw >= 0 or raw > MAX_NUMBER_PARAM:
+                    if (isinstance(raw, bool) or not isinstance(raw, (int, float)) or not raw >= 0
+                            or raw > MAX_NUMBER_PARAM):
                         raise ConfigError(field, "must be a non-negative number")
                     raw = float(raw)
                 params[param] = raw
