@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
+from runcast_server.api.ingest_doc import IngestBatch
 from runcast_server.api.routes import (
     admin,
     alerts,
@@ -42,5 +43,5 @@ api_router.include_router(admin.router)  # the ingest inbox for operators (docs/
 api_router.include_router(session_routes.router)  # dashboard sign-in (docs/auth.md)
 
 # Models of bodies the routes read or write themselves, named in the document by documented.ref.
-DOCUMENTED_REQUESTS = (PolicyChange,)
+DOCUMENTED_REQUESTS = (IngestBatch, PolicyChange)
 DOCUMENTED_RESPONSES = stream.DOCUMENTED

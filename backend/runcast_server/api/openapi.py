@@ -33,7 +33,8 @@ def openapi_document(app: FastAPI) -> dict[str, Any]:
     schemas = schema["components"]["schemas"]
     documented = {**components(DOCUMENTED_REQUESTS, "validation"), **components(DOCUMENTED_RESPONSES, "serialization")}
     for name, body in documented.items():
-        schemas.setdefault(name, body)  # one FastAPI already holds is the same model's
+        if schemas.setdefault(name, body) != body:
+            raise RuntimeError(f"two schemas named {name} in the OpenAPI document")
     error_schema = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
     for item in schema["paths"].values():
         for operation in item.values():

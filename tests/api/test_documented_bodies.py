@@ -1,0 +1,98 @@
+"""The bodies a route checks itself are documented as that check reads them (issue 23).
+
+For each ingest event type, and for a subscription's rules between fields: what the OpenAPI
+document accepts, the server's own check accepts, and what the check refuses, the document
+refuses too (the suite's Schemathesis run fuzzes the same both ways, on a live server).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from jsonschema import Draft202012Validator
+from runcast.events import EVENT_TYPES, EventError, validate_event
+
+ENVELOPE = {"v": 1, "run": "run00001", "segment": "seg00001", "seq": 0, "ts": 1.0}
+VALID = {
+    "run_started": {"project": "p", "name": "n", "config": {"a": [1, {"b": None}], "c": 1.5}, "code": {}, "env": None,
+                    "seed": -5, "resume_step": 3, "visibility": "private", "alerts": {"spike": {"k": 3}},
+                    "public_paths": True, "tags": ["a b"], "group": "g", "job_type": "", "notes": " ",
+                    "policy": {"metrics": ["train/*"], "code": None, "delay_s": 5}},
+    "update": {"define": {"loss": {"x": "tokens", "summary": "min"}}, "summary": None},
+    "metrics": {"step": 1, "values": {"loss": "NaN", "lr": 0.1, "n": 3}},
+    "checkpoint": {"step": 1, "path": "/x", "size": 10, "sha256": "a" * 64, "metrics": {"val": 1}, "public": False,
+                   "status": "pruned"},
+    "data_mix": {"step": 0, "weights": {"web": 0.5, "code": 0}},
+    "manifest": {"step": None, "version": " ", "manifest": {"x": 1}},
+    "note": {"text": "hi"},
+    "heartbeat": {"lost": 3},
+    "finished": {"status": "failed", "lost": 0, "step": 9},
+}
+INVALID = [
+    ("update", {"config": None}),
+    ("note", {"text": "  "}),
+    ("metrics", {"step": 1, "values": {}}),
+    ("metrics", {"step": 1, "values": {"a\nb": 1}}),
+    ("metrics", {"step": 1, "values": {"loss": "nan"}}),
+    ("checkpoint", {"step": 1, "path": "/x"}),
+    ("checkpoint", {"step": 1, "path": "/x", "size": 1, "metrics": None}),
+    ("run_started", {"project": "p", "name": "n", "tags": ["a,b"]}),
+    ("run_started", {"project": "p", "name": "a\tb"}),
+    ("run_started", {"project": "p", "name": "n", "visibility": None}),
+    ("run_started", {"project": "p", "name": "n", "config": {"k": "\x00"}}),
+    ("run_started", {"project": "p", "name": "n", "policy": {"metrics": "a,b"}}),
+    ("data_mix", {"step": 0, "weights": {"web": -1}}),
+    ("finished", {"status": "ok"}),
+    ("heartbeat", {"lost": -1}),
+    ("manifest", {"version": ""}),
+]
+
+
+@pytest.fixture
+def doc(client: Any) -> dict[str, Any]:
+    return client.get("/openapi.json").json()
+
+
+def _validator(doc: dict[str, Any], name: str) -> Draft202012Validator:
+    return Draft202012Validator({"$ref": f"#/components/schemas/{name}", "components": doc["components"]})
+
+
+def test_the_document_names_every_event_type(doc: dict[str, Any]) -> None:
+    events = doc["components"]["schemas"]["IngestBatch"]["properties"]["events"]["items"]
+    assert set(events["discriminator"]["mapping"]) == set(EVENT_TYPES)
+
+
+@pytest.mark.parametrize("kind", sorted(VALID))
+def test_an_event_the_document_accepts_the_server_accepts(doc: dict[str, Any], kind: str) -> None:
+    event = {**ENVELOPE, "type": kind, **VALID[kind]}
+    batch = {"v": 1, "events": [event]}
+    assert list(_validator(doc, "IngestBatch").iter_errors(batch)) == []
+    validate_event(event)
+
+
+@pytest.mark.parametrize(("kind", "body"), INVALID)
+def test_an_event_the_server_refuses_the_document_refuses(doc: dict[str, Any], kind: str, body: dict[str, Any]) -> None:
+    event = {**ENVELOPE, "type": kind, **body}
+    with pytest.raises(EventError):
+        validate_event(event)
+    assert list(_validator(doc, "IngestBatch").iter_errors({"events": [event]})) != []
+
+
+@pytest.mark.parametrize(("body", "ok"), [
+    ({"run": "RUN", "channel": "webhook", "url": "https://1.1.1.1/hook"}, True),
+    ({"project": "demo", "channel": "email", "email": "a@example.org"}, True),
+    ({"run": "RUN", "project": "demo", "channel": "webhook", "url": "https://1.1.1.1/"}, False),
+    ({"channel": "webhook", "url": "https://1.1.1.1/"}, False),
+    ({"run": "RUN", "channel": "webhook"}, False),
+    ({"run": "RUN", "channel": "webhook", "url": "ftp://1.1.1.1/"}, False),
+    ({"project": "demo", "channel": "email", "email": "not-an-address"}, False),
+])
+def test_a_subscription_s_rules_between_fields(doc: dict[str, Any], client: Any, seed: Any, body: dict[str, Any],
+                                               ok: bool) -> None:
+    run = seed.run("demo").start().run  # and its project, demo
+    if "run" in body:
+        body = {**body, "run": run}
+    assert (list(_validator(doc, "NewSubscription").iter_errors(body)) == []) is ok
+    if not ok:
+        assert client.post("/api/v1/subscriptions", json=body).status_code == 422
