@@ -1,17 +1,25 @@
 """The bodies a route checks itself are documented as that check reads them (issue 23).
 
-For each ingest event type, and for a subscription's rules between fields: what the OpenAPI
-document accepts, the server's own check accepts, and what the check refuses, the document
-refuses too (the suite's Schemathesis run fuzzes the same both ways, on a live server).
+For each ingest event type, a subscription's rules between fields, an upload's names and paths:
+what the OpenAPI document accepts, the server's own check accepts, and what the check refuses,
+the document refuses too (the suite's Schemathesis run fuzzes the same both ways, on a live server).
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
 from jsonschema import Draft202012Validator
 from runcast.events import EVENT_TYPES, EventError, validate_event
+from runcast_server.artifacts.uploads import (
+    NAME_PATTERN,
+    RELATIVE_PATH_PATTERN,
+    Limits,
+    UploadRejected,
+    check_manifest,
+)
 
 ENVELOPE = {"v": 1, "run": "run00001", "segment": "seg00001", "seq": 0, "ts": 1.0}
 VALID = {
@@ -96,3 +104,28 @@ def test_a_subscription_s_rules_between_fields(doc: dict[str, Any], client: Any,
     assert (list(_validator(doc, "NewSubscription").iter_errors(body)) == []) is ok
     if not ok:
         assert client.post("/api/v1/subscriptions", json=body).status_code == 422
+
+
+NAMES = ["a", ".", "..", "...", ".a", " ", "ü", "a%", "a%2", "a%2f", "%zz", "a/b", "a\\b", "a\x00", "a\x7f", "a\x1f", ""]
+SHA = "0" * 64
+PATHS = ["a/b", "a/.x", "ab:c", "/a", "C:/x", "a//b", "a/./b", "a/../b", "a/b/", "a/..", "a/%41", "a\\b"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_an_upload_name_matches_its_pattern_as_the_server_reads_it(name: str) -> None:
+    assert (re.fullmatch(NAME_PATTERN, name) is not None) is _accepted(name, [{"path": "f", "size": 1, "sha256": SHA}])
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_an_upload_path_matches_its_pattern_as_the_server_reads_it(path: str) -> None:
+    assert (re.fullmatch(RELATIVE_PATH_PATTERN, path) is not None) is _accepted("ckpt", [{"path": path, "size": 1,
+                                                                                           "sha256": SHA}])
+
+
+
+def _accepted(name: str, files: list[dict[str, Any]]) -> bool:
+    try:
+        check_manifest({"name": name, "kind": "directory", "files": files}, Limits(1 << 20, 1 << 30, 100))
+    except UploadRejected:
+        return False
+    return True

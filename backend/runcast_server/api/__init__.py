@@ -27,6 +27,7 @@ from runcast_server.api.routes import (
     whoami,
 )
 from runcast_server.api.routes import session as session_routes
+from runcast_server.api.upload_doc import UploadBegin
 from runcast_server.core.errors import error_responses
 from runcast_server.policy.schemas import PolicyChange
 
@@ -43,5 +44,5 @@ api_router.include_router(admin.router)  # the ingest inbox for operators (docs/
 api_router.include_router(session_routes.router)  # dashboard sign-in (docs/auth.md)
 
 # Models of bodies the routes read or write themselves, named in the document by documented.ref.
-DOCUMENTED_REQUESTS = (IngestBatch, PolicyChange)
+DOCUMENTED_REQUESTS = (IngestBatch, PolicyChange, UploadBegin)
 DOCUMENTED_RESPONSES = stream.DOCUMENTED

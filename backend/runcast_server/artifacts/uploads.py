@@ -41,6 +41,11 @@ from runcast_server.core.models import Run, Segment
 
 MAX_NAME_BYTES: Final = 255
 MAX_PATH_BYTES: Final = 1024
+# What _component and check_manifest accept, as patterns for the OpenAPI document (lengths there count
+# characters: a name of at most 255 characters may still be over 255 bytes).
+_COMPONENT = r"(?!\.\.?(?:/|$))(?:[^%/\\\x00-\x1f\x7f]|%(?![0-9A-Fa-f]{2}))+"
+NAME_PATTERN: Final = rf"^{_COMPONENT}$"
+RELATIVE_PATH_PATTERN: Final = rf"^(?![A-Za-z]:){_COMPONENT}(?:/{_COMPONENT})*$"
 MAX_PRESIGNED: Final = 500  # presigned part URLs per answer; the trainer asks again for more
 _PERCENT_ESCAPE = re.compile(r"%[0-9A-Fa-f]{2}")
 
