@@ -8,11 +8,14 @@ the document refuses too (the suite's Schemathesis run fuzzes the same both ways
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Annotated, Any
 
+import jsonschema_rs
 import pytest
 from jsonschema import Draft202012Validator
+from pydantic import Field, TypeAdapter, ValidationError
 from runcast.events import EVENT_TYPES, EventError, validate_event
+from runcast.limits import NOT_BLANK
 from runcast_server.artifacts.uploads import (
     NAME_PATTERN,
     RELATIVE_PATH_PATTERN,
@@ -127,5 +130,23 @@ def _accepted(name: str, files: list[dict[str, Any]]) -> bool:
     try:
         check_manifest({"name": name, "kind": "directory", "files": files}, Limits(1 << 20, 1 << 30, 100))
     except UploadRejected:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("text", [" ", "\t", "\x1c", "\x85", "\u3000", "\ufeff", "a", " a ", "\x1cb", "\x00a"])
+def test_not_blank_reads_alike_in_each_regex_dialect(text: str) -> None:
+    """The server strips text with Python; pydantic reads a pattern with Rust's regex, JSON Schema
+    (jsonschema_rs, Schemathesis) with ECMA's: NOT_BLANK spells its whitespace out, so all agree."""
+    expected = bool(text.strip()) and "\x00" not in text
+    assert (re.fullmatch(NOT_BLANK, text) is not None) is expected
+    assert _pydantic_matches(NOT_BLANK, text) is expected
+    assert jsonschema_rs.validator_for({"type": "string", "pattern": NOT_BLANK}).is_valid(text) is expected
+
+
+def _pydantic_matches(pattern: str, text: str) -> bool:
+    try:
+        TypeAdapter(Annotated[str, Field(pattern=pattern)]).validate_python(text)
+    except ValidationError:
         return False
     return True

@@ -4,12 +4,12 @@ The route reads and checks the body itself with ``runcast.events`` (strict JSON,
 naming the field and the event's index), not through FastAPI; these models state the same
 rules, from the same limits, for the document. What JSON Schema cannot state is left to that
 check: sizes in bytes (a metric name's 200, a JSON object's), the depth of a JSON object, a
-lone surrogate in text.
+lone surrogate in text, an integer written without a fraction (``2.0`` is refused).
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Final, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from runcast.events import (
@@ -39,14 +39,12 @@ from runcast.events import (
     VISIBILITIES,
     X_AXES,
 )
-from runcast.limits import CONTROL_RE
+from runcast.limits import CONTROL_RE, NO_NUL, NOT_BLANK, WHITESPACE
 from typing_extensions import TypeAliasType
 
 from runcast_server.policy.schemas import PolicyChange
 
 _CONTROL = CONTROL_RE.pattern.strip("[]")
-NO_NUL: Final = r"^[^\x00]*$"
-NOT_BLANK: Final = r"^[^\x00]*[^\s\x00][^\x00]*$"
 
 Id = Annotated[str, Field(pattern=ID_RE.pattern)]
 Step = Annotated[int, Field(ge=0, le=MAX_STEP)]
@@ -57,7 +55,9 @@ MetricName = Annotated[
 ]
 # A metric value: a number, or NaN and +-Inf as strings (strict JSON).
 WireValue = float | Literal[tuple(NONFINITE)]  # type: ignore[valid-type]  # runcast.events' values, at runtime
-Tag = Annotated[str, Field(max_length=MAX_TAG_CHARS, pattern=rf"^[^{_CONTROL},]*[^\s{_CONTROL},][^{_CONTROL},]*$")]
+Tag = Annotated[
+    str, Field(max_length=MAX_TAG_CHARS, pattern=rf"^[^{_CONTROL},]*[^{WHITESPACE}{_CONTROL},][^{_CONTROL},]*$")
+]
 
 
 def _text(max_chars: int, pattern: str = NO_NUL, min_chars: int = 0) -> Any:
@@ -188,7 +188,8 @@ WireEvent = Annotated[
 
 
 class IngestBatch(BaseModel):
-    """The body of ``POST /ingest``: at most MAX_BATCH_EVENTS events (and MAX_BATCH_BYTES bytes)."""
+    """The body of ``POST /ingest``: at most MAX_BATCH_EVENTS events (and MAX_BATCH_BYTES bytes).
+    An integer is written without a fraction (``2``, not ``2.0``)."""
 
     v: Literal[1] = 1
     events: Annotated[list[WireEvent], Field(min_length=1, max_length=MAX_BATCH_EVENTS)]

@@ -11,7 +11,7 @@ from typing import Annotated, Any, Final
 from fastapi import APIRouter, Path
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from runcast.events import ID_RE, MAX_NAME_CHARS, check_text
-from runcast.limits import CONTROL_RE
+from runcast.limits import CONTROL_RE, NOT_BLANK, WHITESPACE
 
 from runcast_server import tables
 from runcast_server.alerts.service import stall_after
@@ -28,9 +28,8 @@ WRITE_ERRORS = error_responses(401, 404, 422)
 RunIdPath = Annotated[str, Path(description="The run id.", max_length=64)]
 
 _CONTROL = CONTROL_RE.pattern.strip("[]")
-# Not blank, and (a tag) no control character; a lone surrogate, which no pattern can name, is check_text's.
-TAG_PATTERN: Final = rf"^[^{_CONTROL}]*[^\s{_CONTROL}][^{_CONTROL}]*$"
-NAME_PATTERN: Final = r"^[^\x00]*[^\s\x00][^\x00]*$"
+# Not blank and no control character; a lone surrogate, which no pattern can name, is check_text's.
+TAG_PATTERN: Final = rf"^[^{_CONTROL}]*[^{WHITESPACE}{_CONTROL}][^{_CONTROL}]*$"
 
 Tag = Annotated[str, Field(min_length=1, max_length=manage.MAX_TAG_CHARS, pattern=TAG_PATTERN)]
 
@@ -50,7 +49,7 @@ class RunChange(BaseModel):
     """What to change; a field left out stays as it is."""
 
     model_config = ConfigDict(extra="forbid", strict=True)  # 0 is not False, "1" not a list
-    name: str | None = Field(None, min_length=1, max_length=MAX_NAME_CHARS, pattern=NAME_PATTERN,
+    name: str | None = Field(None, min_length=1, max_length=MAX_NAME_CHARS, pattern=NOT_BLANK,
                              description="The new display name (not blank).")
     tags: TagChange | None = Field(None, description="Tags to add, then tags to remove.")
     archived: bool | None = Field(None, description="Archive (left out of the run list by default) or restore.")

@@ -15,6 +15,7 @@ from typing import Annotated, Any, Final, Literal
 from fastapi import APIRouter, Path, Query, Request
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from runcast.events import ID_RE, PROJECT_RE, check_text
+from runcast.limits import NO_NUL, WHITESPACE
 from sqlalchemy import select
 
 from runcast_server.alerts import email, ssrf
@@ -33,11 +34,10 @@ from runcast_server.core.models import Project
 from runcast_server.reads.access import readable_run
 
 router = APIRouter(tags=["subscriptions"])
-EMAIL_RE = re.compile(r"^[^@\s<>,;\"]{1,64}@[A-Za-z0-9.-]{1,253}\.[A-Za-z]{2,63}$")
-NO_NUL: Final = r"^[^\x00]*$"  # check_text's (a lone surrogate, which it refuses too, no pattern can name)
+EMAIL_RE = re.compile(rf"^[^@{WHITESPACE}<>,;\"]{{1,64}}@[A-Za-z0-9.-]{{1,253}}\.[A-Za-z]{{2,63}}$")
 # What alerts.ssrf.vet reads as a URL of a host (its scheme read case-insensitively), without credentials.
 # Where the host resolves is the world's: a webhook that reaches no public address is refused at once.
-WEBHOOK_URL: Final = r"^[hH][tT][tT][pP][sS]?://[^/?#@\\\s]+([/?#]|$)"
+WEBHOOK_URL: Final = rf"^[hH][tT][tT][pP][sS]?://[^/?#@\\{WHITESPACE}]+([/?#]|$)"
 
 
 def _one_of(*fields: str) -> list[dict[str, Any]]:
