@@ -4,7 +4,8 @@ event through ``runcast.events``).
 
 Left to that check, which JSON Schema cannot state: a file checkpoint's one entry is named like
 the checkpoint; no path is listed twice or is both a file and a directory; the sizes stay
-within the server's upload limits (413) and their sum within 64 bits; lengths in bytes.
+within the server's upload limits (413) and their sum within 64 bits; lengths in bytes; an integer
+written without a fraction.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ class UploadFileEntry(BaseModel):
 
 
 class UploadBegin(BaseModel):
-    """A checkpoint to publish: its manifest and its checkpoint event's fields."""
+    """A checkpoint to publish: its manifest and its checkpoint event's fields (an integer written
+    without a fraction: ``2``, not ``2.0``)."""
 
     model_config = ConfigDict(extra="allow", regex_engine="python-re")
     segment: str = Field(description="The run's segment (its run_started stored): else 404.")

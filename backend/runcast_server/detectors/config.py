@@ -174,7 +174,8 @@ def overrides_schema() -> dict[str, Any]:
         params = {param: _param_schema(param, default) for param, default in DEFAULTS[detector].items()}
         parameters = {"type": "object", "properties": params, "additionalProperties": False}
         properties[detector] = {"anyOf": [{"type": "boolean"}, parameters]}
-    return {"type": "object", "properties": properties, "additionalProperties": False}
+    return {"type": "object", "properties": properties, "additionalProperties": False,
+            "description": "Integers are written without a fraction (2, not 2.0)."}
 
 
 def _param_schema(param: str, default: Any) -> dict[str, Any]:
