@@ -14,7 +14,7 @@ import jsonschema_rs
 import pytest
 from jsonschema import Draft202012Validator
 from pydantic import Field, TypeAdapter, ValidationError
-from runcast.events import EVENT_TYPES, EventError, validate_event
+from runcast.events import EVENT_TYPES, MAX_INT, EventError, validate_event
 from runcast.limits import NOT_BLANK
 from runcast_server.artifacts.uploads import (
     NAME_PATTERN,
@@ -150,3 +150,10 @@ def _pydantic_matches(pattern: str, text: str) -> bool:
     except ValidationError:
         return False
     return True
+
+
+def test_an_upload_file_past_64_bits_is_out_of_range_as_documented_not_over_the_limit() -> None:
+    files = [{"path": "f", "size": MAX_INT + 1, "sha256": SHA}]
+    with pytest.raises(UploadRejected) as info:
+        check_manifest({"name": "c", "kind": "directory", "files": files}, Limits(1 << 20, 1 << 30, 100))
+    assert (info.value.status, info.value.field) == (422, "files[0].size")
