@@ -1,6 +1,7 @@
 """Models the OpenAPI document names where FastAPI does not see them: bodies a route reads or
-writes itself (the ingest batch, the live stream's messages). A route refers to one with
-``ref(model)``; the app adds every such model to ``components/schemas`` (``components``).
+writes itself (the ingest batch, a policy change, an upload's manifest, the live stream's
+messages). A route refers to one with ``ref(model)``, in ``json_body`` for a request; the
+document adds every such model to ``components/schemas`` (``components``, api/openapi.py).
 """
 
 from __future__ import annotations
