@@ -18,6 +18,9 @@ field           values
 ``notes``       ``"shown"`` | ``"hidden"``
 ``checkpoints`` ``"none"`` | ``"metadata"`` (listed, not downloadable) | ``"downloadable"``
 ``alerts``      ``"public"`` | ``"team"``
+``samples``     ``"shown"`` | ``"hidden"`` (text generations, docs/design/samples.md)
+``evals``       ``"shown"`` | ``"hidden"`` (evaluation scores, on checkpoints too)
+``media``       ``"shown"`` | ``"hidden"`` (images, tables, histograms)
 ``delay_s``     seconds (0..604800, default 0): the public sees the run as it was
                 this long ago (the broadcast delay; one delay for the whole run)
 ==============  ===============================================================
@@ -44,6 +47,9 @@ CHOICES: Final[dict[str, tuple[str, ...]]] = {
     "notes": ("shown", "hidden"),
     "checkpoints": ("none", "metadata", "downloadable"),
     "alerts": ("public", "team"),
+    "samples": ("shown", "hidden"),
+    "evals": ("shown", "hidden"),
+    "media": ("shown", "hidden"),
 }
 LISTS: Final = ("metrics", "config")  # "all", "none" or a list of glob patterns
 DELAY: Final = "delay_s"
@@ -53,7 +59,7 @@ FIELDS: Final = (*LISTS, *CHOICES, DELAY)
 DEFAULT: Final[dict[str, Any]] = {
     "metrics": ALL, "config": ALL, "env": "shown", "code": "diff", "data_mix": "shown",
     "manifests": "previews", "notes": "shown", "checkpoints": "downloadable", "alerts": "public",
-    DELAY: 0,
+    "samples": "shown", "evals": "shown", "media": "shown", DELAY: 0,
 }
 
 

@@ -120,6 +120,15 @@ class View:
         """Event objects ``{"type", "payload", ...}``: withheld ones dropped, payloads filtered."""
         return [{**e, "payload": self.payload(e["type"], e["payload"])} for e in events if self.shown(e["type"], e["payload"])]
 
+    # --- what the model says and scores (outputs/, docs/design/samples.md) --------------------
+    def output_shown(self, kind: str) -> bool:
+        """Whether ``samples``, ``evals`` or ``media`` (each a policy kind of its own) are published."""
+        return self.team or self.policy[kind] != "hidden"
+
+    def outputs(self, kind: str, entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Rows of one kind (``samples``, ``evals``, ``media``), or none when the kind is withheld."""
+        return entries if self.output_shown(kind) else []
+
     # --- artifacts, alerts ---------------------------------------------------------------------
     def require(self, kind: str) -> None:
         """``NotFound`` (as an unknown id) when ``kind`` (checkpoint, data_mix, manifest, note, anomaly) is withheld."""

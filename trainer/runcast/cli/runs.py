@@ -240,6 +240,9 @@ def policy_command(
     notes: Annotated[str | None, _setting("shown or hidden.")] = None,
     checkpoints: Annotated[str | None, _setting("none, metadata or downloadable.")] = None,
     alerts: Annotated[str | None, _setting("public or team.")] = None,
+    samples: Annotated[str | None, _setting("shown or hidden (text generations).")] = None,
+    evals: Annotated[str | None, _setting("shown or hidden (evaluation scores).")] = None,
+    media: Annotated[str | None, _setting("shown or hidden (images, tables, histograms).")] = None,
     delay_s: Annotated[str | None, _setting("Broadcast delay in seconds (0..604800; 0: live).")] = None,
     reset: Annotated[list[str] | None, typer.Option("--reset", help="Return this setting to the default below "
                                                     "(repeatable).", show_default=False)] = None,
@@ -256,7 +259,8 @@ def policy_command(
     if (run is None) == (project is None):
         raise typer.BadParameter("give RUN or --project NAME (not both)", param_hint="RUN")
     given = {"metrics": metrics, "config": config, "env": env, "code": code, "data_mix": data_mix,
-             "manifests": manifests, "notes": notes, "checkpoints": checkpoints, "alerts": alerts, "delay_s": delay_s}
+             "manifests": manifests, "notes": notes, "checkpoints": checkpoints, "alerts": alerts, "samples": samples,
+             "evals": evals, "media": media, "delay_s": delay_s}
     change: dict[str, Any] = {k: v for k, v in given.items() if v is not None}
     for name in reset or ():
         if name not in FIELDS:
