@@ -70,6 +70,9 @@ BAD = [
     (HISTOGRAM, {"counts": [1, -1]}, "counts.1"),
     (HISTOGRAM, {"edges": [0, "NaN", 1]}, "edges.1"),
     (HISTOGRAM, {"edges": list(range(600)), "counts": [1] * 599}, "edges"),
+    (HISTOGRAM, {"edges": [0, 10**400]}, "edges.1"),
+    (HISTOGRAM, {"counts": [1, 10**400]}, "counts.1"),
+    (EVAL, {"task": "a\x85b"}, "task"),
 ]
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from .checks import EventError, check_int, check_key, check_step, check_text, choice, json_field, number_map, text_field
 from .limits import (
+    CONTROL_RE,
     IMAGE_TYPES,
     MAX_CAPTION_CHARS,
     MAX_EVAL_CONFIG_BYTES,
@@ -37,10 +38,11 @@ from .limits import (
 
 
 def name_field(event: Mapping[str, Any], field: str, max_chars: int) -> str:
-    """A short label (prompt id, suite, task): 1..``max_chars`` printable characters, not blank."""
+    """A short label (prompt id, suite, task): 1..``max_chars`` characters, no control character, not blank
+    (a rule every regex dialect states alike: the OpenAPI document holds it as this check does)."""
     value = text_field(event, field, max_chars)
-    if not value.strip() or not value.isprintable():
-        raise EventError(field, f"must be 1-{max_chars} printable characters, not blank")
+    if not value.strip() or CONTROL_RE.search(value):
+        raise EventError(field, f"must be 1-{max_chars} characters without control characters, not blank")
     return value
 
 
@@ -155,9 +157,15 @@ def _histogram(e: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _finite(raw: Any, field: str) -> float:
-    if isinstance(raw, bool) or not isinstance(raw, (int, float)) or not math.isfinite(raw):
+    if isinstance(raw, bool) or not isinstance(raw, (int, float)):
         raise EventError(field, "must be a finite number")
-    return float(raw)
+    try:
+        value = float(raw)
+    except OverflowError:  # an integer past a float's range
+        raise EventError(field, "must be a finite number") from None
+    if not math.isfinite(value):
+        raise EventError(field, "must be a finite number")
+    return value
 
 
 def _count(raw: Any, field: str) -> float:
