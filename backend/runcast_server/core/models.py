@@ -271,8 +271,9 @@ class RunVersion(Base):
 
     ``ranges`` lists ``[series_id, first_step, last_step, count]`` of the points the
     batch inserted (points of that version lie in those primary-key ranges);
-    ``event_ids`` the timeline events it inserted. ``status`` and ``last_step`` are the
-    run's as of this version.
+    ``event_ids`` the timeline events it inserted; ``outputs`` the ids of the samples, evals
+    and media rows it inserted, by table (``{"samples": [...], ...}``; null when none,
+    migration 0017). ``status`` and ``last_step`` are the run's as of this version.
     """
 
     __tablename__ = "run_versions"
@@ -287,3 +288,4 @@ class RunVersion(Base):
     points: Mapped[int] = mapped_column(BigInteger)
     ranges: Mapped[list[Any]] = mapped_column(JSON)
     event_ids: Mapped[list[Any]] = mapped_column(JSON)
+    outputs: Mapped[dict[str, Any] | None] = mapped_column(JSON)

@@ -1,7 +1,7 @@
 """The write path: store a batch of validated events, idempotently and in any order.
 
 ``store_batch`` is the one function that writes runs, segments, series, points,
-rollups and timeline events. It is safe to run twice on the same batch (every row
+rollups, timeline events and (through ``outputs.store``) samples, evals and media. It is safe to run twice on the same batch (every row
 has a natural key and is written with ``ON CONFLICT``), and batches of one run may
 arrive in any order: rollups are merged from the points a batch really inserted,
 and run state only ever moves forward (max step, newest value, latest status).

@@ -14,8 +14,9 @@ from runcast_server.core.models import (
     Project,
 )
 from runcast_server.ingest.bulk import is_sqlite
-from runcast_server.ingest.results import ForeignRun, TakenRun, UnknownRun, WrongProject
+from runcast_server.ingest.results import ForeignRun, TakenRun, UnknownBlob, UnknownRun, WrongProject
 from runcast_server.ingest.tables import RUNS, SEGMENTS
+from runcast_server.outputs.store import missing_blob
 from runcast_server.policy.store import record_initial
 from runcast_server.runs.updates import write_tags
 
@@ -33,7 +34,8 @@ def check_batch(session: Session, project_id: int, events: Sequence[dict[str, An
     """Raise ForeignRun or UnknownRun for the first event the project may not write.
 
     Every event's run must be stored under ``project_id`` or started in this
-    batch, and every event's segment stored or started in this batch. Reads only.
+    batch, every event's segment stored or started in this batch, and every image's
+    blob held by the project (``UnknownBlob``). Reads only.
     """
     conn = session.connection()
     started = started_segments(events)
@@ -57,6 +59,16 @@ def check_batch(session: Session, project_id: int, events: Sequence[dict[str, An
             ).all()
         }
     check_owners(events, project_id, owner, stored_segments, started)
+    check_blobs(conn, project_id, events)
+
+
+def check_blobs(conn: Connection, project_id: int, events: Sequence[dict[str, Any]]) -> None:
+    """Raise UnknownBlob for the first image event whose blob the project does not hold."""
+    missing = missing_blob(conn, project_id, events)
+    if missing is not None:
+        index, sha = missing
+        raise UnknownBlob(f"unknown blob {sha}: upload the image (PUT /runs/{{run}}/blobs/{{sha256}}) first",
+                          field="blob", index=index)
 
 
 def check_owners(

@@ -16,6 +16,7 @@ class IngestResult:
     points_received: int = 0
     points_inserted: int = 0
     events_inserted: int = 0
+    outputs_inserted: int = 0  # samples, evals and media rows (outputs.store)
     # Alerts this batch opened or closed: {"id", "run", "phase", "kind"} (alerts.engine).
     alerts: list[dict[str, Any]] = field(default_factory=list)
     # (run, segment uid) -> segment id of every segment of the batch's runs (for the detectors).
@@ -40,6 +41,13 @@ class IngestRejected(Exception):
 
 class UnknownRun(IngestRejected):
     """An event for a run (or segment) with no run_started stored or in the batch."""
+
+    status = 404
+
+
+class UnknownBlob(IngestRejected):
+    """An image event whose blob the run's project does not hold (the SDK uploads it first);
+    another project's blob answers the same."""
 
     status = 404
 

@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 from runcast_server.core import partitions
 from runcast_server.ingest.checks import (
     check_batch,
+    check_blobs,
     check_owners,
     lock_runs,
     register_runs,
@@ -23,6 +24,7 @@ from runcast_server.ingest.results import IngestResult
 from runcast_server.ingest.state import update_runs, write_lost
 from runcast_server.ingest.tables import SEGMENTS
 from runcast_server.ingest.timeline import write_events
+from runcast_server.outputs.store import write_outputs
 from runcast_server.runs.updates import write_updates
 from runcast_server.runs.versions import RunChange, write_version_log
 
@@ -36,7 +38,7 @@ def store_batch(
 ) -> IngestResult:
     """Write a batch of validated events (``events.validate_event`` output) in the session's transaction.
 
-    Raises ForeignRun / UnknownRun (nothing written) when an event may not be
+    Raises ForeignRun / UnknownRun / UnknownBlob (nothing written) when an event may not be
     stored. ``received_at`` is the server time the batch arrived (default: now);
     it stamps events and the runs' heartbeat. The caller commits. The detectors
     are not run here: they run after the commit (``alerts.engine.detect_batch``).
@@ -61,6 +63,7 @@ def store_batch(
     }
     if not started:
         check_owners(events, project_id, {rid: row.project_id for rid, row in runs.items()}, segments, started)
+        check_blobs(conn, project_id, events)
     result = IngestResult(
         runs={rid: RunChange(run=rid, version=row.version + 1) for rid, row in runs.items()}, segments=segments
     )
@@ -71,6 +74,7 @@ def store_batch(
 
     new_points = write_metrics(conn, events, segments, blocks, result)
     inserted_types = write_events(conn, events, segments, result, now)
+    result.outputs_inserted = write_outputs(conn, events, segments, result.runs, now)
     update_runs(conn, events, runs, result, new_points, inserted_types, now)
     write_lost(conn, events, segments)
     write_updates(conn, events, segments)

@@ -36,6 +36,8 @@ class RunChange:
     # of the points this batch inserted, and the ids of the timeline events it inserted.
     ranges: list[list[int]] = field(default_factory=list)
     event_ids: list[int] = field(default_factory=list)
+    # The ids of the samples, evals and media rows it inserted, by table (outputs.store).
+    outputs: dict[str, list[int]] = field(default_factory=dict)
 
     def message(self) -> dict[str, Any]:
         """The live message for this change (channel ``run:<id>``)."""
@@ -72,6 +74,7 @@ def write_version_log(conn: Connection, result: Changes) -> None:
             "points": ch.points,
             "ranges": ch.ranges,
             "event_ids": sorted(ch.event_ids),
+            "outputs": {table: sorted(ids) for table, ids in sorted(ch.outputs.items())} or None,
         }
         for rid, ch in sorted(result.runs.items())
         if ch.changed
