@@ -39,6 +39,16 @@ VALID = {
     "note": {"text": "hi"},
     "heartbeat": {"lost": 3},
     "finished": {"status": "failed", "lost": 0, "step": 9},
+    "sample": {"step": 3, "key": "samples", "prompt_id": "p 1\u200b", "prompt": "", "output": " x\n",
+               "reference": None, "scores": {"bleu": "NaN", "len": 3}, "settings": {"temperature": 0.8}},
+    "eval": {"step": 3, "suite": "lm-eval-harness", "task": "arc easy", "metrics": {"acc,none": 0.5},
+             "checkpoint": 3, "n": 0, "config": {"shots": 5}, "versions": None},
+    "media/image": {"type": "media", "step": 3, "key": "gen/grid", "kind": "image", "blob": "a" * 64,
+                    "content_type": "image/jpeg", "width": 1, "height": 65_535, "size": 1, "caption": ""},
+    "media/table": {"type": "media", "step": 3, "key": "t", "kind": "table", "columns": ["a", "b"],
+                    "rows": [["x", None], [True, -2.5]]},
+    "media/histogram": {"type": "media", "step": 3, "key": "h", "kind": "histogram", "edges": [-1e300, 0, 2],
+                        "counts": [0, 7.5], "nan": 1, "inf": None},
 }
 INVALID = [
     ("update", {"config": None}),
@@ -57,6 +67,23 @@ INVALID = [
     ("finished", {"status": "ok"}),
     ("heartbeat", {"lost": -1}),
     ("manifest", {"version": ""}),
+    ("sample", {"step": 1, "key": "s", "prompt_id": " ", "prompt": "", "output": ""}),
+    ("sample", {"step": 1, "key": "s", "prompt_id": "a\tb", "prompt": "", "output": ""}),
+    ("sample", {"step": 1, "key": "s", "prompt_id": "p", "prompt": "\x00", "output": ""}),
+    ("sample", {"step": 1, "key": "s", "prompt_id": "p", "prompt": "", "output": "", "scores": {"a": "nan"}}),
+    ("sample", {"step": 1, "key": "s", "prompt_id": "p", "prompt": ""}),
+    ("eval", {"step": 1, "suite": "s", "task": "t", "metrics": {}}),
+    ("eval", {"step": 1, "suite": "s", "task": "t", "metrics": {"a": 1}, "n": -1}),
+    ("eval", {"step": 1, "suite": "s\x85", "task": "t", "metrics": {"a": 1}}),
+    ("media", {"step": 1, "key": "k", "kind": "video"}),
+    ("media", {"step": 1, "key": "k", "kind": "image", "blob": "A" * 64, "content_type": "image/png", "width": 1,
+               "height": 1, "size": 1}),
+    ("media", {"step": 1, "key": "k", "kind": "image", "blob": "a" * 64, "content_type": "image/svg+xml",
+               "width": 1, "height": 1, "size": 1}),
+    ("media", {"step": 1, "key": "k", "kind": "table", "columns": [], "rows": []}),
+    ("media", {"step": 1, "key": "k", "kind": "table", "columns": ["a"], "rows": [[{"x": 1}]]}),
+    ("media", {"step": 1, "key": "k", "kind": "histogram", "edges": [0], "counts": []}),
+    ("media", {"step": 1, "key": "k", "kind": "histogram", "edges": [0, 1], "counts": [-1]}),
 ]
 
 
@@ -76,7 +103,7 @@ def test_the_document_names_every_event_type(doc: dict[str, Any]) -> None:
 
 @pytest.mark.parametrize("kind", sorted(VALID))
 def test_an_event_the_document_accepts_the_server_accepts(doc: dict[str, Any], kind: str) -> None:
-    event = {**ENVELOPE, "type": kind, **VALID[kind]}
+    event = {**ENVELOPE, "type": kind, **VALID[kind]}  # "media/<kind>": a media event of that kind
     batch = {"v": 1, "events": [event]}
     assert list(_validator(doc, "IngestBatch").iter_errors(batch)) == []
     validate_event(event)

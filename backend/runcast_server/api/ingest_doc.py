@@ -3,8 +3,10 @@
 The route reads and checks the body itself with ``runcast.events`` (strict JSON, one error
 naming the field and the event's index), not through FastAPI; these models state the same
 rules, from the same limits, for the document. What JSON Schema cannot state is left to that
-check: sizes in bytes (a metric name's 200, a JSON object's), the depth of a JSON object, a
-lone surrogate in text, an integer written without a fraction (``2.0`` is refused).
+check: sizes in bytes (a metric name's 200, a JSON object's, a table's), the depth of a JSON
+object, a lone surrogate in text, an integer written without a fraction (``2.0`` is refused), an
+integer past a float's range where a number is due, and rules between two values (a table row's
+cells, one per column; a histogram's edges strictly increasing, one count fewer than edges).
 """
 
 from __future__ import annotations
@@ -39,7 +41,30 @@ from runcast.events import (
     VISIBILITIES,
     X_AXES,
 )
-from runcast.limits import CONTROL_RE, NO_NUL, NOT_BLANK, WHITESPACE
+from runcast.limits import (
+    CONTROL_RE,
+    IMAGE_TYPES,
+    MAX_CAPTION_CHARS,
+    MAX_EVAL_CONFIG_BYTES,
+    MAX_EVAL_METRICS,
+    MAX_EVAL_VERSIONS_BYTES,
+    MAX_HISTOGRAM_BINS,
+    MAX_IMAGE_SIDE,
+    MAX_OUTPUT_CHARS,
+    MAX_PROMPT_CHARS,
+    MAX_PROMPT_ID_CHARS,
+    MAX_SAMPLE_SCORES,
+    MAX_SAMPLE_SETTINGS_BYTES,
+    MAX_SUITE_CHARS,
+    MAX_TABLE_BYTES,
+    MAX_TABLE_CELL_CHARS,
+    MAX_TABLE_COLUMNS,
+    MAX_TABLE_ROWS,
+    MAX_TASK_CHARS,
+    NO_NUL,
+    NOT_BLANK,
+    WHITESPACE,
+)
 from typing_extensions import TypeAliasType
 
 from runcast_server.policy.schemas import PolicyChange
@@ -180,9 +205,90 @@ class FinishedEvent(_Event):
     lost: Step | None = None
 
 
+# What the model says and scores (docs/design/samples.md). A label (prompt id, suite, task): no
+# control character, not blank.
+_LABEL = rf"^[^{_CONTROL}]*[^{WHITESPACE}{_CONTROL}][^{_CONTROL}]*$"
+ScoreMap = Annotated[dict[MetricName, WireValue], Field(max_length=MAX_SAMPLE_SCORES)]  # type: ignore[valid-type]
+BinCount = Annotated[float, Field(ge=0)]
+Cell = _text(MAX_TABLE_CELL_CHARS) | JsonNumber | bool | None
+
+
+class SampleEvent(_Event):
+    """A text generation: a prompt, what the model wrote, how it was scored and sampled."""
+
+    type: Literal["sample"]
+    step: Step
+    key: MetricName
+    prompt_id: _text(MAX_PROMPT_ID_CHARS, _LABEL, 1)  # type: ignore[valid-type]
+    prompt: _text(MAX_PROMPT_CHARS)  # type: ignore[valid-type]
+    output: _text(MAX_OUTPUT_CHARS)  # type: ignore[valid-type]
+    reference: _text(MAX_PROMPT_CHARS) | None = None  # type: ignore[valid-type]
+    scores: ScoreMap | None = None
+    settings: JsonObject | None = Field(None, description=f"At most {MAX_SAMPLE_SETTINGS_BYTES} bytes encoded.")
+
+
+class EvalEvent(_Event):
+    """One task's scores from one evaluation suite; ``checkpoint``: the step of the checkpoint scored."""
+
+    type: Literal["eval"]
+    step: Step
+    suite: _text(MAX_SUITE_CHARS, _LABEL, 1)  # type: ignore[valid-type]
+    task: _text(MAX_TASK_CHARS, _LABEL, 1)  # type: ignore[valid-type]
+    metrics: Annotated[
+        dict[MetricName, WireValue], Field(min_length=1, max_length=MAX_EVAL_METRICS)  # type: ignore[valid-type]
+    ]
+    checkpoint: Step | None = None
+    n: Count | None = None
+    config: JsonObject | None = Field(None, description=f"At most {MAX_EVAL_CONFIG_BYTES} bytes encoded.")
+    versions: JsonObject | None = Field(None, description=f"At most {MAX_EVAL_VERSIONS_BYTES} bytes encoded.")
+
+
+class _MediaEvent(_Event):
+    type: Literal["media"]
+    step: Step
+    key: MetricName
+    caption: _text(MAX_CAPTION_CHARS) | None = None  # type: ignore[valid-type]
+
+
+class ImageMediaEvent(_MediaEvent):
+    """An image whose bytes the run's project holds (uploaded first: PUT /runs/{id}/blobs/{sha256})."""
+
+    kind: Literal["image"]
+    blob: Annotated[str, Field(pattern=SHA256_RE.pattern)]
+    content_type: Literal[IMAGE_TYPES]  # type: ignore[valid-type]
+    width: Annotated[int, Field(ge=1, le=MAX_IMAGE_SIDE)]
+    height: Annotated[int, Field(ge=1, le=MAX_IMAGE_SIDE)]
+    size: Annotated[int, Field(ge=1, le=MAX_INT)]
+
+
+class TableMediaEvent(_MediaEvent):
+    """A small table: each row exactly one cell per column."""
+
+    kind: Literal["table"]
+    columns: Annotated[list[MetricName], Field(min_length=1, max_length=MAX_TABLE_COLUMNS)]
+    rows: Annotated[list[list[Cell]], Field(max_length=MAX_TABLE_ROWS,  # type: ignore[valid-type]
+                                            description=f"At most {MAX_TABLE_BYTES} bytes encoded.")]
+
+
+class HistogramMediaEvent(_MediaEvent):
+    """Bins: edges strictly increasing, one count per bin (one fewer than the edges)."""
+
+    kind: Literal["histogram"]
+    edges: Annotated[list[float], Field(min_length=2, max_length=MAX_HISTOGRAM_BINS + 1)]
+    counts: Annotated[list[BinCount], Field(max_length=MAX_HISTOGRAM_BINS)]
+    nan: BinCount | None = None
+    inf: BinCount | None = None
+    neg_inf: BinCount | None = None
+
+
+# A named alias: its schema is a component of its own, which the batch's discriminator maps "media" to.
+MediaEvent = TypeAliasType(
+    "MediaEvent", Annotated[ImageMediaEvent | TableMediaEvent | HistogramMediaEvent, Field(discriminator="kind")]
+)
+
 WireEvent = Annotated[
     RunStartedEvent | UpdateEvent | MetricsEvent | CheckpointEvent | DataMixEvent | ManifestEvent | NoteEvent
-    | HeartbeatEvent | FinishedEvent,
+    | HeartbeatEvent | FinishedEvent | SampleEvent | EvalEvent | MediaEvent,
     Field(discriminator="type"),
 ]
 
