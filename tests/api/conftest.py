@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from api.writer import TrainerSim, project_token
+from api.writer import TrainerSim, hold_blob, project_token
 
 
 class Seeder:
@@ -25,6 +25,12 @@ class Seeder:
             with self.db.scope() as session:
                 self.tokens[project] = project_token(session, project)
         return self.tokens[project]
+
+    def blob(self, project: str, data: bytes, **kwargs: Any) -> str:
+        """Record ``data`` as a blob of ``project`` (``writer.hold_blob``); returns its SHA-256."""
+        _, project_id = self._project(project)
+        with self.db.scope() as session:
+            return hold_blob(session, project_id, data, **kwargs)
 
     def run(self, project: str = "demo", **kwargs: Any) -> TrainerSim:
         """A ``TrainerSim`` of ``project``; call ``.start()`` on it to create the run."""

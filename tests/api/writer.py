@@ -7,6 +7,7 @@ the run's ``created_at`` and ``heartbeat_at``.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -17,12 +18,23 @@ from runcast import events as ev
 from runcast_server.core.auth import create_token
 from runcast_server.ingest.store import store_batch
 from runcast_server.core.models import Project
+from runcast_server.outputs.models import Blob
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 BATCH = 1000
 
 OpenSession = Callable[[], AbstractContextManager[Session]]
+
+
+def hold_blob(session: Session, project_id: int, data: bytes, *, content_type: str = "image/png",
+              width: int = 1, height: int = 1) -> str:
+    """Record that ``project_id`` holds ``data`` as a blob (what PUT /runs/{id}/blobs/{sha256} leaves);
+    returns its SHA-256, the ``blob`` of an image event."""
+    sha = hashlib.sha256(data).hexdigest()
+    session.add(Blob(project_id=project_id, sha256=sha, size=len(data), content_type=content_type, width=width,
+                     height=height, created_at=time.time()))
+    return sha
 
 
 def project_token(session: Session, project: str) -> tuple[str, int]:
@@ -53,10 +65,11 @@ class TrainerSim:
         self.segment = ev.new_id()
         self.seq = 0
 
-    def event(self, kind: str, **fields: Any) -> dict[str, Any]:
+    def event(self, event_type: str, /, **fields: Any) -> dict[str, Any]:
+        """One wire event of this segment, validated (``fields`` may hold ``kind``: a media event's)."""
         raw = {
             "v": ev.SCHEMA_VERSION,
-            "type": kind,
+            "type": event_type,
             "run": self.run,
             "segment": self.segment,
             "seq": self.seq,
@@ -124,6 +137,20 @@ class TrainerSim:
             ),
             received_at,
         )
+
+    def sample(self, step: int, prompt_id: str, output: str, *, prompt: str = "a prompt", key: str = "samples",
+               **fields: Any) -> dict[str, Any]:
+        """A ``sample`` event (``fields``: reference, scores, settings)."""
+        return self.event("sample", step=step, key=key, prompt_id=prompt_id, prompt=prompt, output=output, **fields)
+
+    def evaluation(self, step: int, task: str, metrics: Mapping[str, float | str], *, suite: str = "eval",
+                   **fields: Any) -> dict[str, Any]:
+        """An ``eval`` event (``fields``: checkpoint, n, config, versions)."""
+        return self.event("eval", step=step, suite=suite, task=task, metrics=dict(metrics), **fields)
+
+    def media(self, step: int, key: str, kind: str, **fields: Any) -> dict[str, Any]:
+        """A ``media`` event of ``kind`` (``fields``: the kind's, and caption)."""
+        return self.event("media", step=step, key=key, kind=kind, **fields)
 
     def finish(self, status: str = "finished", step: int | None = None) -> None:
         self.send([self.event("finished", status=status, step=step)])

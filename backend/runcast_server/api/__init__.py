@@ -17,6 +17,7 @@ from runcast_server.api.routes import (
     manage,
     manifests,
     metrics,
+    outputs,
     policy,
     revisions,
     runs,
@@ -38,6 +39,7 @@ for module in (ingest, whoami, runs, manage, tokens, metrics, events, export, st
     api_router.include_router(module.router)
 for module in (alerts, feeds, subscriptions):  # docs/alerts.md
     api_router.include_router(module.router)
+api_router.include_router(outputs.router)  # samples, evals, media (docs/design/samples.md)
 api_router.include_router(estimate.router)  # the ZeRO memory estimate (runcast.estimate)
 api_router.include_router(policy.router)  # publication policies (docs/api.md)
 api_router.include_router(admin.router)  # the ingest inbox for operators (docs/api.md)

@@ -5,7 +5,8 @@ revision of that segment (with a link and the diff's URL, not the diff itself), 
 config, package versions and seed the segment started with, the dataset manifest
 version and data mix in force at the step (through the segment's lineage), the data
 position (tokens seen at the step, from the first of ``TOKEN_KEYS`` that was logged),
-and the parent checkpoint: the newest earlier checkpoint of the segment's lineage.
+the parent checkpoint: the newest earlier checkpoint of the segment's lineage, and its
+evaluation scores (``outputs.evals.checkpoint_evals``, as the reader may see them).
 """
 
 from __future__ import annotations
@@ -81,6 +82,7 @@ def build_card(
     mix: list[MixEvent],
     link_template: str,
     download_url: str | None,
+    evals: list[dict[str, Any]],
     full: bool = False,
 ) -> dict[str, Any]:
     """The card (``full``: with path-like config values and a local remote, reads/published.py)."""
@@ -152,5 +154,6 @@ def build_card(
             "parent_checkpoint": None
             if parent is None
             else {"id": parent.id, "step": parent.step, "segment": parent.segment, "sha256": parent.sha256},
+            "evals": evals,
         }
     )

@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from runcast_server.artifacts.checkpoints import Status
+from runcast_server.outputs.schemas import EvalEntry
 
 
 class _Answer(BaseModel):
@@ -38,6 +39,8 @@ class Checkpoint(_Answer):
     download_url: str | None
     card_url: str | None
     files_url: str | None = Field(description="The file list of a downloadable directory checkpoint.")
+    evals: list[EvalEntry] = Field(description="Evaluation scores of this checkpoint: tied to its step, or "
+                                   "logged at its step (as GET /runs/{id}/evals shows them).")
 
 
 class CheckpointList(_Answer):
@@ -164,6 +167,7 @@ class CheckpointCard(_Answer):
     data_mix: CardDataMix | None
     data_position: CardDataPosition | None
     parent_checkpoint: CardParent | None
+    evals: list[EvalEntry] = Field(description="The checkpoint's evaluation scores (as the checkpoint list's).")
 
 
 class StorageCapabilities(_Answer):

@@ -41,6 +41,7 @@ from runcast_server.artifacts.schemas import (
 from runcast_server.artifacts.storage import Storage, StoredObject
 from runcast_server.artifacts.uploads import manifest_for
 from runcast_server.core.errors import ApiError, NotFound, error_responses
+from runcast_server.outputs.evals import checkpoint_evals
 from runcast_server.policy.apply import View
 
 router = APIRouter(tags=["artifacts"])
@@ -51,16 +52,20 @@ CheckpointId = Annotated[int, Path(ge=1, le=2**63 - 1, description="The checkpoi
 @router.get("/runs/{run_id}/checkpoints", response_model=CheckpointList, responses=RUN_ERRORS)
 def list_checkpoints(found: ReadableRunDep, session: SessionDep, viewer: ViewerDep, storage: StorageDep,
                      policy: ViewDep) -> dict[str, Any]:
-    """Every checkpoint the run recorded (pruned ones too), by segment and step, with its status.
-    Under a publication policy that withholds checkpoints the list is empty and ``withheld`` true."""
+    """Every checkpoint the run recorded (pruned ones too), by segment and step, with its status and
+    its evaluation scores. Under a publication policy that withholds checkpoints the list is empty
+    and ``withheld`` true."""
     run, project = found
     if not policy.event_shown("checkpoint"):
         return {"checkpoints": [], "withheld": True}
     private_ok = may_see_private(run, viewer)
+    records = load_checkpoints(session, run.id, policy.horizon)
+    scores = checkpoint_evals(session, run.id, policy, (r.step for r in records))
     return {
         "checkpoints": [
-            _published(policy, as_json(view(record, storage, project=project, private_ok=private_ok), run.id))
-            for record in load_checkpoints(session, run.id, policy.horizon)
+            {**_published(policy, as_json(view(record, storage, project=project, private_ok=private_ok), run.id)),
+             "evals": scores.get(record.step, [])}
+            for record in records
         ],
         "withheld": False,
     }
@@ -237,6 +242,7 @@ def checkpoint_card(
         mix=load_mix(session, run.id, policy.horizon),
         link_template=settings.code_link_template,
         download_url=_published(policy, as_json(v, run.id))["download_url"],
+        evals=checkpoint_evals(session, run.id, policy, [record.step]).get(record.step, []),
         full=full,
     )
     card = _card_published(policy, card)
