@@ -6,6 +6,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Final
 
+from runcast_server.outputs.stream import KINDS
 from runcast_server.policy.apply import TEAM, View
 from runcast_server.reads.published import published_payload
 
@@ -34,7 +35,8 @@ def _dumps(obj: Any) -> str:
 def _published(message: dict[str, Any], full: bool, project: bool, view: View = TEAM) -> dict[str, Any]:
     events = [{**e, "payload": published_payload(e["type"], e["payload"], full, project)} for e in message["events"]]
     wire = {k: v for k, v in message.items() if k != "committed_at"}
-    return {**wire, "points": view.points(message["points"]), "events": view.events(events)}
+    shown = {kind: view.outputs(kind, message[kind]) for kind in KINDS}
+    return {**wire, "points": view.points(message["points"]), "events": view.events(events), **shown}
 
 
 def batch_frame(message: dict[str, Any], public_paths: bool = False, policy: View = TEAM) -> Frame:

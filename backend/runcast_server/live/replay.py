@@ -13,6 +13,7 @@ from starlette.concurrency import run_in_threadpool
 from runcast_server.core.db import Database
 from runcast_server.core.models import Event, Point, Run, RunVersion, Segment, Series
 from runcast_server.core.settings import Settings
+from runcast_server.outputs.stream import KINDS, stream_entries
 from runcast_server.policy.apply import TEAM, View, public_policy
 from runcast_server.reads.values import stored_value, strict_json
 
@@ -55,8 +56,8 @@ def read_versions(
     lower: a delayed run's public side), as stream messages.
 
     Cost: one read of the run row, of at most ``max_versions`` log rows, one range scan
-    of the points primary key per (series, run of consecutive ranges) and one read of the
-    events by id.
+    of the points primary key per (series, run of consecutive ranges), one read of the
+    events by id and one of each outputs table (samples, evals, media) by id.
     """
     current, public_paths = _run_position(session, run_id)
     if upto is not None:
@@ -78,6 +79,7 @@ def read_versions(
         return Replay(current, None, public_paths, policy)
     points = _read_points(session, run_id, logs, after, current)
     events = _read_events(session, [i for r in logs for i in r.event_ids])
+    outputs = stream_entries(session, (r.outputs for r in logs))
     messages = [
         {
             "run": run_id,
@@ -86,6 +88,8 @@ def read_versions(
             "last_step": r.last_step,
             "points": points.get(r.version, []),
             "events": [events[i] for i in r.event_ids if i in events],
+            **{kind: [outputs[kind][i] for i in (r.outputs or {}).get(kind, ()) if i in outputs[kind]]
+               for kind in KINDS},
             "committed_at": r.committed_at,  # not sent (batch_frame): a delayed run's public side times it
         }
         for r in logs

@@ -22,6 +22,34 @@ class StreamPoints(BaseModel):
     value: list[Value]
 
 
+class _StreamRow(BaseModel):
+    id: int
+    segment: int
+    step: int
+
+
+class StreamSample(_StreamRow):
+    """A sample the batch stored (its text: GET /runs/{id}/samples/{sample_id})."""
+
+    key: str
+    prompt_id: str
+
+
+class StreamEval(_StreamRow):
+    """An evaluation the batch stored (its scores: GET /runs/{id}/evals)."""
+
+    suite: str
+    task: str
+    checkpoint: int | None
+
+
+class StreamMedia(_StreamRow):
+    """A media row the batch stored (its fields: GET /runs/{id}/media?key=)."""
+
+    key: str
+    kind: Literal["image", "table", "histogram"]
+
+
 class StreamBatch(BaseModel):
     """``event: batch``: what one committed batch (run ``version``) stored."""
 
@@ -31,6 +59,9 @@ class StreamBatch(BaseModel):
     last_step: int | None
     points: list[StreamPoints]
     events: list[TimelineEvent] = Field(description="Timeline events, shaped as in GET /runs/{id}/events.")
+    samples: list[StreamSample] = Field(description="Samples stored (none when the policy withholds them).")
+    evals: list[StreamEval] = Field(description="Evaluations stored (none when the policy withholds them).")
+    media: list[StreamMedia] = Field(description="Images, tables and histograms stored (none when withheld).")
 
 
 class StreamReset(BaseModel):
