@@ -60,6 +60,33 @@ def _upload(case: Case) -> None:
     body["files"] = kept
 
 
+def _ingest(case: Case) -> None:
+    """A table row holds one cell per column; a histogram's edges increase strictly and it has one
+    count per bin (runcast.model_outputs)."""
+    body = case.body
+    for event in body.get("events", []) if isinstance(body, dict) else []:
+        if not isinstance(event, dict) or event.get("type") != "media":
+            continue
+        if event.get("kind") == "table" and isinstance(event.get("columns"), list):
+            width = len(event["columns"])
+            event["rows"] = [(list(row) + [None] * width)[:width] for row in event.get("rows", [])]
+        if event.get("kind") == "histogram":
+            edges = sorted(set(event.get("edges", [])))
+            event["edges"] = edges if len(edges) >= 2 else [0, 1]
+            counts = list(event.get("counts", []))
+            event["counts"] = (counts + [0] * len(event["edges"]))[: len(event["edges"]) - 1]
+
+
+def _export(case: Case) -> None:
+    """Samples and evaluations export as JSONL or Parquet, and ``key`` selects metrics or samples only
+    (routes/export.py)."""
+    query = case.query or {}
+    if query.get("what") in ("samples", "evals") and query.get("format") == "csv":
+        query["format"] = "jsonl"
+    if query.get("what") == "evals":
+        query.pop("key", None)
+
+
 def _subscription(case: Case) -> None:
     """A webhook must reach an address the server may call: here the one it is told it may."""
     if isinstance(case.body, dict) and case.body.get("channel") == "webhook":
@@ -84,6 +111,8 @@ RULES: dict[str, Callable[[Case], None]] = {
     "GET /api/v1/runs/{run_id}/plot.svg": _range,
     "GET /api/v1/runs/{run_id}/plot.png": _range,
     "POST /api/v1/runs/{run_id}/uploads": _upload,
+    "GET /api/v1/runs/{run_id}/export": _export,
+    "POST /api/v1/ingest": _ingest,
     "POST /api/v1/subscriptions": _subscription,
 }
 

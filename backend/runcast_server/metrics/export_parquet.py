@@ -39,7 +39,7 @@ SCHEMA: Final = pa.schema(
 _NAN: Final = pa.scalar(float("nan"), pa.float64())
 
 
-class _Chunks:
+class Chunks:
     """A write-only file that keeps what was written until ``take`` hands it on."""
 
     def __init__(self) -> None:
@@ -127,7 +127,7 @@ def _batch(segment: int, key: str, page: pa.Table) -> pa.RecordBatch:
 
 def parquet_chunks(pages: Iterable[tuple[SeriesRef, pa.Table]]) -> Iterator[bytes]:
     """The file, in pieces: each page (``adbc_pages``, ``page_of_rows``) becomes one row group."""
-    sink = _Chunks()
+    sink = Chunks()
     # Dictionaries only where values repeat (a dictionary of a million distinct floats costs
     # more than the rest of the export); steps delta-encoded; min/max statistics on steps.
     writer = pq.ParquetWriter(

@@ -1,4 +1,5 @@
-"""``runcast export RUN``: download a run's raw points as JSONL, CSV or Parquet from a server."""
+"""``runcast export RUN``: download a run's raw points (or its samples or evaluations) as JSONL, CSV or
+Parquet from a server."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from runcast.events import ID_RE
 
 DEFAULT_SERVER = "http://127.0.0.1:8000"
 FORMATS: Final = ("jsonl", "csv", "parquet")
+WHAT: Final = ("metrics", "samples", "evals")
 
 
 def _stream_to(response: httpx.Response, out: BinaryIO, bars: Bars) -> int:
@@ -30,7 +32,7 @@ def _stream_to(response: httpx.Response, out: BinaryIO, bars: Bars) -> int:
     return total
 
 
-HELP = "Stream every point of RUN (rows: segment, key, step, value) from the server."
+HELP = "Stream every point of RUN (rows: segment, key, step, value), or its samples or evaluations, from the server."
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -38,15 +40,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--server", help=f"Runcast server address (env RUNCAST_SERVER; default {DEFAULT_SERVER}).")
     parser.add_argument("--token", help="Project token; needed for private runs (env RUNCAST_TOKEN).")
     parser.add_argument("--format", dest="fmt", type=str.lower, choices=FORMATS, default="jsonl", help="Output format.")
-    parser.add_argument("--key", help="Only this metric.")
+    parser.add_argument("--what", type=str.lower, choices=WHAT, default="metrics",
+                        help="The points, the samples (one row each, every field whole) or the evaluations.")
+    parser.add_argument("--key", help="Only this metric (with --what samples: this sample key).")
     parser.add_argument("--output", "-o", type=Path,
                         help="Write here instead of standard output (Parquet is binary: a file or a pipe).")
     parser.add_argument("--quiet", "-q", action="store_true", help="No progress bar (drawn only with --output).")
 
 
 def run(args: argparse.Namespace) -> int:
-    """Stream every point of RUN (rows: segment, key, step, value) from the server."""
-    run, server, key, output = args.run, args.server, args.key, args.output
+    """Stream every point of RUN (rows: segment, key, step, value), or its samples or evaluations, from the server."""
+    run, server, key, output, what = args.run, args.server, args.key, args.output, args.what
     token = args.token or os.environ.get("RUNCAST_TOKEN") or None
     if not ID_RE.match(run):
         raise UsageError("RUN", "must be 8-64 characters of A-Z, a-z, 0-9, '_' or '-'")
@@ -55,9 +59,13 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--server", f"{base!r} is not an http:// or https:// address")
     if key is not None and not key:
         raise UsageError("--key", "must not be empty")
+    if what != "metrics" and args.fmt == "csv":
+        raise UsageError("--format", f"{what} export as jsonl or parquet")
+    if what == "evals" and key is not None:
+        raise UsageError("--key", "selects metrics or samples, not evaluations")
     if args.fmt == "parquet" and output is None and sys.stdout.isatty():
         raise UsageError("--output", "Parquet is binary: write it to a file with --output FILE")
-    params = {"format": args.fmt, **({"key": key} if key else {})}
+    params = {"format": args.fmt, **({"key": key} if key else {}), **({"what": what} if what != "metrics" else {})}
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     url = f"{base}/api/v1/runs/{run}/export"
     partial = output.with_name(output.name + ".part") if output else None
