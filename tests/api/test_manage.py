@@ -39,7 +39,9 @@ def two(db: Any, client: Any, seed: Any) -> dict[str, Any]:
     for name in ("a", "b"):
         sim = seed.run("pproj", name=name).start(config={"lr": 1})
         sim.log({"loss": [(s, 1.0 / s) for s in range(1, 301)], "lr": [(s, 0.1) for s in range(1, 301)]})
-        sim.send([sim.event("note", step=5, text="hello"), sim.event("data_mix", step=1, weights={"web": 1.0})])
+        sim.send([sim.event("note", step=5, text="hello"), sim.event("data_mix", step=1, weights={"web": 1.0}),
+                  sim.sample(5, "p", f"{name} says"), sim.evaluation(5, "task", {"acc": 0.5}),
+                  sim.media(5, "h", "histogram", edges=[0, 1], counts=[3])])
         sim.resume(200)
         sim.log({"loss": [(s, 2.0) for s in range(201, 260)]})
         sim.finish()
@@ -177,7 +179,7 @@ def test_delete_removes_every_row_of_the_run_and_only_of_it(db: Any, client, two
     a_series, b_series = _series(db, a), _series(db, b)
     before_a, before_b, before_q = _counts(db, a, a_series), _counts(db, b, b_series), _counts(db, two["q"], _series(db, two["q"]))
     for table in ("runs", "segments", "series", "points", "rollups", "events", "run_versions", "alert_configs",
-                  "subscriptions", "alerts", "detector_states", "alert_deliveries"):
+                  "subscriptions", "alerts", "detector_states", "alert_deliveries", "samples", "evals", "media"):
         assert before_a[table] > 0, table  # the test would pass vacuously otherwise
     assert before_a["points"] == 300 * 2 + 59
     res = client.delete(f"/api/v1/runs/{a}", headers=_auth(two["p_token"]))

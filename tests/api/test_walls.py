@@ -80,6 +80,11 @@ def world(settings: Any, client: Any, seed: Any) -> dict[str, Any]:
         private.event("manifest", step=2, version="v2", manifest={"files": [{"name": "secret2.jsonl"}]}),
         private.event("data_mix", step=1, weights={"web": 1.0}),
         private.event("note", step=2, text="p's private note"),
+        private.sample(2, "p-secret", "p's private generation", prompt="p's private prompt"),
+        private.evaluation(2, "p-task", {"acc": 0.9}, checkpoint=2),
+        private.media(2, "p-table", "table", columns=["secret"], rows=[["p's cell"]]),
+        private.media(2, "p-image", "image", blob=seed.blob("pproj", b"p's image"), content_type="image/png",
+                      width=1, height=1, size=9),
     ])
     public = seed.run("pproj", name="public").start()
     public.log({"loss": [(1, 2.0)]})
@@ -104,6 +109,7 @@ def world(settings: Any, client: Any, seed: Any) -> dict[str, Any]:
         "cid": client.get(f"/api/v1/runs/{private.run}/checkpoints", headers=auth).json()["checkpoints"][0]["id"],
         "rid": client.get(f"/api/v1/runs/{private.run}/revisions", headers=auth).json()["revisions"][0]["id"],
         "hidden_cid": client.get(f"/api/v1/runs/{public.run}/checkpoints", headers=auth).json()["checkpoints"][0]["id"],
+        "sid": client.get(f"/api/v1/runs/{private.run}/samples", headers=auth).json()["samples"][0]["id"],
     }
     return {"private": private.run, "public": public.run, "q": q.run, "p_token": p_token, "q_token": q_token,
             "secret_sha": secret_sha, "hidden_sha": hidden_sha, **ids, **cookies}
@@ -126,7 +132,8 @@ def _routes(client: Any) -> list[tuple[str, str]]:
 def _fill(path: str, run: str, world: dict[str, Any]) -> str:
     return (path.replace("{run_id}", run).replace("{cid}", str(world["cid"])).replace("{rid}", str(world["rid"]))
             .replace("{version}", "v1").replace("{upload_id}", "0" * 32).replace("{index}", "0")
-            .replace("{file_path}", "a.bin").replace("{segment}", "segment00"))
+            .replace("{file_path}", "a.bin").replace("{segment}", "segment00")
+            .replace("{sample_id}", str(world["sid"])))
 
 
 def _normalised(res: Any, *ids: str) -> tuple[int, str]:
