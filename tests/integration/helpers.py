@@ -54,7 +54,8 @@ class WireRun:
         self.segment = ev.new_id()
         self.seq = 0
 
-    def _event(self, type_: str, **fields: Any) -> dict[str, Any]:
+    def event(self, type_: str, **fields: Any) -> dict[str, Any]:
+        """Any wire event of this segment (sample, eval, media ...), numbered next."""
         event = {
             "v": ev.SCHEMA_VERSION,
             "type": type_,
@@ -71,13 +72,13 @@ class WireRun:
         body = {"project": self.project, "name": self.name, "config": {}, "code": {}, "env": {},
                 "seed": None, "resume_step": None, "visibility": "public"}
         body.update(fields)
-        return self._event("run_started", **body)
+        return self.event("run_started", **body)
 
     def metrics(self, step: int, values: Mapping[str, float]) -> dict[str, Any]:
-        return self._event("metrics", step=step, values={k: ev.encode_value(v) for k, v in values.items()})
+        return self.event("metrics", step=step, values={k: ev.encode_value(v) for k, v in values.items()})
 
     def finished(self, step: int | None = None, status: str = "finished") -> dict[str, Any]:
-        return self._event("finished", step=step, status=status)
+        return self.event("finished", step=step, status=status)
 
 
 def post_batch(api_url: str, token: str, events: list[dict[str, Any]]) -> httpx.Response:
