@@ -7,6 +7,7 @@ from fastapi import APIRouter
 from runcast_server.api.routes import (
     admin,
     alerts,
+    blobs,
     checkpoints,
     estimate,
     events,
@@ -39,3 +40,4 @@ api_router.include_router(estimate.router)  # the ZeRO memory estimate (runcast.
 api_router.include_router(policy.router)  # publication policies (docs/api.md)
 api_router.include_router(admin.router)  # the ingest inbox for operators (docs/api.md)
 api_router.include_router(session_routes.router)  # dashboard sign-in (docs/auth.md)
+api_router.include_router(blobs.router)  # images of runs: uploads and thumbnails (docs/design/samples.md)

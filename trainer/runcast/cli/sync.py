@@ -26,8 +26,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from runcast.cli.progress import Bars, wanted
 from runcast.blob_http import BlobClient
+from runcast.cli.progress import Bars, wanted
 from runcast.cli.sdk import UsageError
 from runcast.handshake import InitError, whoami
 from runcast.limits import COMPATIBLE_BATCH_EVENTS, MAX_BATCH_BYTES
