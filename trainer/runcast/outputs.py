@@ -98,10 +98,13 @@ class Outputs:
         for body in bodies:
             self._put("eval", time.time(), None, body)
 
-    def media(self, items: Mapping[str, Media], step: int) -> None:
-        """Record ``key -> Image | Table | Histogram`` at ``step`` (keys and step checked by the caller)."""
+    def check_media(self, items: Mapping[str, Media], step: int) -> None:
+        """Check ``key -> Image | Table | Histogram`` at ``step`` as events (the caption; the keys too)."""
         for key, item in items.items():
             self._checked("media", {"step": step, "key": key, "caption": item.caption, **item.stub()}, "")
+
+    def media(self, items: Mapping[str, Media], step: int) -> None:
+        """Record ``key -> Image | Table | Histogram`` at ``step`` (checked by ``check_media``)."""
         if not self._live():
             return
         for key, item in items.items():
@@ -125,7 +128,9 @@ class Outputs:
             check_key(key, "key")
         except EventError as exc:
             raise ValueError(f"log_media: {exc}") from None
-        self.media({key: item}, self.at(step))
+        at = self.at(step)
+        self.check_media({key: item}, at)
+        self.media({key: item}, at)
 
     def stats(self) -> MediaStats:
         return self.worker.stats() if self.worker is not None else MediaStats()

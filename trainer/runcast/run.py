@@ -148,7 +148,7 @@ class Run:
             return
         if self._checkpoints.prunes:
             self._checkpoints.release_prunes()
-        accepted = self._steps.accept(metrics, step)
+        accepted = self._steps.accept(metrics, step, self._outputs.check_media)
         if accepted is not None:
             if accepted[1]:
                 self._put("metrics", time.time(), accepted[0], accepted[1])

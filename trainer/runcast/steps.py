@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import operator
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Literal, overload
 
 from .checks import EventError, check_key, check_step
@@ -33,11 +33,12 @@ class Steps:
         self._keys: set[str] = set()
         self._ignored_keys: set[str] = set()
 
-    def accept(self, metrics: Mapping[str, Any], step: int | None) -> Accepted | None:
+    def accept(self, metrics: Mapping[str, Any], step: int | None,
+               check_media: Callable[[dict[str, Media], int], None] | None = None) -> Accepted | None:
         """(step, values, media or None) to record of a ``log(metrics, step)`` call; None when every value is left out.
 
         ``step`` defaults to the highest step so far plus one. A bad step, metric name or value
-        raises (ValueError, TypeError) and records nothing.
+        (or media, which ``check_media`` checks) raises (ValueError, TypeError) and records nothing.
         """
         if step is None:
             step = self.step + 1
@@ -70,6 +71,8 @@ class Steps:
                 values[key] = coerce(key, value)
         if not values and not media:
             return None
+        if media and check_media is not None:
+            check_media(media, step)
         key_steps.update(dict.fromkeys(values, step))
         self.step = max(self.step, step)
         return step, values, media
