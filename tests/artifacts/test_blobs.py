@@ -255,3 +255,28 @@ def test_the_policy_hook_hides_media_and_holds_them_back_under_a_delay():
     assert not media_published(View(team=False, horizon=early), row)
     assert not media_published(View(team=False, horizon=due), Media(version=None, received_at=100.0))
     assert media_published(View(team=False, horizon=due), Media(version=None, received_at=80.0))
+
+
+def test_two_uploads_of_the_same_bytes_at_once_leave_one_row(db: Any, client, seed, sim, storage_root, monkeypatch):
+    from runcast_server.artifacts.blob_store import LocalBlobStore
+    from runcast_server.artifacts.blobs import store_blob
+    from runcast_server.core.models import Project
+
+    data = png()
+    store = LocalBlobStore(storage_root)
+    with db.scope() as session:
+        project = session.scalar(select(Project).where(Project.name == "demo"))
+        assert store_blob(session, store, project, sha(data), data, "image/png", 10**6)[1] is True
+    with db.scope() as session:  # the other request looked before the first one's row was committed
+        project = session.scalar(select(Project).where(Project.name == "demo"))
+        real_get = session.get
+        looked = []
+
+        def first_look_misses(kind: Any, key: Any, **kwargs: Any) -> Any:
+            looked.append(kind)
+            return None if kind is Blob and len(looked) == 1 else real_get(kind, key, **kwargs)
+
+        monkeypatch.setattr(session, "get", first_look_misses)
+        row, created = store_blob(session, store, project, sha(data), data, "image/png", 10**6)
+        assert created is False and row.sha256 == sha(data)
+    assert blob_rows(db) == 1 and blob_files(storage_root) == [sha(data)]

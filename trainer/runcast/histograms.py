@@ -63,7 +63,7 @@ def snapshot(values: Any, bins: int) -> Pending:
             summary = torch.empty(5 + bins, dtype=torch.float64, pin_memory=True)
             summary.copy_(_device_bins(tensor, bins), non_blocking=True)
             event = torch.cuda.Event()
-            event.record()
+            event.record(torch.cuda.current_stream(tensor.device))  # the stream the kernels were queued on
             return lambda: _from_summary(summary, bins, event)
         copy = tensor.clone() if tensor.device.type == "cpu" else tensor.cpu()
         return lambda: _from_summary(_device_bins(copy, bins), bins, None)

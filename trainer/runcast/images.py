@@ -135,7 +135,7 @@ def _tensor_copy(tensor: Any) -> tuple[Any, Any]:
         pinned = torch.empty(tensor.shape, dtype=tensor.dtype, pin_memory=True)
         pinned.copy_(tensor, non_blocking=True)
         event = torch.cuda.Event()
-        event.record()
+        event.record(torch.cuda.current_stream(tensor.device))  # the stream the copy was queued on
         return event, pinned
     return None, tensor.clone() if tensor.device.type == "cpu" else tensor.cpu()
 
