@@ -234,3 +234,16 @@ def test_upload_bandwidth_paces_the_images(make_run, receiver):
     assert time.monotonic() - started >= 0.4
     run.finish()
     assert len(receiver.blobs) == 2
+
+
+def test_a_file_gone_before_log_is_left_out_once_logged(make_run, receiver, tmp_path, caplog):
+    path = tmp_path / "gone.png"
+    path.write_bytes(image_codec.encode_png(b"\0" * 4, 2, 2, 1))
+    image = runcast.Image(path)
+    path.unlink()
+    run = make_run()
+    with caplog.at_level(logging.WARNING, logger="runcast"):
+        run.log({"loss": 1.0, "img": image}, step=0)
+    run.finish()
+    assert [m["values"] for m in receiver.of_type("metrics")] == [{"loss": 1.0}]
+    assert run.stats.media.failed == 1 and "'img' at step 0 was not recorded" in caplog.text

@@ -10,7 +10,9 @@ them. A run that records nothing (another rank) checks and stops there.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import logging
 import operator
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -21,6 +23,8 @@ from .media import Media
 from .media_worker import MediaStats, MediaWorker
 from .steps import checked_step
 from .values import json_object, wire_numbers
+
+log = logging.getLogger("runcast")
 
 Put = Callable[[str, float, int | None, Any], None]  # queue an event: (type, ts, step, body)
 Check = Callable[[str, Mapping[str, Any]], None]  # validate an event body of a type (raises EventError)
@@ -43,6 +47,8 @@ class Outputs:
         self._live = live
         self.start_worker: Callable[[], MediaWorker] | None = None  # set by a run that records
         self.worker: MediaWorker | None = None
+        self.lost = 0  # media whose snapshot failed on the training thread
+        self._warned: set[str] = set()  # their keys, logged once each
 
     def at(self, step: Any) -> int:
         """``step``, or the run's current step when None (0 before the first)."""
@@ -111,7 +117,14 @@ class Outputs:
             body = {"step": step, "key": key, "kind": item.kind}
             if item.caption is not None:
                 body["caption"] = item.caption
-            prepared = item.snapshot()
+            try:
+                prepared = item.snapshot()
+            except Exception as exc:  # noqa: BLE001 - the data's fault (a file gone, a device error): the run goes on
+                self.lost += 1
+                (log.debug if key in self._warned else log.warning)(
+                    "runcast: %s %r at step %d was not recorded: %s", item.kind, key, step, exc)
+                self._warned.add(key)
+                continue
             if prepared is None:  # a table: its fields are known
                 self._put("media", time.time(), None, {**body, **item.stub()})
                 continue
@@ -133,7 +146,8 @@ class Outputs:
         self.media({key: item}, at)
 
     def stats(self) -> MediaStats:
-        return self.worker.stats() if self.worker is not None else MediaStats()
+        made = self.worker.stats() if self.worker is not None else MediaStats()
+        return dataclasses.replace(made, failed=made.failed + self.lost)
 
     def _checked(self, kind: str, body: Mapping[str, Any], prefix: str) -> None:
         try:
