@@ -10,16 +10,13 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI
-from fastapi.dependencies.models import Dependant
-from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
-from fastapi.routing import APIRoute, iter_route_contexts
 from runcast import __version__
 from sqlalchemy import Engine
 
 from runcast_server.api import api_router
-from runcast_server.api.deps import admin, bearer_token, writer_project
 from runcast_server.api.limits import BodyLimit, body_limit
+from runcast_server.api.openapi import openapi_document
 from runcast_server.api.routes.share import share_router
 from runcast_server.api.routes.stream import ServerSend
 from runcast_server.artifacts.s3 import parse_storage_url
@@ -147,47 +144,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(share_router(frontend, settings), responses=error_responses(413, 503))
     app.include_router(pages_router(frontend, vendor, title=app.title, openapi_url=app.openapi_url or "/openapi.json"))
     app.mount("/", FrontendFiles(frontend), name="frontend")  # last: whatever no route matched
-    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]  # FastAPI's documented hook for a custom schema
+    app.openapi = lambda: openapi_document(app)  # type: ignore[method-assign]  # FastAPI's documented hook
     return app
 
-
-def _openapi(app: FastAPI) -> dict[str, Any]:
-    """The OpenAPI document, with each operation's real use of the bearer token (required on
-    writes, optional on reads, where a token only widens what is visible) and every error
-    response as JSON of the error schema (FastAPI would give a text/plain or file route's
-    errors that route's media type)."""
-    if app.openapi_schema is not None:
-        return app.openapi_schema
-    schema = get_openapi(title=app.title, version=app.version, routes=app.routes, description=app.description)
-    error_schema = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
-    for item in schema["paths"].values():
-        for operation in item.values():
-            for status, response in operation.get("responses", {}).items():
-                content = response.get("content", {})
-                if status.isdigit() and int(status) >= 400 and "Readiness" not in str(content):
-                    response["content"] = error_schema
-    for route in iter_route_contexts(app.routes):  # included routers flattened
-        if not isinstance(route.original_route, APIRoute) or not route.include_in_schema:
-            continue
-        calls = _calls(route.dependant)
-        if writer_project in calls or admin in calls:
-            security: list[dict[str, list[str]]] = [{"bearer": []}]
-        elif bearer_token in calls:
-            security = [{}, {"bearer": []}]
-        else:
-            continue
-        for method in route.methods or ():  # an APIRoute always has its methods
-            operation = schema["paths"].get(route.path_format, {}).get(method.lower())
-            if operation is not None:
-                operation["security"] = security
-    app.openapi_schema = schema
-    return schema
-
-
-def _calls(dependant: Dependant) -> set[Any]:
-    """Every dependency callable of a route, at any depth."""
-    out: set[Any] = set()
-    for sub in dependant.dependencies:
-        out.add(sub.call)
-        out |= _calls(sub)
-    return out

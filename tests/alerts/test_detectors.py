@@ -7,6 +7,7 @@ import json
 import math
 
 import pytest
+from runcast.limits import MAX_INT
 from runcast_server.detectors import config as dconfig
 from runcast_server.detectors.core import SegmentRunner, inherit
 from runcast_server.detectors.runlevel import restart, restart_quiet, stalled
@@ -200,6 +201,33 @@ def test_overrides_are_validated_and_merged():
         with pytest.raises(dconfig.ConfigError):
             dconfig.validate_overrides(bad)
     assert dconfig.effective({"nope": 1}) == dconfig.effective(None)  # invalid as a whole: defaults
+
+
+def test_the_schema_of_overrides_has_every_bound_validate_overrides_checks():
+    """The OpenAPI body of PUT /alerts/config (overrides_schema): each parameter's bound holds,
+    one past it does not, and it names exactly the detectors, parameters and roles there are."""
+    schema = dconfig.overrides_schema()
+    assert set(schema["properties"]) == {"enabled", "keys", *dconfig.DETECTORS}
+    assert set(schema["properties"]["keys"]["properties"]) == set(dconfig.ROLES)
+    for detector in dconfig.DETECTORS:
+        params = schema["properties"][detector]["anyOf"][1]["properties"]
+        assert set(params) == set(dconfig.DEFAULTS[detector])
+        for param, bound in params.items():
+            if bound["type"] == "boolean":
+                good, bad = [True], [1]
+            elif bound["type"] == "integer":  # up to MAX_INT: the route's check_json bound
+                good, bad = [bound["minimum"], bound["maximum"]], [bound["minimum"] - 1, 1.5]
+                bad += [] if bound["maximum"] == MAX_INT else [bound["maximum"] + 1]
+            else:
+                good, bad = [bound["minimum"], bound["maximum"]], [-0.5, bound["maximum"] * 2, True]
+            for value in good:
+                dconfig.validate_overrides({detector: {param: value}})
+            for value in bad:
+                with pytest.raises(dconfig.ConfigError):
+                    dconfig.validate_overrides({detector: {param: value}})
+    dconfig.validate_overrides({"keys": {"loss": ["x"] * dconfig.MAX_KEY_NAMES}})
+    with pytest.raises(dconfig.ConfigError):
+        dconfig.validate_overrides({"keys": {"loss": ["x"] * (dconfig.MAX_KEY_NAMES + 1)}})
 
 
 def test_disabled_detectors_stay_quiet():

@@ -213,6 +213,8 @@ def test_init_policy_is_stored_with_the_run(client, seed):
 @pytest.mark.parametrize(("body", "field"), [
     ({"metrics": 3}, "policy.metrics"), ({"code": "all"}, "policy.code"), ({"colour": "red"}, "policy.colour"),
     ({"checkpoints": "yes"}, "policy.checkpoints"), ({"metrics": ["ok", ""]}, "policy.metrics"), ([1], "policy"),
+    # JSON values only: a command line's text ("train/*,loss", "90") is converted before it is sent
+    ({"metrics": "train/*,loss"}, "policy.metrics"), ({"delay_s": "90"}, "policy.delay_s"),
 ])
 def test_bad_policy_is_a_422_naming_the_field_and_changes_nothing(client, team, body, field):
     r = _put(client, team, body)

@@ -15,6 +15,7 @@ from typing import Any
 
 import httpx
 import pytest
+from runcast_server.live.schemas import StreamBatch, StreamReset
 
 from stream.helpers import Message, collect, notes_of, points_of, sse
 
@@ -57,6 +58,9 @@ def test_live_batches_arrive_in_version_order_each_point_once(server: Any) -> No
     loss = next(p for p in batches[1].data["points"] if p["key"] == "loss")
     assert loss["segment"] == 0 and loss["step"] == sorted(loss["step"])
     assert "NaN" in [v for m in batches for p in m.data["points"] for v in p["value"]]
+    # Each message's data is what the OpenAPI document declares for its event (live.schemas).
+    for m in messages:
+        (StreamReset if m.event == "reset" else StreamBatch).model_validate(m.data, strict=True)
 
 
 def test_an_alert_arrives_in_the_version_after_its_batch(server: Any) -> None:

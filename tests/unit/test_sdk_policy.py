@@ -18,6 +18,16 @@ def test_check_policy_accepts_each_setting_and_names_the_bad_one():
         assert info.value.field == field
 
 
+def test_the_wire_takes_json_values_only():
+    """text=False (the API's bodies, run_started): no command-line text, which check_policy converts."""
+    for body, field in (({"metrics": "train/*, loss"}, "policy.metrics"), ({"delay_s": "1.5"}, "policy.delay_s")):
+        with pytest.raises(PolicyError) as info:
+            check_policy(body, text=False)
+        assert info.value.field == field
+    assert check_policy({"metrics": "none", "config": ["lr"], "delay_s": 1.5}, text=False) == {
+        "metrics": "none", "config": ["lr"], "delay_s": 1.5}
+
+
 def test_layers_and_patterns():
     assert effective() == DEFAULT
     assert effective({"notes": "hidden", "metrics": ["a"]}, {"metrics": None, "env": "hidden"}) == {

@@ -80,7 +80,7 @@ def _run_started(e: Mapping[str, Any]) -> dict[str, Any]:
         out["tags"] = check_tags(e["tags"])
     if e.get("policy") is not None:
         try:
-            out["policy"] = check_policy(e["policy"])
+            out["policy"] = check_policy(e["policy"], text=False)
         except PolicyError as exc:
             raise EventError(exc.field, exc.message) from None
     for field, limit in (("group", MAX_GROUP_CHARS), ("job_type", MAX_JOB_TYPE_CHARS), ("notes", MAX_NOTE_CHARS)):

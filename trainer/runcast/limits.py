@@ -87,3 +87,10 @@ ID_RE: Final = re.compile(r"^[A-Za-z0-9_-]{8,64}$")
 PROJECT_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 SHA256_RE: Final = re.compile(r"^[0-9a-f]{64}$")
 CONTROL_RE: Final = re.compile(r"[\x00-\x1f\x7f-\x9f]")  # no name, tag or metric name holds one
+# What str.strip() removes (Python's \s), spelled out for a pattern every regex dialect reads alike:
+# ECMA's \s (JSON Schema) lacks \x1c-\x1f and \x85 and has \ufeff; Rust's (pydantic) lacks \x1c-\x1f.
+WHITESPACE: Final = r"\t-\r\x1c-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+# Text as check_text keeps it, for the OpenAPI document (a lone surrogate, which it refuses too, no pattern
+# can name); and such text that strip() leaves non-empty.
+NO_NUL: Final = r"^[^\x00]*$"
+NOT_BLANK: Final = rf"^[^\x00]*[^{WHITESPACE}\x00][^\x00]*$"

@@ -66,10 +66,10 @@ class PolicyError(ValueError):
         self.message = message
 
 
-def _patterns(field: str, raw: Any) -> str | list[str]:
+def _patterns(field: str, raw: Any, text: bool) -> str | list[str]:
     if raw in (ALL, NONE):
         return str(raw)
-    if isinstance(raw, str):  # "train/*,loss" from a command line
+    if text and isinstance(raw, str):  # "train/*,loss" from a command line
         raw = [p.strip() for p in raw.split(",") if p.strip()]
     if not isinstance(raw, list) or not raw or len(raw) > MAX_PATTERNS:
         raise PolicyError(field, f"must be 'all', 'none' or a list of 1..{MAX_PATTERNS} key patterns")
@@ -82,8 +82,8 @@ def _patterns(field: str, raw: Any) -> str | list[str]:
     return out
 
 
-def _delay(field: str, raw: Any) -> int | float:
-    if isinstance(raw, str):  # "90" from a command line
+def _delay(field: str, raw: Any, text: bool) -> int | float:
+    if text and isinstance(raw, str):  # "90" from a command line
         try:
             raw = float(raw.strip())
         except ValueError:
@@ -93,9 +93,13 @@ def _delay(field: str, raw: Any) -> int | float:
     return int(raw) if float(raw).is_integer() else float(raw)
 
 
-def check_policy(raw: Any, *, partial: bool = True, field: str = "policy") -> dict[str, Any]:
+def check_policy(raw: Any, *, partial: bool = True, field: str = "policy", text: bool = True) -> dict[str, Any]:
     """The policy ``raw`` validated: known fields only, each a legal value (``None`` in a
-    partial policy means "fall back to the default"). Raises ``PolicyError`` naming the field."""
+    partial policy means "fall back to the default"). Raises ``PolicyError`` naming the field.
+
+    ``text``: also take a command line's text (``"train/*,loss"``, ``"90"``) and convert it;
+    ``False`` on the wire (the API's bodies, ``run_started``), which carries JSON values only:
+    what the SDK and the command line send, having checked it here first."""
     if not isinstance(raw, Mapping):
         raise PolicyError(field, "must be an object")
     out: dict[str, Any] = {}
@@ -106,9 +110,9 @@ def check_policy(raw: Any, *, partial: bool = True, field: str = "policy") -> di
         if value is None and partial:
             out[key] = None
         elif key in LISTS:
-            out[key] = _patterns(name, value)
+            out[key] = _patterns(name, value, text)
         elif key == DELAY:
-            out[key] = _delay(name, value)
+            out[key] = _delay(name, value, text)
         elif value not in CHOICES[key]:
             raise PolicyError(name, f"must be one of {', '.join(CHOICES[key])}")
         else:

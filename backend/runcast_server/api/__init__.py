@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
+from runcast_server.api.ingest_doc import IngestBatch
 from runcast_server.api.routes import (
     admin,
     alerts,
@@ -27,7 +28,9 @@ from runcast_server.api.routes import (
     whoami,
 )
 from runcast_server.api.routes import session as session_routes
+from runcast_server.api.upload_doc import UploadBegin
 from runcast_server.core.errors import error_responses
+from runcast_server.policy.schemas import PolicyChange
 
 # Any route may answer 413 (the body limit, before reading) and 503 (database or queue down).
 api_router = APIRouter(prefix="/api/v1", responses=error_responses(413, 503))
@@ -41,3 +44,7 @@ api_router.include_router(policy.router)  # publication policies (docs/api.md)
 api_router.include_router(admin.router)  # the ingest inbox for operators (docs/api.md)
 api_router.include_router(session_routes.router)  # dashboard sign-in (docs/auth.md)
 api_router.include_router(blobs.router)  # images of runs: uploads and thumbnails (docs/design/samples.md)
+
+# Models of bodies the routes read or write themselves, named in the document by documented.ref.
+DOCUMENTED_REQUESTS = (IngestBatch, PolicyChange, UploadBegin)
+DOCUMENTED_RESPONSES = stream.DOCUMENTED

@@ -1,38 +1,195 @@
-"""The ingest body as the OpenAPI document shows it.
+"""The ingest body as the OpenAPI document states it: a batch of events, one model per type.
 
 The route reads and checks the body itself with ``runcast.events`` (strict JSON, one error
-naming the field and the event's index), not through FastAPI; this schema only documents it.
+naming the field and the event's index), not through FastAPI; these models state the same
+rules, from the same limits, for the document. What JSON Schema cannot state is left to that
+check: sizes in bytes (a metric name's 200, a JSON object's), the depth of a JSON object, a
+lone surrogate in text, an integer written without a fraction (``2.0`` is refused).
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
-from runcast.events import EVENT_TYPES, ID_RE, MAX_BATCH_EVENTS, MAX_SEQ, MAX_TS
+from runcast.events import (
+    CHECKPOINT_STATUSES,
+    FINAL_STATUSES,
+    ID_RE,
+    MAX_BATCH_EVENTS,
+    MAX_GROUP_CHARS,
+    MAX_INT,
+    MAX_JOB_TYPE_CHARS,
+    MAX_KEY_BYTES,
+    MAX_METRICS_PER_EVENT,
+    MAX_MIX_SOURCES,
+    MAX_NAME_CHARS,
+    MAX_NOTE_CHARS,
+    MAX_PATH_CHARS,
+    MAX_SEQ,
+    MAX_STEP,
+    MAX_TAG_CHARS,
+    MAX_TAGS,
+    MAX_TS,
+    MAX_VERSION_CHARS,
+    NONFINITE,
+    PROJECT_RE,
+    SHA256_RE,
+    SUMMARIES,
+    VISIBILITIES,
+    X_AXES,
+)
+from runcast.limits import CONTROL_RE, NO_NUL, NOT_BLANK, WHITESPACE
+from typing_extensions import TypeAliasType
+
+from runcast_server.policy.schemas import PolicyChange
+
+_CONTROL = CONTROL_RE.pattern.strip("[]")
+
+Id = Annotated[str, Field(pattern=ID_RE.pattern)]
+Step = Annotated[int, Field(ge=0, le=MAX_STEP)]
+Count = Annotated[int, Field(ge=0, le=MAX_INT)]
+MetricName = Annotated[
+    str, Field(min_length=1, max_length=MAX_KEY_BYTES, pattern=rf"^[^{_CONTROL}]+$",
+               description=f"At most {MAX_KEY_BYTES} bytes of UTF-8.")
+]
+# A metric value: a number, or NaN and +-Inf as strings (strict JSON).
+WireValue = float | Literal[tuple(NONFINITE)]  # type: ignore[valid-type]  # runcast.events' values, at runtime
+Tag = Annotated[
+    str, Field(max_length=MAX_TAG_CHARS, pattern=rf"^[^{_CONTROL},]*[^{WHITESPACE}{_CONTROL},][^{_CONTROL},]*$")
+]
 
 
-class WireEvent(BaseModel):
-    """An event's envelope; the fields of each type are in runcast.events (validated there)."""
+def _text(max_chars: int, pattern: str = NO_NUL, min_chars: int = 0) -> Any:
+    return Annotated[str, Field(min_length=min_chars, max_length=max_chars, pattern=pattern)]
+
+
+# Any JSON inside a JSON object field: no NUL in text, keys included; integers of 64 bits.
+JsonText = Annotated[str, Field(pattern=NO_NUL)]
+JsonNumber = Annotated[float, Field(ge=-MAX_INT, le=MAX_INT)]
+JsonValue = TypeAliasType(
+    "JsonValue", "dict[JsonText, JsonValue] | list[JsonValue] | JsonText | JsonNumber | bool | None"
+)
+JsonObject = dict[JsonText, JsonValue]
+
+
+class _Event(BaseModel):
+    """Every event's envelope; other fields are ignored."""
 
     model_config = ConfigDict(extra="allow")
     v: Literal[1] = 1
-    # A Literal over runcast.events' runtime tuple, so the types are listed once (pydantic
-    # reads it at runtime; a type checker wants the values spelled out).
-    type: Literal[EVENT_TYPES]  # type: ignore[valid-type]
-    run: str = Field(pattern=ID_RE.pattern)
-    segment: str = Field(pattern=ID_RE.pattern)
-    seq: int = Field(ge=0, le=MAX_SEQ)
-    ts: float = Field(ge=0, le=MAX_TS)
+    run: Id
+    segment: Id
+    seq: Annotated[int, Field(ge=0, le=MAX_SEQ)]
+    ts: Annotated[float, Field(ge=0, le=MAX_TS)]
 
 
-class Batch(BaseModel):
-    """The body: at most MAX_BATCH_EVENTS events, MAX_BATCH_BYTES bytes."""
+class RunStartedEvent(_Event):
+    """A run (or a resumed segment of it) starts; a resumed segment's values are ignored."""
+
+    type: Literal["run_started"]
+    project: Annotated[str, Field(pattern=PROJECT_RE.pattern)]
+    name: _text(MAX_NAME_CHARS, rf"^[^{_CONTROL}]+$", 1)  # type: ignore[valid-type]
+    config: JsonObject | None = None
+    code: JsonObject | None = None
+    env: JsonObject | None = None
+    seed: Annotated[int, Field(ge=-MAX_INT, le=MAX_INT)] | None = None
+    resume_step: Step | None = None
+    visibility: Literal[VISIBILITIES] = "public"  # type: ignore[valid-type]
+    alerts: JsonObject | None = Field(None, description="Detector overrides; an invalid object is ignored as a whole.")
+    public_paths: bool = False
+    tags: Annotated[list[Tag], Field(max_length=MAX_TAGS)] | None = None
+    group: _text(MAX_GROUP_CHARS) | None = None  # type: ignore[valid-type]
+    job_type: _text(MAX_JOB_TYPE_CHARS) | None = None  # type: ignore[valid-type]
+    notes: _text(MAX_NOTE_CHARS) | None = None  # type: ignore[valid-type]
+    policy: PolicyChange | None = None
+
+
+class MetricDeclaration(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    x: Literal[X_AXES] = "step"  # type: ignore[valid-type]
+    summary: Literal[SUMMARIES] = "last"  # type: ignore[valid-type]
+
+
+def _given(field: str) -> dict[str, Any]:
+    return {"required": [field], "properties": {field: {"type": "object"}}}
+
+
+class UpdateEvent(_Event):
+    """Changes the run's config, summary or metric declarations: at least one of them."""
+
+    model_config = ConfigDict(json_schema_extra={"anyOf": [_given("config"), _given("summary"), _given("define")]})
+    type: Literal["update"]
+    config: JsonObject | None = None
+    summary: JsonObject | None = None
+    define: Annotated[
+        dict[MetricName, MetricDeclaration], Field(min_length=1, max_length=MAX_METRICS_PER_EVENT)
+    ] | None = None
+
+
+class MetricsEvent(_Event):
+    type: Literal["metrics"]
+    step: Step
+    values: Annotated[
+        dict[MetricName, WireValue], Field(min_length=1, max_length=MAX_METRICS_PER_EVENT)  # type: ignore[valid-type]
+    ]
+
+
+class CheckpointEvent(_Event):
+    type: Literal["checkpoint"]
+    step: Step
+    path: _text(MAX_PATH_CHARS)  # type: ignore[valid-type]
+    size: Count
+    sha256: Annotated[str, Field(pattern=SHA256_RE.pattern)] | None = None
+    metrics: Annotated[
+        dict[MetricName, WireValue], Field(max_length=MAX_METRICS_PER_EVENT)  # type: ignore[valid-type]
+    ] = {}
+    public: bool = True
+    status: Literal[CHECKPOINT_STATUSES] = "available"  # type: ignore[valid-type]
+
+
+class DataMixEvent(_Event):
+    type: Literal["data_mix"]
+    step: Step
+    weights: Annotated[dict[MetricName, Annotated[float, Field(ge=0)]], Field(min_length=1, max_length=MAX_MIX_SOURCES)]
+
+
+class ManifestEvent(_Event):
+    type: Literal["manifest"]
+    step: Step | None = None
+    version: _text(MAX_VERSION_CHARS, min_chars=1)  # type: ignore[valid-type]
+    manifest: JsonObject | None = None
+
+
+class NoteEvent(_Event):
+    type: Literal["note"]
+    step: Step | None = None
+    text: _text(MAX_NOTE_CHARS, NOT_BLANK, 1)  # type: ignore[valid-type]
+
+
+class HeartbeatEvent(_Event):
+    type: Literal["heartbeat"]
+    step: Step | None = None
+    lost: Step | None = Field(None, description="Events of this segment the SDK could not keep so far.")
+
+
+class FinishedEvent(_Event):
+    type: Literal["finished"]
+    step: Step | None = None
+    status: Literal[FINAL_STATUSES]  # type: ignore[valid-type]
+    lost: Step | None = None
+
+
+WireEvent = Annotated[
+    RunStartedEvent | UpdateEvent | MetricsEvent | CheckpointEvent | DataMixEvent | ManifestEvent | NoteEvent
+    | HeartbeatEvent | FinishedEvent,
+    Field(discriminator="type"),
+]
+
+
+class IngestBatch(BaseModel):
+    """The body of ``POST /ingest``: at most MAX_BATCH_EVENTS events (and MAX_BATCH_BYTES bytes).
+    An integer is written without a fraction (``2``, not ``2.0``)."""
 
     v: Literal[1] = 1
-    events: list[WireEvent] = Field(min_length=1, max_length=MAX_BATCH_EVENTS)
-
-
-_BATCH_SCHEMA = Batch.model_json_schema()
-_BATCH_SCHEMA["properties"]["events"]["items"] = _BATCH_SCHEMA.pop("$defs")["WireEvent"]  # inline: self-contained
-BODY_DOC: dict[str, Any] = {"requestBody": {"required": True, "content": {"application/json": {"schema": _BATCH_SCHEMA}}}}
+    events: Annotated[list[WireEvent], Field(min_length=1, max_length=MAX_BATCH_EVENTS)]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import Depends, Path, Request
+from fastapi import Depends, Path, Query, Request
 from runcast.events import ID_RE
 
 from runcast_server.api.deps import SessionDep, ViewerDep
@@ -14,6 +14,7 @@ from runcast_server.core.models import Run
 from runcast_server.core.settings import Settings
 from runcast_server.policy.apply import View, view_for
 from runcast_server.reads.access import readable_run
+from runcast_server.reads.cursor import NEXT_ID
 from runcast_server.reads.published import sees_everything
 
 
@@ -56,6 +57,16 @@ def full_view_dep(found: ReadableRunDep, viewer: ViewerDep) -> bool:
 
 
 FullViewDep = Annotated[bool, Depends(full_view_dep)]
+
+
+def after_dep(
+    after: Annotated[str | None, Query(pattern=NEXT_ID, description="next_cursor of the previous page.")] = None,
+) -> int | None:
+    """``?after=``: the id a page continues after (the pattern, checked by FastAPI, keeps it an integer)."""
+    return None if after is None else int(after)
+
+
+AfterDep = Annotated[int | None, Depends(after_dep)]
 
 
 def view_dep(session: SessionDep, found: ReadableRunDep, viewer: ViewerDep) -> View:

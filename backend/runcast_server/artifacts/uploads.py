@@ -25,7 +25,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Final
 
-from runcast.events import SCHEMA_VERSION, SHA256_RE, EventError, validate_event
+from runcast.events import MAX_INT, SCHEMA_VERSION, SHA256_RE, EventError, validate_event
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -41,6 +41,11 @@ from runcast_server.core.models import Run, Segment
 
 MAX_NAME_BYTES: Final = 255
 MAX_PATH_BYTES: Final = 1024
+# What _component and check_manifest accept, as patterns for the OpenAPI document (lengths there count
+# characters: a name of at most 255 characters may still be over 255 bytes).
+_COMPONENT = r"(?!\.\.?(?:/|$))(?:[^%/\\\x00-\x1f\x7f]|%(?![0-9A-Fa-f]{2}))+"
+NAME_PATTERN: Final = rf"^{_COMPONENT}$"
+RELATIVE_PATH_PATTERN: Final = rf"^(?![A-Za-z]:){_COMPONENT}(?:/{_COMPONENT})*$"
 MAX_PRESIGNED: Final = 500  # presigned part URLs per answer; the trainer asks again for more
 _PERCENT_ESCAPE = re.compile(r"%[0-9A-Fa-f]{2}")
 
@@ -108,8 +113,8 @@ def check_manifest(body: dict[str, Any], limits: Limits) -> tuple[str, str, list
             raise UploadRejected(422, f"path longer than {MAX_PATH_BYTES} bytes", f"{field}.path")
         for part in path.split("/"):
             _component(part, f"{field}.path")
-        if type(size) is not int or size < 0:
-            raise UploadRejected(422, "size must be a whole number of bytes", f"{field}.size")
+        if type(size) is not int or not 0 <= size <= MAX_INT:
+            raise UploadRejected(422, "size must be a whole number of bytes (64 bits)", f"{field}.size")
         if not isinstance(sha, str) or not SHA256_RE.match(sha):
             raise UploadRejected(422, "sha256 must be 64 lowercase hex characters", f"{field}.sha256")
         total += size

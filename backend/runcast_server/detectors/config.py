@@ -10,6 +10,8 @@ from __future__ import annotations
 import copy
 from typing import Any, Final
 
+from runcast.limits import MAX_INT
+
 # Which metric names feed which role: the first names a run logs are used.
 DEFAULT_KEYS: Final[dict[str, list[str]]] = {
     "loss": ["loss", "train/loss", "train_loss", "lm_loss", "train/lm_loss"],
@@ -85,6 +87,9 @@ DEFAULTS: Final[dict[str, Any]] = {
 
 DETECTORS: Final = ("spike", "nonfinite", "grad_norm", "plateau", "divergence", "throughput", "stall", "restart_loop")
 ROLES: Final = tuple(DEFAULT_KEYS)
+MAX_KEY_NAMES: Final = 20  # metric names one role may list
+MAX_INT_PARAM: Final = {"window": 1000, "smooth": 1000, "block": 100}  # integer parameters with a ceiling
+MAX_NUMBER_PARAM: Final = 1e12  # the ceiling of every other numeric parameter
 
 
 class ConfigError(ValueError):
@@ -117,8 +122,10 @@ def validate_overrides(overrides: Any) -> dict[str, Any]:
                     raise ConfigError(f"alerts.keys.{role}", f"unknown role; one of {', '.join(ROLES)}")
                 if isinstance(names, str):
                     names = [names]
-                if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names) or len(names) > 20:
-                    raise ConfigError(f"alerts.keys.{role}", "must be a metric name or a list of up to 20")
+                if (not isinstance(names, list) or not all(isinstance(n, str) and n for n in names)
+                        or len(names) > MAX_KEY_NAMES):
+                    raise ConfigError(f"alerts.keys.{role}",
+                                      f"must be a metric name or a list of up to {MAX_KEY_NAMES}")
                 keys[role] = list(names)
             out[name] = keys
         elif name in DETECTORS:
@@ -139,12 +146,11 @@ def validate_overrides(overrides: Any) -> dict[str, Any]:
                 elif isinstance(default, int):
                     if isinstance(raw, bool) or not isinstance(raw, int) or raw < 1:
                         raise ConfigError(field, "must be a positive integer")
-                    if param in ("window", "smooth") and raw > 1000:
-                        raise ConfigError(field, "must be at most 1000")
-                    if param == "block" and raw > 100:
-                        raise ConfigError(field, "must be at most 100")
+                    if param in MAX_INT_PARAM and raw > MAX_INT_PARAM[param]:
+                        raise ConfigError(field, f"must be at most {MAX_INT_PARAM[param]}")
                 else:
-                    if isinstance(raw, bool) or not isinstance(raw, (int, float)) or not raw >= 0 or raw > 1e12:
+                    if (isinstance(raw, bool) or not isinstance(raw, (int, float)) or not raw >= 0
+                            or raw > MAX_NUMBER_PARAM):
                         raise ConfigError(field, "must be a non-negative number")
                     raw = float(raw)
                 params[param] = raw
@@ -152,6 +158,32 @@ def validate_overrides(overrides: Any) -> dict[str, Any]:
         else:
             raise ConfigError(f"alerts.{name}", f"unknown detector; one of {', '.join(DETECTORS)}")
     return out
+
+
+def overrides_schema() -> dict[str, Any]:
+    """The JSON Schema of the overrides ``validate_overrides`` accepts, from ``DEFAULTS`` (the body of
+    ``PUT /runs/{id}/alerts/config`` in the OpenAPI document), within what the route's JSON check
+    (``runcast.events.check_json``) lets through: no NUL character, integers up to ``MAX_INT``."""
+    name = {"type": "string", "minLength": 1, "pattern": r"^[^\x00]*$"}
+    keys = {role: {"anyOf": [name, {"type": "array", "items": name, "maxItems": MAX_KEY_NAMES}]} for role in ROLES}
+    properties: dict[str, Any] = {
+        "enabled": {"type": "boolean"},
+        "keys": {"type": "object", "properties": keys, "additionalProperties": False},
+    }
+    for detector in DETECTORS:
+        params = {param: _param_schema(param, default) for param, default in DEFAULTS[detector].items()}
+        parameters = {"type": "object", "properties": params, "additionalProperties": False}
+        properties[detector] = {"anyOf": [{"type": "boolean"}, parameters]}
+    return {"type": "object", "properties": properties, "additionalProperties": False,
+            "description": "Integers are written without a fraction (2, not 2.0)."}
+
+
+def _param_schema(param: str, default: Any) -> dict[str, Any]:
+    if isinstance(default, bool):
+        return {"type": "boolean"}
+    if isinstance(default, int):
+        return {"type": "integer", "minimum": 1, "maximum": MAX_INT_PARAM.get(param, MAX_INT)}
+    return {"type": "number", "minimum": 0, "maximum": MAX_NUMBER_PARAM}
 
 
 def effective(overrides: dict[str, Any] | None, *, stall_after_s: float | None = None) -> dict[str, Any]:

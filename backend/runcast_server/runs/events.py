@@ -5,7 +5,6 @@ from __future__ import annotations
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from runcast_server.core.errors import Invalid
 from runcast_server.core.models import Event, Run, Segment
 from runcast_server.policy.apply import TEAM, View
 from runcast_server.reads.published import published_payload
@@ -62,11 +61,3 @@ def list_events(
     next_cursor = str(events[-1].id) if len(rows) > limit else None
     return EventList(events=events, next_cursor=next_cursor)
 
-
-def parse_after(after: str | None) -> int | None:
-    """``?after=`` is the ``next_cursor`` of the previous page: a non-negative event id."""
-    if after is None:
-        return None
-    if not (after.isascii() and after.isdigit()) or len(after) > 19 or int(after) > 2**63 - 1:
-        raise Invalid("after must be the next_cursor of a previous page (an event id)", field="after")
-    return int(after)

@@ -30,9 +30,6 @@ from runcast_server.reads.schemas import (
 from runcast_server.reads.steps import training_series
 from runcast_server.reads.values import strict_json
 
-_CURSOR_TYPES = (float, str)
-
-
 StallAfter = float | ColumnElement[float]
 """A stall threshold for a list of runs: seconds, or SQL giving each run's (alerts.service.stall_after_sql)."""
 
@@ -166,7 +163,7 @@ def list_runs(
     if tag is not None:
         query = query.where(select(RunTag.run_id).where(RunTag.run_id == Run.id, RunTag.tag == tag).exists())
     if cursor is not None:
-        created, run_id = decode_cursor(cursor, _CURSOR_TYPES)
+        created, run_id = decode_cursor(cursor)
         query = query.where(
             or_(
                 Run.created_at < created,

@@ -13,8 +13,10 @@ from runcast_server.alerts import service
 from runcast_server.alerts.models import AlertConfig
 from runcast_server.alerts.schemas import AlertConfigView, AlertPage
 from runcast_server.api.deps import SessionDep, WriterDep
+from runcast_server.api.documented import json_body
 from runcast_server.api.read_deps import (
     RUN_ERRORS,
+    AfterDep,
     FullViewDep,
     ReadableRunDep,
     SettingsDep,
@@ -22,7 +24,6 @@ from runcast_server.api.read_deps import (
 )
 from runcast_server.core.errors import ApiError, NotFound, error_responses
 from runcast_server.detectors import config as dconfig
-from runcast_server.runs.events import parse_after
 
 router = APIRouter(tags=["alerts"])
 
@@ -43,9 +44,9 @@ def get_alerts(
     found: ReadableRunDep,
     full: FullViewDep,
     policy: ViewDep,
+    after: AfterDep,
     kind: Annotated[list[AlertKind] | None, Query(description="Only these kinds (repeatable).")] = None,
     state: Annotated[list[AlertState] | None, Query(description="Only open or closed alerts.")] = None,
-    after: Annotated[str | None, Query(max_length=20, description="next_cursor of the previous page.")] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> dict[str, Any]:
     """The run's alerts, oldest first, each with its evidence and the checkpoints around it."""
@@ -53,7 +54,7 @@ def get_alerts(
     if not policy.alerts:
         return {"alerts": [], "next_cursor": None, "withheld": True}
     page = service.list_alerts(session, run, project, kinds=list(kind) if kind else None,
-                               states=list(state) if state else None, after=parse_after(after), limit=limit,
+                               states=list(state) if state else None, after=after, limit=limit,
                                base_url=base_url(request, settings), full=full,
                                until=policy.until)
     return {**page, "alerts": [a for a in page["alerts"] if policy.alert(a)], "withheld": False}
@@ -70,7 +71,7 @@ def get_alert_config(session: SessionDep, settings: SettingsDep, found: Readable
 
 
 @router.put("/runs/{run_id}/alerts/config", response_model=AlertConfigView,
-            responses={**RUN_ERRORS, **error_responses(400)})
+            responses={**RUN_ERRORS, **error_responses(400)}, openapi_extra=json_body(dconfig.overrides_schema()))
 def put_alert_config(
     session: SessionDep,
     settings: SettingsDep,

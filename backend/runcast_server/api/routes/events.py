@@ -9,13 +9,14 @@ from fastapi import APIRouter, Query
 from runcast_server.api.deps import SessionDep, ViewerDep
 from runcast_server.api.read_deps import (
     RUN_ERRORS,
+    AfterDep,
     FullViewDep,
     ReadableRunDep,
     ViewDep,
 )
 from runcast_server.reads.published import is_project_reader
 from runcast_server.reads.schemas import MAX_SEGMENT, EventList, TimelineType
-from runcast_server.runs.events import list_events, parse_after
+from runcast_server.runs.events import list_events
 
 router = APIRouter(tags=["events"])
 
@@ -27,15 +28,12 @@ def get_events(
     found: ReadableRunDep,
     full: FullViewDep,
     view: ViewDep,
+    after: AfterDep,
     type: Annotated[
         list[TimelineType] | None, Query(description="Only these types (repeatable).")
     ] = None,
     segment: Annotated[
         int | None, Query(ge=0, le=MAX_SEGMENT, description="Only this segment's events.")
-    ] = None,
-    after: Annotated[
-        str | None,
-        Query(max_length=20, description="next_cursor of the previous page."),
     ] = None,
     limit: Annotated[int, Query(ge=1, le=1000, description="Events per page.")] = 100,
 ) -> EventList:
@@ -46,7 +44,7 @@ def get_events(
         run,
         types=list(type) if type else None,
         segment=segment,
-        after=parse_after(after),
+        after=after,
         limit=limit,
         full=full,
         private_ok=is_project_reader(run, viewer),

@@ -23,7 +23,8 @@ from runcast.events import EventError, validate_batch
 from sqlalchemy.orm import Session
 
 from runcast_server.api.deps import ContextDep, SessionDep, WriterDep
-from runcast_server.api.ingest_doc import BODY_DOC
+from runcast_server.api.documented import json_body, ref
+from runcast_server.api.ingest_doc import IngestBatch
 from runcast_server.context import AppContext
 from runcast_server.core.disk import check_room
 from runcast_server.core.errors import ApiError, error_responses
@@ -84,7 +85,7 @@ def accept_batch(ctx: AppContext, session: Session, project_id: int, body: bytes
 
 
 @router.post("/ingest", status_code=202, response_model=Accepted,
-             responses=error_responses(400, 401, 403, 404, 409, 422), openapi_extra=BODY_DOC)
+             responses=error_responses(400, 401, 403, 404, 409, 422), openapi_extra=json_body(ref(IngestBatch)))
 async def ingest(request: Request, project: WriterDep, session: SessionDep, ctx: ContextDep) -> Accepted:
     """Accept a batch ``{"v": 1, "events": [...]}`` for the token's project.
 

@@ -7,11 +7,12 @@ Another project's token, like an unknown run id, gets 404 and changes nothing.
 from __future__ import annotations
 
 import time
-from typing import Annotated, Any
+from typing import Annotated, Any, Final
 
 from fastapi import APIRouter, Path
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from runcast.events import ID_RE, MAX_INT, MAX_NAME_CHARS, MAX_TAG_CHARS, MAX_TAGS, check_text
+from runcast.limits import CONTROL_RE, NOT_BLANK, WHITESPACE
 
 from runcast_server import tables
 from runcast_server.alerts.service import stall_after
@@ -28,14 +29,11 @@ WRITE_ERRORS = error_responses(401, 404, 422)
 RunIdPath = Annotated[str, Path(description="The run id.", max_length=64)]
 SegmentIdPath = Annotated[str, Path(description="The segment id the SDK made (one init() of the run).", max_length=64)]
 
-Tag = Annotated[str, Field(min_length=1, max_length=MAX_TAG_CHARS)]
+_CONTROL = CONTROL_RE.pattern.strip("[]")
+# Not blank and no control character; a lone surrogate, which no pattern can name, is check_text's.
+TAG_PATTERN: Final = rf"^[^{_CONTROL}]*[^{WHITESPACE}{_CONTROL}][^{_CONTROL}]*$"
 
-
-def _clean_tag(value: str) -> str:
-    tag = check_text(value, "tags").strip()
-    if not tag or any(ch < " " or "\x7f" <= ch <= "\x9f" for ch in tag):
-        raise ValueError("a tag is 1-64 printable characters")
-    return tag
+Tag = Annotated[str, Field(min_length=1, max_length=MAX_TAG_CHARS, pattern=TAG_PATTERN)]
 
 
 class TagChange(BaseModel):
@@ -46,25 +44,22 @@ class TagChange(BaseModel):
     @field_validator("add", "remove")
     @classmethod
     def _tags(cls, values: list[str]) -> list[str]:
-        return [_clean_tag(v) for v in values]
+        return [check_text(v, "tags").strip() for v in values]
 
 
 class RunChange(BaseModel):
     """What to change; a field left out stays as it is."""
 
     model_config = ConfigDict(extra="forbid", strict=True)  # 0 is not False, "1" not a list
-    name: str | None = Field(None, min_length=1, max_length=MAX_NAME_CHARS, description="The new display name.")
+    name: str | None = Field(None, min_length=1, max_length=MAX_NAME_CHARS, pattern=NOT_BLANK,
+                             description="The new display name (not blank).")
     tags: TagChange | None = Field(None, description="Tags to add, then tags to remove.")
     archived: bool | None = Field(None, description="Archive (left out of the run list by default) or restore.")
 
     @field_validator("name")
     @classmethod
     def _name(cls, value: str | None) -> str | None:
-        if value is None:
-            return None
-        if not check_text(value, "name").strip():
-            raise ValueError("must not be blank")
-        return value
+        return None if value is None else check_text(value, "name")
 
 
 class DeletedRun(BaseModel):

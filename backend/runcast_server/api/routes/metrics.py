@@ -32,7 +32,7 @@ def get_metrics(
     ] = None,
     end: Annotated[
         int | None,
-        Query(ge=0, le=MAX_STEP, description="Last step; default: the last logged."),
+        Query(ge=0, le=MAX_STEP, description="Last step, not below start; default: the last logged."),
     ] = None,
     max_points: Annotated[
         int, Query(ge=1, le=20_000, description="Most buckets per segment.")

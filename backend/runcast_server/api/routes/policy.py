@@ -15,22 +15,25 @@ from runcast.events import ID_RE, PROJECT_RE
 from runcast.policy import PolicyError, check_policy, effective
 
 from runcast_server.api.deps import ContextDep, SessionDep, WriterDep
+from runcast_server.api.documented import json_body, ref
 from runcast_server.core.errors import ApiError, NotFound, error_responses
 from runcast_server.core.models import Project
 from runcast_server.policy import store
-from runcast_server.policy.schemas import ProjectPolicyView, RunPolicyView
+from runcast_server.policy.schemas import PolicyChange, ProjectPolicyView, RunPolicyView
 from runcast_server.runs import manage
 
 router = APIRouter(tags=["policy"])
 ERRORS = error_responses(401, 404, 422)
-# Any JSON: runcast.policy.check_policy answers every bad body with a 422 naming the setting.
+# Read as any JSON: runcast.policy.check_policy answers every bad body with a 422 naming the setting.
+# The document declares it as PolicyChange (DOCUMENTED in api/__init__.py).
 PolicyBody = Annotated[Any, Body(description="Settings to change, e.g. {\"metrics\": [\"train/*\"]} "
                                              "(docs/api.md#publication-policy).")]
+BODY_DOC = json_body(ref(PolicyChange))
 
 
 def _checked(body: Any) -> dict[str, Any]:
     try:
-        return check_policy(body)
+        return check_policy(body, text=False)
     except PolicyError as exc:
         raise ApiError(422, exc.message, field=exc.field) from None
 
@@ -55,7 +58,7 @@ def get_run_policy(session: SessionDep, writer: WriterDep,
     return _run_answer(session, manage.owned_run(session, run_id, writer))
 
 
-@router.put("/runs/{run_id}/policy", response_model=RunPolicyView, responses=ERRORS)
+@router.put("/runs/{run_id}/policy", response_model=RunPolicyView, responses=ERRORS, openapi_extra=BODY_DOC)
 def put_run_policy(session: SessionDep, ctx: ContextDep, writer: WriterDep, body: PolicyBody,
                    run_id: Annotated[str, Path(max_length=64, description="The run id.")]) -> dict[str, Any]:
     """Change the run's settings (merged into what it has); answers as the GET."""
@@ -78,7 +81,8 @@ def get_project_policy(session: SessionDep, writer: WriterDep,
     return {"project": proj.name, "policy": effective(own), "project_settings": own}
 
 
-@router.put("/projects/{project}/policy", response_model=ProjectPolicyView, responses=ERRORS)
+@router.put("/projects/{project}/policy", response_model=ProjectPolicyView, responses=ERRORS,
+            openapi_extra=BODY_DOC)
 def put_project_policy(session: SessionDep, ctx: ContextDep, writer: WriterDep, body: PolicyBody,
                        project: Annotated[str, Path(max_length=100)]) -> dict[str, Any]:
     """Change the project's default (every run without its own setting follows it)."""

@@ -16,6 +16,7 @@ from runcast_server.api.read_deps import (
     ViewDep,
 )
 from runcast_server.core.errors import error_responses
+from runcast_server.reads.cursor import RUN_CURSOR
 from runcast_server.reads.schemas import RunDetail, RunList, RunStatus
 from runcast_server.runs import queries as reads
 
@@ -39,7 +40,7 @@ def list_runs(
     limit: Annotated[int, Query(ge=1, le=200, description="Runs per page.")] = 50,
     cursor: Annotated[
         str | None,
-        Query(max_length=512, description="next_cursor of the previous page."),
+        Query(pattern=RUN_CURSOR, description="next_cursor of the previous page, unchanged."),
     ] = None,
     archived: Annotated[
         Literal["exclude", "include", "only"],

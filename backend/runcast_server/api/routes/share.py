@@ -126,7 +126,7 @@ def share_router(frontend: Frontend, settings: Settings) -> APIRouter:
             segment: Annotated[int | None, Query(ge=0, le=MAX_SEGMENT,
                                                  description="One segment's index; default: all.")] = None,
             start: Annotated[int | None, Query(ge=0, le=MAX_STEP, description="First step; default: the first logged.")] = None,
-            end: Annotated[int | None, Query(ge=0, le=MAX_STEP, description="Last step; default: the last logged.")] = None,
+            end: Annotated[int | None, Query(ge=0, le=MAX_STEP, description="Last step, not below start; default: the last logged.")] = None,
             width: Annotated[int, Query(ge=200, le=4000, description="Width in pixels (SVG: points).")] = 800,
             height: Annotated[int, Query(ge=100, le=3000, description="Height in pixels (SVG: points).")] = 450,
             log: Annotated[bool, Query(description="Logarithmic y axis.")] = False,

@@ -12,19 +12,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncGenerator
-from typing import Annotated
+from typing import Annotated, Any, Final
 
 from fastapi import APIRouter, Header, Path, Query, Request
+from pydantic import BaseModel
 from runcast.events import ID_RE
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from runcast_server.api.deps import SESSION_COOKIE, ContextDep, TokenDep, session_viewer
+from runcast_server.api.documented import ref
 from runcast_server.core.auth import project_for_token
 from runcast_server.core.db import Database
 from runcast_server.core.errors import ApiError, NotFound, error_responses
 from runcast_server.live.fanout import Viewer
+from runcast_server.live.schemas import StreamBatch, StreamReset
 from runcast_server.live.stream import viewer_frames
 from runcast_server.observability.logs import run_scope
 from runcast_server.observability.metrics import Metrics
@@ -34,7 +37,8 @@ from runcast_server.reads.published import is_project_reader
 
 router = APIRouter(tags=["stream"])
 
-_MAX_VERSION = 2**63 - 1
+# A version as Last-Event-ID: the digits of a stream's id (no version comes near 10**18); empty is none.
+LAST_EVENT_ID: Final = r"^[0-9]{0,18}$"
 
 
 SERVER_SEND = "runcast.server_send"
@@ -119,13 +123,9 @@ class EventStream(Response):
             pass
 
 
-def _parse_version(raw: str | None, field: str) -> int | None:
-    if raw is None or raw == "":
-        return None
-    raw = raw.strip()
-    if not (raw.isascii() and raw.isdigit()) or len(raw) > 19 or int(raw) > _MAX_VERSION:
-        raise ApiError(422, f"{field} must be a version number sent by this stream", field=field)
-    return int(raw)
+def _version(raw: str | None) -> int | None:
+    """A Last-Event-ID (header or query) as a version; empty or absent: none."""
+    return int(raw) if raw else None
 
 
 def _check_access(database: Database, run_id: str, token: str | None, cookie: str | None) -> tuple[bool, str]:
@@ -144,12 +144,33 @@ def _check_access(database: Database, run_id: str, token: str | None, cookie: st
         return is_project_reader(run, viewer), public_policy(session, run.id).key
 
 
+def _message(event: str, data: type[BaseModel]) -> dict[str, Any]:
+    """One SSE message as its fields (FastAPI's SSE item schema): ``event``, ``id`` (the run
+    version) and ``data``, the JSON of ``data``."""
+    return {
+        "type": "object",
+        "required": ["event", "id", "data"],
+        "properties": {
+            "event": {"const": event},
+            "id": {"type": "string", "pattern": r"^[0-9]+$"},
+            "data": {"type": "string", "contentMediaType": "application/json", "contentSchema": ref(data)},
+            "retry": {"type": "integer", "minimum": 0},
+        },
+    }
+
+
+# The models the stream's item schema names (the app adds them to the document's components).
+DOCUMENTED: Final = (StreamBatch, StreamReset)
+STREAM_ITEM: Final = {"oneOf": [_message("batch", StreamBatch), _message("reset", StreamReset)]}
+
+
 @router.get(
     "/runs/{run_id}/stream",
-    response_class=EventStream,
+    response_class=Response,  # no media type of its own: the 200 below declares the stream
     status_code=200,
     responses={
-        200: {"content": {"text/event-stream": {}}, "description": "Server-Sent Events; see docs/live.md."},
+        200: {"content": {"text/event-stream": {"itemSchema": STREAM_ITEM}},
+              "description": "Server-Sent Events, one item per message; see docs/live.md."},
         **error_responses(401, 404, 422),
     },
 )
@@ -159,10 +180,11 @@ async def stream(
     token: TokenDep,
     run_id: Annotated[str, Path(description="The run id.", max_length=64)],
     last_event_id_header: Annotated[
-        str | None, Header(alias="Last-Event-ID", description="The last id received; replay after it.")
+        str | None,
+        Header(alias="Last-Event-ID", pattern=LAST_EVENT_ID, description="The last id received; replay after it."),
     ] = None,
     last_event_id: Annotated[
-        str | None, Query(max_length=20, description="As the Last-Event-ID header (the header wins).")
+        str | None, Query(pattern=LAST_EVENT_ID, description="As the Last-Event-ID header (the header wins).")
     ] = None,
 ) -> EventStream:
     """One ``batch`` message per committed ingest batch (``id`` = run version), live.
@@ -175,9 +197,9 @@ async def stream(
     """
     if not ID_RE.match(run_id):
         raise NotFound("run", field="run")
-    after = _parse_version(last_event_id_header, "Last-Event-ID")
+    after = _version(last_event_id_header)
     if after is None:
-        after = _parse_version(last_event_id, "last_event_id")
+        after = _version(last_event_id)
     project_reader, policy = await run_in_threadpool(_check_access, ctx.database, run_id, token,
                                                      request.cookies.get(SESSION_COOKIE))
     viewer = Viewer(ctx.settings.stream_viewer_queue, project_reader=project_reader, policy=policy)

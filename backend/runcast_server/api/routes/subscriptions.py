@@ -10,11 +10,12 @@ from __future__ import annotations
 import re
 import secrets
 import time
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 from fastapi import APIRouter, Path, Query, Request
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from runcast.events import ID_RE, PROJECT_RE, check_text
+from runcast.limits import NO_NUL, WHITESPACE
 from sqlalchemy import select
 
 from runcast_server.alerts import email, ssrf
@@ -33,15 +34,38 @@ from runcast_server.core.models import Project
 from runcast_server.reads.access import readable_run
 
 router = APIRouter(tags=["subscriptions"])
-EMAIL_RE = re.compile(r"^[^@\s<>,;\"]{1,64}@[A-Za-z0-9.-]{1,253}\.[A-Za-z]{2,63}$")
+EMAIL_RE = re.compile(rf"^[^@{WHITESPACE}<>,;\"]{{1,64}}@[A-Za-z0-9.-]{{1,253}}\.[A-Za-z]{{2,63}}$")
+# What alerts.ssrf.vet reads as a URL of a host (its scheme read case-insensitively), without credentials.
+# Where the host resolves is the world's: a webhook that reaches no public address is refused at once.
+WEBHOOK_URL: Final = rf"^[hH][tT][tT][pP][sS]?://[^/?#@\\{WHITESPACE}]+([/?#]|$)"
+
+
+def _one_of(*fields: str) -> list[dict[str, Any]]:
+    return [{"required": [f], "properties": {f: {"type": "string"}}} for f in fields]
+
+
+# The rules between fields that create_subscription checks: exactly one of run and project; a webhook's
+# url, an email subscription's address.
+_RULES: Final[dict[str, Any]] = {
+    "oneOf": _one_of("run", "project"),
+    "if": {"properties": {"channel": {"const": "webhook"}}},
+    "then": {"required": ["url"], "properties": {"url": {"type": "string", "pattern": WEBHOOK_URL}}},
+    "else": {"required": ["email"], "properties": {"email": {"type": "string", "pattern": EMAIL_RE.pattern}}},
+}
 
 
 class NewSubscription(BaseModel):
-    run: str | None = Field(None, max_length=64, description="A run id (public or unlisted; private with its project's token).")
-    project: str | None = Field(None, max_length=100, description="A project: alerts of all its public runs.")
+    """Exactly one of ``run`` and ``project``; ``url`` for a webhook, ``email`` for email."""
+
+    model_config = ConfigDict(json_schema_extra=_RULES)
+
+    run: str | None = Field(None, max_length=64, pattern=NO_NUL,
+                            description="A run id (public or unlisted; private with its project's token).")
+    project: str | None = Field(None, max_length=100, pattern=NO_NUL,
+                                description="A project: alerts of all its public runs.")
     channel: Literal["webhook", "email"]
-    url: str | None = Field(None, max_length=2048, description="Webhook URL (http or https).")
-    email: str | None = Field(None, max_length=320)
+    url: str | None = Field(None, max_length=2048, pattern=NO_NUL, description="Webhook URL (http or https).")
+    email: str | None = Field(None, max_length=320, pattern=NO_NUL)
     format: Literal["json", "slack", "discord"] = "json"
     kinds: list[AlertKind] = Field(default_factory=list, description="Only these kinds (empty: all).")
     notify_close: bool = Field(False, description="Also notify when an alert closes.")

@@ -16,8 +16,10 @@ from runcast.events import ID_RE, dumps_batch
 from sqlalchemy.orm import Session
 
 from runcast_server.api.deps import SessionDep, WriterDep
+from runcast_server.api.documented import json_body, ref
 from runcast_server.api.read_deps import SettingsDep, StorageDep
 from runcast_server.api.routes.ingest import accept_batch
+from runcast_server.api.upload_doc import UploadBegin
 from runcast_server.artifacts import uploads
 from runcast_server.artifacts.models import Upload
 from runcast_server.artifacts.schemas import (
@@ -73,16 +75,16 @@ def storage_capabilities(settings: SettingsDep) -> dict[str, Any]:
     }
 
 
-@router.post("/runs/{run_id}/uploads", response_model=UploadState, response_model_exclude_unset=True, responses=_ERRORS)
+@router.post("/runs/{run_id}/uploads", response_model=UploadState, response_model_exclude_unset=True, responses=_ERRORS,
+             openapi_extra=json_body(ref(UploadBegin)))
 def begin_upload(
     run_id: RunId, project: WriterDep, session: SessionDep, settings: SettingsDep, storage: StorageDep,
     request: Request,
-    body: Annotated[dict[str, Any] | None, Body(description="segment, seq, ts, step, name, kind, files "
-                                                "[{path, size, sha256}], metrics, public, and path (the trainer's)")] = None,
+    body: Annotated[Any, Body(description="An UploadBegin, read by uploads.begin.")] = None,
 ) -> dict[str, Any]:
     """Begin (or resume) publishing a checkpoint; ``state: done`` when the server already holds these bytes."""
     run = _own_run(session, project, run_id)  # another project's run: 404 before the body is looked at
-    if body is None:
+    if not isinstance(body, dict):
         raise ApiError(422, "the body must be a JSON object describing the checkpoint", field="body")
     store = upload_store_for(storage, settings)
     try:

@@ -1,0 +1,100 @@
+"""What the OpenAPI document cannot state, for the suite's Schemathesis run (test_schemathesis.py).
+
+JSON Schema constrains one value at a time, and not how a number is spelled. The server's rules
+that relate two values, or a value and the server's own state or settings, and its reading of
+integers (``2``, not ``2.0``) are written in the document's descriptions only, and a
+schema-valid request that breaks one is rightly refused; Schemathesis would count that as
+"schema-valid request rejected" (ST202). ``map_case`` makes each *positive* case keep exactly
+these rules, by the least change, and nothing else: a refusal of any other kind on the same
+operations still counts. Negative cases are left as generated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import schemathesis
+from schemathesis import Case, GenerationMode, HookContext
+
+# A loopback URL (the test's server may call 127.0.0.1: RUNCAST_WEBHOOK_ALLOW_CIDRS); nothing listens there.
+WEBHOOK_URL = "http://127.0.0.1:9/hook"
+MAX_FUZZ_FILE_BYTES = 1 << 20  # far under the server's upload limit, and 10_000 of them within 64 bits
+
+
+def _true(value: Any) -> bool:
+    return str(value).lower() == "true"
+
+
+def _estimate(case: Case) -> None:
+    """Optimizer offload needs a ZeRO stage of 1 or more (routes/estimate.py)."""
+    query = case.query or {}
+    if _true(query.get("offload_optimizer")) and int(query.get("zero", 0)) == 0:
+        query["zero"] = 1
+
+
+def _range(case: Case) -> None:
+    """``end`` is not less than ``start`` (metrics.queries.query_metrics)."""
+    query = case.query or {}
+    if query.get("start") is not None and query.get("end") is not None and int(query["end"]) < int(query["start"]):
+        query["start"], query["end"] = query["end"], query["start"]
+
+
+def _upload(case: Case) -> None:
+    """A file checkpoint lists one file, named like it; no path twice, none both a file and a
+    directory; the sizes within the server's upload limit (artifacts.uploads.check_manifest)."""
+    body = case.body
+    if not isinstance(body, dict) or not isinstance(body.get("files"), list) or not body["files"]:
+        return
+    files = [f for f in body["files"] if isinstance(f, dict)]
+    if body.get("kind") == "file":
+        files = [{**files[0], "path": body.get("name")}]
+    kept: list[dict[str, Any]] = []
+    for f in files:
+        path = str(f.get("path"))
+        parents = {path.rsplit("/", i)[0] for i in range(1, path.count("/") + 1)}
+        taken = {k["path"] for k in kept}
+        if path in taken or parents & taken or any(k["path"].startswith(path + "/") for k in kept):
+            continue
+        kept.append({**f, "size": min(f.get("size", 0), MAX_FUZZ_FILE_BYTES)})
+    body["files"] = kept
+
+
+def _subscription(case: Case) -> None:
+    """A webhook must reach an address the server may call: here the one it is told it may."""
+    if isinstance(case.body, dict) and case.body.get("channel") == "webhook":
+        case.body["url"] = WEBHOOK_URL
+
+
+def _integers(value: Any) -> Any:
+    """Whole floats (``2.0``, which JSON Schema counts as an integer) written as integers: the SDK's
+    checks, which the server runs on ingest, uploads and detector parameters, take ``2`` only."""
+    if isinstance(value, float) and value.is_integer() and abs(value) <= 2**53:
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _integers(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_integers(v) for v in value]
+    return value
+
+
+RULES: dict[str, Callable[[Case], None]] = {
+    "GET /api/v1/estimate": _estimate,
+    "GET /api/v1/runs/{run_id}/metrics": _range,
+    "GET /api/v1/runs/{run_id}/plot.svg": _range,
+    "GET /api/v1/runs/{run_id}/plot.png": _range,
+    "POST /api/v1/runs/{run_id}/uploads": _upload,
+    "POST /api/v1/subscriptions": _subscription,
+}
+
+
+@schemathesis.hook
+def map_case(context: HookContext, case: Case) -> Case:
+    if case.meta is None or case.meta.generation.mode != GenerationMode.POSITIVE:
+        return case
+    if isinstance(case.body, (dict, list)):
+        case.body = _integers(case.body)
+    rule = RULES.get(case.operation.label)
+    if rule is not None:
+        rule(case)
+    return case
