@@ -101,7 +101,7 @@ async def put_blob(run_id: Annotated[str, Path(max_length=64)], sha256: Sha256, 
 def media_image(
     request: Request, found: ReadableRunDep, session: SessionDep, settings: SettingsDep, storage: StorageDep,
     policy: ViewDep,
-    media_id: Annotated[int, Path(ge=1, le=2**63 - 1, description="The media id (from the run's media list).")],
+    media_id: Annotated[int, Path(ge=1, le=2**53 - 1, description="The media id (from the run's media list).")],
     w: Annotated[int | None, Query(ge=16, le=2048, description="A thumbnail this many pixels wide (never wider "
                                                              "than the image; the aspect ratio kept).")] = None,
 ) -> Response:
