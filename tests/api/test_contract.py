@@ -23,6 +23,8 @@ WRITES = {("post", "/api/v1/ingest"), ("put", "/api/v1/runs/{run_id}/alerts/conf
           ("post", "/api/v1/runs/{run_id}/uploads/{upload_id}/complete"),
           ("patch", "/api/v1/runs/{run_id}"), ("delete", "/api/v1/runs/{run_id}"),
           ("put", "/api/v1/runs/{run_id}/segments/{segment}/spool"),  # the trainer's spool report
+          # images of runs: the trainer's upload, and its question whether the server holds them
+          ("put", "/api/v1/runs/{run_id}/blobs/{sha256}"), ("head", "/api/v1/runs/{run_id}/blobs/{sha256}"),
           ("get", "/api/v1/tokens"), ("delete", "/api/v1/tokens/{token_id}"),
           # the publication policy: a token of the run's (project's) project, reading or changing it
           ("get", "/api/v1/runs/{run_id}/policy"), ("put", "/api/v1/runs/{run_id}/policy"),

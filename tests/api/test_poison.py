@@ -194,7 +194,7 @@ def test_out_of_range_numbers_in_every_query_and_path_parameter(db: Any, client,
     sim.log({"loss": [(1, 1.0)]})
     doc = client.get("/openapi.json").json()
     fill = {"run_id": sim.run, "cid": "1", "rid": "1", "subscription_id": "1", "version": "v1",
-            "project": "demo"}
+            "project": "demo", "media_id": "1"}
     from runcast_server.core.auth import create_admin_token
 
     with db.scope() as session:  # the admin routes check their token before their parameters

@@ -196,3 +196,21 @@ def test_runs_policy_over_http(server, client, seed):
     assert bad.returncode == USAGE and "--delay-s" in bad.stderr
     assert runcast("runs", "policy", run.run, "--reset", "delay_s", "--token", p, **env).returncode == OK
     assert client.get(f"/api/v1/runs/{run.run}").json()["keys"] == ["train/loss", "val/loss"]
+
+
+def test_runs_list_keeps_every_column_when_a_run_has_many_tags(server, seed):
+    """One run with 64 long tags used to squeeze the project, name, status, step and age columns
+    out of every row; the tags column is cut instead, saying how many more there are."""
+    tagged = seed.run("pproj", name="tagged").start(tags=[f"a-rather-long-tag-{i:02d}" for i in range(64)])
+    plain = seed.run("pproj", name="plain").start()
+    plain.log({"loss": [(7, 1.0)]})
+    for width in ("80", "200"):
+        table = runcast("runs", "list", RUNCAST_SERVER=server, COLUMNS=width).stdout.splitlines()
+        header = table[0].split()
+        assert header == ["ID", "PROJECT", "NAME", "STATUS", "STEP", "AGE", "TAGS"], table[0]
+        rows = {line.split()[0]: line for line in table[1:]}
+        assert {"pproj", "tagged", "running"} <= set(rows[tagged.run].split()), rows[tagged.run]
+        assert "a-rather-long-tag-00" in rows[tagged.run]
+        if width == "200":  # room for the whole cell: the first tag, and how many more
+            assert rows[tagged.run].rstrip().endswith("a-rather-long-tag-00 +63"), rows[tagged.run]
+        assert {"pproj", "plain", "running", "7"} <= set(rows[plain.run].split()), rows[plain.run]

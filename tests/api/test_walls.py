@@ -132,8 +132,8 @@ def _routes(client: Any) -> list[tuple[str, str]]:
 def _fill(path: str, run: str, world: dict[str, Any]) -> str:
     return (path.replace("{run_id}", run).replace("{cid}", str(world["cid"])).replace("{rid}", str(world["rid"]))
             .replace("{version}", "v1").replace("{upload_id}", "0" * 32).replace("{index}", "0")
-            .replace("{file_path}", "a.bin").replace("{segment}", "segment00")
-            .replace("{sample_id}", str(world["sid"])))
+            .replace("{file_path}", "a.bin").replace("{segment}", "segment00").replace("{sha256}", "ab" * 32)
+            .replace("{media_id}", "1").replace("{sample_id}", str(world["sid"])))
 
 
 def _normalised(res: Any, *ids: str) -> tuple[int, str]:
@@ -163,7 +163,7 @@ def test_every_route_answers_for_a_private_run_exactly_as_for_an_unknown_id(clie
             unknown = client.request(method, _fill(path, UNKNOWN, world), **kwargs)
             assert _normalised(private, world["private"]) == _normalised(unknown, UNKNOWN), (method, path, headers)
             if path.startswith("/api/"):  # a write without a token is refused before any lookup
-                token_only = method in ("PUT", "POST", "PATCH", "DELETE") or path.endswith("/policy")
+                token_only = method in ("PUT", "POST", "PATCH", "DELETE") or path.endswith("/policy") or "/blobs/" in path
                 expected = 401 if token_only and "Authorization" not in headers else 404
                 assert private.status_code == expected, (method, path, private.status_code)
             checked += 1
@@ -314,7 +314,7 @@ def test_a_session_reads_as_its_projects_token_on_every_read_route(client, world
         if "{run_id}" not in path or path.endswith("/stream"):
             continue
         url = _fill(path, world["private"], world)
-        if path.endswith("/policy") and method in ("GET", "HEAD"):  # a token-only read, as /tokens
+        if (path.endswith("/policy") or "/blobs/" in path) and method in ("GET", "HEAD"):  # token-only, as /tokens
             assert client.request(method, url, headers=world["p_cookie"]).status_code == 401
             continue
         by_cookie = client.request(method, url, params=params, headers=world["p_cookie"])

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 import socket
 import threading
 import time
@@ -11,6 +13,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
+
+
+_BLOB_PATH = re.compile(r"^/api/v1/runs/([^/]+)/blobs/([0-9a-f]{64})$")
 
 
 class _Server(ThreadingHTTPServer):
@@ -36,6 +41,12 @@ class Receiver:
     events gets the server's 422 on ``events``. ``whoami``: the body of ``GET
     /api/v1/whoami`` (None: no such route, as an older server). ``PUT`` spool reports
     (``/api/v1/runs/{run}/segments/{segment}/spool``) are kept in ``spool_reports``.
+
+    Images: ``HEAD``/``PUT /api/v1/runs/{run}/blobs/{sha256}`` keep them in ``blobs`` (sha256 ->
+    (bytes, content type); a body whose sha256 differs is a 422); ``blob_mode`` "ok", "fail"
+    (503) or "reject" (422); every blob request is kept in ``blob_requests`` ((method, sha256)).
+    A batch holding a media image event whose blob is not held is refused (404 naming ``blob``),
+    as the server refuses it.
     """
 
     def __init__(self, port: int | None = None) -> None:
@@ -50,6 +61,9 @@ class Receiver:
         self.max_bytes: int | None = None  # a body larger than this gets 413 (as RUNCAST_MAX_BODY_BYTES)
         self.whoami: dict[str, Any] | None = None
         self.spool_reports: list[tuple[str, dict[str, Any]]] = []  # (path, body)
+        self.blobs: dict[str, tuple[bytes, str]] = {}
+        self.blob_mode = "ok"
+        self.blob_requests: list[tuple[str, str]] = []
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
 
@@ -62,8 +76,21 @@ class Receiver:
                     return self._reply(404, {"error": {"message": "not found"}})
                 self._reply(200, receiver.whoami)
 
+            def do_HEAD(self) -> None:  # no body
+                found = _BLOB_PATH.match(self.path)
+                if found is not None:
+                    with receiver._lock:
+                        receiver.blob_requests.append(("HEAD", found.group(2)))
+                status = 404 if found is None else 503 if receiver.blob_mode == "fail" else \
+                    200 if found.group(2) in receiver.blobs else 404
+                self.send_response(status)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
             def do_PUT(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                if (found := _BLOB_PATH.match(self.path)) is not None:
+                    return self._blob(found.group(2), body)
                 if not self.path.endswith("/spool"):
                     return self._reply(404, {"error": {"message": "not found"}})
                 with receiver._lock:
@@ -89,12 +116,30 @@ class Receiver:
                 if mode == "slow":
                     time.sleep(receiver.delay)
                 batch = json.loads(body)  # strict: NaN must arrive as a string
+                for index, event in enumerate(batch["events"]):
+                    if event["type"] == "media" and event.get("blob") and event["blob"] not in receiver.blobs:
+                        error = {"message": "blob not found", "field": "blob", "index": index}
+                        return self._reply(404, {"error": error})
                 if len(batch["events"]) > receiver.max_events:
                     message = f"holds {len(batch['events'])} events, more than {receiver.max_events}"
                     return self._reply(422, {"error": {"message": message, "field": "events"}})
                 with receiver._lock:
                     receiver.bodies.append(batch)
                 self._reply(202, {"accepted": len(batch["events"])})
+
+            def _blob(self, sha256: str, body: bytes) -> None:
+                with receiver._lock:
+                    receiver.blob_requests.append(("PUT", sha256))
+                if receiver.blob_mode == "fail":
+                    return self._reply(503, {"error": {"message": "down for maintenance"}})
+                if receiver.blob_mode == "reject":
+                    return self._reply(422, {"error": {"message": "too many pixels", "field": "body"}})
+                if hashlib.sha256(body).hexdigest() != sha256:
+                    return self._reply(422, {"error": {"message": "sha256 mismatch", "field": "sha256"}})
+                with receiver._lock:
+                    known = sha256 in receiver.blobs
+                    receiver.blobs[sha256] = (body, self.headers.get("Content-Type", ""))
+                self._reply(200 if known else 201, {"sha256": sha256})
 
             def _reply(self, status: int, doc: dict[str, Any]) -> None:
                 data = json.dumps(doc).encode()

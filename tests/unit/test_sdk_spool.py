@@ -317,3 +317,14 @@ def test_a_live_batch_larger_than_the_server_takes_is_halved_never_dropped(make_
     run.finish(timeout=30)
     assert run.stats.dropped == 0
     assert _metrics_steps(receiver, run.segment) == list(range(3000))
+
+
+def test_an_offline_run_with_a_server_set_says_offline_not_no_server(make_run, receiver, monkeypatch, caplog):
+    monkeypatch.setenv("RUNCAST_SERVER", receiver.url)
+    with caplog.at_level(logging.WARNING, logger="runcast"):
+        run = make_run(server=None, mode="offline")
+        run.log({"a": 1.0})
+        run.finish()
+    said = " ".join(r.getMessage() for r in caplog.records)
+    assert "recorded offline" in said and "no server configured" not in said
+    assert receiver.bodies == []

@@ -20,11 +20,12 @@ from typing import Any
 
 from . import start as _start
 from .handshake import InitError
+from .media import Histogram, Image, Table
 from .run import Run, RunStats
 
 __version__ = "0.1.0"
 
-__all__ = ["InitError", "Run", "RunStats", "__version__", "finish", "init", "log", "run"]
+__all__ = ["Histogram", "Image", "InitError", "Run", "RunStats", "Table", "__version__", "finish", "init", "log", "run"]
 
 # The run the last init() made: state set by init() and cleared by finish(), nothing at import.
 # (This name shadows the submodule runcast.run as an attribute; import from it with

@@ -4,71 +4,47 @@ Every verb validates its arguments on the caller's thread (a mistake raises ther
 and then only appends to a bounded in-memory queue (``outbox.py``): no I/O, no JSON,
 no lock beyond the queue's own, no device sync. The sender thread (``sender.py``) does
 the rest. Service problems never reach the caller: they end in the spool, or as counted
-drops. What ``log()`` keeps is decided in ``steps.py``; checkpoints in ``checkpoints.py``.
+drops. What ``log()`` keeps is decided in ``steps.py``; checkpoints in ``checkpoints.py``;
+samples, evaluations and media in ``outputs.py`` (images and histograms on the media worker).
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
 from . import events, lifecycle, system
+from .blob_http import BlobClient
 from .checkpoints import Checkpoints
 from .events import EventError, new_id
 from .handshake import InitError, whoami
+from .media import Media
+from .media_worker import MediaWorker
 from .outbox import Item, Outbox
+from .outputs import Outputs
 from .overflow import FORMAT as OVERFLOW_FORMAT
 from .overflow import Overflow
 from .policy import check_policy, put_policy
 from .record import Synced
+from .run_stats import RunStats
 from .sender import Sender, SenderConfig
 from .spool import Spool
 from .spool_report import REPORT_TIMEOUT, announce_unsent
 from .steps import Steps, checked_step
 from .transport import Transport
 from .upload import Uploader
-from .upload_jobs import UploadConfig, UploadStats
+from .upload_jobs import UploadConfig
 from .values import json_object, wire_numbers
 
 log = logging.getLogger("runcast")
 
 __all__ = ["InitError", "Run", "RunStats"]
-
-
-@dataclass(frozen=True)
-class RunStats:
-    """Event counts of a run (every event type, including run_started, heartbeats, finished).
-
-    ``logged``: accepted by the run. ``sent``: acknowledged by the service (``replayed``
-    of them from the spool). ``spooled``: written to the spool. ``spilled``: written to
-    the overflow file by ``log()`` because the queue was full or behind (they are sent
-    from there in order). ``dropped``: lost, because the service rejected them or the
-    disk could not take them (each cause is logged once); the run reports the count to
-    the service, and its page shows the hole. ``queued``: waiting in memory right now.
-    ``ignored``: metric values ``log()`` left out because their key was already logged at
-    that step or a later one (one warning per key).
-    """
-
-    logged: int
-    sent: int
-    spooled: int
-    dropped: int
-    replayed: int
-    queued: int
-    spilled: int = 0
-    ignored: int = 0  # metric values log() left out: a step at or below the key's last one (docs/sdk.md)
-    uploads: UploadStats = field(default_factory=UploadStats)  # checkpoints published over HTTP (upload.py)
-
-    @property
-    def has_hole(self) -> bool:
-        """True when some events of this run will never reach the service."""
-        return self.dropped > 0
 
 
 class Run:
@@ -96,6 +72,7 @@ class Run:
         disabled: bool = False,
         upload: UploadConfig | None = None,
         batch_bytes: int = events.MAX_BATCH_BYTES,
+        blobs: BlobClient | None = None,
     ) -> None:
         self.id = run_id
         self.checkpoint_dir = checkpoint_dir
@@ -123,38 +100,32 @@ class Run:
         self._live = enabled
         self._closed = False
         self._sender: Sender | None = None
+        self._blobs = blobs  # images to the server: the media worker, and the sender's replay of the spool
+        self._outputs = Outputs(put=self._put, check=self._check, seq=self._outbox.seq, step=lambda: self._steps.step,
+                                live=lambda: self._live)
         if not enabled:
             return
         self._put("run_started", time.time(), None, started)
         config = SenderConfig(
-            run=run_id,
-            segment=self.segment,
-            batch_size=batch_size,
-            batch_bytes=batch_bytes,
-            flush_interval=flush_interval,
-            heartbeat_interval=heartbeat_interval,
-            retry_initial=retry_initial,
-            retry_max=retry_max,
-            spool_dir=spool_dir,
-            spool_meta={
-                "format": 1,
-                "run": run_id,
-                "segment": self.segment,
-                "project": self.project,
-                "name": self.name,
-                "url": transport.url if transport is not None else None,
-                "created": time.time(),
-                "overflow": OVERFLOW_FORMAT,
-            },
+            run=run_id, segment=self.segment, batch_size=batch_size, batch_bytes=batch_bytes,
+            flush_interval=flush_interval, heartbeat_interval=heartbeat_interval, retry_initial=retry_initial,
+            retry_max=retry_max, spool_dir=spool_dir,
+            spool_meta={"format": 1, "run": run_id, "segment": self.segment, "project": self.project, "name": self.name,
+                        "url": transport.url if transport is not None else None, "created": time.time(),
+                        "overflow": OVERFLOW_FORMAT},
         )
         spool = Spool.create_or_warn(spool_dir, config.spool_meta)  # made now: the overflow file lives in it
         outbox = self._outbox
+        self._outputs.start_worker = functools.partial(  # with the first image or histogram
+            MediaWorker, run_id=run_id, segment=self.segment, queue_=outbox.queue, wake=outbox.wake, blobs=blobs,
+            spool=spool.path if spool is not None else None, retry_initial=retry_initial, retry_max=retry_max,
+            bandwidth=upload.bandwidth if upload is not None else None)
         if spool is not None:
             outbox.overflow = Overflow(spool.path)
             self._checkpoints.snapshots = spool.path / "checkpoints"
         self._sender = Sender(
             config, outbox.queue, outbox.wake, transport, outbox.counters, self._heartbeat, outbox.overflow,
-            outbox.lost, spool,
+            outbox.lost, spool, blobs=blobs,
         )
         self._sender.start()
         if upload is not None:
@@ -177,9 +148,33 @@ class Run:
             return
         if self._checkpoints.prunes:
             self._checkpoints.release_prunes()
-        accepted = self._steps.accept(metrics, step)
+        accepted = self._steps.accept(metrics, step, self._outputs.check_media)
         if accepted is not None:
-            self._put("metrics", time.time(), accepted[0], accepted[1])
+            if accepted[1]:
+                self._put("metrics", time.time(), accepted[0], accepted[1])
+            if accepted[2]:  # runcast.Image, Table, Histogram: media events (outputs.py)
+                self._outputs.media(accepted[2], accepted[0])
+
+    def log_samples(self, rows: Sequence[Mapping[str, Any]], step: int | None = None, key: str = "samples") -> None:
+        """Record text generations at ``step`` (default: the run's current step), one ``sample`` event per row:
+        ``prompt`` and ``output`` (text), optional ``prompt_id`` (default: the first 16 hex digits of the
+        prompt's SHA-256), ``reference``, ``scores`` (name -> number), ``settings`` (a JSON object)."""
+        if not self._disabled:
+            self._outputs.samples(rows, step, key)
+
+    def log_eval(self, results: Mapping[str, Any], step: int | None = None, *, suite: str = "eval",
+                 checkpoint: int | str | None = None, config: Any = None, versions: Any = None,
+                 n: int | None = None) -> None:
+        """Record scores of ``suite``: ``results`` maps task -> {metric -> number} (or ``"task/metric"`` ->
+        number), one ``eval`` event per task; ``checkpoint`` (a step, or ``"step:N"``) ties them to it."""
+        if not self._disabled:
+            self._outputs.evals(results, step, suite, checkpoint, config, versions, n)
+
+    def log_media(self, key: str, media: Media, step: int | None = None) -> None:
+        """Record one ``runcast.Image``, ``Table`` or ``Histogram`` under ``key`` at ``step`` (default: the
+        run's current step); ``log`` takes them among metrics too."""
+        if not self._disabled:
+            self._outputs.log_media(key, media, step)
 
     @property
     def config(self) -> Synced:
@@ -286,10 +281,12 @@ class Run:
         """Wait until everything logged so far was sent or spooled; True if nothing is left unsent.
 
         Checkpoints handed to the uploader count: a trainer that flushes and then dies has
-        published the checkpoints it reported before.
+        published the checkpoints it reported before; so do images and histograms.
         """
         if self._sender is None or self._closed:
             return not self._outbox.queue
+        if self._outputs.worker is not None:
+            timeout = self._outputs.worker.wait(timeout)
         checkpoints = self._checkpoints
         timeout = checkpoints.wait_for_uploads(timeout)
         if checkpoints.prunes:  # pruned reports wait for the uploads before them
@@ -310,6 +307,8 @@ class Run:
             return
         if self._checkpoints.uploader is not None and self._live:  # checkpoints first: the run ends after them
             self._checkpoints.close(self._finish_timeout if timeout is None else timeout)
+        if self._outputs.worker is not None and self._live:  # and the media (what is left goes to the spool)
+            self._outputs.worker.close(self._finish_timeout if timeout is None else timeout)
         self._closed = True
         self._live = False
         lifecycle.unregister(self)
@@ -321,7 +320,10 @@ class Run:
         self._put("finished", time.time(), None, {"step": step, "status": status, "lost": self._outbox.lost() or None},
                   final=True)
         wait = self._finish_timeout if timeout is None else timeout
-        if self._sender.close(wait):
+        delivered = self._sender.close(wait)
+        if self._blobs is not None:
+            self._blobs.close()
+        if delivered:
             return
         where = self._sender.unsent_dir
         if where is not None:
@@ -340,8 +342,9 @@ class Run:
         """A snapshot of the event counts."""
         outbox = self._outbox
         c = outbox.counters
-        return RunStats(c.logged, c.sent, c.spooled, outbox.lost(), c.replayed, len(outbox.queue), c.spilled,
-                        self._steps.ignored, self._checkpoints.stats())
+        media = self._outputs.stats()
+        return RunStats(c.logged + media.queued, c.sent, c.spooled, outbox.lost(), c.replayed, len(outbox.queue),
+                        c.spilled, self._steps.ignored, self._checkpoints.stats(), media)
 
     @property
     def finished(self) -> bool:

@@ -31,9 +31,11 @@ from typing import Any, Final
 from . import events
 from .backoff import Backoff
 from .batches import batch_bodies
+from .blob_http import BlobClient
 from .outbox import Counters, Item, Wakeup
 from .overflow import Overflow
 from .spool import Spool
+from .spool_blobs import SPOOLED
 from .spool_replay import replay
 from .transport import Rejected, Retryable, Transport
 from .wire import to_wire
@@ -79,6 +81,7 @@ class Sender:
         lost: Callable[[], int] | None = None,
         spool: Spool | None = None,
         rng: random.Random | None = None,
+        blobs: BlobClient | None = None,  # stores the spool's images before the events showing them (replay)
     ) -> None:
         self.config = config
         self._queue = queue
@@ -87,6 +90,7 @@ class Sender:
         self._counters = counters
         self._heartbeat = heartbeat
         self._overflow = overflow
+        self._blobs = blobs
         self._lost = lost or (lambda: counters.dropped + counters.dropped_full)
         self._lost_reported = 0
         self._spool: Spool | None = spool  # made by the run, so its directory exists from the start
@@ -129,11 +133,8 @@ class Sender:
         self._wake.set()
         self._thread.join(timeout + 2.0)
         if self._thread.is_alive():
-            log.warning(
-                "runcast: the sender did not stop within %.1f s; %d queued events may be lost",
-                timeout,
-                len(self._queue),
-            )
+            log.warning("runcast: the sender did not stop within %.1f s; %d queued events may be lost", timeout,
+                        len(self._queue))
             return False
         return self.unsent_dir is None
 
@@ -278,6 +279,9 @@ class Sender:
     # --- batches ----------------------------------------------------------------------
 
     def _ship(self, items: list[Item]) -> None:
+        if not self._spooling and any(item[1] == "media" and SPOOLED in item[4] for item in items):
+            self._spooling = True  # an image waits in the spool: the replay stores it before its event
+            self._schedule_retry(None)
         wire: list[dict[str, Any]] = []
         for item in items:
             event = to_wire(item, self.config.run, self.config.segment, self._past_deadline)
@@ -318,9 +322,8 @@ class Sender:
         except OSError as exc:
             if not self._spool_error_logged:
                 self._spool_error_logged = True
-                log.error(
-                    "runcast: cannot write the spool under %s (%s); events are dropped", self.config.spool_dir, exc
-                )
+                log.error("runcast: cannot write the spool under %s (%s); events are dropped", self.config.spool_dir,
+                          exc)
             self._drop(count)
             return
         self._spooling = True
@@ -332,14 +335,9 @@ class Sender:
         self._schedule_retry(exc.retry_after)
         if not self._failure_logged:
             self._failure_logged = True
-            log.warning(
-                "runcast: cannot reach %s (%s); spooling to %s/%s.%s and retrying",
-                self._transport.url if self._transport else "?",
-                exc,
-                self.config.spool_dir,
-                self.config.run,
-                self.config.segment,
-            )
+            log.warning("runcast: cannot reach %s (%s); spooling to %s/%s.%s and retrying",
+                        self._transport.url if self._transport else "?", exc, self.config.spool_dir, self.config.run,
+                        self.config.segment)
 
     def _schedule_retry(self, hint: float | None) -> None:
         self._retry_at = time.monotonic() + self._backoff.next(hint)
@@ -353,6 +351,8 @@ class Sender:
             max_batches=REPLAY_BATCHES_PER_PASS,
             max_events=self._batch_limit(),
             max_bytes=self.config.batch_bytes,
+            blobs=self._blobs,
+            blob_wait=2.0,
         )
         self._spooled_events = max(0, self._spooled_events - result.sent_events - result.rejected_events)
         self._counters.sent += result.sent_events

@@ -12,6 +12,8 @@ One directory per run segment (``<spool_dir>/<run>.<segment>/``) holds:
   (never deleted) one per line with the service's answer:
   ``{"refused_at", "status", "error", "events", "batch"}``; ``runcast sync --retry-refused``
   puts them back in the queue;
+* ``blobs/<sha256>`` - images the server did not hold yet, written durably before the events
+  that show them were queued; stored on the server before those events are sent (``spool_blobs``);
 * ``lock`` - held (``flock``) by whoever writes or replays the spool.
 
 A spool is deleted once everything in it was stored, and never while it holds a refused batch.
@@ -26,6 +28,7 @@ import contextlib
 import json
 import logging
 import os
+import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -47,6 +50,7 @@ OFFSET: Final = "offset"
 META: Final = "meta.json"
 LOCK: Final = "lock"
 REFUSED: Final = "refused.jsonl"
+BLOBS: Final = "blobs"
 
 
 def default_dir() -> Path:
@@ -178,6 +182,7 @@ class Spool:
             self.close()
             return
         self.close()
+        shutil.rmtree(self.path / BLOBS, ignore_errors=True)  # stored before the events that needed them
         for name in (BATCHES, OFFSET, META, OFFSET + ".tmp", META + ".tmp", LOCK):
             with contextlib.suppress(FileNotFoundError):
                 (self.path / name).unlink()

@@ -1,6 +1,7 @@
 """Sending a spool's batches (``spool.Spool``) in order: by the sender after an outage, and by
 ``runcast sync``. Each batch leaves in parts the server takes: at most its event and byte limits,
-halved further while it answers that a part is too large (413, or 422 on ``events``)."""
+halved further while it answers that a part is too large (413, or 422 on ``events``). Images kept
+in the spool are stored on the server before the events that show them (``spool_blobs``)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ from typing import Any
 
 from . import events as schema
 from .batches import Batch, batch_bodies
+from .blob_http import BlobClient
 from .spool import Spool
+from .spool_blobs import send_with_blobs
 from .transport import Rejected, Retryable, Transport
 
 
@@ -38,13 +41,17 @@ def replay(
     stop_on: tuple[int, ...] = (),
     keep_refused: bool = False,
     on_batch: Callable[[int], None] | None = None,
+    blobs: BlobClient | None = None,
+    blob_wait: float = 60.0,
 ) -> ReplayResult:
     """Send the spool's batches in order until it is empty, the service fails, or ``max_batches``.
 
     A part the service refuses for good is reported and, with ``keep_refused``, set aside in
     the spool (``Spool.set_aside``); otherwise skipped. A refusal whose status is in
     ``stop_on`` stops the pass before the batch is acknowledged (e.g. 401: a wrong token, not
-    bad data). ``on_batch(events)`` is called after each batch (progress).
+    bad data). ``on_batch(events)`` is called after each batch (progress). ``blobs``: where the
+    spool's images go (without it they stay, and events showing them are sent as they are);
+    ``blob_wait``: how long an image waits for the server to know its run.
     """
     result = ReplayResult()
     parts = Parts(max_events, max_bytes)
@@ -52,7 +59,8 @@ def replay(
         if max_batches is not None and handled >= max_batches:
             return result
         try:
-            sent, refused = parts.send(transport, body, events, timeout, stop_on)
+            sent, refused = send_with_blobs(parts, transport, blobs, spool.path, body, events, timeout, stop_on,
+                                            blob_wait)
         except Retryable as exc:
             result.stopped, result.retry_after = str(exc), exc.retry_after
             return result

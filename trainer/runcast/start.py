@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from . import events, runtime, system
+from .blob_http import BlobClient
 from .events import new_id
 from .handshake import DEFAULT_START_TIMEOUT, Identity, InitError, whoami
 from .policy import check_policy
@@ -233,6 +234,7 @@ def init(
         segment=launch.segment if launch is not None else None,
         disabled=mode == "disabled",
         upload=publish,
+        blobs=BlobClient(base, token) if sink is not None and base and base.startswith("http") else None,
     )
     run._api = (base, token) if sink is not None and base and base.startswith("http") else None
     if enabled or launch is not None:

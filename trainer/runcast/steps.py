@@ -2,21 +2,25 @@
 
 A metric keeps the first value logged at each step and its steps must grow (as the server
 keeps them): a value at the metric's last step or an earlier one is left out, with one
-warning per metric, and counted (``stats.ignored``).
+warning per metric, and counted (``stats.ignored``). Media values (``runcast.Image``, ``Table``,
+``Histogram``) are set apart: they become media events at the call's step.
 """
 
 from __future__ import annotations
 
 import logging
 import operator
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Literal, overload
 
 from .checks import EventError, check_key, check_step
 from .limits import MAX_METRICS_PER_EVENT, MAX_STEP
+from .media import Media
 from .values import Deferred, coerce, int_to_float
 
 log = logging.getLogger("runcast")
+
+Accepted = tuple[int, "dict[str, float | Deferred]", "dict[str, Media] | None"]  # (step, values, media)
 
 
 class Steps:
@@ -29,11 +33,12 @@ class Steps:
         self._keys: set[str] = set()
         self._ignored_keys: set[str] = set()
 
-    def accept(self, metrics: Mapping[str, Any], step: int | None) -> tuple[int, dict[str, float | Deferred]] | None:
-        """(step, values) to record of a ``log(metrics, step)`` call; None when every value is left out.
+    def accept(self, metrics: Mapping[str, Any], step: int | None,
+               check_media: Callable[[dict[str, Media], int], None] | None = None) -> Accepted | None:
+        """(step, values, media or None) to record of a ``log(metrics, step)`` call; None when every value is left out.
 
         ``step`` defaults to the highest step so far plus one. A bad step, metric name or value
-        raises (ValueError, TypeError) and records nothing.
+        (or media, which ``check_media`` checks) raises (ValueError, TypeError) and records nothing.
         """
         if step is None:
             step = self.step + 1
@@ -46,6 +51,7 @@ class Steps:
         key_steps = self._key_steps
         keys = self._keys
         values: dict[str, float | Deferred] = {}
+        media: dict[str, Media] | None = None
         for key, value in metrics.items():
             if key not in keys:
                 self._new_key(key)
@@ -58,13 +64,18 @@ class Steps:
                 values[key] = value
             elif kind is int:
                 values[key] = int_to_float(key, value)
+            elif isinstance(value, Media):
+                media = media or {}
+                media[key] = value
             else:
                 values[key] = coerce(key, value)
-        if not values:
+        if not values and not media:
             return None
+        if media and check_media is not None:
+            check_media(media, step)
         key_steps.update(dict.fromkeys(values, step))
         self.step = max(self.step, step)
-        return step, values
+        return step, values, media
 
     def _ignore(self, key: str, step: int, last: int) -> None:
         self.ignored += 1

@@ -24,6 +24,8 @@ def to_wire(item: Item, run: str, segment: str, stop: Callable[[], bool]) -> dic
         body = {"step": step, "values": values}
     elif kind == "checkpoint":
         body = checkpoint_files.prepare(body, stop)
+    elif kind == "media":
+        body = {k: v for k, v in body.items() if not k.startswith("_")}  # the media worker's marks stay here
     event: dict[str, Any] = {
         "v": SCHEMA_VERSION,
         "type": kind,

@@ -8,6 +8,7 @@ from runcast_server.api.ingest_doc import IngestBatch
 from runcast_server.api.routes import (
     admin,
     alerts,
+    blobs,
     checkpoints,
     estimate,
     events,
@@ -44,6 +45,7 @@ api_router.include_router(estimate.router)  # the ZeRO memory estimate (runcast.
 api_router.include_router(policy.router)  # publication policies (docs/api.md)
 api_router.include_router(admin.router)  # the ingest inbox for operators (docs/api.md)
 api_router.include_router(session_routes.router)  # dashboard sign-in (docs/auth.md)
+api_router.include_router(blobs.router)  # images of runs: uploads and thumbnails (docs/design/samples.md)
 
 # Models of bodies the routes read or write themselves, named in the document by documented.ref.
 DOCUMENTED_REQUESTS = (IngestBatch, PolicyChange, UploadBegin)

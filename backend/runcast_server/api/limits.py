@@ -24,14 +24,17 @@ from runcast_server.core.errors import error_body, error_response
 
 _UPLOAD_CHUNK = re.compile(r"^/api/v1/runs/[^/]+/uploads/[^/]+/files/[^/]+$")
 _UPLOAD_BEGIN = re.compile(r"^/api/v1/runs/[^/]+/uploads$")
+_BLOB = re.compile(r"^/api/v1/runs/[^/]+/blobs/[^/]+$")
 
 
 def body_limit(settings: Any, path: str) -> int:
-    """The body limit of ``path``: ingest batches, checkpoint chunks and manifests, everything else."""
+    """The body limit of ``path``: ingest batches, checkpoint chunks and manifests, images, everything else."""
     if path == "/api/v1/ingest" or _UPLOAD_BEGIN.match(path):
         return settings.max_body_bytes
     if _UPLOAD_CHUNK.match(path):
         return settings.upload_chunk_bytes
+    if _BLOB.match(path):
+        return settings.max_blob_bytes
     return settings.max_request_bytes
 
 

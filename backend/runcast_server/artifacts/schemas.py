@@ -340,3 +340,13 @@ class DataMix(_Answer):
     sources: list[str]
     segments: list[MixSegment]
     changes: list[MixChange]
+
+
+class BlobStored(_Answer):
+    """An image the run's project holds (``PUT /runs/{id}/blobs/{sha256}``): what the server found in it."""
+
+    sha256: str
+    size: int
+    content_type: Literal["image/png", "image/jpeg"]
+    width: int | None
+    height: int | None

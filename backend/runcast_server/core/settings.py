@@ -173,6 +173,15 @@ class Settings(BaseSettings):
         default=1024**4, ge=1, description="Largest checkpoint (a file, or a directory's files together) a trainer may upload."
     )
     upload_max_files: int = Field(default=10_000, ge=1, description="Most files in one uploaded directory checkpoint.")
+    # --- images of runs (docs/design/samples.md) ---
+    max_blob_bytes: int = Field(
+        default=16 * 1024 * 1024, ge=1024, le=1024**3,
+        description="Largest image a trainer may upload (PUT /api/v1/runs/{id}/blobs/{sha256}); 413 above.",
+    )
+    max_image_pixels: int = Field(
+        default=40_000_000, ge=1, le=89_478_485,  # at most Pillow's own limit, which would warn above it
+        description="Most pixels (width × height) an uploaded image may have; decoded only within it.",
+    )
 
     @property
     def checkpoint_root(self) -> Path:

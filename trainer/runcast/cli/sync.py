@@ -5,7 +5,9 @@ from its recorded offset; what a crashed run left in its overflow file is sent a
 its spooled batches. Batches leave at most as large as the server takes (its
 ``max_batch_events`` and ``max_body_bytes``; split again, and halved while it answers "too large").
 
-Nothing is deleted that the server did not store: a batch it refuses for good is set
+Images a run kept in its spool (``blobs/``, the server away) are stored on the server before
+the events that show them; an image the server refuses for good leaves its event out of the
+batch, set aside as refused (the image stays). Nothing is deleted that the server did not store: a batch it refuses for good is set
 aside in the spool's ``refused.jsonl`` with the server's answer, the spool stays, the
 command says so and exits 1; ``--retry-refused`` sends those batches again. A spool whose
 every batch was stored is deleted. The command stops at the first batch the server
@@ -24,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from runcast.blob_http import BlobClient
 from runcast.cli.progress import Bars, wanted
 from runcast.cli.sdk import UsageError
 from runcast.handshake import InitError, whoami
@@ -52,10 +55,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 @dataclass
 class _Server:
-    """One server the spools go to: its transport and the most events it takes in a batch."""
+    """One server the spools go to: its transport, where images go, and the most events it takes in a batch."""
 
     url: str
     transport: Transport
+    blobs: BlobClient
     max_events: int
     max_bytes: int
 
@@ -95,6 +99,7 @@ def run(args: argparse.Namespace) -> int:
         finally:
             for known in servers.values():
                 known.transport.close()
+                known.blobs.close()
     print(f"sent {total} events from {len(paths)} spool(s)" + ("" if complete else "; some were not sent"))
     return 0 if complete else 1
 
@@ -134,7 +139,8 @@ def _sync_one(
             print(f"{label}: {exc}")
             return _Outcome(False, 0, True)
         result = replay(spool, target.transport, timeout=args.timeout, max_events=target.max_events,
-                        max_bytes=target.max_bytes, stop_on=STOP_ON, keep_refused=True, on_batch=on_batch)
+                        max_bytes=target.max_bytes, stop_on=STOP_ON, keep_refused=True, on_batch=on_batch,
+                        blobs=target.blobs)
         print(f"{label}: sent {result.sent_events} events in {result.sent_batches} batches to {target.url}")
         if result.stopped is not None:
             print(f"{label}: stopped, the rest stays spooled: {result.stopped}")
@@ -160,8 +166,9 @@ def _connect(url: str, token: str | None, timeout: float) -> _Server:
     except InitError:
         transport.close()
         raise
+    blobs = BlobClient(url, token, timeout)
     if identity is None:  # a server that does not say: what every server takes
-        return _Server(url=transport.url, transport=transport, max_events=COMPATIBLE_BATCH_EVENTS,
+        return _Server(url=transport.url, transport=transport, blobs=blobs, max_events=COMPATIBLE_BATCH_EVENTS,
                        max_bytes=MAX_BATCH_BYTES)
-    return _Server(url=transport.url, transport=transport, max_events=identity.max_batch_events,
+    return _Server(url=transport.url, transport=transport, blobs=blobs, max_events=identity.max_batch_events,
                    max_bytes=identity.max_batch_bytes)

@@ -11,7 +11,7 @@ from typing import Annotated, Any, Final
 
 from fastapi import APIRouter, Path
 from pydantic import BaseModel, ConfigDict, Field, field_validator
-from runcast.events import ID_RE, MAX_INT, MAX_NAME_CHARS, MAX_TAG_CHARS, MAX_TAGS, check_text
+from runcast.events import ID_RE, MAX_NAME_CHARS, MAX_STEP, MAX_TAG_CHARS, MAX_TAGS, check_text
 from runcast.limits import CONTROL_RE, NOT_BLANK, WHITESPACE
 
 from runcast_server import tables
@@ -75,7 +75,8 @@ class SpoolReport(BaseModel):
     """What the trainer's spool holds of one segment."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
-    events: int = Field(ge=0, le=MAX_INT, description="Events of the segment waiting in the local spool; 0: none.")
+    # 2^53 - 1: a bound a JSON number states exactly (2^63 - 1 becomes 2^63 as a float in the document)
+    events: int = Field(ge=0, le=MAX_STEP, description="Events of the segment waiting in the local spool; 0: none.")
 
 
 class SpoolState(BaseModel):
