@@ -241,20 +241,20 @@ def test_only_a_runs_own_stored_images_are_served(db: Any, client, seed, sim):
 
 
 def test_the_policy_hook_hides_media_and_holds_them_back_under_a_delay():
-    from runcast_server.artifacts.media_images import media_published
+    from runcast_server.outputs.access import output_visible
     from runcast_server.policy.apply import TEAM, View
     from runcast_server.policy.delay import Horizon
 
     row = Media(version=7, received_at=100.0)
-    assert media_published(TEAM, row) and media_published(View(team=False), row)
+    assert output_visible(TEAM, row) and output_visible(View(team=False), row)
     hidden = View(team=False, policy={"media": "hidden"})
-    assert not media_published(hidden, row)
+    assert not output_visible(hidden, row)
     due = Horizon(version=7, until=90.0, delay_s=60, status="running", last_step=None)
-    assert media_published(View(team=False, horizon=due), row)
+    assert output_visible(View(team=False, horizon=due), row)
     early = Horizon(version=6, until=90.0, delay_s=60, status="running", last_step=None)
-    assert not media_published(View(team=False, horizon=early), row)
-    assert not media_published(View(team=False, horizon=due), Media(version=None, received_at=100.0))
-    assert media_published(View(team=False, horizon=due), Media(version=None, received_at=80.0))
+    assert not output_visible(View(team=False, horizon=early), row)
+    assert not output_visible(View(team=False, horizon=due), Media(version=None, received_at=100.0))
+    assert output_visible(View(team=False, horizon=due), Media(version=None, received_at=80.0))
 
 
 def test_two_uploads_of_the_same_bytes_at_once_leave_one_row(db: Any, client, seed, sim, storage_root, monkeypatch):

@@ -2,8 +2,8 @@
 
 An image is shown to whoever may read its run (a private run's images are as unknown to
 anyone else as the run) and, outside the team, only while the publication policy shows media
-and once the broadcast delay has passed for the batch that stored it (``media_published``).
-The bytes are the blob's, with the type the server found in them, or a thumbnail
+and once the broadcast delay has passed for the batch that stored it
+(``outputs.access.output_visible``). The bytes are the blob's, with the type the server found in them, or a thumbnail
 (``thumbnails``). A blob never changes, so the answer is cacheable for a year; by shared caches
 only when anyone may see it (``cache_control``).
 """
@@ -16,31 +16,17 @@ from runcast_server.artifacts.blob_store import BlobStore, blob_key
 from runcast_server.artifacts.thumbnails import THUMB_TYPE, thumbnail
 from runcast_server.core.errors import NotFound
 from runcast_server.core.models import Run
+from runcast_server.outputs.access import output_visible
 from runcast_server.outputs.models import Blob, Media
 from runcast_server.policy.apply import View
 
 YEAR_S = 365 * 24 * 3600
 
 
-def media_published(view: View, row: Media) -> bool:
-    """Whether ``view``'s reader may see the media row: the team always; anyone else while the run's
-    policy shows the kind ``media`` (``"shown"``, the default, or ``"hidden"``: read with a default so
-    that it holds before and after that kind joins the policy) and once the broadcast delay has
-    passed for the batch that stored the row (its run ``version``)."""
-    if view.team:
-        return True
-    if view.policy.get("media", "shown") == "hidden":
-        return False
-    due = view.horizon
-    if due is None:
-        return True
-    return row.version <= due.version if row.version is not None else row.received_at <= due.until
-
-
 def find_image(session: Session, run: Run, media_id: int, view: View) -> tuple[Media, Blob]:
     """The image media row of ``run`` and its blob; NotFound (as an unknown id) for anything the viewer may not see."""
     row = session.get(Media, media_id)
-    if row is None or row.run_id != run.id or row.kind != "image" or row.blob is None or not media_published(view, row):
+    if row is None or row.run_id != run.id or row.kind != "image" or row.blob is None or not output_visible(view, row):
         raise NotFound("image", field="media_id")
     blob = session.get(Blob, (run.project_id, row.blob))
     if blob is None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from sqlalchemy import ColumnElement
+from sqlalchemy import ColumnElement, and_, or_
 
 from runcast_server.outputs.models import Evaluation, Media, Sample
 from runcast_server.policy.apply import View
@@ -23,15 +23,20 @@ KIND: Final[dict[OutputModel, str]] = {Sample: "samples", Evaluation: "evals", M
 
 def due(view: View, model: OutputModel) -> list[ColumnElement[bool]]:
     """The conditions that keep a query of ``model`` to the rows the reader's delay has released
-    (none for the team, or when nothing is held back). The kind is ``View.output_shown``'s."""
+    (none for the team, or when nothing is held back): as ``Horizon.events_due`` (a row without a
+    version is due once received ``delay_s`` ago). The kind is ``View.output_shown``'s."""
     h = view.horizon
-    return [] if h is None else [model.version <= h.version]
+    if h is None:
+        return []
+    return [or_(model.version <= h.version, and_(model.version.is_(None), model.received_at <= h.until))]
 
 
 def output_visible(view: View, row: Sample | Evaluation | Media) -> bool:
     """Whether ``view``'s reader may see ``row`` (of a run the reader may read): its kind shown by
-    the policy, and its version due under the broadcast delay. The team sees every row."""
+    the policy, and its version due under the broadcast delay (as ``due``). The team sees every row."""
     if not view.output_shown(KIND[type(row)]):
         return False
     h = view.horizon
-    return h is None or (row.version is not None and row.version <= h.version)
+    if h is None:
+        return True
+    return row.version <= h.version if row.version is not None else row.received_at <= h.until

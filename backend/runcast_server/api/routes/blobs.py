@@ -26,11 +26,11 @@ from runcast_server.artifacts.media_images import (
     find_image,
     image_bytes,
     image_etag,
-    media_published,
 )
 from runcast_server.artifacts.schemas import BlobStored
 from runcast_server.core.errors import ApiError, ErrorBody, NotFound, error_responses
 from runcast_server.core.models import Project, Run
+from runcast_server.outputs.access import output_visible
 from runcast_server.policy.apply import public_view
 from runcast_server.share.http import fresh
 
@@ -109,7 +109,7 @@ def media_image(
     for a year (``ETag``: the SHA-256), ``public`` only when anyone may see it."""
     run, project = found
     row, blob = find_image(session, run, media_id, policy)
-    shared = run.visibility != "private" and (not policy.team or media_published(public_view(session, run), row))
+    shared = run.visibility != "private" and (not policy.team or output_visible(public_view(session, run), row))
     headers = {"ETag": image_etag(blob, w), "Cache-Control": cache_control(shared), **_SECURE}
     if fresh(request, headers["ETag"]):
         return Response(status_code=304, headers=headers)
