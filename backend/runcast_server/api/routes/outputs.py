@@ -59,7 +59,7 @@ def get_sample(
     session: SessionDep,
     found: ReadableRunDep,
     view: ViewDep,
-    sample_id: Annotated[int, Path(ge=1, le=2**63 - 1, description="The sample id (from the list).")],
+    sample_id: Annotated[int, Path(ge=1, le=2**53 - 1, description="The sample id (from the list).")],
 ) -> dict[str, Any]:
     """One sample with its whole prompt, output and reference."""
     return samples.one_sample(session, found[0], view, sample_id)
