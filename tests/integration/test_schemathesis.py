@@ -1,7 +1,8 @@
 """The OpenAPI document is the contract: schemathesis fuzzes a real `runcast serve` from it.
 
 Against the live ``/openapi.json`` of an embedded server holding a public and a private run
-(metrics, checkpoints, a manifest, a data mix, a note), anonymous and with the project's
+(metrics, checkpoints, a manifest, a data mix, a note, samples, an evaluation, an image, a table
+and a histogram), anonymous and with the project's
 token, every check schemathesis has: no 5xx, no status code or content type the schema
 does not declare, every body valid against its schema (errors included: ``{"error": ...}``;
 the live stream's messages too, the first of each stream), 405 with a correct ``Allow`` for
@@ -41,6 +42,7 @@ COUNTED = ("ST202", "ST108")  # schema-valid request rejected; response (or stre
 
 def _seed(url: str, token: str, storage: Path) -> dict[str, str]:
     """A public run with every artifact and a private run; returns ids for the fuzzer's parameters."""
+    import numpy
     import runcast
 
     ckpt = storage / "demo" / "seed" / "step10.pt"
@@ -57,6 +59,13 @@ def _seed(url: str, token: str, storage: Path) -> dict[str, str]:
         run.manifest({"sources": {"web": {"tokens": 200}}}, version="v2", step=15)
         run.note("halfway", step=10)
         run.checkpoint(ckpt, step=10, metrics={"val/loss": 0.5})
+        # What the model says and scores (docs/design/samples.md): every read of them answers with data.
+        run.log_samples([{"prompt": "The capital of France is", "output": " Paris", "scores": {"bleu": 0.5}},
+                         {"prompt_id": "story", "prompt": "Once", "output": " upon", "reference": " a time"}], step=10)
+        run.log_eval({"hellaswag": {"acc,none": 0.31}}, step=10, suite="lm-eval-harness", checkpoint=10, n=8)
+        run.log_media("val/worst", runcast.Table(columns=["prompt", "loss"], rows=[["a", 3.1], ["b", None]]), step=10)
+        run.log_media("weights", runcast.Histogram([0.1, 0.2, float("nan")], bins=4), step=10)
+        run.log_media("gen/grid", runcast.Image(numpy.full((4, 6, 3), 200, dtype=numpy.uint8)), step=10)
         run.finish()
         ids[visibility] = run.id
     return ids
@@ -146,6 +155,9 @@ def _fuzz_both(processes: Any, tmp_path: Path, env: dict[str, str]) -> None:
     auth = {"Authorization": f"Bearer {token}"}
     cids = [c["id"] for r in ids.values()
             for c in httpx.get(f"{url}/api/v1/runs/{r}/checkpoints", headers=auth).json()["checkpoints"]]
+    public = f"{url}/api/v1/runs/{ids['public']}"
+    assert [len(httpx.get(f"{public}/{path}").json()[name]) for path, name in (
+        ("samples", "samples"), ("evals", "evals"), ("media", "media"))] == [2, 1, 3]  # the fuzzer reads data
     config = _config(tmp_path / "schemathesis.toml", ids, cids)
     for label, headers in (("anonymous", ()), ("token", (f"Authorization: Bearer {token}",))):
         started = time.monotonic()
