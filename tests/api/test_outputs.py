@@ -230,6 +230,6 @@ def test_the_worker_refuses_an_image_without_its_blob_and_stores_the_rest(db, cl
     with db.scope() as session:
         inbox_id = inbox.add(session, sim.project_id, body, 2, time.time(), next_sweep_at=time.time() + 60)
     outcome = process(db, inbox_id, Policy(retry_max_s=1.0, retention_s=60.0), lambda result: None)
-    assert outcome.state == "quarantined"
+    assert (outcome.state, outcome.events) == ("quarantined", 1)  # the sample stored, the image not
     assert [s["step"] for s in fetch(client, sim.run, "/samples")["samples"]] == [2]
     assert fetch(client, sim.run, "/media")["media"] == []

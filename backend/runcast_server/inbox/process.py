@@ -143,8 +143,8 @@ def _store(db: Database, inbox_id: int, attempt: int, publish: Publish, given: l
         return salvage(db, inbox_id, failed.cause, publish), None, None
     lag = time.time() - row.received_at
     publish(result)
-    outcome = Outcome(state=STORED, points=result.points_inserted, events=result.events_inserted, lag_s=lag,
-                      run_ids=sorted(result.runs))
+    outcome = Outcome(state=STORED, points=result.points_inserted,
+                      events=result.events_inserted + result.outputs_inserted, lag_s=lag, run_ids=sorted(result.runs))
     return outcome, events, result.segments
 
 

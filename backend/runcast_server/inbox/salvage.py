@@ -116,7 +116,7 @@ def _store_parts(db: Database, inbox_id: int, project_id: int | None, good: list
                 pending[:0] = [part[:half], part[half:]]
             continue
         outcome.points += result.points_inserted
-        outcome.events += result.events_inserted
+        outcome.events += result.events_inserted + result.outputs_inserted
         outcome.results.append(result)
     bad.sort(key=lambda b: -1 if b["index"] is None else b["index"])
 
