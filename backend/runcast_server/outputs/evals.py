@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from sqlalchemy import and_, or_, select
+from sqlalchemy import ColumnElement, and_, or_, select
 from sqlalchemy.orm import Session
 
 from runcast_server.core.models import Run, Segment
@@ -18,10 +18,19 @@ from runcast_server.outputs.access import due
 from runcast_server.outputs.models import Evaluation
 from runcast_server.policy.apply import View
 
+_FIELDS = ("id", "segment", "step", "checkpoint", "suite", "task", "metrics", "n")
+_COLUMNS = (Evaluation.id, Segment.index, Evaluation.step, Evaluation.checkpoint, Evaluation.suite, Evaluation.task,
+            Evaluation.metrics, Evaluation.n)  # not config and versions: up to 68 KiB a row, the export's
 
-def _entry(row: Evaluation, segment: int) -> dict[str, Any]:
-    return {"id": row.id, "segment": segment, "step": row.step, "checkpoint": row.checkpoint, "suite": row.suite,
-            "task": row.task, "metrics": row.metrics, "n": row.n}
+
+def _entries(session: Session, *conditions: ColumnElement[bool]) -> list[dict[str, Any]]:
+    """Evaluations as ``list_evals`` shows them, by step, suite, task and id."""
+    e = Evaluation
+    rows = session.execute(
+        select(*_COLUMNS).join(Segment, Segment.id == e.segment_id).where(*conditions)
+        .order_by(e.step, e.suite, e.task, e.id)
+    ).all()
+    return [dict(zip(_FIELDS, row)) for row in rows]
 
 
 def list_evals(session: Session, run: Run, view: View, *, suite: str | None, task: str | None) -> dict[str, Any]:
@@ -34,11 +43,7 @@ def list_evals(session: Session, run: Run, view: View, *, suite: str | None, tas
         conditions.append(e.suite == suite)
     if task is not None:
         conditions.append(e.task == task)
-    rows = session.execute(
-        select(e, Segment.index).join(Segment, Segment.id == e.segment_id).where(*conditions)
-        .order_by(e.step, e.suite, e.task, e.id)
-    ).all()
-    return {"evals": [_entry(row, index) for row, index in rows], "withheld": False}
+    return {"evals": _entries(session, *conditions), "withheld": False}
 
 
 def checkpoint_evals(session: Session, run_id: str, view: View, steps: Iterable[int]) -> dict[int, list[dict[str, Any]]]:
@@ -48,13 +53,8 @@ def checkpoint_evals(session: Session, run_id: str, view: View, steps: Iterable[
     if not wanted or not view.output_shown("evals"):
         return {}
     e = Evaluation
-    rows = session.execute(
-        select(e, Segment.index).join(Segment, Segment.id == e.segment_id)
-        .where(e.run_id == run_id, *due(view, e),
-               or_(e.checkpoint.in_(wanted), and_(e.checkpoint.is_(None), e.step.in_(wanted))))
-        .order_by(e.step, e.suite, e.task, e.id)
-    ).all()
     out: dict[int, list[dict[str, Any]]] = {}
-    for row, index in rows:
-        out.setdefault(row.checkpoint if row.checkpoint is not None else row.step, []).append(_entry(row, index))
+    for entry in _entries(session, e.run_id == run_id, *due(view, e),
+                          or_(e.checkpoint.in_(wanted), and_(e.checkpoint.is_(None), e.step.in_(wanted)))):
+        out.setdefault(entry["checkpoint"] if entry["checkpoint"] is not None else entry["step"], []).append(entry)
     return out
