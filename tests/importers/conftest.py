@@ -31,6 +31,7 @@ class AppTransport:
         self.headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
         self.fail_after = fail_after
         self.batches = 0
+        self.sent: list[dict[str, Any]] = []  # every event of every batch the app took
 
     def send(self, body: bytes, events: list[dict[str, Any]], timeout: float) -> None:
         if self.fail_after is not None and self.batches >= self.fail_after:
@@ -39,6 +40,7 @@ class AppTransport:
         if response.status_code >= 300:
             raise Rejected(f"HTTP {response.status_code}: {response.text}", response.status_code)
         self.batches += 1
+        self.sent.extend(events)
 
     def close(self) -> None:
         pass

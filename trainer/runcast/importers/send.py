@@ -16,10 +16,9 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from runcast import events
-from runcast.importers.plan import Plan
 from runcast.transport import Rejected, Retryable, Transport
 
 BACKOFF_S: Final = (0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0)
@@ -35,6 +34,16 @@ class SendFailed(Exception):
         self.status = status
 
 
+class Planned(Protocol):
+    """What is sent of one run: ``started`` (its segments' ``run_started``) first, then ``body()``'s
+    events, each with the count of points it stores (``plan.Plan``, ``eval_plan.EvalPlan``)."""
+
+    @property
+    def started(self) -> list[dict[str, Any]]: ...
+
+    def body(self) -> Iterator[tuple[dict[str, Any], int]]: ...
+
+
 @dataclass
 class Batch:
     body: bytes
@@ -42,7 +51,7 @@ class Batch:
     points: int
 
 
-def batches(plans: Iterable[Plan], size: int = events.COMPATIBLE_BATCH_EVENTS) -> Iterator[Batch]:
+def batches(plans: Iterable[Planned], size: int = events.COMPATIBLE_BATCH_EVENTS) -> Iterator[Batch]:
     """Every plan's events cut into batches (a batch never mixes runs)."""
     for plan in plans:
         pending: list[dict[str, Any]] = []
@@ -58,7 +67,7 @@ def batches(plans: Iterable[Plan], size: int = events.COMPATIBLE_BATCH_EVENTS) -
 
 
 def send(
-    plans: Iterable[Plan],
+    plans: Iterable[Planned],
     transport: Transport,
     *,
     on_batch: Callable[[Batch], None] = lambda batch: None,
@@ -106,7 +115,7 @@ def _deliver(transport: Transport, batch: Batch, sleep: Callable[[float], None],
             sleep(exc.retry_after if exc.retry_after is not None else backoff[attempt])
 
 
-def _events_of(plan: Plan) -> Iterator[tuple[dict[str, Any], int]]:
+def _events_of(plan: Planned) -> Iterator[tuple[dict[str, Any], int]]:
     for event in plan.started:
         yield event, 0
     yield from plan.body()
