@@ -27,7 +27,7 @@ from typing import Any, Final
 
 from runcast import events
 from runcast.importers.lm_eval_results import HarnessResults
-from runcast.importers.model import ImportFailed
+from runcast.importers.model import Blob, ImportFailed
 
 BLOCK: Final = 4096
 _BLOCK_BYTES: Final = 5  # 2^40 blocks of 4,096: every seq below 2^52
@@ -64,6 +64,10 @@ class EvalPlan:
     step: int
     started: list[dict[str, Any]]
     evals: list[dict[str, Any]]
+
+    @property
+    def blobs(self) -> dict[str, Blob]:
+        return {}
 
     def body(self) -> Iterator[tuple[dict[str, Any], int]]:
         for event in self.evals:
@@ -115,5 +119,5 @@ def _block(source: bytes, request: EvalRequest) -> int:
     return int.from_bytes(digest.digest()[:_BLOCK_BYTES], "big")
 
 
-def _envelope(kind: str, run: str, segment: str, seq: int, ts: float, **body: Any) -> dict[str, Any]:
+def _envelope(kind: str, run: str, segment: str, seq: int, ts: float, /, **body: Any) -> dict[str, Any]:
     return {"v": events.SCHEMA_VERSION, "type": kind, "run": run, "segment": segment, "seq": seq, "ts": ts, **body}
