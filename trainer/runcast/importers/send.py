@@ -19,6 +19,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Final, Protocol
 
 from runcast import events
@@ -128,10 +129,13 @@ def _deliver(transport: Transport, blobs: Blobs | None, batch: Batch, sleep: Cal
     for blob in batch.blobs:
         if blobs is None:
             raise SendFailed("this import holds images and was given nowhere to upload them")
-        run = batch.events[0]["run"]
-        _retried(lambda: blobs.store(run, blob.sha256, blob.load(), blob.content_type), blobs.url,
-                 f"the image {blob.sha256[:12]}", sleep, backoff)
+        store = partial(_store, blobs, batch.events[0]["run"], blob)
+        _retried(store, blobs.url, f"the image {blob.sha256[:12]}", sleep, backoff)
     _retried(lambda: transport.send(batch.body, batch.events, SEND_TIMEOUT_S), transport.url, "a batch", sleep, backoff)
+
+
+def _store(blobs: Blobs, run: str, blob: Blob) -> None:
+    blobs.store(run, blob.sha256, blob.load(), blob.content_type)
 
 
 def _retried(call: Callable[[], object], url: str, what: str, sleep: Callable[[float], None],
