@@ -177,3 +177,22 @@ def test_a_damaged_image_names_the_record(hub, tmp_path, cut):
     with pytest.raises(importers.ImportFailed, match=r"\(record 2\): 'broken': image 'broken' at step 1: not an image"):
         hub.load([tmp_path / "tb"])
     assert hub.runs() == []
+
+
+def test_the_command_uploads_the_images_over_http(hub, server, tmp_path):
+    from importers.tools import runcast_cli
+
+    torch_run(tmp_path / "tb" / "run")
+    args = ["import", str(tmp_path / "tb"), "--server", server, "--token", hub.token(), "--project", "demo", "-q"]
+    res = runcast_cli(*args)
+    assert res.returncode == 0, res.stderr
+    run_line, summary = res.stdout.splitlines()
+    run_id = run_line.split()[1]
+    assert run_line == f"run {run_id}  run: 6 points and 9 sample(s) and media, 1 segment(s)"
+    assert summary == "imported 6 points and 9 sample(s) and media as 1 run(s), 1 segment(s), 0 note(s)"
+    acc = reader(tmp_path / "tb" / "run")
+    for image in acc.Images("gen/grid"):
+        sha = hashlib.sha256(image.encoded_image_string).hexdigest()
+        assert hub.client.head(f"/api/v1/runs/{run_id}/blobs/{sha}", headers=hub.auth()).status_code == 200
+    again = runcast_cli(*args)
+    assert again.returncode == 0 and again.stdout == res.stdout
