@@ -31,6 +31,7 @@ class AppTransport:
         self.headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
         self.fail_after = fail_after
         self.batches = 0
+        self.sent: list[dict[str, Any]] = []  # every event of every batch the app took
 
     def send(self, body: bytes, events: list[dict[str, Any]], timeout: float) -> None:
         if self.fail_after is not None and self.batches >= self.fail_after:
@@ -39,9 +40,30 @@ class AppTransport:
         if response.status_code >= 300:
             raise Rejected(f"HTTP {response.status_code}: {response.text}", response.status_code)
         self.batches += 1
+        self.sent.extend(events)
 
     def close(self) -> None:
         pass
+
+
+class AppBlobs:
+    """Images to the app through its TestClient: ``HEAD``, then ``PUT`` what it lacks (``runcast.blob_http``'s calls)."""
+
+    def __init__(self, client: Any, token: str) -> None:
+        self.client = client
+        self.url = "testclient"
+        self.headers = {"Authorization": f"Bearer {token}"}
+        self.put: list[str] = []  # the SHA-256 of every image sent
+
+    def store(self, run: str, sha256: str, data: bytes, content_type: str) -> bool:
+        path = f"/api/v1/runs/{run}/blobs/{sha256}"
+        if self.client.head(path, headers=self.headers).status_code == 200:
+            return False
+        response = self.client.put(path, content=data, headers={**self.headers, "Content-Type": content_type})
+        if response.status_code not in (200, 201):
+            raise Rejected(f"HTTP {response.status_code}: {response.text}", response.status_code)
+        self.put.append(sha256)
+        return True
 
 
 class Hub:
@@ -70,8 +92,15 @@ class Hub:
     ) -> list[Plan]:
         runs = importers.read_all([str(s) for s in sources], fmt, options)
         plans = importers.plan_all(runs, importers.Target(project=project, **target), name=name)
-        importers.send(plans, transport or AppTransport(self.client, self.token(project)), sleep=lambda s: None)
+        self.sent = transport or AppTransport(self.client, self.token(project))
+        self.blobs = AppBlobs(self.client, self.token(project))
+        importers.send(plans, self.sent, blobs=self.blobs, sleep=lambda s: None)
         return plans
+
+    def outputs(self, plan: Plan) -> list[dict[str, Any]]:
+        """The sample and media events the last ``load`` sent of ``plan``'s run, without the envelope's ``ts``."""
+        return [{k: v for k, v in e.items() if k not in ("v", "ts")} for e in self.sent.sent
+                if e["run"] == plan.run_id and e["type"] in ("sample", "media")]
 
     def auth(self, project: str = "demo") -> dict[str, str]:
         return {"Authorization": f"Bearer {self.token(project)}"}
@@ -97,6 +126,18 @@ class Hub:
             value = row["value"] if not isinstance(row["value"], str) else float(row["value"].replace("Infinity", "inf"))
             out.setdefault((row["segment"], row["key"]), []).append((row["step"], value))
         return out
+
+    def held(self, run_id: str, what: str) -> list[dict[str, Any]]:
+        """The run's ``samples`` or ``media`` as the server's reads give them (one page of 1,000)."""
+        response = self.client.get(f"/api/v1/runs/{run_id}/{what}", params={"limit": 1000}, headers=self.auth())
+        assert response.status_code == 200, response.text
+        return list(response.json()[what])
+
+    def image(self, run_id: str, media: dict[str, Any]) -> bytes:
+        """An image's bytes as the server serves them (``GET .../media/{id}/image``)."""
+        response = self.client.get(f"/api/v1/runs/{run_id}/media/{media['id']}/image", headers=self.auth())
+        assert response.status_code == 200, response.text
+        return response.content
 
     def events(self, run_id: str, kind: str | None = None) -> list[dict[str, Any]]:
         params = {"limit": 1000, **({"type": kind} if kind else {})}

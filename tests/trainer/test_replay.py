@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from runcast.cli.replay import metrics_of, replay
 
 REAL = Path(__file__).resolve().parents[2] / "data" / "real"
@@ -40,7 +39,7 @@ def test_pythia_restarts_become_segments_of_one_run(receiver, init):
     with open(REAL / "pythia410m_seed4_loss.csv") as f:
         rows = list(csv.DictReader(f))
     documented = json.loads((REAL / "pythia410m_seed4_loss.events.json").read_text())["events"]
-    assert counts == {"rows": len(rows), "skipped": 0, "runs": 1, "segments": 7, "notes": len(documented)}
+    assert counts == {"rows": len(rows), "skipped": 0, "runs": 1, "segments": 7, "notes": len(documented), "samples": 0}
     segments = _segments(receiver)
     assert len({run for run, _, _ in segments}) == 1
     assert [(step, seg) for _, step, seg in segments] == [
@@ -58,7 +57,7 @@ def test_pythia_restarts_become_segments_of_one_run(receiver, init):
 
 def test_smollm3_resume_overlaps_steps(receiver, init):
     counts = replay(REAL / "smollm3_3b_48n_1004_loss.csv", init, log=quiet)
-    assert counts == {"rows": 20000, "skipped": 0, "runs": 1, "segments": 2, "notes": 1}
+    assert counts == {"rows": 20000, "skipped": 0, "runs": 1, "segments": 2, "notes": 1, "samples": 0}
     segments = _segments(receiver)
     assert [(step, seg) for _, step, seg in segments] == [(None, "part1"), (134007, "resume1104-farsi-change")]
     first = receiver.of_type("metrics")[0]
@@ -94,7 +93,7 @@ def test_jsonl_pacing_follows_timestamps_and_speed(receiver, init, tmp_path):
     log.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     waits: list[float] = []
     counts = replay(log, init, speed=4.0, max_gap=5.0, sleep=waits.append, log=quiet)
-    assert counts == {"rows": 5, "skipped": 0, "runs": 1, "segments": 1, "notes": 0}
+    assert counts == {"rows": 5, "skipped": 0, "runs": 1, "segments": 1, "notes": 0, "samples": 0}
     assert waits == [0.5, 0.5, 5.0, 0.0]  # (2 s / 4), (2 s / 4), min(5, 102 s / 4), back in time -> 0
     values = [m["values"] for m in receiver.of_type("metrics")]
     assert values[0] == {"train/loss": 2.9, "lr": 1e-3, "grad_norm": 0.5, "tokens_seen": 4096.0}
@@ -115,3 +114,50 @@ def test_metric_name_mapping_and_cli(receiver, tmp_path):
         (1, 3.0), (2, 2.9), (2, 2.8), (3, 2.7)]
     assert [e["resume_step"] for e in receiver.of_type("run_started")] == [None, 1]
 
+
+
+def write_samples_log(tmp_path: Path) -> tuple[Path, list[dict]]:
+    """A log of two segments (a resume at step 3) and its samples sidecar (docs/import.md)."""
+    log = tmp_path / "gen.csv"
+    log.write_text("step,loss,segment\n1,3.0,a\n2,2.9,a\n3,2.8,a\n3,2.85,b\n4,2.7,b\n5,2.6,b\n")
+    samples = [
+        {"step": 2, "prompt": "Once upon a time", "output": " there", "settings": {"temperature": 0.0}},
+        {"step": 3, "segment": "a", "prompt": "Once upon a time", "output": " there was"},
+        {"step": 4, "prompt": "Once upon a time", "output": " there was a", "prompt_id": "story",
+         "reference": " there was a princess", "scores": {"bleu": 0.25}, "key": "gen"},
+        {"step": 9, "segment": "b", "prompt": "The end", "output": "."},
+    ]
+    (tmp_path / "gen.samples.jsonl").write_text("".join(json.dumps(s) + "\n" for s in samples))
+    return log, samples
+
+
+def test_replay_sends_the_samples_when_it_reaches_their_step(receiver, init, tmp_path):
+    log, samples = write_samples_log(tmp_path)
+    counts = replay(log, init, log=quiet)
+    assert counts["samples"] == 4 and counts["segments"] == 2
+    segments = [e["segment"] for e in receiver.of_type("run_started")]
+    got = [(segments.index(e["segment"]), e["step"], e["key"], e["prompt_id"], e["prompt"], e["output"],
+            e.get("reference"), e.get("scores"), e.get("settings")) for e in receiver.of_type("sample")]
+    story = "Once upon a time"
+    from runcast.outputs import prompt_id
+
+    assert got == [
+        (0, 2, "samples", prompt_id(story), story, " there", None, None, {"temperature": 0.0}),
+        (0, 3, "samples", prompt_id(story), story, " there was", None, None, None),
+        (1, 4, "gen", "story", story, " there was a", " there was a princess", {"bleu": 0.25}, None),
+        (1, 9, "samples", prompt_id("The end"), "The end", ".", None, None, None),  # past the log's end: at the segment's
+    ]
+    first_metrics_at_4 = next(i for i, e in enumerate(receiver.events()) if e["type"] == "metrics" and e["step"] == 4)
+    sample_at_4 = next(i for i, e in enumerate(receiver.events()) if e["type"] == "sample" and e["step"] == 4)
+    assert sample_at_4 < first_metrics_at_4  # sent when the replay reached step 4, before its row
+
+
+def test_a_bad_sample_line_is_named_before_anything_is_sent(receiver, init, tmp_path):
+    log, _ = write_samples_log(tmp_path)
+    with open(tmp_path / "gen.samples.jsonl", "a") as f:
+        f.write(json.dumps({"step": 5, "prompt": "x", "output": "y", "temperature": 1}) + "\n")
+    from runcast.importers import ImportFailed
+
+    with pytest.raises(ImportFailed, match=r"gen\.samples\.jsonl:5: unknown fields \['temperature'\]"):
+        replay(log, init, log=quiet)
+    assert receiver.events() == []

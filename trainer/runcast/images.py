@@ -100,14 +100,23 @@ def _as_is(raw: bytes) -> Encoded:
     return Encoded(raw, *found)
 
 
+def encoded(raw: bytes) -> Encoded:
+    """The bytes of an image file ready to upload: PNG or JPEG as they are, another format Pillow
+    opens converted to PNG (ImageError when neither)."""
+    if image_header(raw) is not None:
+        return _as_is(raw)
+    try:
+        return _png_of(_pil_module().open(io.BytesIO(raw)))
+    except (OSError, ValueError) as exc:  # Pillow's UnidentifiedImageError is an OSError
+        raise ImageError(f"not an image Pillow can read ({exc})") from None
+
+
 def _file(path: Path) -> Snapshot:
     try:
         raw = path.read_bytes()
     except OSError as exc:
         raise ImageError(f"cannot read {path}: {exc.strerror}") from None
-    if image_header(raw) is not None:
-        return lambda: _as_is(raw)
-    return lambda: _png_of(_pil_module().open(io.BytesIO(raw)))  # another format: Pillow converts it
+    return lambda: encoded(raw)  # another format than PNG or JPEG: Pillow converts it
 
 
 def _pil_copy(image: Any) -> Snapshot:

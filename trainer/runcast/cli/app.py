@@ -15,6 +15,7 @@ import typer
 
 from runcast.cli import sdk
 from runcast.cli.estimate import estimate_command
+from runcast.cli.eval_cmd import eval_app
 from runcast.cli.plot import plot_command
 from runcast.cli.plugins import register_plugins
 from runcast.cli.replay import replay_command
@@ -55,4 +56,6 @@ app.command("plot")(plot_command)
 # Runs and tokens on a server, over HTTP (a laptop against a remote server works: docs/cli.md).
 app.add_typer(runs_app, name="runs")
 app.add_typer(token_app, name="token")  # the server's plugin adds `token create`
+# Evaluations of runs: an evaluation harness's results imported as the run's scores (docs/import.md).
+app.add_typer(eval_app, name="eval")
 register_plugins(app)

@@ -42,6 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Import the runs of every PATH: read and check them all, then send."""
     from runcast import importers
+    from runcast.blob_http import BlobClient
     from runcast.transport import make_transport
 
     server = args.server or os.environ.get("RUNCAST_SERVER") or None
@@ -74,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
             plans = importers.plan_all(runs, target, name=args.name)
             total = sum(run.points for run in runs)
             progress.finish(reading, total)
-            if total == 0:
+            if total == 0 and not any(run.outputs for run in runs):
                 raise importers.ImportFailed(
                     ", ".join(args.sources),
                     "no points to import; nothing was sent" + ("" if args.fmt else " (is --format right?)"),
@@ -82,19 +83,29 @@ def run(args: argparse.Namespace) -> int:
             stored = [plan.points() for plan in plans]  # the source's points and the elapsed times derived from them
             sending = progress.task("sending", total=sum(stored))
             transport = make_transport(server, token)
+            blobs = BlobClient(server, token) if any(plan.blobs for plan in plans) else None
             try:
-                importers.send(plans, transport, on_batch=lambda batch: progress.advance(sending, batch.points))
+                importers.send(plans, transport, blobs=blobs,
+                               on_batch=lambda batch: progress.advance(sending, batch.points))
             finally:
                 transport.close()
+                if blobs is not None:
+                    blobs.close()
     except (importers.ImportFailed, importers.SendFailed) as exc:
         print(f"error: {exc}", file=sys.stderr)
         status = getattr(exc, "status", None)
         return exit_status(status) if status else EXIT_FAILED
     for plan, points in zip(plans, stored):
-        print(f"run {plan.run_id}  {plan.name}: {points} points, {len(plan.run.segments)} segment(s)")
+        print(f"run {plan.run_id}  {plan.name}: {points} points{_outputs(plan.run.outputs)}, "
+              f"{len(plan.run.segments)} segment(s)")
     repeats = sum(run.repeats for run in runs)
     print(
-        f"imported {sum(stored)} points as {len(plans)} run(s), {sum(len(r.segments) for r in runs)} segment(s), "
-        f"{sum(len(r.notes) for r in runs)} note(s)" + (f"; {repeats} repeated point(s) left out" if repeats else "")
+        f"imported {sum(stored)} points{_outputs(sum(r.outputs for r in runs))} as {len(plans)} run(s), "
+        f"{sum(len(r.segments) for r in runs)} segment(s), {sum(len(r.notes) for r in runs)} note(s)"
+        + (f"; {repeats} repeated point(s) left out" if repeats else "")
     )
     return 0
+
+
+def _outputs(count: int) -> str:
+    return f" and {count} sample(s) and media" if count else ""

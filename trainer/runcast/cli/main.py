@@ -2,7 +2,7 @@
 
 ``sync``, ``import``, ``export`` and ``download`` need only the SDK's dependencies (the
 standard library and httpx): they run from ``runcast.cli.sdk`` whatever else is installed.
-Every other verb is a Typer command: ``train``, ``replay`` and ``estimate`` of the SDK
+Every other verb is a Typer command: ``train``, ``replay``, ``estimate`` and ``eval import`` of the SDK
 (typer and rich: the ``cli`` extra; ``train`` also torch: ``trainer``), and the server's
 (``serve``, ``worker``, ``demo``, ``db``, ``token create``, ``storage``, ``quarantine``: the
 ``server`` extra). Without what a verb needs, ``runcast VERB`` says which extra to install
@@ -20,7 +20,7 @@ from runcast.cli import sdk
 from runcast.cli.failures import debug_wanted, guarded
 
 EXTRA_OF: Final = {
-    "train": "trainer", "replay": "cli", "estimate": "cli", "plot": "cli", "runs": "cli", "token": "cli",
+    "train": "trainer", "replay": "cli", "estimate": "cli", "plot": "cli", "runs": "cli", "token": "cli", "eval": "cli",
     "serve": "server", "worker": "server", "demo": "server", "db": "server",
     "storage": "server", "quarantine": "server",
 }  # fmt: skip

@@ -10,7 +10,10 @@ once per step).
 
 Events: a ``FILE.events.json`` beside the log (or ``--events``) with ``events[]`` of
 ``run``, ``segment``, ``step``, ``type``, ``quote``, ``source``, ``note`` becomes notes on
-the timeline, sent when the replay reaches their step.
+the timeline, sent when the replay reaches their step. A ``FILE.samples.jsonl`` beside the
+log (``runcast.importers.training_samples``) is sent with ``run.log_samples`` the same way: a
+sample when the replay reaches its step in its segment (one without a ``segment``: in the
+segment the replay is in then), what is left of a segment when it ends.
 
 Timing: ``--speed X`` plays X times faster than recorded; recorded time comes from the
 ``timestamp`` field, else ``--seconds-per-step`` per step. ``--speed 0`` sends as fast as
@@ -39,6 +42,7 @@ from runcast.importers.training_log import (
     read_rows,
     timestamp,
 )
+from runcast.importers.training_samples import SampleRow, load_samples, samples_path_of
 
 
 def replay(
@@ -57,12 +61,14 @@ def replay(
 ) -> dict[str, Any]:
     """Replay ``path`` through runs made by ``init(project=, name=, config=, resume=, resume_step=)``.
 
-    Returns counts: rows sent, rows skipped, runs, segments, notes. ``on_progress(done, total)``
+    Returns counts: rows sent, rows skipped, runs, segments, notes, samples. ``on_progress(done, total)``
     is called every 1000 rows and at the end.
     """
     if events_path is None:
         events_path = path.with_name(path.name.rsplit(".", 1)[0] + ".events.json")
     events = load_events(events_path)
+    samples = load_samples(samples_path_of(path))
+    sent_samples: set[int] = set()
     base_name = name or path.name.rsplit(".", 1)[0]
     run_ids: dict[str, str] = {}  # run column value -> Runcast run id
     current: Any = None
@@ -70,7 +76,7 @@ def replay(
     pending: list[dict[str, Any]] = []
     last_step = -1
     last_time: float | None = None
-    counts = {"rows": 0, "skipped": 0, "runs": 0, "segments": 0, "notes": 0}
+    counts = {"rows": 0, "skipped": 0, "runs": 0, "segments": 0, "notes": 0, "samples": 0}
 
     def events_for(run_value: str, segment: str) -> list[dict[str, Any]]:
         mine = [e for e in events if e.get("segment") == segment and (not has_run_column or e.get("run") == run_value)]
@@ -95,6 +101,16 @@ def replay(
             current.note(note_text(event), step=event.get("step"))
             counts["notes"] += 1
 
+    def send_samples(upto: float, explicit_only: bool = False) -> None:
+        """Samples of the current run and segment up to step ``upto`` (``explicit_only``: those naming it)."""
+        assert key is not None
+        due = [x for x in samples if x.line not in sent_samples and x.step <= upto and _belongs(x, key, has_run_column)
+               and (x.segment is not None or not explicit_only)]
+        for sample in sorted(due, key=lambda x: (x.step, x.line)):
+            current.log_samples([sample.row], step=sample.step, key=sample.key)
+            sent_samples.add(sample.line)
+            counts["samples"] += 1
+
     for done, row in enumerate(rows):
         if on_progress is not None and done % 1000 == 0:
             on_progress(done, len(rows))
@@ -111,6 +127,7 @@ def replay(
                 if not same_run:
                     pending.extend(orphans(key[0]))
                 send_notes(math.inf)
+                send_samples(math.inf, explicit_only=same_run)
                 current.finish("killed" if same_run else "finished")
             resume = run_ids.get(run_value)
             label = base_name if not run_value else f"{base_name}:{run_value}"
@@ -138,6 +155,7 @@ def replay(
                 sleep(min(max_gap, max(0.0, now - last_time) / speed))
         last_time = now
         send_notes(step)
+        send_samples(step)
         values = metrics_of(row)
         if values:
             current.log(values, step=step)
@@ -150,10 +168,17 @@ def replay(
     if current is not None and key is not None:
         pending.extend(orphans(key[0]))
         send_notes(math.inf)
+        send_samples(math.inf)
         current.finish("finished")
     if on_progress is not None:
         on_progress(len(rows), len(rows))
     return counts
+
+
+def _belongs(sample: SampleRow, key: tuple[str, str], has_run_column: bool) -> bool:
+    """Whether a sample is of the run and segment ``key`` (a sample without a segment: of any)."""
+    run_value, segment = key
+    return (not has_run_column or sample.run == run_value) and sample.segment in (None, segment)
 
 
 def replay_command(
@@ -214,4 +239,5 @@ def _send(
     typer.echo(
         f"replayed {counts['rows']} rows ({counts['skipped']} skipped) as {counts['runs']} run(s), "
         f"{counts['segments']} segment(s), {counts['notes']} note(s)"
+        + (f", {counts['samples']} sample(s)" if counts["samples"] else "")
     )

@@ -10,7 +10,8 @@ text, and so does Runcast); tags other than MLflow's own ``mlflow.*`` go to
 ``env.tags``; each metric's full history (``get_metric_history``: value, step,
 timestamp in milliseconds) becomes the points, in time order. A metric logged without
 steps (every point at step 0) is numbered 0, 1, 2, ... in time order, so no point is
-lost. Status FINISHED, FAILED, KILLED map to finished, failed, killed; a run still
+lost. Text and image artifacts become samples and media (``mlflow_artifacts``). Status
+FINISHED, FAILED, KILLED map to finished, failed, killed; a run still
 RUNNING or SCHEDULED gets no ``finished`` event. The MLflow run id is the identity, so
 the run is the same whether it is read from the server or from its store.
 """
@@ -27,6 +28,7 @@ from itertools import repeat
 from pathlib import Path
 from typing import Any, Final
 
+from runcast.importers import mlflow_artifacts
 from runcast.importers.model import ImportFailed, MissingExtra, RunBuilder, SourceRun
 
 NAME: Final = "mlflow"
@@ -142,6 +144,11 @@ def _read_run(client: Any, run: Any, shown: str, store: Path | None, on_points: 
     try:
         for ms, key, step, value in heapq.merge(*(zip(t, repeat(k), s, v) for t, k, s, v in histories)):
             builder.add(key, step, value, ms / 1000.0)
+    except ValueError as exc:
+        raise ImportFailed(f"{shown} (run {info.run_id})", str(exc)) from None
+    try:
+        for output in mlflow_artifacts.outputs(client, info.run_id):
+            builder.add_output(output)
     except ValueError as exc:
         raise ImportFailed(f"{shown} (run {info.run_id})", str(exc)) from None
     tags = {k: v for k, v in sorted(data.tags.items()) if not k.startswith("mlflow.")}

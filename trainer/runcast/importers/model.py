@@ -1,4 +1,4 @@
-"""What every importer produces: source runs made of segments of metric series.
+"""What every importer produces: source runs made of segments of metric series and outputs.
 
 A reader turns one source (a file, a directory, a tracking server) into ``SourceRun``
 objects, entirely in memory, before anything is sent: a source that fails to parse
@@ -9,13 +9,14 @@ points costs tens of megabytes, not hundreds.
 order they were recorded; a step lower than the previous step of the same metric
 opens a new segment (the job restarted from an earlier checkpoint, as Runcast's own
 resumes do), and a step equal to it is a repeat: the first value is kept (a metric
-is written once per step) and the repeat is counted.
+is written once per step) and the repeat is counted. Samples and media (``Output``) belong to the segment current when they are read.
 """
 
 from __future__ import annotations
 
 import math
 from array import array
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -55,12 +56,33 @@ class Series:
     times: array[float] = field(default_factory=lambda: array("d"))
 
 
+@dataclass(frozen=True)
+class Blob:
+    """An image's bytes to upload before its event: their SHA-256 and type, and how to read them again."""
+
+    sha256: str
+    content_type: str
+    load: Callable[[], bytes]
+
+
+@dataclass(frozen=True)
+class Output:
+    """A ``sample`` or ``media`` event of a segment: its checked body (``step`` included), its wall
+    time (NaN: unknown) and, for an image, the blob the server must hold first."""
+
+    type: str
+    body: dict[str, Any]
+    ts: float = math.nan
+    blob: Blob | None = None
+
+
 @dataclass
 class Segment:
     """One stretch of a run between restarts. ``label`` is the source's name for it, if any."""
 
     label: str | None = None
     series: dict[str, Series] = field(default_factory=dict)
+    outputs: list[Output] = field(default_factory=list)
 
     @property
     def points(self) -> int:
@@ -75,10 +97,10 @@ class Segment:
         return max(lasts) if lasts else None
 
     def time_range(self) -> tuple[float, float] | None:
-        """The earliest and latest known wall time of the segment's points."""
+        """The earliest and latest known wall time of the segment's points and outputs."""
         low, high = math.inf, -math.inf
-        for series in self.series.values():
-            known = [t for t in series.times if not math.isnan(t)]
+        for times in [*(s.times for s in self.series.values()), [o.ts for o in self.outputs]]:
+            known = [t for t in times if not math.isnan(t)]
             if known:
                 low, high = min(low, min(known)), max(high, max(known))
         return (low, high) if low <= high else None
@@ -116,6 +138,10 @@ class SourceRun:
     def points(self) -> int:
         return sum(seg.points for seg in self.segments)
 
+    @property
+    def outputs(self) -> int:
+        return sum(len(seg.outputs) for seg in self.segments)
+
 
 class RunBuilder:
     """Collects one source run's points in recorded order (see the module docstring)."""
@@ -131,7 +157,7 @@ class RunBuilder:
 
     def new_segment(self, label: str | None = None) -> None:
         """Start a segment now (an explicit restart); an empty current segment is reused."""
-        if self.current.series:
+        if self.current.series or self.current.outputs:
             self._open(label)
         else:
             self.current.label = label
@@ -161,6 +187,10 @@ class RunBuilder:
         series.steps.append(step)
         series.values.append(value)
         series.times.append(ts)
+
+    def add_output(self, output: Output) -> None:
+        """Add a sample or media event (checked by ``source_outputs``) to the current segment."""
+        self.current.outputs.append(output)
 
     def _open(self, label: str | None) -> None:
         if len(self.segments) >= MAX_SEGMENTS:

@@ -20,7 +20,7 @@ def read_all(sources: Sequence[str], fmt: str | None = None, options: ReadOption
     runs: list[SourceRun] = []
     for source in sources:
         found = read(source, fmt, options)
-        if not found or not any(run.points for run in found):
+        if not found or not any(run.points or run.outputs for run in found):
             raise ImportFailed(source, "no metric points to import")
         runs.extend(found)
     return runs

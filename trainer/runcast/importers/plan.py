@@ -4,18 +4,21 @@ Importing the same source twice must change nothing, so nothing here is random:
 
 * the run id is a hash of the project, the format and the source run's identity
   (22 URL-safe characters), a segment id a hash of the run id and the segment's index;
-* ``seq`` per segment: ``run_started`` 0, metrics events 1, 2, ... in step order, notes
-  from ``NOTE_SEQ``, ``finished`` at ``FINISHED_SEQ`` minus the status's place in
+* ``seq`` per segment: ``run_started`` 0, metrics events 1, 2, ... in step order, samples
+  and media from ``OUTPUT_SEQ`` in step order, notes from ``NOTE_SEQ``, ``finished`` at
+  ``FINISHED_SEQ`` minus the status's place in
   ``FINAL_STATUSES``: a source that grew since the last import keeps the numbers of its
-  notes and of its end, and a run that ended differently since (a crashed run that was
+  outputs (new ones come at later steps), notes and end, and a run that ended differently since (a crashed run that was
   resumed) adds its new end, which is later and so decides the status.
 
-The server stores a timeline event once per (segment, seq) and a point once per
-(series, step), so a second import stores nothing new.
+The server stores a timeline event, a sample or a media event once per (segment, seq) and a
+point once per (series, step), so a second import stores nothing new. An image's bytes go to
+the blob route before its event (``send``), once the run is stored.
 
 Times: every event carries the source's wall time (``ts``): ``run_started`` of a
 segment the time of its first point (the run's start), ``finished`` of its last, a
-metrics event the earliest time any value of its step was recorded. The server keeps
+metrics event the earliest time any value of its step was recorded, a sample or media event
+its own time (else its step's, else the segment's start). The server keeps
 run and segment times from them; it keeps no time per point, so the wall time of each
 step is also written as the metric ``ELAPSED_KEY``: seconds since the run's first
 point (absolute time = the run's ``started_at`` + this value). A source without times
@@ -35,9 +38,10 @@ from itertools import repeat
 from typing import Any, Final
 
 from runcast import events
-from runcast.importers.model import ImportFailed, Segment, SourceRun
+from runcast.importers.model import Blob, ImportFailed, Segment, SourceRun
 
 ELAPSED_KEY: Final = "time/elapsed_s"
+OUTPUT_SEQ: Final = 2**51
 NOTE_SEQ: Final = 2**52
 FINISHED_SEQ: Final = events.MAX_SEQ
 # Segments must reach the server in order of their start time (it numbers them so):
@@ -85,6 +89,11 @@ class Plan:
     t0: float | None  # the run's first known time; None when the source has none
 
     @property
+    def blobs(self) -> dict[str, Blob]:
+        """The images to upload, by SHA-256."""
+        return {o.blob.sha256: o.blob for seg in self.run.segments for o in seg.outputs if o.blob is not None}
+
+    @property
     def adds_elapsed(self) -> bool:
         """Whether the import writes ``ELAPSED_KEY`` (the source has times and no such series)."""
         return self.t0 is not None and not any(ELAPSED_KEY in s.series for s in self.run.segments)
@@ -97,7 +106,8 @@ class Plan:
         return self.run.points + timed
 
     def body(self) -> Iterator[tuple[dict[str, Any], int]]:
-        """Metrics, notes and finished events after ``started``, each with the count of points it stores."""
+        """Metrics, samples and media, notes and finished events after ``started``, each with the count of
+        points it stores."""
         run = self.run
         t0 = self.t0
         elapsed = self.adds_elapsed
@@ -123,6 +133,12 @@ class Plan:
                     chunk = dict(items[start : start + events.MAX_METRICS_PER_EVENT])
                     yield _envelope("metrics", self.run_id, sid, seq, ts, step=step, values=chunk), points
                     points = 0
+            steps = {step: t for step, _, t in merged_steps(segment)} if segment.outputs else {}
+            in_order = sorted(segment.outputs, key=lambda o: o.body["step"])
+            for n, output in enumerate(in_order):
+                t = output.ts if not math.isnan(output.ts) else steps.get(output.body["step"], math.nan)
+                ts = t if not math.isnan(t) else self.starts[index]
+                yield _envelope(output.type, self.run_id, sid, OUTPUT_SEQ + n, ts, **output.body), 0
             for n, note in enumerate(notes):
                 ts = times.get(note.step, self.starts[index]) if note.step is not None else self.starts[index]
                 yield _envelope("note", self.run_id, sid, NOTE_SEQ + n, ts, step=note.step, text=note.text), 0
@@ -205,5 +221,5 @@ def merged_steps(segment: Segment) -> Iterator[tuple[int, dict[str, float], floa
         yield current, values, earliest
 
 
-def _envelope(kind: str, run: str, segment: str, seq: int, ts: float, **body: Any) -> dict[str, Any]:
+def _envelope(kind: str, run: str, segment: str, seq: int, ts: float, /, **body: Any) -> dict[str, Any]:
     return {"v": events.SCHEMA_VERSION, "type": kind, "run": run, "segment": segment, "seq": seq, "ts": ts, **body}

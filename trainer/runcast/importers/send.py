@@ -1,10 +1,13 @@
 """Sending planned runs to the ingest API in batches, one batch in flight while the next is encoded.
 
 A run's ``run_started`` events go first (the server must know a segment before its
-points), then its metrics, notes and ``finished`` events. Batches hold at most
-``COMPATIBLE_BATCH_EVENTS`` events (what every server takes) and ``MAX_BATCH_BYTES`` bytes. A batch the service cannot
-take now (``Retryable``) is tried again with back-off; one it refuses (``Rejected``)
-stops the import. Whatever was sent before a failure is stored, and a second run of
+points), then its metrics, samples and media, notes and ``finished`` events. Batches hold at
+most ``COMPATIBLE_BATCH_EVENTS`` events (what every server takes) and ``MAX_BATCH_BYTES`` bytes.
+An image's bytes go to the blob route (``HEAD``, then ``PUT`` what the server lacks) just
+before the batch holding its event, never in the batch of the run's ``run_started`` (the
+server takes a blob only for a run it has stored; a 404 while its worker stores the run is
+tried again). A batch or blob the service cannot take now (``Retryable``) is tried again
+with back-off; one it refuses (``Rejected``) stops the import. Whatever was sent before a failure is stored, and a second run of
 the same import sends it again without storing anything twice: that is how an
 interrupted import resumes.
 """
@@ -15,11 +18,12 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
-from typing import Any, Final
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any, Final, Protocol
 
 from runcast import events
-from runcast.importers.plan import Plan
+from runcast.importers.model import Blob
 from runcast.transport import Rejected, Retryable, Transport
 
 BACKOFF_S: Final = (0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0)
@@ -35,37 +39,67 @@ class SendFailed(Exception):
         self.status = status
 
 
+class Planned(Protocol):
+    """What is sent of one run: ``started`` (its segments' ``run_started``) first, then ``body()``'s
+    events, each with the count of points it stores (``plan.Plan``, ``eval_plan.EvalPlan``)."""
+
+    @property
+    def started(self) -> list[dict[str, Any]]: ...
+
+    @property
+    def blobs(self) -> dict[str, Blob]:
+        """The images its media events name, by SHA-256."""
+
+    def body(self) -> Iterator[tuple[dict[str, Any], int]]: ...
+
+
+class Blobs(Protocol):
+    """Where images go (``runcast.blob_http.BlobClient``)."""
+
+    url: str
+
+    def store(self, run: str, sha256: str, data: bytes, content_type: str) -> bool:
+        """HEAD, then PUT what the server lacks."""
+
+
 @dataclass
 class Batch:
     body: bytes
     events: list[dict[str, Any]]
     points: int
+    blobs: list[Blob] = field(default_factory=list)  # to upload before the batch, for its run (events[0]["run"])
 
 
-def batches(plans: Iterable[Plan], size: int = events.COMPATIBLE_BATCH_EVENTS) -> Iterator[Batch]:
-    """Every plan's events cut into batches (a batch never mixes runs)."""
+def batches(plans: Iterable[Planned], size: int = events.COMPATIBLE_BATCH_EVENTS) -> Iterator[Batch]:
+    """Every plan's events cut into batches (a batch never mixes runs; see the module for images)."""
     for plan in plans:
         pending: list[dict[str, Any]] = []
         counts: list[int] = []
+        images = plan.blobs
+        first = True  # the batch being filled holds the run's run_started events
         for event, points in _events_of(plan):
+            if first and images and event.get("blob") in images and event["type"] == "media":
+                yield from _encode(pending, counts, images)
+                pending, counts, first = [], [], False
             pending.append(event)
             counts.append(points)
             if len(pending) >= size:
-                yield from _encode(pending, counts)
-                pending, counts = [], []
+                yield from _encode(pending, counts, images)
+                pending, counts, first = [], [], False
         if pending:
-            yield from _encode(pending, counts)
+            yield from _encode(pending, counts, images)
 
 
 def send(
-    plans: Iterable[Plan],
+    plans: Iterable[Planned],
     transport: Transport,
     *,
+    blobs: Blobs | None = None,
     on_batch: Callable[[Batch], None] = lambda batch: None,
     sleep: Callable[[float], None] = time.sleep,
     backoff: tuple[float, ...] = BACKOFF_S,
 ) -> int:
-    """Send every plan's events in order; returns the events sent. Raises SendFailed."""
+    """Send every plan's events in order (and its images to ``blobs``); returns the events sent. Raises SendFailed."""
     sent = 0
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="runcast-import") as pool:
         pending: deque[tuple[Future[None], Batch]] = deque()
@@ -79,7 +113,7 @@ def send(
 
         try:
             for batch in batches(plans):
-                pending.append((pool.submit(_deliver, transport, batch, sleep, backoff), batch))
+                pending.append((pool.submit(_deliver, transport, blobs, batch, sleep, backoff), batch))
                 if len(pending) > 1:
                     settle()
             while pending:
@@ -90,32 +124,48 @@ def send(
     return sent
 
 
-def _deliver(transport: Transport, batch: Batch, sleep: Callable[[float], None], backoff: tuple[float, ...]) -> None:
+def _deliver(transport: Transport, blobs: Blobs | None, batch: Batch, sleep: Callable[[float], None],
+             backoff: tuple[float, ...]) -> None:
+    for blob in batch.blobs:
+        if blobs is None:
+            raise SendFailed("this import holds images and was given nowhere to upload them")
+        store = partial(_store, blobs, batch.events[0]["run"], blob)
+        _retried(store, blobs.url, f"the image {blob.sha256[:12]}", sleep, backoff)
+    _retried(lambda: transport.send(batch.body, batch.events, SEND_TIMEOUT_S), transport.url, "a batch", sleep, backoff)
+
+
+def _store(blobs: Blobs, run: str, blob: Blob) -> None:
+    blobs.store(run, blob.sha256, blob.load(), blob.content_type)
+
+
+def _retried(call: Callable[[], object], url: str, what: str, sleep: Callable[[float], None],
+             backoff: tuple[float, ...]) -> None:
     for attempt in range(len(backoff) + 1):
         try:
-            transport.send(batch.body, batch.events, SEND_TIMEOUT_S)
+            call()
             return
         except Rejected as exc:
-            raise SendFailed(f"{transport.url} refused a batch: {exc}", exc.status) from None
+            raise SendFailed(f"{url} refused {what}: {exc}", exc.status) from None
         except Retryable as exc:
             if attempt == len(backoff):
                 raise SendFailed(
-                    f"{transport.url} did not take a batch after {attempt + 1} tries ({exc}); "
+                    f"{url} did not take {what} after {attempt + 1} tries ({exc}); "
                     "run the same command again to resume: what was stored is not stored twice"
                 ) from None
             sleep(exc.retry_after if exc.retry_after is not None else backoff[attempt])
 
 
-def _events_of(plan: Plan) -> Iterator[tuple[dict[str, Any], int]]:
+def _events_of(plan: Planned) -> Iterator[tuple[dict[str, Any], int]]:
     for event in plan.started:
         yield event, 0
     yield from plan.body()
 
 
-def _encode(wire: list[dict[str, Any]], counts: list[int]) -> list[Batch]:
+def _encode(wire: list[dict[str, Any]], counts: list[int], images: dict[str, Blob]) -> list[Batch]:
     """One batch, halved until each part is under MAX_BATCH_BYTES."""
     body = events.dumps_batch(wire)
     if len(body) <= events.MAX_BATCH_BYTES or len(wire) == 1:
-        return [Batch(body, wire, sum(counts))]
+        needed = {e["blob"]: images[e["blob"]] for e in wire if e["type"] == "media" and e.get("blob") in images}
+        return [Batch(body, wire, sum(counts), list(needed.values()))]
     half = len(wire) // 2
-    return _encode(wire[:half], counts[:half]) + _encode(wire[half:], counts[half:])
+    return _encode(wire[:half], counts[:half], images) + _encode(wire[half:], counts[half:], images)

@@ -7,8 +7,8 @@ directory); its files are read in name order (the name starts with the creation
 time), each record through ``tensorboard``'s ``RawEventFileLoader`` and parsed as an
 ``Event``. Scalars are the legacy ``simple_value`` summaries (``SummaryWriter`` of torch
 and TF1) and the ``scalars`` plugin's tensor summaries (TF2, ``tensorboard.summary``);
-other summaries (histograms, images, text) are left out. The point's step and wall
-time are the event's.
+text, images and histograms become samples and media (``tensorboard_outputs``); other
+summaries (audio, PR curves, meshes) are left out. Step and wall time are the event's.
 
 The hparams plugin's session data becomes the run's config (``SummaryWriter.add_hparams``
 writes it, with the metrics it is given, into a subdirectory named by the time: such a
@@ -28,6 +28,7 @@ from typing import Any, Final
 
 from runcast.events import encode_value
 from runcast.importers.model import ImportFailed, MissingExtra, RunBuilder, SourceRun
+from runcast.importers.tensorboard_outputs import outputs_of
 
 NAME: Final = "tensorboard"
 _HPARAMS_PLUGIN: Final = "hparams"
@@ -137,6 +138,7 @@ class _Reader:
                     elif kind == "tensor" and plugins.get(value.tag) == _SCALARS_PLUGIN:
                         number = self._scalar(value.tensor, value.tag, where)
                     else:
+                        self._outputs(builder, value, plugins.get(value.tag), event, where)
                         continue
                     try:
                         builder.add(value.tag, event.step, number, event.wall_time)
@@ -154,6 +156,14 @@ class _Reader:
                     f"damaged or cut off at byte {consumed} of {size}: TensorBoard's reader stops there",
                 )
         return builder, hparams
+
+    def _outputs(self, builder: RunBuilder, value: Any, plugin: str | None, event: Any, where: str) -> None:
+        try:
+            found = outputs_of(value, plugin, event.step, event.wall_time, self._tensor)
+        except (TypeError, ValueError) as exc:
+            raise ImportFailed(where, f"{value.tag!r}: {exc}") from None
+        for output in found:
+            builder.add_output(output)
 
     def _scalar(self, tensor: Any, tag: str, where: str) -> float:
         try:

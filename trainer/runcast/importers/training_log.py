@@ -11,7 +11,8 @@ run) and a ``run`` column (a new value is another run). Names are mapped to Runc
 conventions (``COLUMN_NAMES``: ``loss`` -> ``train/loss``, ``val_loss`` -> ``val/loss``,
 ``learning_rate`` -> ``lr``, ``tokens`` / ``consumed_tokens`` -> ``tokens_seen``).
 ``FILE.events.json`` beside the log (``events[]`` of ``run``, ``segment``, ``step``,
-``type``, ``quote``, ``source``, ``note``) becomes notes on the timeline.
+``type``, ``quote``, ``source``, ``note``) becomes notes on the timeline, and
+``FILE.samples.jsonl`` the run's samples (``training_samples``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from runcast.importers.model import ImportFailed, Note, RunBuilder, SourceRun
+from runcast.importers.training_samples import SampleRow, load_samples, samples_path_of
 
 NAME: Final = "log"
 COLUMN_NAMES: Final = {
@@ -165,6 +167,8 @@ def read(path: Path, events_path: Path | None = None) -> list[SourceRun]:
             raise ImportFailed(where, str(exc)) from None
     identity = f"{path.name}\0{hashlib.sha256(first_line.encode()).hexdigest()}"
     documented = load_events(events_path if events_path is not None else events_path_of(path))
+    for sample in load_samples(samples_path_of(path)):
+        _place(sample, builders, samples_path_of(path))
     stem = path.name.rsplit(".", 1)[0]
     runs = []
     for run_value, builder in builders.items():
@@ -192,3 +196,21 @@ def _notes(documented: list[dict[str, Any]], builder: RunBuilder, run_value: str
         step = event.get("step")
         notes.append(Note(segment=index, step=step if isinstance(step, int) and step >= 0 else None, text=note_text(event)))
     return notes
+
+
+def _place(sample: SampleRow, builders: dict[str, RunBuilder], path: Path) -> None:
+    """Add a sample to its run (its ``run``, or the log's only one) and segment (its label's last, else
+    the last that starts at or before its step, else the first)."""
+    where = f"{path}:{sample.line}"
+    if sample.run is None and len(builders) > 1:
+        raise ImportFailed(where, "the log holds several runs: say which with 'run'")
+    builder = builders.get(sample.run if sample.run is not None else next(iter(builders), ""))
+    if builder is None:
+        raise ImportFailed(where, f"no run {sample.run!r} in the log")
+    segments = builder.segments
+    labelled = [i for i, seg in enumerate(segments) if sample.segment is not None and seg.label == sample.segment]
+    if sample.segment is not None and not labelled:
+        raise ImportFailed(where, f"no segment {sample.segment!r} in the log")
+    started = [i for i, seg in enumerate(segments) if (seg.first_step() or 0) <= sample.step]
+    index = labelled[-1] if labelled else (started[-1] if started else 0)
+    segments[index].outputs.append(sample.output())

@@ -14,7 +14,8 @@ the run's display name; the config (``run`` record, then ``config`` updates; W&B
 ``_wandb`` key left out); tags and W&B project to ``env``; notes to a timeline note.
 History rows give the points: ``_step`` the step, ``_timestamp`` the time, every
 number a metric (``"NaN"``, ``"Infinity"`` included); keys starting with ``_`` (W&B's
-bookkeeping) and values that are not numbers (text, media, histograms) are left out.
+bookkeeping) and text are left out. Images, tables and histograms become media
+(``wandb_media``; their fields are not metrics).
 The ``exit`` record decides the status (exit code 0: finished, else failed); a log with
 no ``exit`` record is a run that crashed (its log ends cut short): failed. W&B's
 reader skips a damaged stretch of a log and says so on standard error: that is an
@@ -34,6 +35,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from runcast.events import NONFINITE
+from runcast.importers import wandb_media
 from runcast.importers.model import (
     ImportFailed,
     MissingExtra,
@@ -69,6 +71,7 @@ class _Log:
     notes: str = ""
     exit_code: int | None = None
     rows: list[tuple[int, float, dict[str, float]]] = field(default_factory=list)
+    media: list[tuple[int, float, str, dict[str, Any]]] = field(default_factory=list)  # step, time, key, fields
 
 
 def read(root: Path, on_points: Callable[[int], None] = lambda n: None) -> list[SourceRun]:
@@ -96,6 +99,12 @@ def _run(identity: str, parts: list[_Log]) -> SourceRun:
                     builder.add(key, step, value, ts)
             except ValueError as exc:
                 raise ImportFailed(f"{log.path} (step {step})", str(exc)) from None
+        for step, ts, key, fields in log.media:
+            try:
+                for output in wandb_media.outputs(log.path.parent, step, ts, key, fields):
+                    builder.add_output(output)
+            except (OSError, ValueError) as exc:
+                raise ImportFailed(f"{log.path} (step {step}, {key!r})", str(exc)) from None
         if log.notes:
             notes.append(Note(segment=len(builder.segments) - 1, step=None, text=log.notes[:10_000]))
     last = parts[-1]
@@ -173,9 +182,14 @@ def _take(log: _Log, record: dict[str, Any], path: Path) -> None:
         if not isinstance(step, int):
             raise ImportFailed(f"{path} (record {record.get('num')})", f"history step {step!r} is not an integer")
         ts = item.get("_timestamp")
-        values = {k: v for k, raw in item.items() if not k.startswith("_") and (v := _number(raw)) is not None}
+        when = float(ts) if isinstance(ts, (int, float)) else math.nan
+        objects = wandb_media.objects(item)
+        owned = {f"{key}.{name}" for key, fields in objects.items() for name in fields}
+        values = {k: v for k, raw in item.items()
+                  if not k.startswith("_") and k not in owned and (v := _number(raw)) is not None}
         if values:
-            log.rows.append((step, float(ts) if isinstance(ts, (int, float)) else math.nan, values))
+            log.rows.append((step, when, values))
+        log.media.extend((step, when, key, fields) for key, fields in objects.items())
     elif kind == "exit":
         code = body.get("exit_code", 0)
         log.exit_code = code if isinstance(code, int) else 1

@@ -16,6 +16,12 @@ reported as pruned when ``save_total_limit`` rotates them away). A resumed Train
 (``resume_from_checkpoint``) continues the same Runcast run in a new segment: the run
 id is stored in each checkpoint folder as ``runcast.json``.
 
+``sample_prompts=[...]`` (opt-in): at each evaluation the model generates a continuation of
+each prompt (``generation_kwargs``, default greedy, 64 new tokens; the Trainer's
+``processing_class`` as the tokenizer unless ``tokenizer`` is given), logged with
+``run.log_samples`` at the global step, on the world's process zero only
+(``integrations.generation``; not for a model sharded across processes).
+
 The run stays open after ``train()``, so ``trainer.evaluate()`` afterwards is recorded;
 it finishes at process exit, at the next ``train()`` of this callback, or with
 ``callback.finish()``. A run passed in is never finished by the callback.
@@ -26,10 +32,12 @@ from __future__ import annotations
 import json
 import logging
 import os
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from ._common import parameter_count, plain, set_summary, to_number
+from .generation import DEFAULT_SETTINGS, generate_samples, sharded
 
 try:
     from transformers import TrainerCallback
@@ -81,10 +89,21 @@ class RuncastCallback(TrainerCallback):
     train begin with ``project``, ``name`` and ``init_kwargs`` (server, token,
     visibility, ...; RUNCAST_SERVER / RUNCAST_TOKEN apply), its config being the
     TrainingArguments and the model config with its parameter count.
+
+    ``sample_prompts``: prompts the model continues at each evaluation, logged as samples
+    (``samples_key``) with ``generation_kwargs`` (default ``{"max_new_tokens": 64,
+    "do_sample": False}``) and ``tokenizer`` (default: the Trainer's ``processing_class``).
     """
 
-    def __init__(self, project: str = "huggingface", name: str | None = None, run: Any = None, **init_kwargs: Any):
+    def __init__(self, project: str = "huggingface", name: str | None = None, run: Any = None, *,
+                 sample_prompts: Sequence[str] = (), generation_kwargs: Mapping[str, Any] | None = None,
+                 tokenizer: Any = None, samples_key: str = "samples", **init_kwargs: Any):
+        if isinstance(sample_prompts, str) or not all(isinstance(p, str) for p in sample_prompts):
+            raise TypeError("sample_prompts must be a list of strings")
         self.project, self.name, self.init_kwargs = project, name, init_kwargs
+        self.sample_prompts = list(sample_prompts)
+        self.generation_kwargs = dict(DEFAULT_SETTINGS if generation_kwargs is None else generation_kwargs)
+        self.tokenizer, self.samples_key = tokenizer, samples_key
         self.run = run
         self._owns_run = False
         self._warned: set[str] = set()
@@ -170,6 +189,23 @@ class RuncastCallback(TrainerCallback):
         if self._tokens_at is not None and runtime > self._tokens_at[1]:
             numbers["train_tokens_per_second"] = (tokens - self._tokens_at[0]) / (runtime - self._tokens_at[1])
         self._tokens_at = (tokens, runtime)
+
+    # -- samples -----------------------------------------------------------------------------
+
+    def on_evaluate(self, args: Any, state: Any, control: Any, model: Any = None, processing_class: Any = None,
+                    **kwargs: Any) -> None:
+        if not self.sample_prompts or not state.is_world_process_zero or self.run is None:
+            return
+        tokenizer = self.tokenizer or processing_class or kwargs.get("tokenizer")
+        reason = ("no model" if model is None else "no tokenizer: pass tokenizer= or the Trainer's processing_class"
+                  if tokenizer is None else "the model is sharded across processes" if sharded(model, args) else None)
+        if reason is not None:
+            if "sample_prompts" not in self._warned:
+                self._warned.add("sample_prompts")
+                log.warning("runcast: not generating samples for sample_prompts: %s", reason)
+            return
+        rows = generate_samples(model, tokenizer, self.sample_prompts, self.generation_kwargs)
+        self.run.log_samples(rows, step=state.global_step, key=self.samples_key)
 
     # -- checkpoints -------------------------------------------------------------------------
 
