@@ -112,3 +112,42 @@ def test_export_into_a_closed_pipe_ends_quietly(server, seed):
     first, status = shell.stdout.splitlines()
     assert first.startswith('{"segment":0,"key":"loss","step":0')
     assert status == "status 141" and shell.stderr == ""  # 128 + SIGPIPE, as any Unix tool, and not a word
+
+
+def test_export_media_writes_the_images_and_a_manifest_equal_to_the_api(server, client, seed, tmp_path):
+    """``runcast export RUN --what media -o DIR``: every media row in manifest.jsonl as the API lists
+    it, each distinct image once under images/, its bytes the image the server named."""
+    import hashlib
+    import json
+
+    import numpy as np
+    import runcast
+
+    token = seed.token()
+    run = runcast.init(project="demo", name="media", server=server, token=token, capture_code=False,
+                       system_metrics=False, spool_dir=str(tmp_path / "spool"))
+    gradient = np.linspace(0, 1, 32 * 48, dtype=np.float32).reshape(32, 48)
+    for step in (1, 2, 3):
+        run.log({"loss": 1.0 / step, "gen/grid": runcast.Image(gradient * step / 3, caption=f"step {step}"),
+                 "weights": runcast.Histogram(np.arange(100, dtype=np.float32) * step, bins=8)}, step=step)
+    run.log({"same": runcast.Image(gradient)}, step=4)  # the bytes of step 3's image: one file for both
+    run.log_media("val/worst", runcast.Table(columns=["prompt", "loss"], rows=[["a", 3.1], ["<b>", None]]), step=4)
+    run.finish(timeout=60)
+    listed = client.get(f"/api/v1/runs/{run.id}/media", params={"limit": 1000}).json()["media"]
+    assert len(listed) == 8
+
+    out = tmp_path / "media"
+    res = cli(run.id, "--server", server, "--what", "media", "-o", str(out), "-q")
+    assert res.returncode == 0, res.stderr
+    rows = [json.loads(line) for line in (out / "manifest.jsonl").read_text().splitlines()]
+    assert [{k: v for k, v in row.items() if k != "file"} for row in rows] == listed
+    images = [row for row in rows if row["kind"] == "image"]
+    assert len(images) == 4 and len({row["file"] for row in images}) == 3
+    for row in images:
+        data = (out / row["file"]).read_bytes()
+        assert hashlib.sha256(data).hexdigest() == row["blob"] and len(data) == row["size"]
+    assert sorted(p.name for p in (out / "images").iterdir()) == sorted({row["file"][7:] for row in images})
+
+    assert cli(run.id, "--server", server, "--what", "media").returncode == 2  # files need a directory
+    again = cli(run.id, "--server", server, "--what", "media", "-o", str(out / "manifest.jsonl"))
+    assert again.returncode == 2 and "--output" in again.stderr

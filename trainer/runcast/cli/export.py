@@ -18,7 +18,7 @@ from runcast.events import ID_RE
 
 DEFAULT_SERVER = "http://127.0.0.1:8000"
 FORMATS: Final = ("jsonl", "csv", "parquet")
-WHAT: Final = ("metrics", "samples", "evals")
+WHAT: Final = ("metrics", "samples", "evals", "media")
 
 
 def _stream_to(response: httpx.Response, out: BinaryIO, bars: Bars) -> int:
@@ -32,7 +32,8 @@ def _stream_to(response: httpx.Response, out: BinaryIO, bars: Bars) -> int:
     return total
 
 
-HELP = "Stream every point of RUN (rows: segment, key, step, value), or its samples or evaluations, from the server."
+HELP = ("Stream every point of RUN (rows: segment, key, step, value), or its samples or evaluations, from the "
+        "server; or write its media (images and a manifest) into a directory.")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -41,15 +42,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--token", help="Project token; needed for private runs (env RUNCAST_TOKEN).")
     parser.add_argument("--format", dest="fmt", type=str.lower, choices=FORMATS, default="jsonl", help="Output format.")
     parser.add_argument("--what", type=str.lower, choices=WHAT, default="metrics",
-                        help="The points, the samples (one row each, every field whole) or the evaluations.")
-    parser.add_argument("--key", help="Only this metric (with --what samples: this sample key).")
+                        help="The points, the samples (one row each, every field whole), the evaluations, or the "
+                             "media (with --output DIR: images/ and manifest.jsonl).")
+    parser.add_argument("--key", help="Only this metric (with --what samples or media: this key).")
     parser.add_argument("--output", "-o", type=Path,
                         help="Write here instead of standard output (Parquet is binary: a file or a pipe).")
     parser.add_argument("--quiet", "-q", action="store_true", help="No progress bar (drawn only with --output).")
 
 
 def run(args: argparse.Namespace) -> int:
-    """Stream every point of RUN (rows: segment, key, step, value), or its samples or evaluations, from the server."""
+    """Stream every point of RUN (rows: segment, key, step, value), or its samples or evaluations, from the
+    server; or write its media into a directory."""
     run, server, key, output, what = args.run, args.server, args.key, args.output, args.what
     token = args.token or os.environ.get("RUNCAST_TOKEN") or None
     if not ID_RE.match(run):
@@ -59,6 +62,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--server", f"{base!r} is not an http:// or https:// address")
     if key is not None and not key:
         raise UsageError("--key", "must not be empty")
+    if what == "media":
+        return _media(args, base, run, key, token)
     if what != "metrics" and args.fmt == "csv":
         raise UsageError("--format", f"{what} export as jsonl or parquet")
     if what == "evals" and key is not None:
@@ -90,4 +95,28 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if partial is not None and partial.exists():
             partial.unlink()
+    return 0
+
+
+def _media(args: argparse.Namespace, base: str, run: str, key: str | None, token: str | None) -> int:
+    """``--what media``: the run's images and a manifest in ``--output DIR``."""
+    from runcast.cli.export_media import ExportFailed, export_media
+
+    if args.output is None:
+        raise UsageError("--output", "--what media writes files: give the directory, --output DIR")
+    if args.output.exists() and not args.output.is_dir():
+        raise UsageError("--output", f"{args.output} is not a directory")
+    if args.fmt != "jsonl":
+        raise UsageError("--format", "media export writes its images and a manifest.jsonl")
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    try:
+        with Bars(wanted(args.quiet)) as bars, httpx.Client(headers=headers, timeout=httpx.Timeout(30.0)) as client:
+            rows = export_media(client, base, run, key, args.output, bars)
+    except ExportFailed as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exit_status(exc.status) if exc.status else EXIT_FAILED
+    except (httpx.HTTPError, OSError) as exc:
+        print(f"error: could not export media from {base}: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    print(f"wrote {rows} media rows to {args.output / 'manifest.jsonl'}", file=sys.stderr)
     return 0
