@@ -134,7 +134,7 @@ def test_interleaved_batches_reach_viewers_on_both_api_processes_in_order(stack,
             events.append(run.metrics(step, values))
         if i % 6 == 0:
             notes.append(f"note of batch {i}")
-            events.append(run._event("note", text=notes[-1], step=None))
+            events.append(run.event("note", text=notes[-1], step=None))
         bodies.append(events)
     random.Random(15).shuffle(bodies)
     for events in bodies:
