@@ -247,3 +247,17 @@ def test_a_file_gone_before_log_is_left_out_once_logged(make_run, receiver, tmp_
     run.finish()
     assert [m["values"] for m in receiver.of_type("metrics")] == [{"loss": 1.0}]
     assert run.stats.media.failed == 1 and "'img' at step 0 was not recorded" in caplog.text
+
+
+def test_an_image_made_while_pillow_is_half_imported(monkeypatch):
+    """The media worker imports Pillow on first need; a trainer's next ``Image(array)`` meanwhile
+    sees ``PIL.Image`` in ``sys.modules`` without its ``Image`` class yet (seen in a benchmark)."""
+    import sys
+    import types
+
+    monkeypatch.setitem(sys.modules, "PIL.Image", types.ModuleType("PIL.Image"))  # half made: no attributes
+    array = np.zeros((4, 5, 3), dtype=np.uint8)
+    source = images.source(array)
+    monkeypatch.undo()  # Pillow whole again, as the worker has it when it encodes
+    encoded = source.snapshot()()
+    assert (encoded.width, encoded.height) == (5, 4)

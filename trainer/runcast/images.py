@@ -61,8 +61,9 @@ def source(data: Any) -> Source:
         if not path.is_file():
             raise ValueError(f"Image: data names no file: {str(path)!r}")
         return Source(lambda: _file(path))
-    pil = sys.modules.get("PIL.Image")
-    if pil is not None and isinstance(data, pil.Image):
+    # getattr: the media worker may be importing Pillow right now, leaving PIL.Image half made
+    pil_image = getattr(sys.modules.get("PIL.Image"), "Image", None)
+    if pil_image is not None and isinstance(data, pil_image):
         return Source(lambda: _pil_copy(data))
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(data, torch.Tensor):
