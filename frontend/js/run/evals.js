@@ -72,7 +72,7 @@ export class EvalsPanel {
         ...suites.map((s) => el("option", { value: s, text: s })));
       select.value = this.suite;
       parts.push(el("label", { className: "evals-suite" }, "Suite ", select));
-    }
+    } else parts.push(el("p", { className: "evals-suite" }, "Suite ", el("strong", { text: this.suite })));
     parts.push(...this.table(this.evals.filter((e) => e.suite === this.suite)));
     $("evals").replaceChildren(...parts);
   }

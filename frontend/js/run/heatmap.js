@@ -18,11 +18,11 @@ function colour(t) {
   return `rgb(${c[0]},${c[1]},${c[2]})`;
 }
 
-/** About `n` round numbers between `lo` and `hi`. */
-export function ticks(lo, hi, n) {
+/** About `n` round numbers between `lo` and `hi` (whole numbers only, with `whole`). */
+export function ticks(lo, hi, n, whole = false) {
   const span = hi - lo;
   if (!(span > 0)) return [lo];
-  const raw = span / n;
+  const raw = whole ? Math.max(1, span / n) : span / n;
   const unit = 10 ** Math.floor(Math.log10(raw));
   const step = unit * ([1, 2, 5, 10].find((m) => m * unit >= raw) || 10);
   const out = [];
@@ -76,7 +76,7 @@ export function drawHeatmap(canvas, rows, theme) {
   for (const v of ticks(at.lo, at.hi, 5)) ctx.fillText(formatValue(v), at.plot.left - 4, at.y(v));
   ctx.textAlign = "center";
   ctx.textBaseline = "top";
-  for (const s of ticks(at.x0, at.x1, 6)) ctx.fillText(s.toLocaleString(), at.x(s), at.plot.top + at.plot.height + 4);
+  for (const s of ticks(at.x0, at.x1, 6, true)) ctx.fillText(s.toLocaleString(), at.x(s), at.plot.top + at.plot.height + 4);
   ctx.fillText("step", at.plot.left + at.plot.width / 2, at.plot.top + at.plot.height + 17);
   return at;
 }

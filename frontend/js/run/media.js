@@ -11,7 +11,7 @@ import { TableBlock } from "./mediatable.js";
 
 const $ = (id) => document.getElementById(id);
 const BLOCKS = { image: ImageStrip, table: TableBlock, histogram: HistogramBlock };
-const KIND_WORDS = { image: "images", table: "tables", histogram: "histograms" };
+const KIND_WORDS = { image: ["image", "images"], table: ["table", "tables"], histogram: ["histogram", "histograms"] };
 const id2 = (key, kind) => key + "\u0000" + kind;
 
 export class MediaPanel {
@@ -68,7 +68,7 @@ export class MediaPanel {
   }
 
   counted(b) {
-    b.count.textContent = `${b.info.count.toLocaleString()} ${KIND_WORDS[b.info.kind]}`;
+    b.count.textContent = `${b.info.count.toLocaleString()} ${KIND_WORDS[b.info.kind][b.info.count === 1 ? 0 : 1]}`;
   }
 
   async open(b) {

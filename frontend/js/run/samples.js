@@ -78,7 +78,7 @@ export class SamplesPanel {
       search: el("input", { id: "samples-search", type: "search", placeholder: "Search prompts", "aria-label": "Search prompts",
         oninput: () => this.filter() }),
       count: el("span", { id: "samples-count", className: "note" }),
-      list: el("select", { id: "samples-prompts", size: "12", "aria-label": "Prompts",
+      list: el("select", { id: "samples-prompts", "aria-label": "Prompts",
         onchange: () => this.pick(this.key, ui.list.value) }),
       prompt: el("div", { id: "sample-prompt", className: "sample-prompt" }),
       slider: el("input", { id: "samples-step", type: "range", min: "0", max: "0", value: "0", "aria-label": "Step",
@@ -135,6 +135,7 @@ export class SamplesPanel {
     const prompts = this.prompts.filter((p) => p.key === this.key);
     const { list } = this.ui;
     list.replaceChildren(...prompts.map((p) => el("option", { value: p.prompt_id, text: promptLabel(p), title: p.prompt })));
+    list.size = Math.max(4, Math.min(16, prompts.length));
     this.filter();
     if (!prompts.some((p) => p.prompt_id === this.prompt)) this.prompt = prompts[0].prompt_id;
     list.value = this.prompt;

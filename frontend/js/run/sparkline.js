@@ -18,9 +18,9 @@ export function sparkline(values, label, width = 96, height = 24) {
   const points = values.map((v, i) => [i, v]).filter(([, v]) => Number.isFinite(v));
   if (!points.length) return svg;
   const lo = Math.min(...points.map(([, v]) => v));
-  const span = Math.max(...points.map(([, v]) => v)) - lo || 1;
+  const span = Math.max(...points.map(([, v]) => v)) - lo;
   const x = (i) => (values.length === 1 ? width / 2 : 2 + (i / (values.length - 1)) * (width - 4));
-  const y = (v) => height - 3 - ((v - lo) / span) * (height - 6);
+  const y = (v) => (span ? height - 3 - ((v - lo) / span) * (height - 6) : height / 2); // flat: across the middle
   const xy = points.map(([i, v]) => `${x(i).toFixed(1)},${y(v).toFixed(1)}`);
   svg.append(svgEl("polyline", { points: xy.join(" "), fill: "none", stroke: "currentColor", "stroke-width": 1.5 }));
   const [i, v] = points[points.length - 1];
