@@ -2,7 +2,8 @@
 // search), read its outputs across steps (a slider, and the list of every step), each with the
 // words changed since the previous step marked; an output the list clipped is read whole on
 // demand (GET /samples/{id}). Read once the card comes into view; live: the stream's batches
-// name the samples they stored, and the panel reads those of the prompt it shows.
+// name the samples they stored, and the panel reads those of the prompt it shows. A prompt of
+// many steps shows its newest outputs from a small read first, then its every step.
 
 import { getJSON, runUrl } from "../api.js";
 import { debounce, el, LIVE_MAX_WAIT_MS } from "../util.js";
@@ -10,6 +11,8 @@ import { renderSample } from "./sampleview.js";
 
 const $ = (id) => document.getElementById(id);
 const PAGE = 1000; // samples per read: the route's most
+const TAIL = 100; // a prompt of more samples than this shows its newest few before the rest is read
+const LAST_ID = Number.MAX_SAFE_INTEGER; // sample ids are below 2^53
 const HASH_ID = /^[0-9a-f]{16}$/; // the SDK's prompt id when the trainer gave none: not worth showing
 const id2 = (key, prompt) => key + "\u0000" + prompt;
 
@@ -30,6 +33,7 @@ export class SamplesPanel {
     this.key = null;
     this.prompt = null; // the prompt id shown
     this.samples = []; // its samples, oldest step first
+    this.partial = false; // only the newest of them read yet
     this.at = -1; // the index of the sample shown
     this.cache = new Map(); // id2(key, prompt) -> its samples as read
     this.whole = new Map(); // sample id -> GET /samples/{id}
@@ -160,21 +164,44 @@ export class SamplesPanel {
     this.key = key;
     this.prompt = prompt;
     const seq = ++this.readSeq;
+    const current = () => seq === this.readSeq; // no other prompt picked meanwhile
     let samples = force ? null : this.cache.get(id2(key, prompt));
-    if (!samples) {
-      try {
+    let shown = false;
+    try {
+      if (!samples) {
+        const info = this.prompts.find((p) => p.key === key && p.prompt_id === prompt);
+        const tail = info && info.count > TAIL ? await this.readTail(key, prompt, info) : null;
+        if (tail && current()) shown = this.display(tail, true, false);
         samples = await this.read(key, prompt, null);
-      } catch (err) {
-        if (seq === this.readSeq) this.ui.view.replaceChildren(el("p", { className: "error", text: "Samples could not be read: " + err.message }));
-        return;
+        this.cache.set(id2(key, prompt), samples);
       }
-      this.cache.set(id2(key, prompt), samples);
+    } catch (err) {
+      if (current()) this.ui.view.replaceChildren(el("p", { className: "error", text: "Samples could not be read: " + err.message }));
+      return;
     }
-    if (seq !== this.readSeq) return; // another prompt was picked meanwhile
+    if (current()) this.display(samples, false, shown);
+  }
+
+  /** Show `samples` at the newest; `partial`: the newest few only. Marks the time for the benchmark. */
+  display(samples, partial, shownBefore) {
     this.samples = samples;
+    this.partial = partial;
     this.renderPrompt();
     this.show(samples.length - 1);
-    requestAnimationFrame(() => setTimeout(() => performance.mark("runcast-samples-shown")));
+    const marks = shownBefore ? ["runcast-samples-complete"] : partial ? ["runcast-samples-shown"] : ["runcast-samples-shown", "runcast-samples-complete"];
+    requestAnimationFrame(() => setTimeout(() => marks.forEach((m) => performance.mark(m))));
+    return true;
+  }
+
+  /** The newest two or so samples of a prompt (`info`: its entry of the prompts list), or null
+   * when the read from a step guessed from the prompt's count and steps does not reach its end. */
+  async readTail(key, prompt, info) {
+    const spacing = (info.last_step - info.first_step) / (info.count - 1);
+    const from = Math.floor(info.last_step - spacing * 1.5);
+    const params = new URLSearchParams({ key, prompt, limit: "8" });
+    if (from > info.first_step) params.set("after", `${from - 1}_${LAST_ID}`);
+    const body = await getJSON(runUrl(this.page.runId) + "/samples?" + params);
+    return body.next_cursor || !body.samples.length ? null : body.samples;
   }
 
   /** Every sample of a prompt after `after` (a cursor, or null: all), oldest step first. */
@@ -206,8 +233,8 @@ export class SamplesPanel {
       this.ui.prompt.append(button);
     }
     this.ui.slider.max = String(Math.max(0, this.samples.length - 1));
-    this.ui.slider.disabled = this.samples.length < 2;
-    this.ui.stepsTitle.textContent = `Every step (${this.samples.length.toLocaleString()})`;
+    this.ui.slider.disabled = this.partial || this.samples.length < 2;
+    this.ui.stepsTitle.textContent = this.partial ? "Every step" : `Every step (${this.samples.length.toLocaleString()})`;
     this.renderSteps();
   }
 
@@ -217,7 +244,8 @@ export class SamplesPanel {
     this.at = Math.max(0, Math.min(this.samples.length - 1, i));
     this.wholeShown = false;
     this.ui.slider.value = String(this.at);
-    this.ui.stepLabel.textContent = `step ${this.samples[this.at].step.toLocaleString()} (${this.at + 1} of ${this.samples.length})`;
+    const step = "step " + this.samples[this.at].step.toLocaleString();
+    this.ui.stepLabel.textContent = this.partial ? step : `${step} (${this.at + 1} of ${this.samples.length})`;
     this.renderView();
     const current = this.ui.steps.querySelector("[aria-current]");
     if (current) current.removeAttribute("aria-current");
@@ -261,7 +289,7 @@ export class SamplesPanel {
   /** The list of every step of the prompt (built while its fold-out is open). */
   renderSteps() {
     const { steps, stepsBox } = this.ui;
-    if (!stepsBox.open) return steps.replaceChildren();
+    if (!stepsBox.open || this.partial) return steps.replaceChildren();
     steps.replaceChildren(...this.samples.map((s, i) => el("li", {},
       el("button", { type: "button", className: "link", text: "step " + s.step.toLocaleString(), onclick: () => this.show(i) }),
       " ", el("span", { className: "sample-preview", text: s.output.slice(0, 300) }))));
