@@ -1,5 +1,5 @@
 // The run page (/runs/{id}): loss curve, metric panels, timeline, data mix, checkpoints,
-// config; live. This is the page's entry: it makes the page's state once (the store, the
+// evaluations, samples, media, config; live. This is the page's entry: it makes the page's state once (the store, the
 // stream, the view) and passes it to the panels (./run/*.js); nothing is shared through
 // module globals.
 //
@@ -18,10 +18,13 @@ import { allCharts, buildMainChart, buildPanels, redraw, setMarkers, setupXmaps 
 import { loadCheckpoints } from "./run/checkpoints.js";
 import { renderConfig } from "./run/config.js";
 import { EstimatePanel } from "./run/estimate.js";
+import { EvalsPanel } from "./run/evals.js";
 import { applyLive, renderHeader, renderStatus, renderTitle, tickHeartbeat } from "./run/header.js";
 import { MixChart } from "./run/mix.js";
 import { fromPrefetch, prefetchedMetrics, takePrefetch } from "./run/prefetch.js";
+import { MediaPanel } from "./run/media.js";
 import { loadRevisions } from "./run/revisions.js";
+import { SamplesPanel } from "./run/samples.js";
 import { markers, mergeEvents, renderTimeline } from "./run/timeline.js";
 import { readUrl, writeUrl } from "./run/url.js";
 import { setupControls } from "./run/controls.js";
@@ -78,6 +81,9 @@ function createPage() {
     },
   };
   page.mix = new MixChart(page);
+  page.evals = new EvalsPanel(page);
+  page.samples = new SamplesPanel(page);
+  page.media = new MediaPanel(page);
   page.zoomTo = (step) => {
     const last = page.detail.last_step || step;
     const half = Math.max(10, Math.round(last * 0.03));
@@ -123,6 +129,9 @@ function loadArtifacts(page) {
   refreshAlerts(page);
   loadCheckpoints(page, page.zoomTo);
   loadRevisions(page.runId);
+  page.evals.load();
+  page.samples.reload();
+  page.media.reload();
 }
 
 // --- the run's detail: keys, segments, status ------------------------------------------------
@@ -196,6 +205,13 @@ function onBatch(page, message) {
     if (events.some((e) => e.type === "run_started")) page.soon.revisions();
     page.soon.events();
   }
+  // Samples, evaluations and media: the rows the batch stored, which the panels read.
+  if (message.samples && message.samples.length) page.samples.onLive(message.samples);
+  if (message.evals && message.evals.length) {
+    page.soon.evals();
+    page.soon.checkpoints(); // a checkpoint's scores
+  }
+  if (message.media && message.media.length) page.media.onLive(message.media);
   if (unknown) page.soon.detail();
 }
 
@@ -249,6 +265,7 @@ async function start(page) {
     alerts: debounce(() => refreshAlerts(page), 500, LIVE_MAX_WAIT_MS),
     checkpoints: debounce(() => loadCheckpoints(page, page.zoomTo), 500, LIVE_MAX_WAIT_MS),
     revisions: debounce(() => loadRevisions(page.runId), 500, LIVE_MAX_WAIT_MS),
+    evals: debounce(() => page.evals.load(), 500, LIVE_MAX_WAIT_MS),
     detail: debounce(() => reloadDetail(page), 300, LIVE_MAX_WAIT_MS),
   };
   page.stream = new LiveStream(page.runId, {

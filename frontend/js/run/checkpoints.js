@@ -1,8 +1,10 @@
 // The checkpoints panel (GET /runs/{id}/checkpoints, docs/artifacts.md), newest step first:
-// status badge, size, file name, sha256 (copy button), metrics, download and card links.
+// status badge, size, file name, sha256 (copy button), metrics, evaluation scores, download
+// and card links.
 
 import { decode, getJSON, runUrl } from "../api.js";
 import { copyButton, el, formatBytes, formatValue } from "../util.js";
+import { metricsText, scoresLine } from "./evals.js";
 
 const $ = (id) => document.getElementById(id);
 
@@ -58,6 +60,12 @@ function checkpointItem(runId, c, several, zoomTo) {
   }
   const metrics = Object.entries(c.metrics || {}).slice(0, 12).map(([k, v]) => `${k} ${formatValue(decode(v))}`);
   if (metrics.length) li.append(el("p", { className: "ck-metrics", text: metrics.join(" · ") }));
+  if (Array.isArray(c.evals) && c.evals.length) {
+    li.append(el("p", {
+      className: "ck-evals", text: "Scores: " + scoresLine(c.evals),
+      title: c.evals.map((e) => `${e.suite} / ${e.task} (step ${e.step}): ${metricsText(e)}`).join("\n"),
+    }));
+  }
   if (status === "missing" && c.reason) li.append(el("p", { className: "ck-reason", text: String(c.reason) }));
   if (Number.isSafeInteger(c.id)) {
     const base = runUrl(runId) + "/checkpoints/" + c.id;

@@ -12,6 +12,9 @@ const LABELS = {
   notes: () => "notes withheld by the team",
   checkpoints: (v) => (v === "none" ? "checkpoints withheld by the team" : "checkpoints: metadata only"),
   alerts: () => "alerts shown to the team only",
+  samples: () => "samples withheld by the team",
+  evals: () => "evaluations withheld by the team",
+  media: () => "media withheld by the team",
 };
 
 /** A delay in words: "90 seconds", "5 minutes", "1.5 hours", "2 days". */

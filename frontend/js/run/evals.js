@@ -1,0 +1,118 @@
+// The evaluations panel (GET /runs/{id}/evals): for one suite (a selector when there are
+// several), a table of its tasks × the steps they were scored at (a checkpoint's step when the
+// scores are tied to one), the newest columns shown and a sparkline per task over all of
+// them; and the scores line of a checkpoint in the checkpoints panel (checkpoints.js).
+
+import { decode, getJSON, runUrl } from "../api.js";
+import { el, formatValue } from "../util.js";
+import { sparkline } from "./sparkline.js";
+
+const $ = (id) => document.getElementById(id);
+const COLUMNS = 8; // the newest steps shown as columns; the sparklines have them all
+
+/** The metric a task is shown by: the first the trainer logged that is not a standard error. */
+export function primaryMetric(metrics) {
+  const names = Object.keys(metrics || {});
+  return names.find((n) => !/stderr/i.test(n)) ?? names[0] ?? null;
+}
+
+/** Every metric of an evaluation in words: "acc 0.31 · acc_norm 0.35 · n 1000". */
+export function metricsText(e) {
+  const parts = Object.entries(e.metrics || {}).map(([k, v]) => `${k} ${formatValue(decode(v))}`);
+  if (Number.isFinite(e.n)) parts.push(`n ${e.n}`);
+  return parts.join(" · ");
+}
+
+/** A checkpoint's scores in a line: each task's main metric (the suite too when there are several). */
+export function scoresLine(evals) {
+  const suites = new Set(evals.map((e) => e.suite));
+  return evals.map((e) => {
+    const metric = primaryMetric(e.metrics);
+    const name = (suites.size > 1 ? e.suite + " / " : "") + e.task;
+    return metric === null ? name : `${name} ${metric} ${formatValue(decode(e.metrics[metric]))}`;
+  }).join(" · ");
+}
+
+const column = (e) => e.checkpoint ?? e.step;
+
+export class EvalsPanel {
+  constructor(page) {
+    this.page = page;
+    this.evals = [];
+    this.suite = null;
+  }
+
+  async load() {
+    let body;
+    try {
+      body = await getJSON(runUrl(this.page.runId) + "/evals");
+    } catch {
+      return;
+    }
+    const card = $("evals-card");
+    if (body.withheld) {
+      card.hidden = false;
+      $("evals").replaceChildren(el("p", { className: "empty", text: "Evaluations withheld by the team." }));
+      return;
+    }
+    this.evals = body.evals;
+    card.hidden = this.evals.length === 0;
+    if (this.evals.length) this.render();
+  }
+
+  render() {
+    const counts = new Map();
+    for (const e of this.evals) counts.set(e.suite, (counts.get(e.suite) || 0) + 1);
+    const suites = [...counts.keys()].sort();
+    // First shown: the suite with the most scores.
+    if (!suites.includes(this.suite)) this.suite = suites.reduce((a, b) => (counts.get(b) > counts.get(a) ? b : a));
+    const parts = [];
+    if (suites.length > 1) {
+      const select = el("select", { id: "evals-suite", onchange: () => { this.suite = select.value; this.render(); } },
+        ...suites.map((s) => el("option", { value: s, text: s })));
+      select.value = this.suite;
+      parts.push(el("label", { className: "evals-suite" }, "Suite ", select));
+    } else parts.push(el("p", { className: "evals-suite" }, "Suite ", el("strong", { text: this.suite })));
+    parts.push(...this.table(this.evals.filter((e) => e.suite === this.suite)));
+    $("evals").replaceChildren(...parts);
+  }
+
+  /** The suite's table (and a note when it leaves older steps out). */
+  table(evals) {
+    const steps = [...new Set(evals.map(column))].sort((a, b) => a - b);
+    const shown = steps.slice(-COLUMNS);
+    const tied = new Set(evals.filter((e) => e.checkpoint !== null).map(column));
+    const cells = new Map(); // task -> column -> evaluation (the last stored)
+    for (const e of evals) {
+      if (!cells.has(e.task)) cells.set(e.task, new Map());
+      cells.get(e.task).set(column(e), e);
+    }
+    const head = el("tr", {}, el("th", { scope: "col", text: "Task" }), el("th", { scope: "col", text: "Metric" }),
+      el("th", { scope: "col", text: "Trend" }),
+      ...shown.map((s) => el("th", { scope: "col", className: "num" },
+        el("span", { className: "evals-at", text: tied.has(s) ? "checkpoint" : "step" }), el("br"), s.toLocaleString())));
+    const body = el("tbody");
+    for (const task of [...cells.keys()].sort()) {
+      const byStep = cells.get(task);
+      const latest = byStep.get(Math.max(...byStep.keys()));
+      const metric = primaryMetric(latest.metrics);
+      const value = (e) => (e && metric !== null && metric in e.metrics ? decode(e.metrics[metric]) : null);
+      const series = steps.map((s) => value(byStep.get(s)));
+      const known = series.filter((v) => v !== null);
+      const trend = `${task} ${metric}: ${known.map(formatValue).join(", ")}`;
+      body.append(el("tr", { "data-task": task },
+        el("th", { scope: "row", text: task }),
+        el("td", { className: "evals-metric", text: metric ?? "" }),
+        el("td", {}, sparkline(series.map((v) => v ?? NaN), trend)),
+        ...shown.map((s) => {
+          const e = byStep.get(s);
+          return el("td", { className: "num", title: e ? metricsText(e) : null, text: e ? formatValue(value(e)) : "" });
+        })));
+    }
+    const out = [el("div", { className: "table-wrap evals-wrap" }, el("table", { className: "evals" }, el("thead", {}, head), body))];
+    if (steps.length > shown.length) {
+      out.push(el("p", { className: "note", text: `The ${shown.length} newest of ${steps.length} steps; the trend has every one.` }));
+    }
+    return out;
+  }
+}

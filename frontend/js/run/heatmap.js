@@ -1,0 +1,93 @@
+// A histogram key over steps as a heat map on a canvas, as TensorBoard users read it: the step
+// across, the value up, each step's bins drawn at their own edges (the SDK bins each step
+// between its own min and max: nothing is re-binned), coloured by density (count per unit
+// of value) against the step's densest bin. Drawn here rather than by Plotly.js: the partial
+// bundle the pages load has no heatmap trace.
+
+import { formatValue } from "../util.js";
+
+const MARGIN = { left: 58, right: 12, top: 8, bottom: 30 };
+// Viridis: readable in light and dark, and in grey.
+const STOPS = [[68, 1, 84], [59, 82, 139], [33, 145, 140], [94, 201, 98], [253, 231, 37]];
+
+function colour(t) {
+  const x = Math.max(0, Math.min(1, t)) * (STOPS.length - 1);
+  const i = Math.min(STOPS.length - 2, Math.floor(x));
+  const f = x - i;
+  const c = STOPS[i].map((v, k) => Math.round(v + (STOPS[i + 1][k] - v) * f));
+  return `rgb(${c[0]},${c[1]},${c[2]})`;
+}
+
+/** About `n` round numbers between `lo` and `hi` (whole numbers only, with `whole`). */
+export function ticks(lo, hi, n, whole = false) {
+  const span = hi - lo;
+  if (!(span > 0)) return [lo];
+  const raw = whole ? Math.max(1, span / n) : span / n;
+  const unit = 10 ** Math.floor(Math.log10(raw));
+  const step = unit * ([1, 2, 5, 10].find((m) => m * unit >= raw) || 10);
+  const out = [];
+  for (let v = Math.ceil(lo / step) * step; v <= hi + step * 1e-9; v += step) out.push(Number(v.toPrecision(12)));
+  return out;
+}
+
+/** Where rows go on a canvas of `width` × `height` CSS pixels: the axes' ranges and scales. */
+export function layout(rows, width, height) {
+  const lo = Math.min(...rows.map((r) => r.edges[0]));
+  const hi = Math.max(...rows.map((r) => r.edges[r.edges.length - 1]));
+  const last = rows[rows.length - 1].step;
+  const x0 = rows[0].step;
+  const x1 = last + (rows.length > 1 ? Math.max(1, last - rows[rows.length - 2].step) : 1);
+  const plot = { left: MARGIN.left, top: MARGIN.top, width: width - MARGIN.left - MARGIN.right, height: height - MARGIN.top - MARGIN.bottom };
+  return {
+    lo, hi, x0, x1, plot,
+    x: (step) => plot.left + ((step - x0) / (x1 - x0)) * plot.width,
+    y: (v) => plot.top + plot.height - ((v - lo) / (hi - lo || 1)) * plot.height,
+  };
+}
+
+/** Draw `rows` (histogram media rows, oldest first) on `canvas`; returns the layout. */
+export function drawHeatmap(canvas, rows, theme) {
+  const dpr = window.devicePixelRatio || 1;
+  const width = canvas.clientWidth;
+  const height = canvas.clientHeight;
+  canvas.width = Math.round(width * dpr);
+  canvas.height = Math.round(height * dpr);
+  const ctx = canvas.getContext("2d");
+  ctx.scale(dpr, dpr);
+  const at = layout(rows, width, height);
+  rows.forEach((row, i) => {
+    const xa = at.x(row.step);
+    const xb = i + 1 < rows.length ? at.x(rows[i + 1].step) : at.x(at.x1);
+    const density = row.counts.map((c, j) => c / (row.edges[j + 1] - row.edges[j]));
+    const top = Math.max(...density);
+    density.forEach((d, j) => {
+      if (!(d > 0)) return;
+      ctx.fillStyle = colour(d / top);
+      const ya = at.y(row.edges[j + 1]);
+      ctx.fillRect(xa, ya, Math.max(1, xb - xa), Math.max(1, at.y(row.edges[j]) - ya));
+    });
+  });
+  ctx.strokeStyle = theme.grid;
+  ctx.fillStyle = theme.fg;
+  ctx.font = "11px system-ui, sans-serif";
+  ctx.strokeRect(at.plot.left, at.plot.top, at.plot.width, at.plot.height);
+  ctx.textAlign = "right";
+  ctx.textBaseline = "middle";
+  for (const v of ticks(at.lo, at.hi, 5)) ctx.fillText(formatValue(v), at.plot.left - 4, at.y(v));
+  ctx.textAlign = "center";
+  ctx.textBaseline = "top";
+  for (const s of ticks(at.x0, at.x1, 6, true)) ctx.fillText(s.toLocaleString(), at.x(s), at.plot.top + at.plot.height + 4);
+  ctx.fillText("step", at.plot.left + at.plot.width / 2, at.plot.top + at.plot.height + 17);
+  return at;
+}
+
+/** The row and bin under (px, py) of a drawn layout, or null. */
+export function cellAt(rows, at, px, py) {
+  if (px < at.plot.left || px > at.plot.left + at.plot.width) return null;
+  let i = rows.length - 1;
+  while (i > 0 && at.x(rows[i].step) > px) i--;
+  const row = rows[i];
+  const v = at.lo + ((at.plot.top + at.plot.height - py) / at.plot.height) * (at.hi - at.lo);
+  const bin = row.edges.findIndex((e, j) => j + 1 < row.edges.length && v >= e && v < row.edges[j + 1]);
+  return { row, bin };
+}

@@ -1,0 +1,64 @@
+// One sample as the samples panel shows it: its output with the words changed since the
+// previous step marked (<ins>, <del>), whether the list clipped it, its scores, sampling
+// settings and reference. Every string of the run goes in as text (el(), text nodes).
+
+import { decode } from "../api.js";
+import { el, formatValue } from "../util.js";
+import { wordDiff } from "./worddiff.js";
+
+/**
+ * The words of `after` with those added since `before` in <ins> and those removed in <del>;
+ * unmarked when there is nothing before or the texts are too long to compare (`marked` false).
+ */
+export function diffText(before, after) {
+  const box = el("div", { className: "sample-text" });
+  const runs = before === null ? null : wordDiff(before, after);
+  box.dataset.marked = String(runs !== null);
+  if (runs === null) {
+    box.textContent = after;
+    return box;
+  }
+  for (const run of runs) {
+    if (run.op === "=") box.append(run.text);
+    else box.append(el(run.op === "+" ? "ins" : "del", { text: run.text }));
+  }
+  return box;
+}
+
+/** "name value · name value" of a mapping (scores: wire numbers; settings: any JSON). */
+function pairs(mapping, format) {
+  return Object.entries(mapping || {}).map(([k, v]) => `${k} ${format(v)}`).join(" · ");
+}
+
+const settingText = (v) => (typeof v === "string" ? v : JSON.stringify(v));
+
+/**
+ * Fill `box` with `sample` (a list entry, or its whole text once read: `whole`), compared with
+ * `previous` (the sample of the step before, or null). `onWhole()` asks for the whole texts.
+ */
+export function renderSample(box, { sample, previous, whole, wholePrevious, segments, onWhole }) {
+  const output = whole ? whole.output : sample.output;
+  const before = previous === null ? null : wholePrevious ? wholePrevious.output : previous.output;
+  const head = ["step " + sample.step.toLocaleString()];
+  if (segments > 1) head.push("segment " + sample.segment);
+  head.push(previous === null ? "the first sample of this prompt" : "changes since step " + previous.step.toLocaleString());
+  const text = diffText(before, output);
+  if (before !== null && text.dataset.marked === "false") head.push("too long to mark the changes");
+  box.replaceChildren(el("p", { className: "sample-meta", text: head.join(" · ") }), text);
+  if (!whole && sample.output_chars > sample.output.length) {
+    box.append(el("p", { className: "sample-clipped" },
+      `Showing ${sample.output.length.toLocaleString()} of ${sample.output_chars.toLocaleString()} characters. `,
+      el("button", { type: "button", className: "link sample-whole", text: "Show the whole output", onclick: onWhole })));
+  }
+  const scores = pairs(sample.scores, (v) => formatValue(decode(v)));
+  if (scores) box.append(el("p", { className: "sample-scores" }, el("strong", { text: "Scores " }), scores));
+  const settings = pairs(sample.settings, settingText);
+  if (settings) box.append(el("p", { className: "sample-settings" }, el("strong", { text: "Settings " }), settings));
+  if (sample.reference !== null && sample.reference !== undefined) {
+    const reference = whole ? whole.reference : sample.reference;
+    const clipped = !whole && sample.reference_chars > sample.reference.length;
+    box.append(el("details", { className: "sample-reference" },
+      el("summary", { text: "Reference" + (clipped ? ` (${sample.reference_chars.toLocaleString()} characters, clipped)` : "") }),
+      el("div", { className: "sample-text", text: reference })));
+  }
+}
