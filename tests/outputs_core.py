@@ -1,4 +1,4 @@
-"""Whether the server stores samples, evaluations and media and serves their reads (docs/design/samples.md).
+"""Whether the server stores samples, evaluations and media and serves their reads (docs/samples.md).
 
 Until the outputs server core lands, the ingest takes ``sample``, ``eval`` and ``media`` events
 (202) and stores none of them. Round-trip tests read back through the routes and skip while

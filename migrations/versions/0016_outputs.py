@@ -1,4 +1,4 @@
-"""What the model says and scores: the samples, evals, media and blobs tables (docs/design/samples.md).
+"""What the model says and scores: the samples, evals, media and blobs tables (docs/samples.md).
 
 Revision ID: 0016
 Revises: 0015

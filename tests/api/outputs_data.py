@@ -1,5 +1,5 @@
 """A run that logs samples, evaluations and media beside its metrics, sent through POST /api/v1/ingest
-as the SDK sends them, and what the read API must give back of it (docs/design/samples.md)."""
+as the SDK sends them, and what the read API must give back of it (docs/samples.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Samples, evaluations and media from the user's seat (docs/design/samples.md): what a trainer sends
+"""Samples, evaluations and media from the user's seat (docs/samples.md): what a trainer sends
 through POST /api/v1/ingest is read back exactly, long text clipped with its whole length, pages
 that join up, checkpoints that carry their scores; a hostile field or an image the project does not
 hold refuses the whole batch by name, storing nothing, other runs unharmed."""

@@ -1,4 +1,4 @@
-"""Who sees a run's samples, evaluations and media (docs/design/samples.md): the publication policy's
+"""Who sees a run's samples, evaluations and media (docs/samples.md): the publication policy's
 kinds ``samples``, ``evals``, ``media`` (the team always sees them), the broadcast delay (a row is
 public once the version that stored it is due), another project's token and anonymous readers on a
 private run (as an unknown run), and the live stream (live and after a reconnect, equal to what the

@@ -1,6 +1,6 @@
 """Samples, evaluations and media on the production stack: POST /ingest → inbox → Celery worker →
 PostgreSQL → REST reads, the export and the stream's replay; beside metrics, every field read back
-exactly (docs/design/samples.md)."""
+exactly (docs/samples.md)."""
 
 from __future__ import annotations
 

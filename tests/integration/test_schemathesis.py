@@ -59,7 +59,7 @@ def _seed(url: str, token: str, storage: Path) -> dict[str, str]:
         run.manifest({"sources": {"web": {"tokens": 200}}}, version="v2", step=15)
         run.note("halfway", step=10)
         run.checkpoint(ckpt, step=10, metrics={"val/loss": 0.5})
-        # What the model says and scores (docs/design/samples.md): every read of them answers with data.
+        # What the model says and scores (docs/samples.md): every read of them answers with data.
         run.log_samples([{"prompt": "The capital of France is", "output": " Paris", "scores": {"bleu": 0.5}},
                          {"prompt_id": "story", "prompt": "Once", "output": " upon", "reference": " a time"}], step=10)
         run.log_eval({"hellaswag": {"acc,none": 0.31}}, step=10, suite="lm-eval-harness", checkpoint=10, n=8)

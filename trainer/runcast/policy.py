@@ -18,7 +18,7 @@ field           values
 ``notes``       ``"shown"`` | ``"hidden"``
 ``checkpoints`` ``"none"`` | ``"metadata"`` (listed, not downloadable) | ``"downloadable"``
 ``alerts``      ``"public"`` | ``"team"``
-``samples``     ``"shown"`` | ``"hidden"`` (text generations, docs/design/samples.md)
+``samples``     ``"shown"`` | ``"hidden"`` (text generations, docs/samples.md)
 ``evals``       ``"shown"`` | ``"hidden"`` (evaluation scores, on checkpoints too)
 ``media``       ``"shown"`` | ``"hidden"`` (images, tables, histograms)
 ``delay_s``     seconds (0..604800, default 0): the public sees the run as it was

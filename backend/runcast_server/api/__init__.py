@@ -40,12 +40,12 @@ for module in (ingest, whoami, runs, manage, tokens, metrics, events, export, st
     api_router.include_router(module.router)
 for module in (alerts, feeds, subscriptions):  # docs/alerts.md
     api_router.include_router(module.router)
-api_router.include_router(outputs.router)  # samples, evals, media (docs/design/samples.md)
+api_router.include_router(outputs.router)  # samples, evals, media (docs/samples.md)
 api_router.include_router(estimate.router)  # the ZeRO memory estimate (runcast.estimate)
 api_router.include_router(policy.router)  # publication policies (docs/api.md)
 api_router.include_router(admin.router)  # the ingest inbox for operators (docs/api.md)
 api_router.include_router(session_routes.router)  # dashboard sign-in (docs/auth.md)
-api_router.include_router(blobs.router)  # images of runs: uploads and thumbnails (docs/design/samples.md)
+api_router.include_router(blobs.router)  # images of runs: uploads and thumbnails (docs/samples.md)
 
 # Models of bodies the routes read or write themselves, named in the document by documented.ref.
 DOCUMENTED_REQUESTS = (IngestBatch, PolicyChange, UploadBegin)

@@ -205,7 +205,7 @@ class FinishedEvent(_Event):
     lost: Step | None = None
 
 
-# What the model says and scores (docs/design/samples.md). A label (prompt id, suite, task): no
+# What the model says and scores (docs/samples.md). A label (prompt id, suite, task): no
 # control character, not blank.
 _LABEL = rf"^[^{_CONTROL}]*[^{WHITESPACE}{_CONTROL}][^{_CONTROL}]*$"
 ScoreMap = Annotated[dict[MetricName, WireValue], Field(max_length=MAX_SAMPLE_SCORES)]  # type: ignore[valid-type]

@@ -1,4 +1,4 @@
-"""Serving a run's images: ``GET /api/v1/runs/{id}/media/{mid}/image?w=`` (docs/design/samples.md).
+"""Serving a run's images: ``GET /api/v1/runs/{id}/media/{mid}/image?w=`` (docs/samples.md).
 
 An image is shown to whoever may read its run (a private run's images are as unknown to
 anyone else as the run) and, outside the team, only while the publication policy shows media

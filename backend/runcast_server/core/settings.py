@@ -173,7 +173,7 @@ class Settings(BaseSettings):
         default=1024**4, ge=1, description="Largest checkpoint (a file, or a directory's files together) a trainer may upload."
     )
     upload_max_files: int = Field(default=10_000, ge=1, description="Most files in one uploaded directory checkpoint.")
-    # --- images of runs (docs/design/samples.md) ---
+    # --- images of runs (docs/samples.md) ---
     max_blob_bytes: int = Field(
         default=16 * 1024 * 1024, ge=1024, le=1024**3,
         description="Largest image a trainer may upload (PUT /api/v1/runs/{id}/blobs/{sha256}); 413 above.",

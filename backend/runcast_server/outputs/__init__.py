@@ -1,2 +1,2 @@
-"""What the model says and scores along a run (docs/design/samples.md): samples, evaluations and
+"""What the model says and scores along a run (docs/samples.md): samples, evaluations and
 media, stored like points by (run, segment, key, step) and published like timeline events."""

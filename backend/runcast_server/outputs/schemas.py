@@ -1,4 +1,4 @@
-"""Response models of the samples, evals and media reads (docs/design/samples.md, docs/api.md).
+"""Response models of the samples, evals and media reads (docs/samples.md, docs/api.md).
 
 Numbers in ``scores`` and ``metrics`` are wire values: NaN and +-Inf as the strings ``"NaN"``,
 ``"Infinity"``, ``"-Infinity"``. ``withheld``: the run's publication policy withholds the kind

@@ -120,7 +120,7 @@ class View:
         """Event objects ``{"type", "payload", ...}``: withheld ones dropped, payloads filtered."""
         return [{**e, "payload": self.payload(e["type"], e["payload"])} for e in events if self.shown(e["type"], e["payload"])]
 
-    # --- what the model says and scores (outputs/, docs/design/samples.md) --------------------
+    # --- what the model says and scores (outputs/, docs/samples.md) --------------------
     def output_shown(self, kind: str) -> bool:
         """Whether ``samples``, ``evals`` or ``media`` (each a policy kind of its own) are published."""
         return self.team or self.policy[kind] != "hidden"

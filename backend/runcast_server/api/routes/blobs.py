@@ -1,4 +1,4 @@
-"""Images of runs: trainers upload them as blobs; viewers get them, or thumbnails (docs/design/samples.md).
+"""Images of runs: trainers upload them as blobs; viewers get them, or thumbnails (docs/samples.md).
 
 ``PUT``/``HEAD /runs/{run_id}/blobs/{sha256}`` are writes of the token's project: the run must be
 one of its runs (another project's run, or none, answers the same 404). The body is read only

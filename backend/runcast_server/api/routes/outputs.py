@@ -1,4 +1,4 @@
-"""What the model says and scores (docs/design/samples.md): a run's samples, evaluations and media.
+"""What the model says and scores (docs/samples.md): a run's samples, evaluations and media.
 
 Public reads: whoever may read the run, under its publication policy (the kinds ``samples``,
 ``evals``, ``media``: a withheld kind lists nothing, with ``withheld`` true, and one sample of it
