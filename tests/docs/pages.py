@@ -284,6 +284,14 @@ PAGES: dict[str, Page] = {
             "run.set_policy": "import runcast",
         },
     ),
+    "docs/samples.md": Page(
+        preludes={
+            "run.log_samples(": "import numpy as np, runcast, torch\n"
+                                "run = runcast.init(project='demo', name='samples')\n"
+                                "array_or_tensor_or_pil_or_path_or_bytes = np.zeros((64, 96, 3), dtype=np.uint8)\n"
+                                "tensor = torch.randn(10_000)\n",
+        },
+    ),
     "docs/sharing.md": Page(setup=(_SHARED_RUN,), substitutions={"https://runs.example.org": "{url}"}),
     "docs/trainer.md": Page(client_env=False, setup=(_RECORDED_LOG,)),
 }
