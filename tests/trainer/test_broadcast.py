@@ -63,3 +63,20 @@ def test_crash_and_resume_broadcast_as_two_segments(server, tmp_path):
     assert all(len(p["sha256"]) == 64 and p["size"] > 0 and "val/loss" in p["metrics"] for p in available)
     manifest = next(e["payload"]["manifest"] for e in events if e["type"] == "manifest")
     assert set(manifest["sources"]) == {"code", "prose"} and manifest["dedup"]["removed"] >= 0
+
+    # What the model said and scored at each checkpoint (runcast/train/showcase.py), across the crash
+    # and the resume: the checkpoint of step 4 in the first segment, that of step 8 in the second.
+    prompts = api.get(f"/runs/{run_id}/samples/prompts").json()["prompts"]
+    assert [(p["prompt_id"], p["prompt"], p["count"], p["first_step"], p["last_step"]) for p in prompts] == [
+        ("def", "def ", 2, 4, 8), ("import", "import ", 2, 4, 8), ("class", "class ", 2, 4, 8), ("prose", "The ", 2, 4, 8)]
+    samples = api.get(f"/runs/{run_id}/samples", params={"prompt": "def", "key": "samples"}).json()["samples"]
+    assert [(s["segment"], s["step"], s["settings"]["decoding"]) for s in samples] == [(0, 4, "greedy"), (1, 8, "greedy")]
+    evals = api.get(f"/runs/{run_id}/evals").json()["evals"]
+    assert [(e["segment"], e["step"], e["checkpoint"], e["suite"], e["task"], sorted(e["metrics"])) for e in evals] == [
+        (seg, step, step, "runcast-train", task, ["bits_per_byte", "loss"])
+        for seg, step in ((0, 4), (1, 8)) for task in ("val_code", "val_prose")]
+    listed = {c["step"]: c for c in api.get(f"/runs/{run_id}/checkpoints").json()["checkpoints"]}
+    assert {e["task"] for e in listed[8]["evals"]} == {"val_code", "val_prose"}
+    keys = api.get(f"/runs/{run_id}/media/keys").json()["keys"]
+    assert [(k["key"], k["kind"], k["count"], k["first_step"], k["last_step"]) for k in keys] == [
+        ("weights/tok_emb", "histogram", 2, 4, 8)]

@@ -124,3 +124,25 @@ def test_resume_takes_the_saved_config_but_not_fault_flags(tiny_cfg, tmp_path):
     assert merged.project == "demo"  # the same run: same project
     assert merged.max_steps == 20 and merged.out_dir == str(tmp_path / "b")  # a flag set on the command line wins
     assert merged.crash_at is None and merged.inject_spike_at is None  # faults are per invocation
+
+
+def test_each_checkpoint_logs_samples_scores_and_a_weight_histogram(tiny_cfg, recording_run):
+    train(tiny_cfg(), recording_run, log=quiet)
+    samples = recording_run.of("log_samples")
+    assert [k["step"] for _, k in samples] == [4, 8, 12]
+    rows = samples[-1][0][0]
+    assert [r["prompt_id"] for r in rows] == ["def", "import", "class", "prose"]
+    assert all(len(r["output"].encode()) <= 48 * 3 and "\x00" not in r["output"] for r in rows)  # bytes, replaced
+    evals = recording_run.of("log_eval")
+    assert [(k["step"], k["checkpoint"], k["suite"]) for _, k in evals] == [(s, s, "runcast-train") for s in (4, 8, 12)]
+    scores = evals[-1][0][0]
+    assert set(scores) == {"val_code", "val_prose"}
+    assert scores["val_code"]["bits_per_byte"] == pytest.approx(scores["val_code"]["loss"] / 0.6931471805599453)
+    media = recording_run.of("log_media")
+    assert [(a[0], type(a[1]).__name__, k["step"]) for a, k in media] == [
+        ("weights/tok_emb", "Histogram", s) for s in (4, 8, 12)]
+
+
+def test_sample_tokens_0_logs_no_samples(tiny_cfg, recording_run):
+    train(tiny_cfg(sample_tokens=0), recording_run, log=quiet)
+    assert recording_run.of("log_samples") == [] and len(recording_run.of("log_eval")) == 3

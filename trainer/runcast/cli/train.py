@@ -36,6 +36,9 @@ def train_command(
     eval_interval: int = typer.Option(50, min=1, help="Validation loss every this many steps.", rich_help_panel=EVAL),
     eval_iters: int = typer.Option(4, min=1, help="Validation batches per source.", rich_help_panel=EVAL),
     ckpt_interval: int = typer.Option(100, min=1, help="Checkpoint every this many steps (and at the end).", rich_help_panel=EVAL),
+    sample_tokens: int = typer.Option(48, min=0, help="At each checkpoint, log the greedy continuations of fixed "
+                                      "prompts, this many bytes long (0: none), its scores and a weight histogram.",
+                                      rich_help_panel=EVAL),
     keep_last: int = typer.Option(2, min=0, help="Retention: keep the newest N checkpoints ...", rich_help_panel=EVAL),
     keep_best: int = typer.Option(1, min=0, help="... and the best M by validation loss; the rest are pruned.", rich_help_panel=EVAL),
     out_dir: str = typer.Option("out-runcast", help="Where checkpoints go.", rich_help_panel=EVAL),
@@ -64,7 +67,7 @@ def train_command(
 ) -> None:
     """Train the reference tiny GPT on local data (stdlib code + prose) and broadcast it live.
 
-    Runs on the CPU in minutes and sends what a pretraining run publishes: per-step loss, lr, grad norm, throughput and memory; validation loss; a data-mix schedule; a dataset manifest; checkpoints with retention. --crash-at and --inject-spike-at make a crash or a spike to show; --resume continues bit for bit in a new segment of the same run. Without --server (or RUNCAST_SERVER) it trains offline and says so.
+    Runs on the CPU in minutes and sends what a pretraining run publishes: per-step loss, lr, grad norm, throughput and memory; validation loss; a data-mix schedule; a dataset manifest; checkpoints with retention, each with the model's samples for fixed prompts, its validation scores and a weight histogram. --crash-at and --inject-spike-at make a crash or a spike to show; --resume continues bit for bit in a new segment of the same run. Without --server (or RUNCAST_SERVER) it trains offline and says so.
     """
     flags = dict(locals())
     from runcast.train import TrainConfig, train
