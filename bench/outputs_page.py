@@ -171,7 +171,7 @@ ON_SCREEN = """() => {
   const strip = document.querySelector('.strip').getBoundingClientRect();
   const visible = imgs.filter((i) => { const r = i.getBoundingClientRect();
     return r.right > strip.left && r.left < strip.right && r.bottom > 0 && r.top < innerHeight; });
-  const asked = performance.getEntriesByType('resource').filter((r) => r.name.includes('/image'));
+  const asked = performance.getEntriesByType('resource').filter((r) => r.name.includes('/media/') && r.name.includes('/image'));
   return {thumbs: imgs.length, visible: visible.length, asked: asked.length,
           widths: [...new Set(asked.map((r) => new URL(r.name).searchParams.get('w')))],
           bytes: asked.reduce((n, r) => n + (r.transferSize || 0), 0)};

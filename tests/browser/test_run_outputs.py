@@ -135,7 +135,7 @@ def test_live_outputs_appear_without_reload_and_equal_the_api(live_server, page,
     assert {e["task"] for e in evals} == {"hellaswag", "arc_easy"}
     rows = page.eval_on_selector_all("table.evals tbody tr", """rows => rows.map(r =>
         [...r.cells].filter((c, i) => i !== 2).map(c => c.textContent))""")  # the third: the sparkline
-    assert rows == [["arc_easy", "acc", "0.52"], ["hellaswag", "acc", "0.31"]]
+    assert rows == [["arc_easy", "acc", "0.52"], ["hellaswag", "acc", "0.31"], ["hellaswag", "acc_norm", "0.35"]]
     assert page.get_attribute("table.evals tr[data-task='hellaswag'] svg", "aria-label") == "hellaswag acc: 0.31"
     assert page.eval_on_selector_all("table.evals thead th", "t => t.map(h => h.textContent)")[3] == "checkpoint20"
     card_evals = api(live_server, f"/runs/{run.id}/checkpoints")["checkpoints"][0]["evals"]
@@ -307,7 +307,7 @@ def test_image_strip_asks_only_for_the_thumbnails_on_screen(live_server, page, t
         events += [wire.event("metrics", step=i, values={"train/loss": 1.0}), wire.image(i, i)]
     wire.send(events)
     asked: list[str] = []
-    page.on("request", lambda r: "/image" in r.url and asked.append(r.url))
+    page.on("request", lambda r: "/media/" in r.url and "/image" in r.url and asked.append(r.url))
 
     open_run(page, live_server, wire.run)
     page.wait_for_selector("#media-card:not([hidden])", timeout=15000)

@@ -126,13 +126,17 @@ def test_resume_takes_the_saved_config_but_not_fault_flags(tiny_cfg, tmp_path):
     assert merged.crash_at is None and merged.inject_spike_at is None  # faults are per invocation
 
 
-def test_each_checkpoint_logs_samples_scores_and_a_weight_histogram(tiny_cfg, recording_run):
+def test_each_checkpoint_logs_samples_scores_and_a_weight_histogram(tiny_cfg, recording_run, tmp_path):
     train(tiny_cfg(), recording_run, log=quiet)
     samples = recording_run.of("log_samples")
     assert [k["step"] for _, k in samples] == [4, 8, 12]
     rows = samples[-1][0][0]
-    assert [r["prompt_id"] for r in rows] == ["def", "import", "class", "prose"]
-    assert all(len(r["output"].encode()) <= 48 * 3 and "\x00" not in r["output"] for r in rows)  # bytes, replaced
+    assert [r["prompt"] for r in rows] == ["def ", "import ", "class ", "The "]
+    assert all(len(r["output"]) <= 48 and "\x00" not in r["output"] for r in rows)  # bytes, invalid ones replaced
+    assert [r["settings"]["seed"] for r in rows] == [1337, 1338, 1339, 1340]
+    again = type(recording_run)()  # the same weights say the same: seeded per prompt
+    train(tiny_cfg(out_dir=str(tmp_path / "again")), again, log=quiet)
+    assert again.of("log_samples") == samples
     evals = recording_run.of("log_eval")
     assert [(k["step"], k["checkpoint"], k["suite"]) for _, k in evals] == [(s, s, "runcast-train") for s in (4, 8, 12)]
     scores = evals[-1][0][0]

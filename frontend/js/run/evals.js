@@ -1,7 +1,7 @@
 // The evaluations panel (GET /runs/{id}/evals): for one suite (a selector when there are
-// several), a table of its tasks × the steps they were scored at (a checkpoint's step when the
-// scores are tied to one), the newest columns shown and a sparkline per task over all of
-// them; and the scores line of a checkpoint in the checkpoints panel (checkpoints.js).
+// several), a table of its tasks and metrics × the steps they were scored at (a checkpoint's
+// step when the scores are tied to one), the newest columns shown and a sparkline per row over
+// all of them; and the scores line of a checkpoint in the checkpoints panel (checkpoints.js).
 
 import { decode, getJSON, runUrl } from "../api.js";
 import { el, formatValue } from "../util.js";
@@ -34,6 +34,16 @@ export function scoresLine(evals) {
 }
 
 const column = (e) => e.checkpoint ?? e.step;
+
+/** A task's rows: every metric it was scored by but standard errors (in the cells' titles), in the
+ * order the newest evaluation lists them, then any only older ones had. */
+function shownMetrics(byStep) {
+  const names = new Set();
+  for (const s of [...byStep.keys()].sort((a, b) => b - a)) {
+    for (const name of Object.keys(byStep.get(s).metrics || {})) if (!/stderr/i.test(name)) names.add(name);
+  }
+  return names.size ? [...names] : [primaryMetric(byStep.get(Math.max(...byStep.keys())).metrics) ?? ""];
+}
 
 export class EvalsPanel {
   constructor(page) {
@@ -94,20 +104,20 @@ export class EvalsPanel {
     const body = el("tbody");
     for (const task of [...cells.keys()].sort()) {
       const byStep = cells.get(task);
-      const latest = byStep.get(Math.max(...byStep.keys()));
-      const metric = primaryMetric(latest.metrics);
-      const value = (e) => (e && metric !== null && metric in e.metrics ? decode(e.metrics[metric]) : null);
-      const series = steps.map((s) => value(byStep.get(s)));
-      const known = series.filter((v) => v !== null);
-      const trend = `${task} ${metric}: ${known.map(formatValue).join(", ")}`;
-      body.append(el("tr", { "data-task": task },
-        el("th", { scope: "row", text: task }),
-        el("td", { className: "evals-metric", text: metric ?? "" }),
-        el("td", {}, sparkline(series.map((v) => v ?? NaN), trend)),
-        ...shown.map((s) => {
-          const e = byStep.get(s);
-          return el("td", { className: "num", title: e ? metricsText(e) : null, text: e ? formatValue(value(e)) : "" });
-        })));
+      shownMetrics(byStep).forEach((metric, i) => {
+        const value = (e) => (e && metric in e.metrics ? decode(e.metrics[metric]) : null);
+        const series = steps.map((s) => value(byStep.get(s)));
+        const known = series.filter((v) => v !== null);
+        const trend = `${task} ${metric}: ${known.map(formatValue).join(", ")}`;
+        body.append(el("tr", { "data-task": task, "data-metric": metric, className: i ? "evals-more" : "" },
+          el("th", { scope: "row", text: task }),
+          el("td", { className: "evals-metric", text: metric }),
+          el("td", {}, sparkline(series.map((v) => v ?? NaN), trend)),
+          ...shown.map((s) => {
+            const e = byStep.get(s);
+            return el("td", { className: "num", title: e ? metricsText(e) : null, text: e ? formatValue(value(e)) : "" });
+          })));
+      });
     }
     const out = [el("div", { className: "table-wrap evals-wrap" }, el("table", { className: "evals" }, el("thead", {}, head), body))];
     if (steps.length > shown.length) {

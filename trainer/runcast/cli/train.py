@@ -36,7 +36,7 @@ def train_command(
     eval_interval: int = typer.Option(50, min=1, help="Validation loss every this many steps.", rich_help_panel=EVAL),
     eval_iters: int = typer.Option(4, min=1, help="Validation batches per source.", rich_help_panel=EVAL),
     ckpt_interval: int = typer.Option(100, min=1, help="Checkpoint every this many steps (and at the end).", rich_help_panel=EVAL),
-    sample_tokens: int = typer.Option(48, min=0, help="At each checkpoint, log the greedy continuations of fixed "
+    sample_tokens: int = typer.Option(48, min=0, help="At each checkpoint, log the model's continuations of fixed "
                                       "prompts, this many bytes long (0: none), its scores and a weight histogram.",
                                       rich_help_panel=EVAL),
     keep_last: int = typer.Option(2, min=0, help="Retention: keep the newest N checkpoints ...", rich_help_panel=EVAL),

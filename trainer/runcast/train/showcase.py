@@ -2,9 +2,10 @@
 
 At every checkpoint the trainer logs (docs/samples.md):
 
-* samples: the greedy continuation of each of ``PROMPTS`` (``sample_tokens`` bytes; the
-  tokenizer is byte level, so a continuation is decoded as UTF-8 with invalid bytes replaced
-  and stops at the end-of-document token);
+* samples: a continuation of each of ``PROMPTS`` (``sample_tokens`` bytes, sampled at
+  ``TEMPERATURE`` from the ``TOP_K`` likeliest bytes with a generator seeded per prompt, so the
+  same weights always say the same; the tokenizer is byte level, so a continuation is decoded
+  as UTF-8 with invalid bytes replaced, and stops at the end-of-document token);
 * an evaluation tied to the checkpoint: per data source, the validation loss and its bits per
   byte (suite ``runcast-train``);
 * the distribution of the token embedding's weights (a histogram, key ``weights/tok_emb``).
@@ -20,20 +21,24 @@ import torch
 from runcast.media import Histogram
 from runcast.train.data import EOD
 
-# Byte-level prompts the two sources start documents with: code and prose.
-PROMPTS = {"def": "def ", "import": "import ", "class": "class ", "prose": "The "}
+# Prompts the two sources (code and prose) start lines with; the SDK names each by its hash.
+PROMPTS = ("def ", "import ", "class ", "The ")
 SUITE = "runcast-train"
+TEMPERATURE = 0.8
+TOP_K = 20
 
 
 @torch.no_grad()
-def continuation(net: torch.nn.Module, prompt: str, new_tokens: int, block_size: int) -> str:
-    """The greedy continuation of ``prompt`` by ``net``, at most ``new_tokens`` bytes, as text."""
+def continuation(net: torch.nn.Module, prompt: str, new_tokens: int, block_size: int, seed: int) -> str:
+    """A continuation of ``prompt`` by ``net``, at most ``new_tokens`` bytes, as text (``seed``: the sampler's)."""
     device = next(net.parameters()).device
+    generator = torch.Generator().manual_seed(seed)
     idx = torch.tensor([list(prompt.encode())], dtype=torch.long, device=device)
     out: list[int] = []
     for _ in range(new_tokens):
         logits, _ = net(idx[:, -block_size:])
-        token = int(logits[0, -1].argmax())
+        top = torch.topk(logits[0, -1].float().cpu() / TEMPERATURE, TOP_K)
+        token = int(top.indices[torch.multinomial(torch.softmax(top.values, dim=-1), 1, generator=generator)])
         if token == EOD:
             break
         out.append(token)
@@ -42,15 +47,15 @@ def continuation(net: torch.nn.Module, prompt: str, new_tokens: int, block_size:
 
 
 def log_checkpoint_outputs(run: Any, net: torch.nn.Module, step: int, val: dict[str, float], new_tokens: int,
-                           block_size: int, whole_weights: bool = True) -> None:
+                           block_size: int, seed: int, whole_weights: bool = True) -> None:
     """Log the samples, the evaluation and the embedding histogram of the checkpoint at ``step``.
     ``whole_weights`` False (ZeRO-3: this rank holds a shard) leaves out what needs the weights."""
     if new_tokens > 0 and whole_weights:
         was_training = net.training
         net.eval()
-        rows = [{"prompt_id": pid, "prompt": prompt, "output": continuation(net, prompt, new_tokens, block_size),
-                 "settings": {"decoding": "greedy", "max_new_tokens": new_tokens}}
-                for pid, prompt in PROMPTS.items()]
+        settings = {"temperature": TEMPERATURE, "top_k": TOP_K, "max_new_tokens": new_tokens}
+        rows = [{"prompt": prompt, "output": continuation(net, prompt, new_tokens, block_size, seed + i),
+                 "settings": {**settings, "seed": seed + i}} for i, prompt in enumerate(PROMPTS)]
         net.train(was_training)
         run.log_samples(rows, step=step)
     sources = {key.removeprefix("val/loss_"): loss for key, loss in val.items() if key.startswith("val/loss_")}

@@ -61,7 +61,7 @@ class TrainConfig:
     eval_interval: int = 50
     eval_iters: int = 4
     ckpt_interval: int = 100
-    sample_tokens: int = 48  # at each checkpoint, greedy continuations of fixed prompts (0: none; showcase.py)
+    sample_tokens: int = 48  # at each checkpoint, sampled continuations of fixed prompts (0: none; showcase.py)
     keep_last: int = 2
     keep_best: int = 1
     seed: int = 1337
@@ -333,7 +333,7 @@ def train(cfg: TrainConfig, run: Any = None, log: Callable[[str], object] = prin
                     run.checkpoint(str(path), step=step, metrics=last_val)
                     whole = engine is None or engine.zero_optimization_stage() < 3
                     log_checkpoint_outputs(run, engine.module if engine is not None else model, step, last_val,
-                                           cfg.sample_tokens, cfg.block_size, whole)
+                                           cfg.sample_tokens, cfg.block_size, cfg.seed, whole)
                     for gone in retention.add(ckpt.Kept(step, str(path), last_val["val/loss"], size, sha)):
                         run.checkpoint(gone.path, step=gone.step, metrics={"val/loss": gone.val_loss}, status="pruned")
                         log(f"step {step}: pruned checkpoint {gone.path}")
