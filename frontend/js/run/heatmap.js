@@ -30,16 +30,26 @@ export function ticks(lo, hi, n, whole = false) {
   return out;
 }
 
+/** Each row's span of steps, centred on its step: from halfway to the step before to halfway to
+ * the next (an end row mirrors its neighbour's gap; a lone row: its step ± 0.5). */
+export function spans(rows) {
+  const gap = (i) => (rows.length < 2 ? 1 : i + 1 < rows.length ? rows[i + 1].step - rows[i].step : rows[i].step - rows[i - 1].step);
+  return rows.map((r, i) => [
+    i > 0 ? (rows[i - 1].step + r.step) / 2 : r.step - gap(0) / 2,
+    i + 1 < rows.length ? (r.step + rows[i + 1].step) / 2 : r.step + gap(i) / 2,
+  ]);
+}
+
 /** Where rows go on a canvas of `width` × `height` CSS pixels: the axes' ranges and scales. */
 export function layout(rows, width, height) {
   const lo = Math.min(...rows.map((r) => r.edges[0]));
   const hi = Math.max(...rows.map((r) => r.edges[r.edges.length - 1]));
-  const last = rows[rows.length - 1].step;
-  const x0 = rows[0].step;
-  const x1 = last + (rows.length > 1 ? Math.max(1, last - rows[rows.length - 2].step) : 1);
+  const columns = spans(rows);
+  const x0 = columns[0][0];
+  const x1 = columns[columns.length - 1][1];
   const plot = { left: MARGIN.left, top: MARGIN.top, width: width - MARGIN.left - MARGIN.right, height: height - MARGIN.top - MARGIN.bottom };
   return {
-    lo, hi, x0, x1, plot,
+    lo, hi, x0, x1, plot, columns,
     x: (step) => plot.left + ((step - x0) / (x1 - x0)) * plot.width,
     y: (v) => plot.top + plot.height - ((v - lo) / (hi - lo || 1)) * plot.height,
   };
@@ -56,8 +66,8 @@ export function drawHeatmap(canvas, rows, theme) {
   ctx.scale(dpr, dpr);
   const at = layout(rows, width, height);
   rows.forEach((row, i) => {
-    const xa = at.x(row.step);
-    const xb = i + 1 < rows.length ? at.x(rows[i + 1].step) : at.x(at.x1);
+    const xa = at.x(at.columns[i][0]);
+    const xb = at.x(at.columns[i][1]);
     const density = row.counts.map((c, j) => c / (row.edges[j + 1] - row.edges[j]));
     const top = Math.max(...density);
     density.forEach((d, j) => {
@@ -84,8 +94,8 @@ export function drawHeatmap(canvas, rows, theme) {
 /** The row and bin under (px, py) of a drawn layout, or null. */
 export function cellAt(rows, at, px, py) {
   if (px < at.plot.left || px > at.plot.left + at.plot.width) return null;
-  let i = rows.length - 1;
-  while (i > 0 && at.x(rows[i].step) > px) i--;
+  let i = 0;
+  while (i + 1 < rows.length && at.x(at.columns[i][1]) <= px) i++;
   const row = rows[i];
   const v = at.lo + ((at.plot.top + at.plot.height - py) / at.plot.height) * (at.hi - at.lo);
   const bin = row.edges.findIndex((e, j) => j + 1 < row.edges.length && v >= e && v < row.edges[j + 1]);
