@@ -73,9 +73,7 @@ def one(checkout: Path, steps: int) -> dict[str, float]:
     env = {"PYTHONPATH": os.pathsep.join(str(checkout / p) for p in ("trainer", "backend", "tests"))}
     with tempfile.TemporaryDirectory() as tmp:
         env["RUNCAST_DATA_DIR"] = str(Path(tmp) / "data")
-        token = subprocess.run([str(services.BIN / "runcast"), "token", "create", "--project", "bench"],
-                               env=services.child_env(env), capture_output=True, text=True, check=True
-                               ).stdout.strip().splitlines()[-1]
+        token = services.create_token(env, "bench")
         proc, base = services.start_api(env, Path(tmp) / "api.log", timeout=120)
         try:
             load0 = os.getloadavg()[0]

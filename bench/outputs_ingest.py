@@ -45,11 +45,10 @@ def client(args: argparse.Namespace) -> None:
     import random
 
     import numpy as np
-
     import runcast
 
     rng = random.Random(25)
-    words = "the model a of and to in is was that river city light water stone bridge story token".split()
+    words = ["the", "model", "a", "of", "and", "to", "in", "is", "was", "that", "river", "city", "light", "water", "stone", "bridge", "story", "token"]
     values = [{k: math.sin(i * 0.01 + j) + 2.0 for j, k in enumerate(KEYS)} for i in range(1024)]
     noise = np.random.default_rng(25)
     images = [noise.integers(0, 256, (256, 256, 3), dtype=np.uint8) for _ in range(4)]
@@ -106,9 +105,7 @@ def one(arm: str, steps: int, interval: float) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
         data_dir = Path(tmp) / "data"
         env["RUNCAST_DATA_DIR"] = str(data_dir)
-        token = subprocess.run([str(services.BIN / "runcast"), "token", "create", "--project", "bench"],
-                               env=services.child_env(env), capture_output=True, text=True, check=True
-                               ).stdout.strip().splitlines()[-1]
+        token = services.create_token(env, "bench")
         proc, base = services.start_api(env, Path(tmp) / "api.log", timeout=120)
         try:
             load0 = os.getloadavg()[0]

@@ -58,9 +58,7 @@ IMAGES_RUN = "outputs-bench-images"
 CHROMIUM = os.environ.get("RUNCAST_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--disable-quic", "--no-first-run"]
-WORDS = ("the model a of and to in is was that it for on with as at by from this be or are an which "
-         "river city paris seine north light water stone bridge small large old new story king queen tiny "
-         "gpt learned token train loss step night day once upon time there lived quick brown fox jumps").split()
+WORDS = ["the", "model", "a", "of", "and", "to", "in", "is", "was", "that", "it", "for", "on", "with", "as", "at", "by", "from", "this", "be", "or", "are", "an", "which", "river", "city", "paris", "seine", "north", "light", "water", "stone", "bridge", "small", "large", "old", "new", "story", "king", "queen", "tiny", "gpt", "learned", "token", "train", "loss", "step", "night", "day", "once", "upon", "time", "there", "lived", "quick", "brown", "fox", "jumps"]
 
 
 class Sender:
@@ -140,12 +138,8 @@ def serve(data_dir: Path) -> tuple[services.Process, str, str]:
         env["RUNCAST_VENDOR_DIR"] = os.environ.get("RUNCAST_VENDOR_DIR") or str(vendor)
     token_file = data_dir / "bench-token"
     if not token_file.exists():
-        import subprocess
-
         data_dir.mkdir(parents=True, exist_ok=True)
-        out = subprocess.run([str(services.BIN / "runcast"), "token", "create", "--project", "bench"],
-                             env=services.child_env(env), capture_output=True, text=True, check=True)
-        token_file.write_text(out.stdout.strip().splitlines()[-1])
+        token_file.write_text(services.create_token(env, "bench"))
     proc, base = services.start_api(env, data_dir / "serve.log", timeout=120)
     return proc, base, token_file.read_text()
 
@@ -311,8 +305,8 @@ def main() -> None:
         if tmp:
             shutil.rmtree(tmp, ignore_errors=True)
     load1 = os.getloadavg()
-    print(f"| measure (warm: a reload) | median (max) | target |")
-    print(f"|---|---|---|")
+    print("| measure (warm: a reload) | median (max) | target |")
+    print("|---|---|---|")
     print(f"| samples panel scrolled into view -> first prompt's outputs drawn | {med(samples['open'])} | <= 300 ms |")
     print(f"| navigation start -> outputs drawn, panel in view from the start (1400 x 2000) | {med(samples['nav'])} | |")
     print(f"| switch to a prompt not read before ({len(samples['switch'])} switches): its newest output and diff drawn | "

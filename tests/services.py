@@ -484,6 +484,13 @@ def start_worker(
     return proc
 
 
+def create_token(env: Mapping[str, str], project: str) -> str:
+    """A new token of ``project`` in the database ``env`` names (``runcast token create``)."""
+    out = subprocess.run([str(BIN / "runcast"), "token", "create", "--project", project], env=child_env(env),
+                         capture_output=True, text=True, check=True)
+    return out.stdout.strip().splitlines()[-1]
+
+
 def start_api(
     env: Mapping[str, str],
     log_path: Path,

@@ -14,7 +14,7 @@ At every checkpoint the trainer logs (docs/samples.md):
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -63,4 +63,5 @@ def log_checkpoint_outputs(run: Any, net: torch.nn.Module, step: int, val: dict[
         run.log_eval({f"val_{source}": {"loss": loss, "bits_per_byte": loss / math.log(2)}
                       for source, loss in sources.items()}, step=step, suite=SUITE, checkpoint=step)
     if whole_weights:
-        run.log_media("weights/tok_emb", Histogram(net.tok_emb.weight.detach()), step=step)
+        embedding = cast(torch.nn.Embedding, net.get_submodule("tok_emb"))
+        run.log_media("weights/tok_emb", Histogram(embedding.weight.detach()), step=step)
