@@ -16,7 +16,7 @@ from sqlalchemy import Engine
 
 from runcast_server.api import api_router
 from runcast_server.api.limits import BodyLimit, body_limit
-from runcast_server.api.openapi import openapi_document
+from runcast_server.api.openapi import openapi_document, operation_id
 from runcast_server.api.routes.share import share_router
 from runcast_server.api.routes.stream import ServerSend
 from runcast_server.artifacts.s3 import parse_storage_url
@@ -105,7 +105,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 multiprocess.mark_process_dead(os.getpid())
 
     # /docs and /redoc are pages.py's: the same UIs from local bundles instead of a CDN.
-    app = FastAPI(title="Runcast", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None)
+    app = FastAPI(title="Runcast", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None,
+                  generate_unique_id_function=operation_id)
     app.state.metrics = metrics
     app.state.context = ctx  # routes: api.deps.ContextDep
     bind_metrics(metrics)  # embedded: the eager tasks record into this registry

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 from runcast.events import (
     CHECKPOINT_STATUSES,
     FINAL_STATUSES,
@@ -89,12 +89,18 @@ def _text(max_chars: int, pattern: str = NO_NUL, min_chars: int = 0) -> Any:
     return Annotated[str, Field(min_length=min_chars, max_length=max_chars, pattern=pattern)]
 
 
-# Any JSON inside a JSON object field: no NUL in text, keys included; integers of 64 bits.
+# Any JSON inside a JSON object field: no NUL in text, keys included; integers of 64 bits. One schema
+# without a type, each keyword applying to the values of its type, rather than a union of one per
+# type: the same values, and client generators (which cannot build a union that names itself) read
+# it as any value.
+_JSON_VALUE_REF = {"$ref": "#/components/schemas/JsonValue"}
 JsonText = Annotated[str, Field(pattern=NO_NUL)]
 JsonNumber = Annotated[float, Field(ge=-MAX_INT, le=MAX_INT)]
-JsonValue = TypeAliasType(
-    "JsonValue", "dict[JsonText, JsonValue] | list[JsonValue] | JsonText | JsonNumber | bool | None"
-)
+JsonValue = TypeAliasType("JsonValue", Annotated[Any, WithJsonSchema({
+    "description": "Any JSON value: no NUL in text (keys included), numbers within 64-bit integers.",
+    "additionalProperties": _JSON_VALUE_REF, "propertyNames": {"pattern": NO_NUL},
+    "items": _JSON_VALUE_REF, "pattern": NO_NUL, "minimum": -MAX_INT, "maximum": MAX_INT,
+})])
 JsonObject = dict[JsonText, JsonValue]
 
 
@@ -143,7 +149,9 @@ def _given(field: str) -> dict[str, Any]:
 class UpdateEvent(_Event):
     """Changes the run's config, summary or metric declarations: at least one of them."""
 
-    model_config = ConfigDict(json_schema_extra={"anyOf": [_given("config"), _given("summary"), _given("define")]})
+    # Under allOf: a client generator reads a model's top-level anyOf as its alternatives (no fields).
+    model_config = ConfigDict(json_schema_extra={"allOf": [{"anyOf": [_given("config"), _given("summary"),
+                                                                      _given("define")]}]})
     type: Literal["update"]
     config: JsonObject | None = None
     summary: JsonObject | None = None

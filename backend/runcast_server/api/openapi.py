@@ -6,7 +6,9 @@
 * each operation names its real use of the bearer token (required on writes, optional on
   reads, where a token only widens what is visible);
 * every error response is JSON of the error schema (FastAPI would give a text/plain or file
-  route's errors that route's media type).
+  route's errors that route's media type);
+* every other media type has a schema: text, or bytes (client generators type the answer by it);
+* operation ids are the route functions' names (``operation_id``), and unique.
 """
 
 from __future__ import annotations
@@ -23,6 +25,21 @@ from runcast_server.api.deps import admin, bearer_token, writer_project
 from runcast_server.api.documented import components
 
 _NULL = {"type": "null"}
+_TEXT = {"type": "string"}
+_BYTES = {"type": "string", "format": "binary"}
+
+
+def operation_id(route: APIRoute) -> str:
+    """An operation's id (``generate_unique_id_function``): its route function's name, such as
+    ``list_runs``, so a client generated from the document names its functions as the code does. One
+    function serving two operations (a GET and its HEAD) names them itself (``operation_id=``)."""
+    return route.name
+
+
+def is_text(media_type: str) -> bool:
+    """Whether an answer of this media type is text: ``text/*``, XML (Atom, SVG), JSON Lines."""
+    kind = media_type.split(";")[0].strip()
+    return kind.startswith("text/") or kind.endswith(("+xml", "/xml")) or kind == "application/x-ndjson"
 
 
 def openapi_document(app: FastAPI) -> dict[str, Any]:
@@ -36,14 +53,22 @@ def openapi_document(app: FastAPI) -> dict[str, Any]:
         if schemas.setdefault(name, body) != body:
             raise RuntimeError(f"two schemas named {name} in the OpenAPI document")
     error_schema = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
+    ids: set[str] = set()
     for item in schema["paths"].values():
         for operation in item.values():
+            if operation["operationId"] in ids:
+                raise RuntimeError(f"two operations with the id {operation['operationId']}")
+            ids.add(operation["operationId"])
             for parameter in operation.get("parameters", []):
                 _drop_null(parameter["schema"])
             for status, response in operation.get("responses", {}).items():
                 content = response.get("content", {})
                 if status.isdigit() and int(status) >= 400 and "Readiness" not in str(content):
                     response["content"] = error_schema
+                    continue
+                for media_type, body in content.items():
+                    if "schema" not in body and "itemSchema" not in body:  # a stream's items have theirs
+                        body["schema"] = dict(_TEXT if is_text(media_type) else _BYTES)
     for route in iter_route_contexts(app.routes):  # included routers flattened
         if not isinstance(route.original_route, APIRoute) or not route.include_in_schema:
             continue

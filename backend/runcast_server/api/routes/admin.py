@@ -30,7 +30,7 @@ InboxId = Annotated[int, Path(ge=1, le=2**63 - 1, description="The inbox row's i
 
 
 @router.get("/inbox/stats", response_model=InboxStats)
-def inbox_stats(session: SessionDep) -> dict[str, Any]:
+def get_inbox_stats(session: SessionDep) -> dict[str, Any]:
     """Rows per state and the number of stored batches whose detectors failed."""
     return quarantine.counts(session)
 
@@ -49,7 +49,7 @@ def list_inbox(
 
 
 @router.get("/inbox/{inbox_id}", response_model=InboxRowDetail, responses=error_responses(404))
-def show_inbox(session: SessionDep, inbox_id: InboxId) -> dict[str, Any]:
+def get_inbox_row(session: SessionDep, inbox_id: InboxId) -> dict[str, Any]:
     """One row, with the content of each event that could not be stored."""
     found = quarantine.show(session, inbox_id)
     if found is None:

@@ -51,7 +51,7 @@ def _own_run(session: Session, project: Project, run_id: str) -> Run:
     return run
 
 
-@router.head("/runs/{run_id}/blobs/{sha256}", response_class=Response, operation_id="head_blob",
+@router.head("/runs/{run_id}/blobs/{sha256}", response_class=Response,
              responses={200: {"description": "The server holds these bytes."}, **error_responses(401, 404, 422)})
 def head_blob(run_id: Annotated[str, Path(max_length=64)], sha256: Sha256, project: WriterDep, session: SessionDep,
               settings: SettingsDep, storage: StorageDep) -> Response:
@@ -63,7 +63,7 @@ def head_blob(run_id: Annotated[str, Path(max_length=64)], sha256: Sha256, proje
 
 
 @router.put(
-    "/runs/{run_id}/blobs/{sha256}", response_model=BlobStored, status_code=201, operation_id="put_blob",
+    "/runs/{run_id}/blobs/{sha256}", response_model=BlobStored, status_code=201,
     responses={200: {"model": BlobStored, "description": "The project held these bytes already."}, **_BLOB_ERRORS},
     openapi_extra={"requestBody": {"required": True, "content": {t: {"schema": {"type": "string", "format": "binary"}}
                                                                  for t in _IMAGE_TYPES}}},
@@ -94,11 +94,11 @@ async def put_blob(run_id: Annotated[str, Path(max_length=64)], sha256: Sha256, 
 
 
 @router.get(
-    "/runs/{run_id}/media/{media_id}/image", response_class=Response, operation_id="get_media_image",
+    "/runs/{run_id}/media/{media_id}/image", response_class=Response,
     responses={200: {"content": {**_IMAGE_TYPES, "image/webp": {}}, "description": "The image or its thumbnail."},
                **RUN_ERRORS},
 )
-def media_image(
+def get_media_image(
     request: Request, found: ReadableRunDep, session: SessionDep, settings: SettingsDep, storage: StorageDep,
     policy: ViewDep,
     media_id: Annotated[int, Path(ge=1, le=2**53 - 1, description="The media id (from the run's media list).")],

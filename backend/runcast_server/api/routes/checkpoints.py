@@ -111,11 +111,16 @@ def _downloadable(
     return record, v, storage
 
 
-_DOWNLOAD_RESPONSES: dict[int | str, dict[str, Any]] = {
-    200: {"content": {"application/octet-stream": {}}},
-    206: {"description": "A byte range (Range request)."},
+_FILE_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {"content": {"application/octet-stream": {}}, "description": "The file."},
+    206: {"content": {"application/octet-stream": {}}, "description": "A byte range (Range request)."},
     **RUN_ERRORS,
     **error_responses(410, 416),
+}
+_DOWNLOAD_RESPONSES: dict[int | str, dict[str, Any]] = {
+    **_FILE_RESPONSES,
+    200: {"content": {"application/octet-stream": {}, "application/x-tar": {}},
+          "description": "The file; a directory checkpoint as one tar archive (no Range)."},
 }
 
 
@@ -179,7 +184,7 @@ def _directory(
 
 @router.get("/runs/{run_id}/checkpoints/{cid}/files", response_model=CheckpointFiles,
             responses={**RUN_ERRORS, **error_responses(410)})
-def checkpoint_files(
+def list_checkpoint_files(
     found: ReadableRunDep, session: SessionDep, viewer: ViewerDep, storage: StorageDep, cid: CheckpointId,
     policy: ViewDep,
 ) -> dict[str, Any]:
@@ -191,9 +196,9 @@ def checkpoint_files(
 
 
 @router.head("/runs/{run_id}/checkpoints/{cid}/files/{file_path:path}", response_class=Response,
-             responses=_DOWNLOAD_RESPONSES, operation_id="head_checkpoint_file")
+             responses=_FILE_RESPONSES, operation_id="head_checkpoint_file")
 @router.get("/runs/{run_id}/checkpoints/{cid}/files/{file_path:path}", response_class=Response,
-            responses=_DOWNLOAD_RESPONSES, operation_id="get_checkpoint_file")
+            responses=_FILE_RESPONSES, operation_id="get_checkpoint_file")
 def download_checkpoint_file(
     found: ReadableRunDep, session: SessionDep, viewer: ViewerDep, settings: SettingsDep, storage: StorageDep,
     cid: CheckpointId, file_path: str, policy: ViewDep,
@@ -212,7 +217,7 @@ def download_checkpoint_file(
 
 
 @router.get("/runs/{run_id}/checkpoints/{cid}/card", responses={200: {"model": CheckpointCard}, **RUN_ERRORS})
-def checkpoint_card(
+def get_checkpoint_card(
     found: ReadableRunDep,
     session: SessionDep,
     viewer: ViewerDep,

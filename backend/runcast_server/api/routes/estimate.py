@@ -57,7 +57,7 @@ class MemoryEstimate(BaseModel):
 
 
 @router.get("/estimate", response_model=MemoryEstimate, responses=error_responses(422))
-def memory_estimate(
+def estimate_memory(
     params: Annotated[float, Query(gt=0, le=1e15, description="Parameter count Ψ, e.g. 7e9.")],
     gpus: Annotated[int, Query(ge=1, le=1_000_000, description="Data-parallel devices N.")] = 1,
     zero: Annotated[int, Query(ge=0, le=3, description="ZeRO stage: 0 (plain data parallel), 1, 2 or 3.")] = 0,

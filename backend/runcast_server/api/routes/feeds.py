@@ -88,7 +88,7 @@ def _as_of(view: View, alert: dict[str, Any]) -> dict[str, Any]:
 
 
 @router.get("/runs/{run_id}/alerts.atom", response_class=Response, responses={**_ATOM_200, **RUN_ERRORS})
-def run_feed(request: Request, session: SessionDep, settings: SettingsDep, found: ReadableRunDep,
+def get_run_alerts_feed(request: Request, session: SessionDep, settings: SettingsDep, found: ReadableRunDep,
              full: FullViewDep, policy: ViewDep) -> Response:
     """The run's newest alerts as an Atom feed."""
     run, project = found
@@ -102,7 +102,7 @@ def run_feed(request: Request, session: SessionDep, settings: SettingsDep, found
 
 @router.get("/projects/{project}/alerts.atom", response_class=Response,
             responses={**_ATOM_200, **error_responses(404, 422)})
-def project_feed(request: Request, session: SessionDep, settings: SettingsDep,
+def get_project_alerts_feed(request: Request, session: SessionDep, settings: SettingsDep,
                  project: Annotated[str, Path(max_length=100)]) -> Response:
     """The newest alerts of the project's public runs as an Atom feed."""
     if not PROJECT_RE.match(project):

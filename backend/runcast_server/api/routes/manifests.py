@@ -49,7 +49,7 @@ def list_manifests(found: ReadableRunDep, session: SessionDep, full: FullViewDep
 
 
 @router.get("/runs/{run_id}/manifests/diff", response_model=ManifestDiff, responses=RUN_ERRORS)
-def manifest_diff(found: ReadableRunDep, session: SessionDep, full: FullViewDep, policy: ViewDep,
+def get_manifest_diff(found: ReadableRunDep, session: SessionDep, full: FullViewDep, policy: ViewDep,
                   from_: Annotated[str, Query(alias="from", min_length=1, max_length=100)], to: Version) -> dict[str, Any]:
     """Files added / removed / changed, token counts and weights between two versions."""
     run, _ = found
@@ -92,7 +92,7 @@ def get_manifest(
 
 
 @router.get("/runs/{run_id}/data-mix", response_model=DataMix, responses=RUN_ERRORS)
-def data_mix(found: ReadableRunDep, session: SessionDep, policy: ViewDep) -> dict[str, Any]:
+def get_data_mix(found: ReadableRunDep, session: SessionDep, policy: ViewDep) -> dict[str, Any]:
     """The data-mix timeline: every change of weights, by segment and step."""
     run, _ = found
     policy.require("data_mix")

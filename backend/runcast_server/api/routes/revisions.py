@@ -52,7 +52,7 @@ def list_revisions(found: ReadableRunDep, session: SessionDep, settings: Setting
     response_class=PlainTextResponse,
     responses={200: {"content": {"text/plain": {}}}, **RUN_ERRORS},
 )
-def revision_diff(found: ReadableRunDep, session: SessionDep, rid: RevisionId, policy: ViewDep) -> PlainTextResponse:
+def get_revision_diff(found: ReadableRunDep, session: SessionDep, rid: RevisionId, policy: ViewDep) -> PlainTextResponse:
     """The uncommitted diff of a dirty revision, as text/plain (credentials scrubbed)."""
     run, _ = found
     if not policy.code_diff:

@@ -89,7 +89,7 @@ def sign_in(request: Request, response: Response, session: SessionDep, settings:
 
 
 @router.get("/session", response_model=SessionView, responses=error_responses(401))
-def current(request: Request, session: SessionDep) -> SessionView:
+def get_session(request: Request, session: SessionDep) -> SessionView:
     """Who this browser is signed in as; 401 when it is not (no cookie, or the session ended)."""
     found = service.lookup(session, request.cookies.get(COOKIE))
     if found is None:

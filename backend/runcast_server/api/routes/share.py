@@ -68,7 +68,7 @@ def share_router(frontend: Frontend, settings: Settings) -> APIRouter:
         responses={**RUN_ERRORS, 200: {"content": {"image/svg+xml": {}}, "description": "The badge."}},
         response_class=Response,
     )
-    def badge(
+    def get_run_badge(
         request: Request,
         session: SessionDep,
         found: ReadableRunDep,
@@ -140,7 +140,7 @@ def share_router(frontend: Frontend, settings: Settings) -> APIRouter:
 
     for fmt in ("svg", "png"):
         router.add_api_route(
-            f"/api/v1/runs/{{run_id}}/plot.{fmt}", plot_route(fmt), methods=["GET"], name=f"plot_{fmt}",
+            f"/api/v1/runs/{{run_id}}/plot.{fmt}", plot_route(fmt), methods=["GET"], name=f"get_plot_{fmt}",
             response_class=Response,
             responses={**RUN_ERRORS, 200: {"content": {MEDIA_TYPES[fmt]: {}}, "description": "The figure."}},
         )

@@ -174,7 +174,7 @@ STREAM_ITEM: Final = {"oneOf": [_message("batch", StreamBatch), _message("reset"
         **error_responses(401, 404, 422),
     },
 )
-async def stream(
+async def stream_run(
     request: Request,
     ctx: ContextDep,
     token: TokenDep,

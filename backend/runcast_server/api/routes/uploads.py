@@ -64,7 +64,7 @@ def _record(session: Session, row: Upload, project_id: int, request: Request) ->
 
 
 @router.get("/storage", response_model=StorageCapabilities)
-def storage_capabilities(settings: SettingsDep) -> dict[str, Any]:
+def get_storage_capabilities(settings: SettingsDep) -> dict[str, Any]:
     """What a trainer needs to publish checkpoints: uploads accepted, chunk size and limits, the backend."""
     return {
         "uploads": True,
