@@ -1,4 +1,4 @@
-"""The OpenAPI document builds, names every public route, and has unique operation ids."""
+"""The OpenAPI document builds, names every public route, and has unique, stable operation ids."""
 
 from __future__ import annotations
 
@@ -27,3 +27,78 @@ def test_openapi_lists_the_public_surface(client: Any) -> None:
         assert path in paths, path
     ids = [op["operationId"] for item in paths.values() for op in item.values()]
     assert len(ids) == len(set(ids))
+
+
+# What a generated client names its functions (docs/api.md, "Generating a client"): renaming a route
+# function renames them, so a change here is a change of the API clients are built from.
+OPERATION_IDS = {
+    "GET /healthz": "healthz", "GET /readyz": "readyz",
+    "POST /api/v1/ingest": "ingest", "GET /api/v1/whoami": "whoami",
+    "GET /api/v1/runs": "list_runs", "GET /api/v1/runs/{run_id}": "get_run",
+    "PATCH /api/v1/runs/{run_id}": "change_run", "DELETE /api/v1/runs/{run_id}": "delete_run",
+    "PUT /api/v1/runs/{run_id}/segments/{segment}/spool": "report_spool",
+    "GET /api/v1/tokens": "list_tokens", "DELETE /api/v1/tokens/{token_id}": "revoke_token",
+    "GET /api/v1/runs/{run_id}/metrics": "get_metrics", "GET /api/v1/runs/{run_id}/events": "get_events",
+    "GET /api/v1/runs/{run_id}/export": "export_run", "GET /api/v1/runs/{run_id}/stream": "stream_run",
+    "GET /api/v1/runs/{run_id}/checkpoints": "list_checkpoints",
+    "GET /api/v1/runs/{run_id}/checkpoints/{cid}/download": "get_checkpoint_download",
+    "HEAD /api/v1/runs/{run_id}/checkpoints/{cid}/download": "head_checkpoint_download",
+    "GET /api/v1/runs/{run_id}/checkpoints/{cid}/files": "list_checkpoint_files",
+    "GET /api/v1/runs/{run_id}/checkpoints/{cid}/files/{file_path}": "get_checkpoint_file",
+    "HEAD /api/v1/runs/{run_id}/checkpoints/{cid}/files/{file_path}": "head_checkpoint_file",
+    "GET /api/v1/runs/{run_id}/checkpoints/{cid}/card": "get_checkpoint_card",
+    "GET /api/v1/storage": "get_storage_capabilities",
+    "POST /api/v1/runs/{run_id}/uploads": "begin_upload",
+    "PUT /api/v1/runs/{run_id}/uploads/{upload_id}/files/{index}": "upload_chunk",
+    "POST /api/v1/runs/{run_id}/uploads/{upload_id}/complete": "complete_upload",
+    "GET /api/v1/runs/{run_id}/revisions": "list_revisions",
+    "GET /api/v1/runs/{run_id}/revisions/{rid}/diff": "get_revision_diff",
+    "GET /api/v1/runs/{run_id}/manifests": "list_manifests",
+    "GET /api/v1/runs/{run_id}/manifests/diff": "get_manifest_diff",
+    "GET /api/v1/runs/{run_id}/manifests/{version}": "get_manifest",
+    "GET /api/v1/runs/{run_id}/data-mix": "get_data_mix",
+    "GET /api/v1/runs/{run_id}/alerts": "get_alerts",
+    "GET /api/v1/runs/{run_id}/alerts/config": "get_alert_config",
+    "PUT /api/v1/runs/{run_id}/alerts/config": "put_alert_config",
+    "GET /api/v1/runs/{run_id}/alerts.atom": "get_run_alerts_feed",
+    "GET /api/v1/projects/{project}/alerts.atom": "get_project_alerts_feed",
+    "POST /api/v1/subscriptions": "create_subscription",
+    "GET /api/v1/subscriptions/confirm": "confirm_subscription",
+    "POST /api/v1/subscriptions/unsubscribe": "unsubscribe",
+    "GET /api/v1/subscriptions/unsubscribe": "unsubscribe_by_link",
+    "GET /api/v1/subscriptions/{subscription_id}": "get_subscription",
+    "GET /api/v1/runs/{run_id}/samples/prompts": "get_prompts", "GET /api/v1/runs/{run_id}/samples": "get_samples",
+    "GET /api/v1/runs/{run_id}/samples/{sample_id}": "get_sample", "GET /api/v1/runs/{run_id}/evals": "get_evals",
+    "GET /api/v1/runs/{run_id}/media/keys": "get_media_keys", "GET /api/v1/runs/{run_id}/media": "get_media",
+    "GET /api/v1/runs/{run_id}/media/{media_id}/image": "get_media_image",
+    "HEAD /api/v1/runs/{run_id}/blobs/{sha256}": "head_blob", "PUT /api/v1/runs/{run_id}/blobs/{sha256}": "put_blob",
+    "GET /api/v1/estimate": "estimate_memory",
+    "GET /api/v1/runs/{run_id}/policy": "get_run_policy", "PUT /api/v1/runs/{run_id}/policy": "put_run_policy",
+    "GET /api/v1/projects/{project}/policy": "get_project_policy",
+    "PUT /api/v1/projects/{project}/policy": "put_project_policy",
+    "GET /api/v1/admin/inbox/stats": "get_inbox_stats", "GET /api/v1/admin/inbox": "list_inbox",
+    "GET /api/v1/admin/inbox/{inbox_id}": "get_inbox_row", "POST /api/v1/admin/inbox/{inbox_id}/retry": "retry_inbox",
+    "GET /api/v1/session": "get_session", "POST /api/v1/session": "sign_in", "DELETE /api/v1/session": "sign_out",
+    "GET /badge/runs/{run_id}.svg": "get_run_badge",
+    "GET /api/v1/runs/{run_id}/plot.svg": "get_plot_svg", "GET /api/v1/runs/{run_id}/plot.png": "get_plot_png",
+}
+
+
+def test_operation_ids_are_the_route_functions_names_and_stay_so(client: Any) -> None:
+    paths = client.get("/openapi.json").json()["paths"]
+    ids = {f"{method.upper()} {path}": op["operationId"] for path, item in paths.items() for method, op in item.items()}
+    assert ids == OPERATION_IDS
+
+
+def test_every_answer_has_a_schema_under_its_media_type(client: Any) -> None:
+    paths = client.get("/openapi.json").json()["paths"]
+    bare = [f"{method.upper()} {path} {status} {media}"
+            for path, item in paths.items() for method, op in item.items()
+            for status, response in op["responses"].items()
+            for media, body in response.get("content", {}).items()
+            if "schema" not in body and "itemSchema" not in body]  # the live stream: one schema per message
+    assert bare == []
+    image = paths["/api/v1/runs/{run_id}/plot.png"]["get"]["responses"]["200"]["content"]
+    feed = paths["/api/v1/runs/{run_id}/alerts.atom"]["get"]["responses"]["200"]["content"]
+    assert image == {"image/png": {"schema": {"type": "string", "format": "binary"}}}
+    assert feed == {"application/atom+xml": {"schema": {"type": "string"}}}

@@ -61,8 +61,8 @@ def generated(processes: Any, tmp_path: Path) -> Iterator[tuple[str, str, Path]]
     res = subprocess.run(["bash", "-c", f"set -eo pipefail\n{command}"], cwd=work, env=env, capture_output=True,
                          text=True, timeout=300, check=False)
     assert res.returncode == 0, res.stdout + res.stderr
-    assert (res.stdout + res.stderr).strip() == "Generating runcast-client", res.stdout + res.stderr  # no warning
     project = work / "runcast-client"
+    assert (res.stdout + res.stderr).strip() == f"Generating {project}", res.stdout + res.stderr  # no warning
     sys.path.insert(0, str(project))
     try:
         yield url, token, project
