@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
 from integration.test_embedded import make_token
+
 from query import world
 from query.checks import check_all
 

@@ -39,9 +39,11 @@ def parquet_table(client: Client, run_id: str, keys: list[str] | None) -> Any:
     """The run's points as one pyarrow Table (``segment, key, step, value``)."""
     pq = importlib.import_module("pyarrow.parquet")
     pa = importlib.import_module("pyarrow")
-    tables = [pq.read_table(io.BytesIO(client.content(f"/runs/{run_id}/export", format="parquet", **params)))
+    # The key column as a dictionary (as Parquet stores it): no Python string per point.
+    tables = [pq.read_table(io.BytesIO(client.content(f"/runs/{run_id}/export", format="parquet", **params)),
+                            read_dictionary=["key"])
               for params in _requests(keys)]
-    return tables[0] if len(tables) == 1 else pa.concat_tables(tables)
+    return (tables[0] if len(tables) == 1 else pa.concat_tables(tables)).unify_dictionaries()
 
 
 def jsonl_points(client: Client, run_id: str, keys: list[str] | None) -> Iterator[Point]:
@@ -100,18 +102,66 @@ def spaced(count: int, samples: int | None) -> list[int] | None:
     return sorted({round(i * (count - 1) / (samples - 1)) for i in range(samples)})
 
 
+def _series(table: Any) -> dict[str, tuple[Any, Any, Any]]:
+    """Each key's ``(segments, steps, values)`` numpy arrays, sorted by segment and step, from a
+    long Table whose rows come grouped by segment and key, in step order (the export's order;
+    one export per key concatenated keeps it per key)."""
+    np = importlib.import_module("numpy")
+    pa = importlib.import_module("pyarrow")
+    if table.num_rows == 0:
+        return {}
+    column = table.column("key")
+    if pa.types.is_dictionary(column.type):
+        chunks = table.unify_dictionaries().column("key").chunks  # one dictionary for every chunk
+    else:
+        chunks = [column.combine_chunks().dictionary_encode()]
+    codes = np.concatenate([c.indices.to_numpy(zero_copy_only=False) for c in chunks])
+    labels = chunks[0].dictionary.to_pylist()
+    seg = table.column("segment").to_numpy().astype(np.int64)
+    step, value = table.column("step").to_numpy(), table.column("value").to_numpy()
+    cuts = np.flatnonzero((codes[1:] != codes[:-1]) | (seg[1:] != seg[:-1])) + 1
+    pieces: dict[str, list[slice]] = {}
+    for start, end in zip([0, *cuts.tolist()], [*cuts.tolist(), len(codes)]):
+        pieces.setdefault(labels[codes[start]], []).append(slice(start, end))
+    out = {}
+    for key, parts in pieces.items():
+        parts.sort(key=lambda p: int(seg[p.start]))
+        out[key] = tuple(np.concatenate([a[p] for p in parts]) for a in (seg, step, value))
+    return out
+
+
 def frame_of_table(table: Any) -> Any:
     """A pandas DataFrame of a long points Table: ``_segment``, ``_step`` and a column per key
-    (NaN where a key has no point at that step), sorted by segment and step."""
-    long = table.to_pandas()
-    wide = long.pivot(index=["segment", "step"], columns="key", values="value")
-    wide.columns.name = None
-    wide = wide.reset_index().rename(columns={"segment": SEGMENT, "step": STEP})
-    return wide.sort_values([SEGMENT, STEP], ignore_index=True)
+    (NaN where a key has no point at that step), sorted by segment and step. Keys logged at the
+    same steps (the usual case) become columns as they are; others are aligned on the union."""
+    np = importlib.import_module("numpy")
+    pd = importlib.import_module("pandas")
+    series = _series(table)
+    if not series:
+        return pd.DataFrame({SEGMENT: np.array([], np.int64), STEP: np.array([], np.int64)})
+    (seg, step, _), *rest = series.values()
+    if all(np.array_equal(s, seg) and np.array_equal(t, step) for s, t, _ in rest):
+        return pd.DataFrame({SEGMENT: seg, STEP: step, **{k: v for k, (_, _, v) in series.items()}})
+    index = {k: pd.MultiIndex.from_arrays([s, t], names=[SEGMENT, STEP]) for k, (s, t, _) in series.items()}
+    union = pd.MultiIndex.from_arrays(
+        [np.concatenate([s for s, _, _ in series.values()]), np.concatenate([t for _, t, _ in series.values()])],
+        names=[SEGMENT, STEP],
+    ).unique().sort_values()
+    columns = {k: pd.Series(v, index=index[k]).reindex(union).to_numpy() for k, (_, _, v) in series.items()}
+    frame = pd.DataFrame(columns, index=union).reset_index()
+    return frame.astype({SEGMENT: np.int64, STEP: np.int64})
 
 
 def rows_of_table(table: Any) -> list[Row]:
     """The rows of a long points Table, without pandas."""
+    series = _series(table) if installed("numpy") else None
+    if series:
+        np = importlib.import_module("numpy")
+        (seg, step, _), *rest = series.values()
+        if all(np.array_equal(s, seg) and np.array_equal(t, step) for s, t, _ in rest):
+            names = [SEGMENT, STEP, *series]
+            columns = [seg.tolist(), step.tolist(), *(v.tolist() for _, _, v in series.values())]
+            return [dict(zip(names, values)) for values in zip(*columns)]
     columns = table.to_pydict()
     return rows_of(zip(columns["segment"], columns["key"], columns["step"], columns["value"]))
 
