@@ -17,6 +17,7 @@ are used only when present and needed). See docs/sdk.md.
 from __future__ import annotations
 
 import functools
+import importlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -38,9 +39,9 @@ run: Run | None = None
 def __getattr__(name: str) -> Any:
     """``runcast.Api`` and ``runcast.ApiError``, imported on first use (``import runcast`` stays light)."""
     if name in ("Api", "ApiError"):
-        from . import query
-
-        return getattr(query, name)
+        # By name, not an import statement: the package that trainers and integrations import
+        # does not depend on the query client (which reuses runcast.cli.download) until it is used.
+        return getattr(importlib.import_module("runcast.query"), name)
     raise AttributeError(f"module 'runcast' has no attribute {name!r}")
 
 
