@@ -27,7 +27,10 @@ Point = tuple[int, str, int, float]  # segment, key, step, value
 
 def installed(module: str) -> bool:
     """Whether ``module`` can be imported (without importing it)."""
-    return importlib.util.find_spec(module) is not None
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a finder that refuses it, a module without a spec
+        return False
 
 
 def _requests(keys: list[str] | None) -> list[dict[str, str]]:
