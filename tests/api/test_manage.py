@@ -23,6 +23,9 @@ PATCH_ERRORS = [
     ({"tags": {"add": "not-a-list"}}, "tags"),
     ({"tags": {"other": ["x"]}}, "tags"),
     ({"archived": "maybe"}, "archived"),
+    ({"notes": "x" * 10_001}, "notes"),
+    ({"notes": "a\x00b"}, "notes"),
+    ({"notes": 5}, "notes"),
     ({"visibility": "private"}, "visibility"),
 ]
 
@@ -107,6 +110,15 @@ def test_rename_tag_archive_and_restore(client, two):
     assert restored["archived_at"] is None and run in _listed(client)
 
 
+def test_notes_are_set_and_cleared(client, two):
+    run, auth = two["a"], _auth(two["p_token"])
+    res = client.patch(f"/api/v1/runs/{run}", json={"notes": "diverged at 8k ✓"}, headers=auth)
+    assert res.status_code == 200, res.text
+    assert client.get(f"/api/v1/runs/{run}", headers=auth).json()["notes"] == "diverged at 8k ✓"
+    assert client.patch(f"/api/v1/runs/{run}", json={"notes": ""}, headers=auth).status_code == 200
+    assert client.get(f"/api/v1/runs/{run}", headers=auth).json()["notes"] is None
+
+
 @pytest.mark.parametrize("body,field", PATCH_ERRORS)
 def test_bad_changes_are_refused_naming_the_field_and_change_nothing(client, two, body, field):
     run = two["a"]
@@ -139,7 +151,7 @@ def test_a_run_started_with_the_most_tags_init_takes_can_still_be_retagged(clien
 def test_another_projects_token_changes_nothing_and_answers_as_unknown(client, two):
     q = _auth(two["q_token"])
     before = {run: _state(client, run) for run in (two["a"], two["b"])}
-    for method, kwargs in (("PATCH", {"json": {"name": "pwned", "archived": True, "tags": {"add": ["x"]}}}),
+    for method, kwargs in (("PATCH", {"json": {"name": "pwned", "archived": True, "tags": {"add": ["x"]}, "notes": "x"}}),
                            ("DELETE", {})):
         theirs = client.request(method, f"/api/v1/runs/{two['a']}", headers=q, **kwargs)
         unknown = client.request(method, "/api/v1/runs/unknownrun000000", headers=q, **kwargs)

@@ -131,6 +131,35 @@ for step in range(100):
 run.finish()
 """
 
+# sdk.md: run tinyGPTbase01 of project tinygpt (tag baseline, a checkpoint at step 50, resumed at step 60)
+# and the private run tinyGPTsecret, for "Querying runs from Python".
+_QUERY_RUNS = (
+    """
+import os, pathlib, runcast
+storage = pathlib.Path(os.environ["RUNCAST_DATA_DIR"]) / "storage"
+(storage / "tinygpt").mkdir(parents=True, exist_ok=True)
+run = runcast.init(project="tinygpt", name="baseline", id="tinyGPTbase01", config={"lr": 3e-4}, tags=["baseline"],
+                   group="lr-sweep", notes="the reference run", checkpoint_dir=storage, system_metrics=False)
+for step in range(80):
+    run.log({"train/loss": 3 - step / 100}, step=step)
+    if step % 10 == 0:
+        run.log({"val/loss": 3.1 - step / 100}, step=step)
+    if step == 50:
+        (storage / "tinygpt" / "50.pt").write_bytes(b"weights" * 100)
+        run.checkpoint(str(storage / "tinygpt" / "50.pt"), step=50, metrics={"val/loss": 2.6})
+run.finish()
+run = runcast.init(project="tinygpt", resume="tinyGPTbase01", resume_step=60, system_metrics=False)
+for step in range(61, 100):
+    run.log({"train/loss": 2.4 - step / 1000}, step=step)
+    if step % 10 == 0:
+        run.log({"val/loss": 2.5 - step / 1000}, step=step)
+run.summary["best_val_loss"] = 2.41
+run.finish()
+secret = runcast.init(project="tinygpt", name="secret", id="tinyGPTsecret", visibility="private", system_metrics=False)
+secret.finish()
+"""
+)
+
 # import.md: the sources the examples import, written by the tools themselves where that is quick.
 _IMPORT_SOURCES = """
 import csv, json, os, pathlib, subprocess, sys, time
@@ -272,7 +301,7 @@ PAGES: dict[str, Page] = {
     "docs/live.md": Page(server_env={"RUNCAST_STREAM_KEEPALIVE_S": "1"}, setup=(_LIVE_RUN,), background=_LIVE_TRAINING),
     "docs/sdk.md": Page(
         project="tinygpt",
-        setup=(_OFFLINE_RUN,),
+        setup=(_OFFLINE_RUN, _QUERY_RUNS),
         substitutions={
             "http://runcast.example.org:8000": "{url}",
             "DIR": "~/.cache/runcast/spool",

@@ -5,6 +5,8 @@
     run.log({"train/loss": loss, "lr": lr}, step=step)
     run.finish()
 
+Read runs back (``runcast.Api``, imported on first use): ``runcast.Api().run(id).history()``.
+
 or, module-level: ``runcast.init(...)``, ``runcast.log({...})``, ``runcast.finish()``;
 ``runcast.run`` is the run the last ``init`` made (None before, and after ``finish``).
 
@@ -15,6 +17,7 @@ are used only when present and needed). See docs/sdk.md.
 from __future__ import annotations
 
 import functools
+import importlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -25,12 +28,21 @@ from .run import Run, RunStats
 
 __version__ = "0.1.0"
 
-__all__ = ["Histogram", "Image", "InitError", "Run", "RunStats", "Table", "__version__", "finish", "init", "log", "run"]
+__all__ = ["Api", "ApiError", "Histogram", "Image", "InitError", "Run", "RunStats", "Table", "__version__", "finish", "init", "log", "run"]
 
 # The run the last init() made: state set by init() and cleared by finish(), nothing at import.
 # (This name shadows the submodule runcast.run as an attribute; import from it with
 # ``from runcast.run import ...``. ``init`` itself lives in runcast.start.)
 run: Run | None = None
+
+
+def __getattr__(name: str) -> Any:
+    """``runcast.Api`` and ``runcast.ApiError``, imported on first use (``import runcast`` stays light)."""
+    if name in ("Api", "ApiError"):
+        # By name, not an import statement: the package that trainers and integrations import
+        # does not depend on the query client (which reuses runcast.cli.download) until it is used.
+        return getattr(importlib.import_module("runcast.query"), name)
+    raise AttributeError(f"module 'runcast' has no attribute {name!r}")
 
 
 def init(*args: Any, **kwargs: Any) -> Run:

@@ -1,4 +1,4 @@
-"""``PATCH /runs/{run_id}`` (rename, tag, archive), ``DELETE /runs/{run_id}`` and ``PUT
+"""``PATCH /runs/{run_id}`` (rename, tag, annotate, archive), ``DELETE /runs/{run_id}`` and ``PUT
 /runs/{run_id}/segments/{segment}/spool`` (the trainer's spool report): the run's project's token only.
 
 Another project's token, like an unknown run id, gets 404 and changes nothing.
@@ -11,7 +11,7 @@ from typing import Annotated, Any, Final
 
 from fastapi import APIRouter, Path
 from pydantic import BaseModel, ConfigDict, Field, field_validator
-from runcast.events import ID_RE, MAX_NAME_CHARS, MAX_STEP, MAX_TAG_CHARS, MAX_TAGS, check_text
+from runcast.events import ID_RE, MAX_NAME_CHARS, MAX_NOTE_CHARS, MAX_STEP, MAX_TAG_CHARS, MAX_TAGS, check_text
 from runcast.limits import CONTROL_RE, NOT_BLANK, WHITESPACE
 
 from runcast_server import tables
@@ -55,11 +55,18 @@ class RunChange(BaseModel):
                              description="The new display name (not blank).")
     tags: TagChange | None = Field(None, description="Tags to add, then tags to remove.")
     archived: bool | None = Field(None, description="Archive (left out of the run list by default) or restore.")
+    notes: str | None = Field(None, max_length=MAX_NOTE_CHARS, description="The run's notes (as init(notes=...)); "
+                              "an empty string clears them.")
 
     @field_validator("name")
     @classmethod
     def _name(cls, value: str | None) -> str | None:
         return None if value is None else check_text(value, "name")
+
+    @field_validator("notes")
+    @classmethod
+    def _notes(cls, value: str | None) -> str | None:
+        return None if value is None else check_text(value, "notes")
 
 
 class DeletedRun(BaseModel):
@@ -96,7 +103,7 @@ def _owned(session: Any, run_id: str, project: Any) -> Run:
 def change_run(
     session: SessionDep, settings: SettingsDep, project: WriterDep, run_id: RunIdPath, body: RunChange
 ) -> RunSummary:
-    """Rename, tag, archive or restore a run (a token of the run's project)."""
+    """Rename, tag, annotate, archive or restore a run (a token of the run's project)."""
     run = _owned(session, run_id, project)
     if body.name is not None:
         run.name = body.name
@@ -104,6 +111,8 @@ def change_run(
         manage.retag(session, run, body.tags.add, body.tags.remove)
     if body.archived is not None:
         manage.set_archived(run, body.archived)
+    if body.notes is not None:
+        run.notes = body.notes or None
     session.flush()
     tags = reads.run_tags(session, [run.id]).get(run.id, [])
     after = stall_after(session, run.id, settings.stall_after_s)
