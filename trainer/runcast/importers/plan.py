@@ -110,6 +110,15 @@ class Plan:
         timed = sum(1 for segment in self.run.segments for _, _, t in merged_steps(segment) if not math.isnan(t))
         return self.run.points + timed
 
+    def point_keys(self) -> Iterator[tuple[str, int]]:
+        """(metric, step) of every point the import stores (``points()`` of them)."""
+        elapsed = self.adds_elapsed
+        for segment in self.run.segments:
+            for key, series in segment.series.items():
+                yield from zip(repeat(key), series.steps)
+            if elapsed:
+                yield from ((ELAPSED_KEY, step) for step, _, t in merged_steps(segment) if not math.isnan(t))
+
     def body(self) -> Iterator[tuple[dict[str, Any], int]]:
         """Metrics, samples and media, notes and finished events after ``started``, each with the count of
         points it stores."""
