@@ -100,26 +100,29 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         status = getattr(exc, "status", None)
         return exit_status(status) if status else EXIT_FAILED
-    for plan, points, old in zip(plans, stored, held):
-        print(f"run {plan.run_id}  {plan.name}: {points - old} points{_outputs(plan.run.outputs)}, "
+    known = [old is not None for old in held]  # runs the server held before: their outputs may be stored already
+    olds = [old or 0 for old in held]
+    for plan, points, old, was in zip(plans, stored, olds, known):
+        print(f"run {plan.run_id}  {plan.name}: {points - old} points{_outputs(plan.run.outputs, was)}, "
               f"{len(plan.run.segments)} segment(s){_already(old)}")
     repeats = sum(run.repeats for run in runs)
     print(
-        f"imported {sum(stored) - sum(held)} points{_outputs(sum(r.outputs for r in runs))} as {len(plans)} run(s), "
-        f"{sum(len(r.segments) for r in runs)} segment(s), {sum(len(r.notes) for r in runs)} note(s)"
-        + _already(sum(held)) + (f"; {repeats} repeated point(s) left out" if repeats else "")
+        f"imported {sum(stored) - sum(olds)} points{_outputs(sum(r.outputs for r in runs), any(known))} as "
+        f"{len(plans)} run(s), {sum(len(r.segments) for r in runs)} segment(s), {sum(len(r.notes) for r in runs)} note(s)"
+        + _already(sum(olds)) + (f"; {repeats} repeated point(s) left out" if repeats else "")
     )
     return 0
 
 
-def _held(server: str, token: str | None, plans: list[Plan]) -> list[int]:
-    """Each plan's points the server holds already; 0 where it does not say (the send then tells why)."""
+def _held(server: str, token: str | None, plans: list[Plan]) -> list[int | None]:
+    """Each plan's points the server holds already: None for a run it does not know, 0 where it does not say
+    (the send then tells why)."""
     import httpx
 
     from runcast.importers.stored import StoredUnknown, already_stored
 
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    held = []
+    held: list[int | None] = []
     with httpx.Client(headers=headers) as client:
         for plan in plans:
             try:
@@ -133,5 +136,7 @@ def _already(count: int) -> str:
     return f"; {count} point(s) already stored" if count else ""
 
 
-def _outputs(count: int) -> str:
-    return f" and {count} sample(s) and media" if count else ""
+def _outputs(count: int, sent_again: bool = False) -> str:
+    if not count:
+        return ""
+    return f" and {count} sample(s) and media" + (" sent (the server keeps each once)" if sent_again else "")

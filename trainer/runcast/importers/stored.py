@@ -4,7 +4,8 @@ The ingest answers 202 before it stores, and stores a point once per (series, st
 an import adds is the points of its plan the run does not hold yet. They are counted before
 sending, from the run's export (``GET /api/v1/runs/{id}/export?format=csv``): every
 (metric, step) of the plan beyond the rows of that metric and step the server has. A run the
-server does not know (404) holds nothing.
+server does not know (404) holds nothing. Samples and media are not counted (the reads give no
+total): for a run the server knows, the import says how many it sent.
 """
 
 from __future__ import annotations
@@ -25,13 +26,13 @@ class StoredUnknown(Exception):
     """The server did not say what it holds of a run (not 200 or 404)."""
 
 
-def already_stored(client: httpx.Client, server: str, plan: Plan) -> int:
-    """How many of ``plan``'s points the server holds now (0 for a run it does not know)."""
+def already_stored(client: httpx.Client, server: str, plan: Plan) -> int | None:
+    """How many of ``plan``'s points the server holds now; None for a run it does not know."""
     held: Counter[tuple[str, int]] = Counter()
     url = f"{server.rstrip('/')}/api/v1/runs/{plan.run_id}/export"
     with client.stream("GET", url, params={"format": "csv"}, timeout=_TIMEOUT) as response:
         if response.status_code == 404:
-            return 0
+            return None
         if response.status_code != 200:
             raise StoredUnknown(f"{url} answered {response.status_code}")
         rows = csv.reader(response.iter_lines())  # (a metric name holds no line break)
