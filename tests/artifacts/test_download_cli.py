@@ -182,3 +182,33 @@ def test_server_stops_reading_when_the_client_goes(live, client, seed, storage_r
     assert closed == [True]
     chunk = reads[0]
     assert sum(reads) <= 8 * chunk < size, (len(reads), chunk)
+
+
+def test_two_files_at_a_step_are_listed_not_picked_and_a_different_file_is_not_overwritten(live, seed, storage_root,
+                                                                                           tmp_path):
+    sim = seed.run().start()
+    model = write_file(storage_root / "demo" / "two" / "model.pt", 4096, 1)
+    optim = write_file(storage_root / "demo" / "two" / "optim.pt", 2048, 2)
+    sim.send([checkpoint_event(sim, "demo/two/model.pt", 100, 4096, model),
+              checkpoint_event(sim, "demo/two/optim.pt", 100, 2048, optim)])
+    from runcast.cli.main import app
+
+    runner = CliRunner()
+    out = tmp_path / "out"
+    base = ["-o", str(out), "--server", live.url, "-q"]
+    res = runner.invoke(app, ["download", sim.run, "step:100", *base])
+    assert res.exit_code == 2, res.output  # refused: which one?
+    listed = {c["filename"]: c["id"] for c in httpx.get(f"{live.url}/api/v1/runs/{sim.run}/checkpoints").json()["checkpoints"]}
+    assert "2 checkpoints at step 100" in res.output
+    for name, cid in listed.items():
+        assert f"{cid}  {name}" in res.output  # the candidates, by id, the way to choose one
+    assert not out.exists() or list(out.iterdir()) == []
+
+    out.mkdir(exist_ok=True)
+    (out / "model.pt").write_bytes(b"my own model.pt, not the run's")
+    res = runner.invoke(app, ["download", sim.run, str(listed["model.pt"]), *base])
+    assert res.exit_code == 2 and "--overwrite" in res.output, res.output
+    assert (out / "model.pt").read_bytes() == b"my own model.pt, not the run's"
+    res = runner.invoke(app, ["download", sim.run, str(listed["model.pt"]), "--overwrite", *base])
+    assert res.exit_code == 0, res.output
+    assert hashlib.sha256((out / "model.pt").read_bytes()).hexdigest() == model

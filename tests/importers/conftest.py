@@ -162,8 +162,10 @@ def server(embedded_env: Path, tmp_path: Path) -> Iterator[str]:
 WANDB_RUNS = """
 import wandb
 run = wandb.init(project="pretrain", name="baseline", config={"lr": 1e-3, "model": {"layers": 4}},
-                 tags=["sweep-a", "fp32"], notes="first try")
+                 tags=["sweep-a", "fp32", "lr=1e-3,bs=32"], notes="first try")
 run.config.update({"batch_size": 32})
+run.summary["best/val"] = 2.41
+run.summary.update({"final": {"acc": 0.9}, "label": "ok"})
 for s in range(100):
     row = {"train/loss": 3.0 / (1 + s), "lr": 1e-3, "nested": {"depth": s}}
     if s % 10 == 0:

@@ -42,9 +42,20 @@ def test_import_a_logdir_twice(hub, server, tmp_path):
     again = runcast_cli(*args)
 
     assert again.returncode == 0, again.stderr
-    assert again.stdout == first.stdout
+    # what this import stored: nothing new
+    assert again.stdout.splitlines() == [
+        f"run {run_id}  baseline: 0 points, 1 segment(s); 1000 point(s) already stored",
+        "imported 0 points as 1 run(s), 1 segment(s), 0 note(s); 1000 point(s) already stored",
+    ]
     assert hub.export(run_id) == exported and (hub.run(run_id)["last_step"], len(hub.events(run_id))) == version
     assert len(exported.splitlines()) == 1000  # 500 losses + 500 wall times
+
+    with SummaryWriter(str(tmp_path / "tb" / "baseline")) as w:  # the run goes on: 100 more steps
+        for s in range(500, 600):
+            w.add_scalar("train/loss", 1.0 / (1 + s), s, walltime=1_700_000_000 + s)
+    grown = runcast_cli(*args)
+    assert grown.returncode == 0, grown.stderr
+    assert grown.stdout.splitlines()[-1] == "imported 200 points as 1 run(s), 1 segment(s), 0 note(s); 1000 point(s) already stored"
 
 
 def test_errors_exit_non_zero_and_send_nothing(hub, server, tmp_path):

@@ -27,7 +27,9 @@ def log_runs(uri: str) -> dict[str, str]:
     metrics += [Metric("val/loss", math.nan if s == 200 else 2.5 - s / 1000, MS + 1000 * s + 500, s) for s in range(0, 500, 100)]
     for start in range(0, len(metrics), 1000):
         client.log_batch(base, metrics=metrics[start : start + 1000])
-    client.log_batch(base, params=[Param("lr", "0.001"), Param("layers", "4")], tags=[RunTag("stage", "1")])
+    client.log_batch(base, params=[Param("lr", "0.001"), Param("layers", "4")],
+                     tags=[RunTag("stage", "1"), RunTag("sweep", ""), RunTag("grid", "lr,bs"),
+                           RunTag("mlflow.note.content", "first try")])
     client.set_terminated(base, "FAILED", end_time=MS + 600_000)
     stepless = client.create_run(pretrain, run_name="probe", start_time=MS + 10**6).info.run_id
     for n in range(3):
@@ -44,7 +46,11 @@ def check_baseline(hub, plans, ids):
     base = next(p for p in plans if p.name == "baseline")
     run = hub.run(base.run_id)
     assert run["config"] == {"layers": "4", "lr": "0.001"}
-    assert run["env"]["tags"] == {"stage": "1", "team": "nlp"}
+    # tags are the run's, key:value (the runs list finds them); one with a comma stays in env; the description: notes
+    assert run["tags"] == ["stage:1", "sweep", "team:nlp"] and run["env"]["tags"] == {"grid": "lr,bs"}
+    found = hub.client.get("/api/v1/runs", params={"tag": "team:nlp"}, headers=hub.auth()).json()["runs"]
+    assert [r["id"] for r in found] == [base.run_id]
+    assert run["notes"] == "first try"
     assert run["env"]["imported_from"] == {"format": "mlflow", "run_id": ids["baseline"], "experiment": "pretrain"}
     assert run["status"] == "failed"
     assert run["started_at"] == T0 and run["finished_at"] == T0 + 499

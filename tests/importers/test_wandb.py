@@ -19,10 +19,17 @@ def test_offline_runs(hub, wandb_dir):
     base = next(p for p in plans if p.name == "baseline")
     run = hub.run(base.run_id)
     assert run["config"] == {"lr": 1e-3, "model": {"layers": 4}, "batch_size": 32}
-    assert run["env"]["tags"] == ["fp32", "sweep-a"]
+    # tags are the run's (the runs list finds them); one with a comma cannot be a tag and stays in env
+    assert run["tags"] == ["fp32", "sweep-a"] and run["env"]["tags"] == ["lr=1e-3,bs=32"]
+    found = hub.client.get("/api/v1/runs", params={"tag": "sweep-a"}, headers=hub.auth()).json()["runs"]
+    assert [r["id"] for r in found] == [base.run_id]
     assert run["env"]["imported_from"]["format"] == "wandb" and run["env"]["imported_from"]["project"] == "pretrain"
     assert run["status"] == "finished"
-    assert [n["payload"]["text"] for n in hub.events(base.run_id, "note")] == ["first try"]
+    assert run["notes"] == "first try" and hub.events(base.run_id, "note") == []
+    # W&B's summary (the last value of each metric, and what the script set), without its "_" keys
+    assert run["summary"] == {"best/val": 2.41, "final": {"acc": 0.9}, "label": "ok", "train/loss": 3.0 / 100,
+                              "lr": 1e-3, "nested.depth": 99, "val/loss": 2.5 - 90 / 1000, "spike": "NaN",
+                              "blowup": "Infinity", "comment": "text is left out"}
     stored = hub.points(base.run_id)
     assert stored[(0, "train/loss")] == [(s, 3.0 / (1 + s)) for s in range(100)]
     assert stored[(0, "val/loss")] == [(s, 2.5 - s / 1000) for s in range(0, 100, 10)]

@@ -171,7 +171,7 @@ def test_transformers_names_axes_summary_parameters_and_evaluate_after_training(
     args = transformers.TrainingArguments(
         output_dir=str(tmp_path / "hf"), max_steps=4, per_device_train_batch_size=4, logging_steps=1,
         eval_strategy="no", save_strategy="no", report_to=[], use_cpu=True, learning_rate=1e-3, seed=7,
-        disable_tqdm=True, include_num_input_tokens_seen=True,
+        disable_tqdm=True, include_num_input_tokens_seen=True, label_names=["labels"], hub_token="secret-hub-token",
     )
     callback = RuncastCallback(project="hf", name="axes", server=receiver.url, token="t",
                                spool_dir=str(tmp_path / "spool"))
@@ -183,6 +183,11 @@ def test_transformers_names_axes_summary_parameters_and_evaluate_after_training(
 
     started, metrics, _, finished = _summary(receiver)
     assert started[0]["config"]["model"]["num_parameters"] == sum(p.numel() for p in model.parameters())
+    # TrainingArguments as JSON types, as W&B's integration stores them: None as null, lists as lists
+    training_args = started[0]["config"]["training_args"]
+    assert training_args["label_names"] == ["labels"] and training_args["report_to"] == []
+    assert training_args["resume_from_checkpoint"] is None and training_args["max_steps"] == 4
+    assert "None" not in training_args.values() and "secret-hub-token" not in str(training_args)
     assert metrics["tokens_seen"] == {1: 64.0, 2: 128.0, 3: 192.0, 4: 256.0}  # 4 sequences of 16 tokens a step
     assert set(metrics["tokens_per_s"]) == set(metrics["time/elapsed"]) == {1, 2, 3, 4}
     elapsed = metrics["time/elapsed"]

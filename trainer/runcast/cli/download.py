@@ -90,6 +90,12 @@ def find_checkpoint(checkpoints: list[dict[str, Any]], wanted: str) -> dict[str,
         found = [c for c in checkpoints if c["step"] == step]
         if not found:
             raise DownloadError(f"the run has no checkpoint at step {step}", EXIT_NOT_FOUND)
+        available = [c for c in found if c.get("status") == "available"] or found
+        if len({c.get("filename") for c in available}) > 1:  # the same file saved again (a resume) is not a choice
+            listed = "".join(f"\n  {c['id']}  {c.get('filename')}  ({c.get('size')} bytes, segment {c['segment']})"
+                             for c in sorted(available, key=lambda c: c["id"]))
+            raise DownloadError(f"{len(available)} checkpoints at step {step}; download one by its id "
+                                f"(runcast download RUN ID):{listed}", EXIT_USAGE)
         return max(found, key=lambda c: (c.get("status") == "available", c["segment"], c["id"]))
     if wanted.isdigit():
         for c in checkpoints:
@@ -115,11 +121,13 @@ def download(
     token: str | None = None,
     retries: int = 5,
     keep_partial: bool = False,
+    overwrite: bool = False,
     progress: bool = False,
     log: Any = None,
     client: httpx.Client | None = None,
 ) -> DownloadResult:
-    """Download ``checkpoint`` of ``run`` into ``out_dir``; raises DownloadError."""
+    """Download ``checkpoint`` of ``run`` into ``out_dir``; raises DownloadError. A file already there that is
+    not the checkpoint's (another sha256, or none recorded to tell) is replaced only with ``overwrite``."""
     say = log or (lambda message: None)
     base = server.rstrip("/")
     headers = {"Authorization": f"Bearer {token}"} if token else {}
@@ -146,7 +154,8 @@ def download(
         out.mkdir(parents=True, exist_ok=True)
         if chosen.get("kind") == "directory" and chosen.get("files_url"):
             tree = out / _safe_name(chosen["filename"], chosen["step"])
-            return _fetch_tree(http, base, chosen["files_url"], headers, tree, retries, keep_partial, progress, say)
+            return _fetch_tree(http, base, chosen["files_url"], headers, tree, retries, keep_partial, progress, say,
+                               overwrite)
         dest = out / _safe_name(chosen["filename"], chosen["step"])
         part = dest.with_name(dest.name + ".part")
         meta = dest.with_name(dest.name + ".part.json")
@@ -154,12 +163,21 @@ def download(
         if dest.exists() and expected and dest.stat().st_size == size and _file_sha256(dest) == expected:
             say(f"{dest} is already downloaded and verified")
             return DownloadResult(dest, size, expected, True, size, 0, 0)
+        _may_replace(dest, expected, overwrite)
         return _fetch(http, url, headers, part, meta, dest, size, expected, retries, keep_partial, progress, say)
     except httpx.HTTPError as exc:
         raise DownloadError(f"could not reach {base}: {exc}") from exc
     finally:
         if own:
             http.close()
+
+
+def _may_replace(dest: Path, expected: str | None, overwrite: bool) -> None:
+    """Refuse to write over ``dest`` (known not to be the checkpoint's file) unless ``overwrite``."""
+    if dest.exists() and not overwrite:
+        why = "is a different file" if expected else "may be a different file (the checkpoint has no sha256 to tell)"
+        raise DownloadError(f"{dest} exists and {why}: pass --overwrite to replace it, or --output another directory",
+                            EXIT_USAGE)
 
 
 def _file_sha256(path: Path, upto: int | None = None) -> str:
@@ -284,7 +302,7 @@ def _fetch(
 
 def _fetch_tree(
     http: httpx.Client, base: str, files_url: str, headers: dict[str, str], tree: Path, retries: int,
-    keep_partial: bool, progress: bool, say: Any,
+    keep_partial: bool, progress: bool, say: Any, overwrite: bool = False,
 ) -> DownloadResult:
     """A directory checkpoint, file by file (each resumable and verified) into ``tree``.
 
@@ -309,6 +327,7 @@ def _fetch_tree(
         if dest.exists() and expected and dest.stat().st_size == entry["size"] and _file_sha256(dest) == expected:
             result = DownloadResult(dest, entry["size"], expected, True, entry["size"], 0, 0)
         else:
+            _may_replace(dest, expected, overwrite)
             result = _fetch(http, f"{base}{entry['download_url']}", headers, part, meta, dest, entry["size"], expected,
                             retries, keep_partial, progress, say)
         total += result.size
@@ -335,6 +354,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--retries", type=int, default=5, help="Resume a broken transfer this many times.")
     parser.add_argument("--keep-partial", action="store_true",
                         help="Keep the file when its sha256 does not match (as NAME.part).")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="Replace a file of the same name that is not this checkpoint's (refused otherwise).")
     parser.add_argument("--quiet", "-q", action="store_true", help="No progress bar.")
 
 
@@ -356,6 +377,7 @@ def run(args: argparse.Namespace) -> int:
             token=args.token or os.environ.get("RUNCAST_TOKEN") or None,
             retries=args.retries,
             keep_partial=args.keep_partial,
+            overwrite=args.overwrite,
             progress=wanted(args.quiet),
             log=lambda message: print(message, file=sys.stderr),
         )

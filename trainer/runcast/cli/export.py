@@ -4,10 +4,11 @@ Parquet from a server."""
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from pathlib import Path
-from typing import BinaryIO, Final
+from typing import Any, BinaryIO, Final
 
 import httpx
 
@@ -15,6 +16,7 @@ from runcast.cli.exits import EXIT_FAILED, exit_status, server_message
 from runcast.cli.progress import Bars, wanted
 from runcast.cli.sdk import UsageError
 from runcast.events import ID_RE
+from runcast.importers import runcast_run_file
 
 DEFAULT_SERVER = "http://127.0.0.1:8000"
 FORMATS: Final = ("jsonl", "csv", "parquet")
@@ -46,7 +48,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "media (with --output DIR: images/ and manifest.jsonl).")
     parser.add_argument("--key", help="Only this metric (with --what samples or media: this key).")
     parser.add_argument("--output", "-o", type=Path,
-                        help="Write here instead of standard output (Parquet is binary: a file or a pipe).")
+                        help="Write here instead of standard output (Parquet is binary: a file or a pipe); the points "
+                             "as JSONL or CSV also write the run beside it (FILE.run.json), for runcast import.")
     parser.add_argument("--quiet", "-q", action="store_true", help="No progress bar (drawn only with --output).")
 
 
@@ -74,7 +77,14 @@ def run(args: argparse.Namespace) -> int:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     url = f"{base}/api/v1/runs/{run}/export"
     partial = output.with_name(output.name + ".part") if output else None
+    described: dict[str, Any] | None = None
     try:
+        if output is not None and what == "metrics" and args.fmt != "parquet":  # runcast import reads it back
+            found = httpx.get(f"{base}/api/v1/runs/{run}", headers=headers, timeout=httpx.Timeout(30.0))
+            if found.status_code >= 400:
+                print(f"error: {found.url} answered {found.status_code}: {server_message(found)}", file=sys.stderr)
+                return exit_status(found.status_code)
+            described = runcast_run_file.describe(found.json())
         with Bars(wanted(args.quiet) and output is not None) as bars, httpx.stream(
             "GET", url, params=params, headers=headers, timeout=httpx.Timeout(30.0)
         ) as response:
@@ -89,6 +99,10 @@ def run(args: argparse.Namespace) -> int:
                     size = _stream_to(response, out, bars)
                 partial.replace(output)
                 print(f"wrote {size} bytes to {output}", file=sys.stderr)
+            if output is not None and described is not None:
+                beside = runcast_run_file.path_for(output)
+                beside.write_text(json.dumps(described, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+                print(f"wrote the run (name, config, summary, tags, times, segments) to {beside}", file=sys.stderr)
     except httpx.HTTPError as exc:
         print(f"error: could not export from {base}: {exc}", file=sys.stderr)
         return EXIT_FAILED

@@ -6,6 +6,7 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from runcast.cli.exits import EXIT_FAILED, EXIT_REFUSED, exit_status
 from runcast.cli.progress import Bars, wanted
@@ -13,6 +14,9 @@ from runcast.cli.sdk import UsageError
 from runcast.events import VISIBILITIES
 from runcast.handshake import DEFAULT_START_TIMEOUT, InitError, whoami
 from runcast.importers.registry import FORMATS
+
+if TYPE_CHECKING:
+    from runcast.importers.plan import Plan
 
 HELP = "Import finished runs from TensorBoard, MLflow, W&B, training logs or Runcast exports."
 
@@ -81,6 +85,7 @@ def run(args: argparse.Namespace) -> int:
                     "no points to import; nothing was sent" + ("" if args.fmt else " (is --format right?)"),
                 )
             stored = [plan.points() for plan in plans]  # the source's points and the elapsed times derived from them
+            held = _held(server, token, plans)  # of those, what the server holds already (a repeated import)
             sending = progress.task("sending", total=sum(stored))
             transport = make_transport(server, token)
             blobs = BlobClient(server, token) if any(plan.blobs for plan in plans) else None
@@ -95,17 +100,43 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         status = getattr(exc, "status", None)
         return exit_status(status) if status else EXIT_FAILED
-    for plan, points in zip(plans, stored):
-        print(f"run {plan.run_id}  {plan.name}: {points} points{_outputs(plan.run.outputs)}, "
-              f"{len(plan.run.segments)} segment(s)")
+    known = [old is not None for old in held]  # runs the server held before: their outputs may be stored already
+    olds = [old or 0 for old in held]
+    for plan, points, old, was in zip(plans, stored, olds, known):
+        print(f"run {plan.run_id}  {plan.name}: {points - old} points{_outputs(plan.run.outputs, was)}, "
+              f"{len(plan.run.segments)} segment(s){_already(old)}")
     repeats = sum(run.repeats for run in runs)
     print(
-        f"imported {sum(stored)} points{_outputs(sum(r.outputs for r in runs))} as {len(plans)} run(s), "
-        f"{sum(len(r.segments) for r in runs)} segment(s), {sum(len(r.notes) for r in runs)} note(s)"
-        + (f"; {repeats} repeated point(s) left out" if repeats else "")
+        f"imported {sum(stored) - sum(olds)} points{_outputs(sum(r.outputs for r in runs), any(known))} as "
+        f"{len(plans)} run(s), {sum(len(r.segments) for r in runs)} segment(s), {sum(len(r.notes) for r in runs)} note(s)"
+        + _already(sum(olds)) + (f"; {repeats} repeated point(s) left out" if repeats else "")
     )
     return 0
 
 
-def _outputs(count: int) -> str:
-    return f" and {count} sample(s) and media" if count else ""
+def _held(server: str, token: str | None, plans: list[Plan]) -> list[int | None]:
+    """Each plan's points the server holds already: None for a run it does not know, 0 where it does not say
+    (the send then tells why)."""
+    import httpx
+
+    from runcast.importers.stored import StoredUnknown, already_stored
+
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    held: list[int | None] = []
+    with httpx.Client(headers=headers) as client:
+        for plan in plans:
+            try:
+                held.append(already_stored(client, server, plan))
+            except (httpx.HTTPError, StoredUnknown, ValueError):
+                held.append(0)
+    return held
+
+
+def _already(count: int) -> str:
+    return f"; {count} point(s) already stored" if count else ""
+
+
+def _outputs(count: int, sent_again: bool = False) -> str:
+    if not count:
+        return ""
+    return f" and {count} sample(s) and media" + (" sent (the server keeps each once)" if sent_again else "")

@@ -6,8 +6,9 @@ directory (``mlruns``, with ``<experiment id>/meta.yaml``). Every active run of 
 active experiment is imported (``experiments`` narrows it to names or ids).
 
 Mapping: the run name is MLflow's; params become the config (MLflow keeps them as
-text, and so does Runcast); tags other than MLflow's own ``mlflow.*`` go to
-``env.tags``; each metric's full history (``get_metric_history``: value, step,
+text, and so does Runcast); tags other than MLflow's own ``mlflow.*`` become run tags
+``key:value`` (``key`` when the value is empty; one the wire cannot hold stays in ``env.tags``);
+the run's description (``mlflow.note.content``) its notes; each metric's full history (``get_metric_history``: value, step,
 timestamp in milliseconds) becomes the points, in time order. A metric logged without
 steps (every point at step 0) is numbered 0, 1, 2, ... in time order, so no point is
 lost. Text and image artifacts become samples and media (``mlflow_artifacts``). Status
@@ -28,11 +29,12 @@ from itertools import repeat
 from pathlib import Path
 from typing import Any, Final
 
-from runcast.importers import mlflow_artifacts
+from runcast.importers import mlflow_artifacts, run_fields
 from runcast.importers.model import ImportFailed, MissingExtra, RunBuilder, SourceRun
 
 NAME: Final = "mlflow"
 STATUSES: Final = {"FINISHED": "finished", "FAILED": "failed", "KILLED": "killed"}
+NOTE_TAG: Final = "mlflow.note.content"  # the run's description in MLflow's UI
 _URI: Final = re.compile(r"^(https?|file|sqlite|postgresql|mysql|mssql)(\+\w+)?:", re.IGNORECASE)
 _SQLITE_MAGIC: Final = b"SQLite format 3\x00"
 _PAGE: Final = 1000
@@ -151,7 +153,7 @@ def _read_run(client: Any, run: Any, shown: str, store: Path | None, on_points: 
             builder.add_output(output)
     except ValueError as exc:
         raise ImportFailed(f"{shown} (run {info.run_id})", str(exc)) from None
-    tags = {k: v for k, v in sorted(data.tags.items()) if not k.startswith("mlflow.")}
+    tags, other_tags = _tags(data.tags)
     experiment = client.get_experiment(info.experiment_id)
     return builder.build(
         format=NAME,
@@ -160,10 +162,20 @@ def _read_run(client: Any, run: Any, shown: str, store: Path | None, on_points: 
         config=dict(sorted(data.params.items())),
         env={
             "imported_from": {"format": NAME, "run_id": info.run_id, "experiment": experiment.name if experiment else None},
-            **({"tags": tags} if tags else {}),
+            **({"tags": other_tags} if other_tags else {}),
         },
         status=STATUSES.get(info.status),
+        tags=tags,
+        description=run_fields.clip_notes(data.tags.get(NOTE_TAG)),
     )
+
+
+def _tags(source: dict[str, str]) -> tuple[list[str], dict[str, str]]:
+    """(run tags ``key:value``, the tags that cannot be run tags, as MLflow has them)."""
+    mine = {k: v for k, v in sorted(source.items()) if not k.startswith("mlflow.")}
+    as_tags = {f"{k}:{v}" if v else k: k for k, v in mine.items()}
+    tags, rest = run_fields.split_tags(as_tags)
+    return tags, {as_tags[t]: mine[as_tags[t]] for t in rest}
 
 
 @contextlib.contextmanager

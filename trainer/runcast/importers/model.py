@@ -83,6 +83,8 @@ class Segment:
     label: str | None = None
     series: dict[str, Series] = field(default_factory=dict)
     outputs: list[Output] = field(default_factory=list)
+    resume_step: int | None = None  # the source's own start step (a Runcast export's); else derived from the points
+    span: tuple[float, float] | None = None  # the source's own start and end times; else those of the points
 
     @property
     def points(self) -> int:
@@ -97,7 +99,9 @@ class Segment:
         return max(lasts) if lasts else None
 
     def time_range(self) -> tuple[float, float] | None:
-        """The earliest and latest known wall time of the segment's points and outputs."""
+        """The earliest and latest known wall time of the segment's points and outputs (or its ``span``)."""
+        if self.span is not None:
+            return self.span
         low, high = math.inf, -math.inf
         for times in [*(s.times for s in self.series.values()), [o.ts for o in self.outputs]]:
             known = [t for t in times if not math.isnan(t)]
@@ -122,6 +126,9 @@ class SourceRun:
     ``identity`` is stable across imports of the same source (the Runcast run id is
     derived from it and the project); ``status`` is finished, failed or killed, or None
     for a run the source says is still running (no ``finished`` event is sent).
+    ``tags``, ``group``, ``job_type``, ``description`` (the run's notes) and ``seed`` go into
+    ``run_started``; ``summary`` and ``define`` (metric declarations) into an ``update``
+    (``run_fields`` makes them fit).
     """
 
     format: str
@@ -133,6 +140,13 @@ class SourceRun:
     status: str | None = "finished"
     notes: list[Note] = field(default_factory=list)
     repeats: int = 0
+    tags: list[str] = field(default_factory=list)
+    group: str | None = None
+    job_type: str | None = None
+    description: str | None = None
+    seed: int | None = None
+    summary: dict[str, Any] = field(default_factory=dict)
+    define: dict[str, dict[str, str]] = field(default_factory=dict)
 
     @property
     def points(self) -> int:
@@ -200,6 +214,6 @@ class RunBuilder:
         self.segments.append(Segment(label=label))
 
     def build(self, **fields: Any) -> SourceRun:
-        """The finished run (``fields``: SourceRun's format, identity, name, config, env, status, notes)."""
+        """The finished run (``fields``: SourceRun's fields but ``segments`` and ``repeats``)."""
         return SourceRun(segments=self.segments, repeats=self.repeats, **fields)
 

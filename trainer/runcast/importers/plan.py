@@ -5,7 +5,8 @@ Importing the same source twice must change nothing, so nothing here is random:
 * the run id is a hash of the project, the format and the source run's identity
   (22 URL-safe characters), a segment id a hash of the run id and the segment's index;
 * ``seq`` per segment: ``run_started`` 0, metrics events 1, 2, ... in step order, samples
-  and media from ``OUTPUT_SEQ`` in step order, notes from ``NOTE_SEQ``, ``finished`` at
+  and media from ``OUTPUT_SEQ`` in step order, notes from ``NOTE_SEQ``, the run's summary and metric
+  declarations (an ``update`` on the last segment) at ``UPDATE_SEQ`` plus a hash of them, ``finished`` at
   ``FINISHED_SEQ`` minus the status's place in
   ``FINAL_STATUSES``: a source that grew since the last import keeps the numbers of its
   outputs (new ones come at later steps), notes and end, and a run that ended differently since (a crashed run that was
@@ -30,6 +31,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import heapq
+import json
 import math
 import re
 from collections.abc import Iterator
@@ -43,6 +45,9 @@ from runcast.importers.model import Blob, ImportFailed, Segment, SourceRun
 ELAPSED_KEY: Final = "time/elapsed_s"
 OUTPUT_SEQ: Final = 2**51
 NOTE_SEQ: Final = 2**52
+# An update's seq is this plus a hash of its body: the same summary is stored once, a changed one
+# (a source that grew) is a new update, later in time, so it wins.
+UPDATE_SEQ: Final = 2**52 + 2**50
 FINISHED_SEQ: Final = events.MAX_SEQ
 # Segments must reach the server in order of their start time (it numbers them so):
 # a segment that starts no later than the previous one ended is moved this much after.
@@ -105,6 +110,15 @@ class Plan:
         timed = sum(1 for segment in self.run.segments for _, _, t in merged_steps(segment) if not math.isnan(t))
         return self.run.points + timed
 
+    def point_keys(self) -> Iterator[tuple[str, int]]:
+        """(metric, step) of every point the import stores (``points()`` of them)."""
+        elapsed = self.adds_elapsed
+        for segment in self.run.segments:
+            for key, series in segment.series.items():
+                yield from zip(repeat(key), series.steps)
+            if elapsed:
+                yield from ((ELAPSED_KEY, step) for step, _, t in merged_steps(segment) if not math.isnan(t))
+
     def body(self) -> Iterator[tuple[dict[str, Any], int]]:
         """Metrics, samples and media, notes and finished events after ``started``, each with the count of
         points it stores."""
@@ -142,12 +156,24 @@ class Plan:
             for n, note in enumerate(notes):
                 ts = times.get(note.step, self.starts[index]) if note.step is not None else self.starts[index]
                 yield _envelope("note", self.run_id, sid, NOTE_SEQ + n, ts, step=note.step, text=note.text), 0
+            if index == last and (run.summary or run.define):
+                yield self._update(sid, self.ends[index]), 0
             status = "killed" if index < last else run.status
             if status is not None:
                 seq = FINISHED_SEQ - events.FINAL_STATUSES.index(status)
                 yield _envelope(
                     "finished", self.run_id, sid, seq, self.ends[index], step=segment.last_step(), status=status
                 ), 0
+
+
+    def _update(self, segment: str, ts: float) -> dict[str, Any]:
+        body: dict[str, Any] = {}
+        if self.run.summary:
+            body["summary"] = self.run.summary
+        if self.run.define:
+            body["define"] = self.run.define
+        digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).digest()
+        return _envelope("update", self.run_id, segment, UPDATE_SEQ + int.from_bytes(digest[:4], "big"), ts, **body)
 
 
 def plan_run(run: SourceRun, target: Target, *, name: str, now: float) -> Plan:
@@ -168,8 +194,8 @@ def plan_run(run: SourceRun, target: Target, *, name: str, now: float) -> Plan:
     previous_last: int | None = None
     for index, segment in enumerate(run.segments):
         first = segment.first_step()
-        resume = None
-        if index > 0:
+        resume = segment.resume_step
+        if index > 0 and resume is None:
             resume = max(0, first - 1) if first is not None else (previous_last or 0)
         previous_last = segment.last_step() if segment.last_step() is not None else previous_last
         event = _envelope(
@@ -183,9 +209,10 @@ def plan_run(run: SourceRun, target: Target, *, name: str, now: float) -> Plan:
             config=run.config,
             code={},
             env=run.env,
-            seed=None,
+            seed=run.seed,
             resume_step=resume,
             visibility=target.visibility,
+            **_run_fields(run),
         )
         if not target.alerts:
             event["alerts"] = {"enabled": False}
@@ -194,7 +221,21 @@ def plan_run(run: SourceRun, target: Target, *, name: str, now: float) -> Plan:
         except events.EventError as exc:
             raise ImportFailed(f"{run.format} run {name!r}", str(exc)) from None
         started.append(event)
-    return Plan(run=run, run_id=rid, name=name, started=started, starts=starts, ends=ends, t0=t0)
+    plan = Plan(run=run, run_id=rid, name=name, started=started, starts=starts, ends=ends, t0=t0)
+    if run.summary or run.define:
+        try:
+            events.validate_event(plan._update(started[-1]["segment"], ends[-1]))
+        except events.EventError as exc:
+            raise ImportFailed(f"{run.format} run {name!r}", str(exc)) from None
+    return plan
+
+
+def _run_fields(run: SourceRun) -> dict[str, Any]:
+    fields: dict[str, Any] = {"tags": run.tags} if run.tags else {}
+    for name, value in (("group", run.group), ("job_type", run.job_type), ("notes", run.description)):
+        if value is not None:
+            fields[name] = value
+    return fields
 
 
 def merged_steps(segment: Segment) -> Iterator[tuple[int, dict[str, float], float]]:

@@ -5,7 +5,8 @@ come back as they were, so export -> import -> export gives the same bytes (the 
 is not in the body). Segment indexes with no rows in the export are made as empty
 segments, so the indexes match. The CSV export neutralises a metric name that starts
 with a formula character by a leading ``'``; that ``'`` is taken off again here. The
-export holds no times, config or name: the run is named after the file.
+export holds no times, config or name: the run is named after the file, unless the
+run file ``runcast export --output`` writes beside it is there (``runcast_run_file``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from runcast import events
+from runcast.importers import runcast_run_file
 from runcast.importers.model import (
     MAX_SEGMENTS,
     ImportFailed,
@@ -60,15 +62,17 @@ def read(path: Path) -> list[SourceRun]:
         raise ImportFailed(str(path), f"segment indexes of {MAX_SEGMENTS} and above are not supported")
     ordered = [segments.get(i, Segment(label=str(i))) for i in range(max(segments) + 1)] if segments else [Segment()]
     identity = f"{path.name}\0{hashlib.sha256(first.encode()).hexdigest()}"
-    return [
-        SourceRun(
-            format=NAME,
-            identity=identity,
-            name=path.name.rsplit(".", 1)[0],
-            segments=ordered,
-            env={"imported_from": {"format": NAME, "file": path.name}},
-        )
-    ]
+    run = SourceRun(
+        format=NAME,
+        identity=identity,
+        name=path.name.rsplit(".", 1)[0],
+        segments=ordered,
+        env={"imported_from": {"format": NAME, "file": path.name}},
+    )
+    described = runcast_run_file.path_for(path)
+    if described.is_file():
+        runcast_run_file.apply(run, described)
+    return [run]
 
 
 def _rows(path: Path) -> Iterator[tuple[int, Any]]:

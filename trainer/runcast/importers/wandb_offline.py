@@ -11,7 +11,9 @@ The source is a ``.wandb`` file, a run directory or a directory of run directori
 Mapping: one Runcast run per W&B run id (a run resumed offline writes a second
 directory with the same id: each directory is a segment, in the order they started);
 the run's display name; the config (``run`` record, then ``config`` updates; W&B's own
-``_wandb`` key left out); tags and W&B project to ``env``; notes to a timeline note.
+``_wandb`` key left out); tags as the run's tags (one the wire cannot hold stays in
+``env.tags``), notes as its notes, the summary (``summary`` records, W&B's ``_`` keys and
+logged objects left out) as its summary; the W&B project to ``env``.
 History rows give the points: ``_step`` the step, ``_timestamp`` the time, every
 number a metric (``"NaN"``, ``"Infinity"`` included); keys starting with ``_`` (W&B's
 bookkeeping) and text are left out. Images, tables and histograms become media
@@ -35,11 +37,10 @@ from pathlib import Path
 from typing import Any, Final
 
 from runcast.events import NONFINITE
-from runcast.importers import wandb_media
+from runcast.importers import run_fields, wandb_media
 from runcast.importers.model import (
     ImportFailed,
     MissingExtra,
-    Note,
     RunBuilder,
     SourceRun,
 )
@@ -69,6 +70,7 @@ class _Log:
     config: dict[str, Any] = field(default_factory=dict)
     tags: list[str] = field(default_factory=list)
     notes: str = ""
+    summary: dict[str, Any] = field(default_factory=dict)
     exit_code: int | None = None
     rows: list[tuple[int, float, dict[str, float]]] = field(default_factory=list)
     media: list[tuple[int, float, str, dict[str, Any]]] = field(default_factory=list)  # step, time, key, fields
@@ -89,7 +91,7 @@ def read(root: Path, on_points: Callable[[int], None] = lambda n: None) -> list[
 def _run(identity: str, parts: list[_Log]) -> SourceRun:
     builder = RunBuilder()
     config: dict[str, Any] = {}
-    notes: list[Note] = []
+    summary: dict[str, Any] = {}
     for log in parts:
         builder.new_segment(log.path.parent.name)
         config.update(log.config)
@@ -105,10 +107,9 @@ def _run(identity: str, parts: list[_Log]) -> SourceRun:
                     builder.add_output(output)
             except (OSError, ValueError) as exc:
                 raise ImportFailed(f"{log.path} (step {step}, {key!r})", str(exc)) from None
-        if log.notes:
-            notes.append(Note(segment=len(builder.segments) - 1, step=None, text=log.notes[:10_000]))
+        summary.update(log.summary)
     last = parts[-1]
-    tags = sorted({t for log in parts for t in log.tags})
+    tags, other_tags = run_fields.split_tags(sorted({t for log in parts for t in log.tags}))
     return builder.build(
         format=NAME,
         identity=identity,
@@ -116,10 +117,12 @@ def _run(identity: str, parts: list[_Log]) -> SourceRun:
         config=config,
         env={
             "imported_from": {"format": NAME, "project": last.project or None, "run_id": last.run_id},
-            **({"tags": tags} if tags else {}),
+            **({"tags": other_tags} if other_tags else {}),
         },
         status="finished" if last.exit_code == 0 else "failed",
-        notes=notes,
+        tags=tags,
+        description=run_fields.clip_notes(next((log.notes for log in reversed(parts) if log.notes), None)),
+        summary=run_fields.clean_summary(summary),
     )
 
 
@@ -190,6 +193,8 @@ def _take(log: _Log, record: dict[str, Any], path: Path) -> None:
         if values:
             log.rows.append((step, when, values))
         log.media.extend((step, when, key, fields) for key, fields in objects.items())
+    elif kind == "summary":
+        _update_summary(log, body)
     elif kind == "exit":
         code = body.get("exit_code", 0)
         log.exit_code = code if isinstance(code, int) else 1
@@ -203,6 +208,17 @@ def _update_config(log: _Log, config: Any) -> None:
     if isinstance(remove, list):
         for key in remove:
             log.config.pop(str(key), None)
+
+
+def _update_summary(log: _Log, summary: dict[str, Any]) -> None:
+    update = summary.get("update")
+    if isinstance(update, dict):
+        log.summary.update({k: v for k, v in update.items()
+                            if not k.startswith("_") and not (isinstance(v, dict) and "_type" in v)})
+    remove = summary.get("remove")
+    if isinstance(remove, list):
+        for item in remove:  # a key, or a summary item naming it
+            log.summary.pop(str(item.get("key") if isinstance(item, dict) else item), None)
 
 
 def _number(raw: Any) -> float | None:

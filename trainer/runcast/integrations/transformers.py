@@ -58,7 +58,7 @@ _RENAMED = {
     "train_tokens_per_second": "tokens_per_s",
 }
 
-__all__ = ["RuncastCallback", "map_key", "summary_key", "to_number"]
+__all__ = ["RuncastCallback", "map_key", "summary_key", "to_number", "training_args"]
 
 
 def map_key(key: str) -> str:
@@ -71,6 +71,15 @@ def map_key(key: str) -> str:
     if key.startswith("train_"):
         return "train/" + key[len("train_") :]
     return key if "/" in key else "train/" + key
+
+
+def training_args(args: Any) -> dict[str, Any]:
+    """TrainingArguments as JSON types (None as null, lists as lists), tokens masked, as W&B's integration
+    stores them; ``to_sanitized_dict`` (TensorBoard's) would make "None" and "['labels']" strings."""
+    values: dict[str, Any] = plain(args.to_dict())
+    for name in ("train_batch_size", "eval_batch_size"):  # derived per device count, as to_sanitized_dict adds them
+        values[name] = plain(getattr(args, name, None))
+    return values
 
 
 def summary_key(key: str) -> str:
@@ -127,7 +136,7 @@ class RuncastCallback(TrainerCallback):
         count = parameter_count(model)
         if count is not None:
             model_config["num_parameters"] = count
-        config: dict[str, Any] = {"training_args": plain(args.to_sanitized_dict()), "model": model_config}
+        config: dict[str, Any] = {"training_args": training_args(args), "model": model_config}
         resume: dict[str, Any] = {}
         saved = Path(args.output_dir) / f"checkpoint-{state.global_step}" / RUN_FILE
         if state.global_step > 0 and saved.exists():  # resumed from a checkpoint we reported
