@@ -48,6 +48,8 @@ class Current(MutableMapping[str, Any]):
         return len(self._target())
 
     def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):  # copy, pickle and friends probing: not config keys
+            raise AttributeError(name)
         return getattr(self._target(), name)
 
     def __setattr__(self, name: str, value: Any) -> None:

@@ -46,6 +46,8 @@ class Details:
         self._put("update", time.time(), None, body)
 
     def _describe_field(self, field: str, value: Any) -> Any:
+        if value is None:
+            raise ValueError(f"run.{field}: must be a string ({field})")
         try:
             self._update({field: value})
         except EventError as exc:
@@ -70,7 +72,11 @@ class Details:
     def tags(self, value: Iterable[str]) -> None:
         if isinstance(value, str):
             raise ValueError("run.tags: must be a sequence of tags, not one string (tags)")
-        self._tags = tuple(dict.fromkeys(self._describe_field("tags", list(value))))
+        try:
+            tags = events.check_tags(list(value))  # distinct, in order
+        except EventError as exc:
+            raise ValueError(f"run.tags: {exc.message} ({exc.field})") from None
+        self._tags = tuple(self._describe_field("tags", tags))
 
     @property
     def group(self) -> str | None:

@@ -96,7 +96,9 @@ class Steps:
                    ) -> tuple[dict[str, float | Deferred], dict[str, Media] | None]:
         """The call's values and media with those of its nested dicts added under their flattened names."""
         flat = flatten(nested)
-        if not flat or len(metrics) - len(nested) + len(flat) > MAX_METRICS_PER_EVENT:
+        if not flat:  # only empty dicts: nothing more
+            return values, media
+        if len(metrics) - len(nested) + len(flat) > MAX_METRICS_PER_EVENT:
             raise ValueError(f"log() takes 1 to {MAX_METRICS_PER_EVENT} metrics, got "
                              f"{len(metrics) - len(nested) + len(flat)} once nested dicts are flattened")
         clash = sorted(set(flat) & set(metrics))
