@@ -65,9 +65,9 @@ def log(metrics: Mapping[str, Any], step: int | None = None, commit: bool | None
     _current("log").log(metrics, step, commit)
 
 
-def define_metric(name: str, **declaration: Any) -> None:
-    """``runcast.run.define_metric(name, ...)``; RuntimeError before ``runcast.init``."""
-    _current("define_metric").define_metric(name, **declaration)
+def define_metric(name: str, step_metric: str | None = None, **declaration: Any) -> None:
+    """``runcast.run.define_metric(name, step_metric, ...)``; RuntimeError before ``runcast.init``."""
+    _current("define_metric").define_metric(name, step_metric, **declaration)
 
 
 def _current(verb: str) -> Run:
