@@ -102,6 +102,25 @@ def test_renaming_offline_then_sync_and_another_projects_token(server, tmp_path,
     assert api.get("/runs", params={"tag": "synced"}).json()["runs"][0]["id"] == run.id
 
 
+def test_renames_arriving_out_of_order_end_in_trainer_order(server, tmp_path, api):
+    url, mine, other, _ = server
+    with runcast.init(project=PROJECT, name="ordered", server=url, token=mine, dir=tmp_path / "s") as run:
+        run.log({"loss": 1.0})
+        assert run.flush()
+    base = {"v": 1, "type": "update", "run": run.id, "segment": run.segment}
+    late = {**base, "seq": 10**6 + 1, "ts": 2e9, "name": "last", "tags": ["z"]}
+    early = {**base, "seq": 10**6, "ts": 1e9, "name": "first", "tags": ["y"], "notes": "n"}
+    for event in (late, early):  # the trainer's later rename arrives first
+        assert api.post("/ingest", json={"v": 1, "events": [event]}).status_code == 202
+    assert described(api, run.id) == ("last", ["z"], "n", None)
+    assert api.post("/ingest", json={"v": 1, "events": [early]}).status_code == 202  # a redelivery changes nothing
+    assert described(api, run.id) == ("last", ["z"], "n", None)
+    foreign = httpx.post(f"{url}/api/v1/ingest", headers={"Authorization": f"Bearer {other}"},
+                         json={"v": 1, "events": [{**late, "seq": 10**6 + 2, "name": "hijacked"}]})
+    assert foreign.status_code in (403, 404, 409), foreign.text
+    assert described(api, run.id)[0] == "last"
+
+
 def test_ingest_refuses_a_bad_update_naming_the_field(server, api):
     url, mine, _, _ = server
     base = {"v": 1, "type": "update", "run": "rename-target-1", "segment": "seg-00000001", "seq": 1, "ts": 1.0}
