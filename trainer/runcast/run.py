@@ -146,12 +146,8 @@ class Run(Details):
         if self._disabled:
             return
         if commit is False or self._pending.metrics:
-            for held, at in self._pending.take(metrics, step, commit):
-                self._log(held, at)
+            self._hold(metrics, step, commit)
             return
-        self._log(metrics, step)
-
-    def _log(self, metrics: Mapping[str, Any], step: int | None) -> None:
         if self._checkpoints.prunes:
             self._checkpoints.release_prunes()
         accepted = self._steps.accept(metrics, step, self._outputs.check_media)
@@ -181,6 +177,16 @@ class Run(Details):
         run's current step); ``log`` takes them among metrics too."""
         if not self._disabled:
             self._outputs.log_media(key, media, step)
+
+    def _hold(self, metrics: Mapping[str, Any], step: int | None, commit: bool | None) -> None:
+        """``log`` with values held by ``commit=False`` (``pending.py``), or to hold."""
+        now = self._pending.take(metrics, step, commit)
+        pending, self._pending = self._pending, Pending()  # what stays held waits out these calls
+        try:
+            for values, at in now:
+                self.log(values, at)
+        finally:
+            self._pending = pending
 
     def _seen(self) -> Iterable[str]:
         return self._steps.keys
@@ -285,7 +291,7 @@ class Run(Details):
             return
         if self._pending.metrics:  # log(commit=False) values not committed yet
             try:
-                self._log(*self._pending.drain())
+                self.log(*self._pending.drain())
             except (TypeError, ValueError) as exc:
                 log.warning("runcast: the values logged with commit=False are left out: %s", exc)
         if self._checkpoints.uploader is not None and self._live:  # checkpoints first: the run ends after them
