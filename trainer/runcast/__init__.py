@@ -8,7 +8,9 @@
 Read runs back (``runcast.Api``, imported on first use): ``runcast.Api().run(id).history()``.
 
 or, module-level: ``runcast.init(...)``, ``runcast.log({...})``, ``runcast.finish()``;
-``runcast.run`` is the run the last ``init`` made (None before, and after ``finish``).
+``runcast.run`` is the run the last ``init`` made (None before, and after ``finish``);
+``runcast.config``, ``runcast.summary`` and ``runcast.define_metric`` act on it. A second
+``init`` before ``finish`` finishes the previous run first, with a warning (as W&B does).
 
 Importing this package needs only the standard library and httpx (torch and numpy
 are used only when present and needed). See docs/sdk.md.
@@ -18,22 +20,27 @@ from __future__ import annotations
 
 import functools
 import importlib
+import logging
 from collections.abc import Mapping
 from typing import Any
 
 from . import start as _start
+from .current import Current
 from .handshake import InitError
 from .media import Histogram, Image, Table
 from .run import Run, RunStats
 
 __version__ = "0.1.0"
 
-__all__ = ["Api", "ApiError", "Histogram", "Image", "InitError", "Run", "RunStats", "Table", "__version__", "finish", "init", "log", "run"]
+__all__ = ["Api", "ApiError", "Histogram", "Image", "InitError", "Run", "RunStats", "Table", "__version__", "config",
+           "define_metric", "finish", "init", "log", "run", "summary"]
 
 # The run the last init() made: state set by init() and cleared by finish(), nothing at import.
 # (This name shadows the submodule runcast.run as an attribute; import from it with
 # ``from runcast.run import ...``. ``init`` itself lives in runcast.start.)
 run: Run | None = None
+config = Current("config", lambda: run)  # runcast.run.config of the current run
+summary = Current("summary", lambda: run)
 
 
 def __getattr__(name: str) -> Any:
@@ -48,6 +55,13 @@ def __getattr__(name: str) -> Any:
 def init(*args: Any, **kwargs: Any) -> Run:
     """Start a run (every argument of ``runcast.start.init``, docs/sdk.md) and make it ``runcast.run``."""
     global run
+    previous = run
+    if previous is not None and not previous.finished:
+        logging.getLogger("runcast").warning(
+            "runcast: init() while run %s is open: finishing run %s first (call finish() to end a run)",
+            previous.id, previous.id)
+        previous.finish()
+    run = None
     made = _start.init(*args, **kwargs)
     run = made
     return made
@@ -57,11 +71,20 @@ init.__doc__ = f"{init.__doc__}\n\n{_start.init.__doc__}"
 functools.update_wrapper(init, _start.init, assigned=(), updated=())  # __wrapped__: inspect.signature shows the real one
 
 
-def log(metrics: Mapping[str, Any], step: int | None = None) -> None:
-    """``runcast.run.log(metrics, step)``; RuntimeError before ``runcast.init``."""
+def log(metrics: Mapping[str, Any], step: int | None = None, commit: bool | None = None) -> None:
+    """``runcast.run.log(metrics, step, commit)``; RuntimeError before ``runcast.init``."""
+    _current("log").log(metrics, step, commit)
+
+
+def define_metric(name: str, step_metric: str | None = None, **declaration: Any) -> None:
+    """``runcast.run.define_metric(name, step_metric, ...)``; RuntimeError before ``runcast.init``."""
+    _current("define_metric").define_metric(name, step_metric, **declaration)
+
+
+def _current(verb: str) -> Run:
     if run is None:
-        raise RuntimeError("runcast.log() needs a run: call runcast.init(...) first")
-    run.log(metrics, step)
+        raise RuntimeError(f"runcast.{verb}() needs a run: call runcast.init(...) first")
+    return run
 
 
 def finish(status: str = "finished", timeout: float | None = None) -> None:

@@ -48,6 +48,13 @@ from .model_outputs import eval_body, media_body, sample_body
 from .policy import PolicyError, check_policy
 
 
+def _name(e: Mapping[str, Any]) -> str:
+    name = text_field(e, "name", MAX_NAME_CHARS)
+    if not name or CONTROL_RE.search(name):
+        raise EventError("name", "must be non-empty with no control characters")
+    return name
+
+
 def _run_started(e: Mapping[str, Any]) -> dict[str, Any]:
     project = e.get("project")  # absent or null: the project of the token that sends it
     if project is not None and (not isinstance(project, str) or not PROJECT_RE.match(project)):
@@ -55,9 +62,7 @@ def _run_started(e: Mapping[str, Any]) -> dict[str, Any]:
             "project",
             "must be 1-100 characters of A-Z, a-z, 0-9, '.', '_' or '-', starting with a letter or digit",
         )
-    name = text_field(e, "name", MAX_NAME_CHARS)
-    if not name or CONTROL_RE.search(name):
-        raise EventError("name", "must be non-empty with no control characters")
+    name = _name(e)
     seed = check_int(e.get("seed"), "seed", low=-MAX_INT, optional=True)
     out: dict[str, Any] = {
         **({"project": project} if project is not None else {}),
@@ -100,8 +105,15 @@ def _update(e: Mapping[str, Any]) -> dict[str, Any]:
         out["summary"] = json_field(e, "summary", MAX_SUMMARY_BYTES)
     if e.get("define") is not None:
         out["define"] = check_define(e["define"])
+    if e.get("name") is not None:
+        out["name"] = _name(e)
+    if e.get("tags") is not None:
+        out["tags"] = check_tags(e["tags"])
+    for field, limit in (("group", MAX_GROUP_CHARS), ("notes", MAX_NOTE_CHARS)):
+        if e.get(field) is not None:  # "" clears
+            out[field] = text_field(e, field, limit)
     if not out:
-        raise EventError("config", "an update needs config, summary or define")
+        raise EventError("config", "an update needs config, summary, define, name, tags, group or notes")
     return out
 
 

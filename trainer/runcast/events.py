@@ -55,7 +55,10 @@ as first written):
   ``config`` (JSON object: top-level keys replace the run's config keys), ``summary``
   (JSON object: top-level keys replace the run's summary keys; <= 64 KiB encoded),
   ``define`` (metric name -> ``{"x": "step" | "tokens" | "time", "summary": "min" | "max" |
-  "last" | "none"}``, at most ``MAX_METRICS_PER_EVENT``); at least one of them.
+  "last" | "none"}``, at most ``MAX_METRICS_PER_EVENT``), ``name`` (as in run_started: the run's
+  new name), ``tags`` (the run's whole new set of tags, as in run_started), ``group`` and ``notes``
+  (as in run_started; ``""`` clears); at least one of them. The name, tags, group and notes of
+  the last such update in trainer order replace the run's when it is stored.
 * ``metrics`` (append-only, write-once per (segment, key, step)): ``step``,
   ``values`` (1..``MAX_METRICS_PER_EVENT`` entries of key -> number). Keys are
   1..200 bytes of UTF-8 with no control characters. Values are floats; NaN and

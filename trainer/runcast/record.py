@@ -23,8 +23,11 @@ class Synced(MutableMapping[str, Any]):
         object.__setattr__(self, "_data", dict(initial))
         object.__setattr__(self, "_send", send)
 
-    def update(self, other: Any = (), /, **changes: Any) -> None:
-        """Set several keys in one event (a mapping, a dataclass or argparse.Namespace, or keywords)."""
+    def update(self, other: Any = (), /, *, allow_val_change: bool = True, **changes: Any) -> None:
+        """Set several keys in one event (a mapping, a dataclass or argparse.Namespace, or keywords).
+
+        ``allow_val_change`` is W&B's keyword, accepted and not stored: a value may always change.
+        """
         patch = json_object(other, self._field) if other != () else {}
         patch.update(json_object(changes, self._field))
         if patch:

@@ -5,7 +5,8 @@ and then only appends to a bounded in-memory queue (``outbox.py``): no I/O, no J
 no lock beyond the queue's own, no device sync. The sender thread (``sender.py``) does
 the rest. Service problems never reach the caller: they end in the spool, or as counted
 drops. What ``log()`` keeps is decided in ``steps.py``; checkpoints in ``checkpoints.py``;
-samples, evaluations and media in ``outputs.py`` (images and histograms on the media worker).
+samples, evaluations and media in ``outputs.py`` (images and histograms on the media worker);
+name, tags, group, notes, config, summary and metric declarations in ``run_details.py``.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import functools
 import logging
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
@@ -22,7 +23,7 @@ from typing import Any, Self
 from . import events, lifecycle, system
 from .blob_http import BlobClient
 from .checkpoints import Checkpoints
-from .events import EventError, new_id
+from .events import new_id
 from .handshake import InitError, whoami
 from .media import Media
 from .media_worker import MediaWorker
@@ -30,8 +31,9 @@ from .outbox import Item, Outbox
 from .outputs import Outputs
 from .overflow import FORMAT as OVERFLOW_FORMAT
 from .overflow import Overflow
+from .pending import Pending
 from .policy import check_policy, put_policy
-from .record import Synced
+from .run_details import Details
 from .run_stats import RunStats
 from .sender import Sender, SenderConfig
 from .spool import Spool
@@ -47,7 +49,7 @@ log = logging.getLogger("runcast")
 __all__ = ["InitError", "Run", "RunStats"]
 
 
-class Run:
+class Run(Details):
     """A run segment being broadcast. Make one with ``runcast.init``."""
 
     def __init__(
@@ -82,18 +84,13 @@ class Run:
         self.rank = rank
         self.enabled = enabled
         self.project: str | None = started.get("project")  # None: the token's, not known yet (server away)
-        self.name: str = started["name"]
-        self.tags: tuple[str, ...] = tuple(started.get("tags") or ())
-        self.group: str | None = started.get("group")
-        self.job_type: str | None = started.get("job_type")
-        self.notes: str | None = started.get("notes")
-        self._config = Synced("config", started["config"], self._update)
-        self._summary = Synced("summary", {}, self._update)
+        self._describe(started)
         self._disabled = disabled
         self._api: tuple[str, str | None] | None = None  # (server, token) of set_policy; set by init()
         self._finish_timeout = finish_timeout
         self._outbox = Outbox(run_id, flush_interval=flush_interval, batch_size=batch_size, max_queue=max_queue)
-        self._steps = Steps(started.get("resume_step"))
+        self._steps = Steps(started.get("resume_step"), self._new_metric)
+        self._pending = Pending()  # log(commit=False)
         self._checkpoints = Checkpoints(run_id=run_id, project=self._known_project, checkpoint_dir=checkpoint_dir,
                                         put=self._put, check=self._check, seq=self._outbox.seq)
         self._closed_warned = False
@@ -134,17 +131,22 @@ class Run:
 
     # --- verbs ---------------------------------------------------------------------------
 
-    def log(self, metrics: Mapping[str, Any], step: int | None = None) -> None:
-        """Record ``metrics`` (name -> number or one-element tensor) at ``step``.
+    def log(self, metrics: Mapping[str, Any], step: int | None = None, commit: bool | None = None) -> None:
+        """Record ``metrics`` (name -> number or one-element tensor; a nested dict is flattened
+        with ``.``: ``{"train": {"loss": x}}`` is ``train.loss``, as W&B names it) at ``step``.
 
         ``step`` defaults to the highest step logged so far plus one (the first is 0,
-        or ``resume_step`` for a resumed run).
+        or ``resume_step`` for a resumed run). ``commit=False`` holds the values for the next
+        call without it, which records them at its step (``pending.py``).
         NaN and +-Inf are recorded as such. Never blocks and never raises for a
         service problem or for the order of steps: a name logged again at its last step
         or an earlier one is left out (the first value at a step is the one kept, as the
         server keeps it), with one warning per name; ``stats.ignored`` counts them.
         """
         if self._disabled:
+            return
+        if commit is False or self._pending.metrics:
+            self._hold(metrics, step, commit)
             return
         if self._checkpoints.prunes:
             self._checkpoints.release_prunes()
@@ -176,36 +178,18 @@ class Run:
         if not self._disabled:
             self._outputs.log_media(key, media, step)
 
-    @property
-    def config(self) -> Synced:
-        """The run's config: a mapping; setting keys (``run.config["lr"] = x``, ``run.config.update(d)``)
-        sends them, and the server replaces those keys of the stored config."""
-        return self._config
-
-    @config.setter
-    def config(self, value: Any) -> None:
-        self._config.update(value)
-
-    @property
-    def summary(self) -> Synced:
-        """Figures that describe the whole run (best accuracy, final loss, runtime): a mapping whose
-        keys are sent when set; shown on the run page and in ``GET /runs/{id}`` under ``summary``."""
-        return self._summary
-
-    def define_metric(self, name: str, *, x: str = "step", summary: str = "last") -> None:
-        """Declare metric ``name``: its x axis (``step``, ``tokens`` or ``time``) and the figure
-        the run's summary shows for it (``min``, ``max``, ``last`` or ``none``), computed by the
-        server over every stored point. A value set in ``run.summary`` wins over it."""
+    def _hold(self, metrics: Mapping[str, Any], step: int | None, commit: bool | None) -> None:
+        """``log`` with values held by ``commit=False`` (``pending.py``), or to hold."""
+        now = self._pending.take(metrics, step, commit)
+        pending, self._pending = self._pending, Pending()  # what stays held waits out these calls
         try:
-            define = events.check_define({name: {"x": x, "summary": summary}})
-        except EventError as exc:
-            raise ValueError(f"define_metric: {exc.message} ({exc.field})") from None
-        self._update({"define": define})
+            for values, at in now:
+                self.log(values, at)
+        finally:
+            self._pending = pending
 
-    def _update(self, body: dict[str, Any]) -> None:
-        """Queue an ``update`` event (config, summary or define), checked here first."""
-        self._check("update", body)
-        self._put("update", time.time(), None, body)
+    def _seen(self) -> Iterable[str]:
+        return self._steps.keys
 
     def checkpoint(
         self,
@@ -305,6 +289,11 @@ class Run:
             raise ValueError(f"status must be one of {', '.join(events.FINAL_STATUSES)}, got {status!r}")
         if self._closed:
             return
+        if self._pending.metrics:  # log(commit=False) values not committed yet
+            try:
+                self.log(*self._pending.drain())
+            except (TypeError, ValueError) as exc:
+                log.warning("runcast: the values logged with commit=False are left out: %s", exc)
         if self._checkpoints.uploader is not None and self._live:  # checkpoints first: the run ends after them
             self._checkpoints.close(self._finish_timeout if timeout is None else timeout)
         if self._outputs.worker is not None and self._live:  # and the media (what is left goes to the spool)

@@ -3,14 +3,15 @@
 A metric keeps the first value logged at each step and its steps must grow (as the server
 keeps them): a value at the metric's last step or an earlier one is left out, with one
 warning per metric, and counted (``stats.ignored``). Media values (``runcast.Image``, ``Table``,
-``Histogram``) are set apart: they become media events at the call's step.
+``Histogram``) are set apart: they become media events at the call's step. A nested dict is
+flattened, its keys joined with ``.`` (``{"train": {"loss": x}}`` is ``train.loss``), as W&B names it.
 """
 
 from __future__ import annotations
 
 import logging
 import operator
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal, overload
 
 from .checks import EventError, check_key, check_step
@@ -26,12 +27,18 @@ Accepted = tuple[int, "dict[str, float | Deferred]", "dict[str, Media] | None"] 
 class Steps:
     """The steps of one run segment's metrics, on the training thread."""
 
-    def __init__(self, resume_step: int | None) -> None:
+    def __init__(self, resume_step: int | None, on_new_key: Callable[[str], None] | None = None) -> None:
         self.step = -1 if resume_step is None else resume_step - 1  # the highest step logged so far
         self.ignored = 0  # metric values left out: a step at or below the key's last one
         self._key_steps: dict[str, int] = {}
         self._keys: set[str] = set()
         self._ignored_keys: set[str] = set()
+        self._on_new_key = on_new_key  # called with each metric name logged for the first time
+
+    @property
+    def keys(self) -> Iterable[str]:
+        """The metric names with a value logged so far."""
+        return self._key_steps.keys()
 
     def accept(self, metrics: Mapping[str, Any], step: int | None,
                check_media: Callable[[dict[str, Media], int], None] | None = None) -> Accepted | None:
@@ -52,6 +59,7 @@ class Steps:
         keys = self._keys
         values: dict[str, float | Deferred] = {}
         media: dict[str, Media] | None = None
+        nested: dict[str, Any] | None = None
         for key, value in metrics.items():
             if key not in keys:
                 self._new_key(key)
@@ -67,8 +75,13 @@ class Steps:
             elif isinstance(value, Media):
                 media = media or {}
                 media[key] = value
+            elif isinstance(value, Mapping):
+                nested = nested or {}
+                nested[key] = value
             else:
                 values[key] = coerce(key, value)
+        if nested:
+            values, media = self._flattened(metrics, nested, step, values, media, check_media)
         if not values and not media:
             return None
         if media and check_media is not None:
@@ -76,6 +89,26 @@ class Steps:
         key_steps.update(dict.fromkeys(values, step))
         self.step = max(self.step, step)
         return step, values, media
+
+    def _flattened(self, metrics: Mapping[str, Any], nested: dict[str, Any], step: int,
+                   values: dict[str, float | Deferred], media: dict[str, Media] | None,
+                   check_media: Callable[[dict[str, Media], int], None] | None,
+                   ) -> tuple[dict[str, float | Deferred], dict[str, Media] | None]:
+        """The call's values and media with those of its nested dicts added under their flattened names."""
+        flat = flatten(nested)
+        if not flat:  # only empty dicts: nothing more
+            return values, media
+        if len(metrics) - len(nested) + len(flat) > MAX_METRICS_PER_EVENT:
+            raise ValueError(f"log() takes 1 to {MAX_METRICS_PER_EVENT} metrics, got "
+                             f"{len(metrics) - len(nested) + len(flat)} once nested dicts are flattened")
+        clash = sorted(set(flat) & set(metrics))
+        if clash:
+            raise ValueError(f"log(): metric {clash[0]!r} is given both as a name and inside a nested dict")
+        more = self.accept(flat, step, check_media)
+        if more is not None:
+            values = {**values, **more[1]}
+            media = {**(media or {}), **more[2]} if more[2] else media
+        return values, media
 
     def _ignore(self, key: str, step: int, last: int) -> None:
         self.ignored += 1
@@ -94,6 +127,8 @@ class Steps:
         except EventError as exc:
             raise ValueError(f"bad metric name {key!r}: {exc.message}") from None
         self._keys.add(key)
+        if self._on_new_key is not None:
+            self._on_new_key(key)
 
 
 @overload
@@ -112,3 +147,15 @@ def checked_step(raw: Any, *, optional: bool = False, field: str = "step") -> in
         return check_step(raw, field)  # None was answered above
     except EventError as exc:
         raise ValueError(f"{field}: {exc.message}") from None
+
+
+def flatten(nested: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"a": {"b": 1}}`` as ``{"a.b": 1}``, at any depth (W&B's names for nested values)."""
+    out: dict[str, Any] = {}
+    for key, value in nested.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            out.update(flatten(value, f"{name}."))
+        else:
+            out[name] = value
+    return out

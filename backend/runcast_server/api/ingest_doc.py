@@ -146,18 +146,30 @@ def _given(field: str) -> dict[str, Any]:
     return {"required": [field], "properties": {field: {"type": "object"}}}
 
 
+def _set(field: str, schema: dict[str, Any]) -> dict[str, Any]:
+    return {"required": [field], "properties": {field: schema}}
+
+
 class UpdateEvent(_Event):
-    """Changes the run's config, summary or metric declarations: at least one of them."""
+    """Changes the run's config, summary or metric declarations, or renames, retags or describes
+    it (``name``, ``tags``: the whole new set, ``group``, ``notes``; ``""`` clears the last two):
+    at least one of them."""
 
     # Under allOf: a client generator reads a model's top-level anyOf as its alternatives (no fields).
-    model_config = ConfigDict(json_schema_extra={"allOf": [{"anyOf": [_given("config"), _given("summary"),
-                                                                      _given("define")]}]})
+    model_config = ConfigDict(json_schema_extra={"allOf": [{"anyOf": [
+        _given("config"), _given("summary"), _given("define"), _set("name", {"type": "string"}),
+        _set("tags", {"type": "array"}), _set("group", {"type": "string"}), _set("notes", {"type": "string"}),
+    ]}]})
     type: Literal["update"]
     config: JsonObject | None = None
     summary: JsonObject | None = None
     define: Annotated[
         dict[MetricName, MetricDeclaration], Field(min_length=1, max_length=MAX_METRICS_PER_EVENT)
     ] | None = None
+    name: _text(MAX_NAME_CHARS, rf"^[^{_CONTROL}]+$", 1) | None = None  # type: ignore[valid-type]
+    tags: Annotated[list[Tag], Field(max_length=MAX_TAGS)] | None = None
+    group: _text(MAX_GROUP_CHARS) | None = None  # type: ignore[valid-type]
+    notes: _text(MAX_NOTE_CHARS) | None = None  # type: ignore[valid-type]
 
 
 class MetricsEvent(_Event):

@@ -36,11 +36,20 @@ def _verbs() -> dict[str, ModuleType]:
 VERBS: Final = ("sync", "import", "export", "download")
 
 
+class _Defaults(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows an option's default, unless it has none worth showing (None, False: the option is off)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default is None or action.default is False:
+            return action.help
+        return super()._get_help_string(action)
+
+
 def parser_for(verb: str) -> tuple[argparse.ArgumentParser, ModuleType]:
     """The parser of one verb (``runcast VERB``) and its module."""
     module = _verbs()[verb]
     parser = argparse.ArgumentParser(
-        prog=f"runcast {verb}", description=module.HELP, formatter_class=argparse.ArgumentDefaultsHelpFormatter
+        prog=f"runcast {verb}", description=module.HELP, formatter_class=_Defaults
     )
     module.add_arguments(parser)
     return parser, module
