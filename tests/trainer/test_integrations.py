@@ -298,3 +298,41 @@ def test_ranks_that_send_nothing_print_no_run_address(receiver, tmp_path, monkey
     run = runcast.init("p", "r", server=receiver.url, token="t", spool_dir=str(tmp_path), capture_code=False)
     assert not run.enabled and run.url == f"{receiver.url}/runs/{run.id}"
     run.finish()
+
+
+def test_the_scripts_own_run_is_the_one_the_callbacks_log_to(receiver, tmp_path):
+    """W&B's habit: ``wandb.init(...)`` first, then ``Trainer(report_to="wandb")`` or ``WandbLogger()``
+    log into that run. Here too: neither callback opens (and so finishes) a run of its own."""
+    pytest.importorskip("transformers")
+    import runcast
+    from runcast.integrations.lightning import RuncastLogger
+    from runcast.integrations.transformers import RuncastCallback
+
+    run = runcast.init(project="hf", name="mine", server=receiver.url, token="t", spool_dir=str(tmp_path))
+
+    class State:
+        is_world_process_zero, global_step, best_metric = True, 5, None
+
+    class Args:
+        seed, output_dir, run_name = 1, str(tmp_path), None
+
+        def to_dict(self):
+            return {"learning_rate": 1e-3, "report_to": ["runcast"], "hub_model_id": None}
+
+    cb = RuncastCallback(project="other", server=receiver.url, token="t")
+    cb.on_train_begin(Args(), State(), None)
+    assert cb.run is run and runcast.run is run
+    cb.on_log(None, State(), None, logs={"loss": 2.5})
+    cb.on_train_end(None, State(), None)
+    cb.finish()
+    logger = RuncastLogger(project="other")
+    logger.log_hyperparams({"width": 8})
+    logger.log_metrics({"val/loss": 1.5}, step=6)
+    logger.finalize("success")
+    logger.finish()
+    assert not run.finished
+    run.flush()
+    assert len(receiver.of_type("run_started")) == 1 and receiver.of_type("finished") == []
+    assert run.config["training_args"]["learning_rate"] == 1e-3 and run.config["width"] == 8
+    assert [(e["step"], e["values"]) for e in receiver.of_type("metrics")] == [(5, {"train/loss": 2.5}), (6, {"val/loss": 1.5})]
+    runcast.finish()

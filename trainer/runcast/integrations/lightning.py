@@ -63,8 +63,9 @@ def map_key(key: str) -> str:
 class RuncastLogger(Logger):
     """A Lightning logger that sends metrics, hyperparameters and checkpoints to Runcast.
 
-    ``run``: an open ``runcast.Run`` to use (left open). Otherwise one is started with
-    ``project``, ``name`` and ``init_kwargs`` (server, token, seed, visibility, ...).
+    ``run``: an open ``runcast.Run`` to use (left open); without it, the script's open run
+    (``runcast.run``, as W&B's logger takes ``wandb.run``; left open too), else one is started
+    with ``project``, ``name`` and ``init_kwargs`` (server, token, seed, visibility, ...).
     """
 
     def __init__(self, project: str = "lightning", name: str = "lightning", run: Any = None, **init_kwargs: Any):
@@ -100,7 +101,14 @@ class RuncastLogger(Logger):
         if self._run is None:
             import runcast
 
-            self._run = runcast.init(project=self._project, name=self._name, config=self._config, **self._init_kwargs)
+            current = runcast.run
+            if current is not None and not current.finished:  # the script's own run, as W&B's logger does
+                self._run, self._owns_run = current, False
+                if self._config:
+                    current.config.update(self._config)
+            else:
+                self._run = runcast.init(project=self._project, name=self._name, config=self._config,
+                                         **self._init_kwargs)
         return self._run
 
     @rank_zero_only

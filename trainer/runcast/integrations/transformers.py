@@ -94,8 +94,9 @@ def summary_key(key: str) -> str:
 class RuncastCallback(TrainerCallback):
     """Send the Trainer's logs, evaluations and checkpoints to Runcast.
 
-    ``run``: an open ``runcast.Run`` to log into (left open). Otherwise one is started at
-    train begin with ``project``, ``name`` and ``init_kwargs`` (server, token,
+    ``run``: an open ``runcast.Run`` to log into (left open). Otherwise the script's open run
+    (``runcast.run``, as W&B's callback takes ``wandb.run``; left open too, the Trainer's
+    arguments and model config added to its config), else one is started at train begin with ``project``, ``name`` and ``init_kwargs`` (server, token,
     visibility, ...; RUNCAST_SERVER / RUNCAST_TOKEN apply), its config being the
     TrainingArguments and the model config with its parameter count.
 
@@ -137,6 +138,15 @@ class RuncastCallback(TrainerCallback):
         if count is not None:
             model_config["num_parameters"] = count
         config: dict[str, Any] = {"training_args": training_args(args), "model": model_config}
+        current = runcast.run
+        if current is not None and not current.finished:
+            # W&B's habit: the run the script opened with init() is the one the Trainer logs to
+            # (and stays the script's to finish); the Trainer's arguments join its config.
+            self.run, self._owns_run = current, False
+            current.config.update(config)
+            self._last_step.clear()
+            self._tokens_at = None
+            return
         resume: dict[str, Any] = {}
         saved = Path(args.output_dir) / f"checkpoint-{state.global_step}" / RUN_FILE
         if state.global_step > 0 and saved.exists():  # resumed from a checkpoint we reported
