@@ -7,10 +7,10 @@ export const FIXED = [
   ["loss", "Last loss", "num"], ["heartbeat", "Heartbeat"], ["started", "Started"],
 ];
 
-/** A cell's text: numbers to 5 significant digits, text as is, anything else as JSON. */
+/** A cell's text: numbers to 5 significant digits (no trailing zeros), text as is, anything else as JSON. */
 export function formatCell(value) {
   if (value === undefined || value === null) return "";
-  if (typeof value === "number") return Number.isInteger(value) ? String(value) : value.toPrecision(5);
+  if (typeof value === "number") return Number.isInteger(value) ? String(value) : String(Number(value.toPrecision(5)));
   if (typeof value === "string") return value;
   return JSON.stringify(value);
 }
@@ -33,7 +33,7 @@ export function renderHeader(table, state, onSort) {
 export function valueCells(row, run, cols) {
   for (const c of cols) {
     const value = (run.values || {})[c];
-    row.append(el("td", { className: "num col" }, el("span", { className: "cell-label", "aria-hidden": "true", text: c }),
+    row.append(el("td", { className: typeof value === "number" ? "num col" : "col" }, el("span", { className: "cell-label", "aria-hidden": "true", text: c }),
       el("span", { className: "cell-value", text: formatCell(value) })));
   }
 }
