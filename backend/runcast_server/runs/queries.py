@@ -165,8 +165,7 @@ def list_runs(
     if tag is not None:
         where.append(select(RunTag.run_id).where(RunTag.run_id == Run.id, RunTag.tag == tag).exists())
     where += table_conditions(values, table)
-    query = select(Run, Project.name, threshold.label("stall_after_s")).join(Project, Project.id == Run.project_id)
-    query = query.where(*where)
+    query = select(Run.id).join(Project, Project.id == Run.project_id).where(*where)
     if cursor is not None:
         if not table.keyset:
             raise Invalid("a cursor pages the newest-first list: with sort or group_by, page by offset", field="cursor")
@@ -177,10 +176,15 @@ def list_runs(
                 and_(Run.created_at == created, Run.id < run_id),
             )
         )
-    rows = session.execute(query.order_by(*ordering(values, table)).offset(table.offset).limit(limit + 1)).all()
-    page = rows[:limit]
+    # The page's ids first (the sort handles narrow rows), then those runs in full.
+    ids = list(session.scalars(query.order_by(*ordering(values, table)).offset(table.offset).limit(limit + 1)))
+    found = {row[0].id: row for row in session.execute(
+        select(Run, Project.name, threshold.label("stall_after_s")).join(Project, Project.id == Run.project_id)
+        .where(Run.id.in_(ids[:limit]))
+    ).all()} if ids else {}
+    page = [found[i] for i in ids[:limit] if i in found]
     next_cursor = next_offset = None
-    if len(rows) > limit:
+    if len(ids) > limit:
         if table.keyset:
             last = page[-1][0]
             next_cursor = encode_cursor(last.created_at, last.id)

@@ -53,13 +53,19 @@ def ordering(values: Values, table: Table) -> list[Any]:
 def groups(session: Session, values: Values, table: Table, where: list[ColumnElement[bool]]) -> list[RunGroup]:
     """Each group of the runs ``where`` selects: its count and its numeric columns' min, mean and max."""
     numeric = [c for c in table.columns if c.kind != "field" or c.numeric_field]
+    # Each cell computed once per run (materialized: SQLite would otherwise parse the JSON per aggregate).
+    cells_cte = (
+        select(Run.group_name.label("g"), *[values.number(c).label(f"c{i}") for i, c in enumerate(numeric)])
+        .select_from(Run).join(Project, Project.id == Run.project_id).where(*where)
+        .cte("cells").prefix_with("MATERIALIZED")
+    )
     figures: list[Any] = []
-    for column in numeric:
-        n = values.number(column)
+    for i in range(len(numeric)):
+        n = cells_cte.c[f"c{i}"]
         figures += [func.min(n), func.avg(n), func.max(n)]
+    g = cells_cte.c.g
     query: Select[Any] = (
-        select(Run.group_name, func.count(), *figures).select_from(Run).join(Project, Project.id == Run.project_id)
-        .where(*where).group_by(Run.group_name).order_by(Run.group_name.asc().nulls_last()).limit(MAX_GROUPS)
+        select(g, func.count(), *figures).group_by(g).order_by(g.asc().nulls_last()).limit(MAX_GROUPS)
     )
     out = []
     for row in session.execute(query):

@@ -69,19 +69,29 @@ class Values:
         if column.kind == "field":
             return _FIELDS[column.key]
         kind, _, value = self._typed(column)
-        pathlike = or_(func.length(func.replace(value, "/", "")) < func.length(value),
-                       func.length(func.replace(value, "\\", "")) < func.length(value),
-                       func.substr(value, 1, 1) == "~")
-        return case((and_(kind == "text", ~self.hidden(column), ~and_(self.outsider(), ~Run.public_paths, pathlike)),
-                     value))
+        return case((and_(kind == "text", ~self.hidden(column), ~self._pathlike(value)), value))
+
+    def _pathlike(self, value: ColumnElement[Any]) -> ColumnElement[bool]:
+        """Text that may hold a path (a slash, a backslash or a tilde anywhere), for a reader who
+        does not see the run's paths; one evaluation of ``value`` (SQLite parses the JSON per use)."""
+        test = value.op("GLOB")(literal("*[/\\~]*")) if self.sqlite else value.regexp_match(r"[/\\~]")
+        return and_(self.outsider(), ~Run.public_paths, test)
 
     def boolean(self, column: Column, value: bool) -> ColumnElement[bool]:
         kind, _, _ = self._typed(column)
         return and_(kind == ("true" if value else "false"), ~self.hidden(column))
 
     def order(self, column: Column, descending: bool) -> list[ColumnElement[Any]]:
-        """ORDER BY terms: numbers, then text; runs without a value last."""
-        terms = [self.number(column)] if column.kind == "field" else [self.number(column), self.text(column)]
+        """ORDER BY terms; runs without a value last. SQLite: the JSON value itself (numbers before
+        text, as SQLite orders types), so each row's JSON is parsed once or twice rather than per
+        term; PostgreSQL: numbers, then text."""
+        if column.kind == "field":
+            terms = [self.number(column)]
+        elif self.sqlite:
+            _, value, _ = self._typed(column)
+            terms = [case((or_(self.hidden(column), self._pathlike(value)), None), else_=value)]
+        else:
+            terms = [self.number(column), self.text(column)]
         return [(t.desc() if descending else t.asc()).nulls_last() for t in terms]
 
     def condition(self, f: Filter) -> ColumnElement[bool]:
