@@ -28,6 +28,10 @@ MAX_KEY: Final = 200
 MAX_TEXT: Final = 200
 # A key SQLite's JSON path can address ('$."key"': no double quote) and a page can show.
 _KEY: Final = re.compile(r'^[^"\x00-\x1f\x7f]+$')
+# What a column can be, as the OpenAPI document states it.
+COLUMN_PATTERN: Final = (
+    rf'^(?:{"|".join(sorted(NUMERIC_FIELDS | TEXT_FIELDS))}|(?:{"|".join(KINDS)})\.[^"\x00-\x1f\x7f]{{1,{MAX_KEY}}})$'
+)
 
 
 @dataclass(frozen=True)

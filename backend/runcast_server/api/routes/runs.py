@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query
+from pydantic import StringConstraints
 
 from runcast_server.alerts.service import stall_after, stall_after_sql
 from runcast_server.api.deps import SessionDep, ViewerDep
@@ -19,7 +20,7 @@ from runcast_server.core.errors import error_responses
 from runcast_server.reads.cursor import RUN_CURSOR
 from runcast_server.reads.schemas import RunDetail, RunList, RunStatus
 from runcast_server.runs import queries as reads
-from runcast_server.runs.columns import parse_column, parse_filter
+from runcast_server.runs.columns import COLUMN_PATTERN, parse_column, parse_filter
 from runcast_server.runs.table import Table
 
 router = APIRouter(tags=["runs"])
@@ -50,14 +51,14 @@ def list_runs(
         Literal["exclude", "include", "only"],
         Query(description="Archived runs: left out (default), included, or only them."),
     ] = "exclude",
-    column: Annotated[list[str], Query(max_length=MAX_COLUMNS, description=(
+    column: Annotated[list[Annotated[str, StringConstraints(pattern=COLUMN_PATTERN)]], Query(max_length=MAX_COLUMNS, description=(
         "Columns whose values each run lists under values (repeat for several): config.<key>, summary.<key>, "
         "metric.<key> (last value); with group_by, the numeric columns are aggregated."))] = [],  # noqa: B006
-    filter: Annotated[list[str], Query(max_length=MAX_FILTERS, description=(
+    filter: Annotated[list[Annotated[str, StringConstraints(max_length=600)]], Query(max_length=MAX_FILTERS, description=(
         'Only runs matching all of these JSON arrays [column, op, value], op one of eq, ne, lt, le, gt, ge: '
         '["config.lr", "le", 0.001], ["config.optimizer", "eq", "adam"], ["created_at", "ge", 1767225600].'
     ))] = [],  # noqa: B006
-    sort: Annotated[str | None, Query(max_length=220, description=(
+    sort: Annotated[str | None, Query(pattern=COLUMN_PATTERN, description=(
         "Order by this column (a run field such as name, status, last_step, created_at, or config.<key>, "
         "summary.<key>, metric.<key>); runs without a value last. Pages then go by offset."))] = None,
     order: Annotated[Literal["asc", "desc"], Query(description="The sort's direction.")] = "desc",
