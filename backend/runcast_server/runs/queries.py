@@ -165,7 +165,8 @@ def list_runs(
     if tag is not None:
         where.append(select(RunTag.run_id).where(RunTag.run_id == Run.id, RunTag.tag == tag).exists())
     where += table_conditions(values, table)
-    query = select(Run.id).join(Project, Project.id == Run.project_id).where(*where)
+    order = ordering(values, table)
+    query = values.join(select(Run.id).join(Project, Project.id == Run.project_id)).where(*where)
     if cursor is not None:
         if not table.keyset:
             raise Invalid("a cursor pages the newest-first list: with sort or group_by, page by offset", field="cursor")
@@ -177,7 +178,7 @@ def list_runs(
             )
         )
     # The page's ids first (the sort handles narrow rows), then those runs in full.
-    ids = list(session.scalars(query.order_by(*ordering(values, table)).offset(table.offset).limit(limit + 1)))
+    ids = list(session.scalars(query.order_by(*order).offset(table.offset).limit(limit + 1)))
     found = {row[0].id: row for row in session.execute(
         select(Run, Project.name, threshold.label("stall_after_s")).join(Project, Project.id == Run.project_id)
         .where(Run.id.in_(ids[:limit]))

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from runcast.policy import allows, effective
-from sqlalchemy import ColumnElement, and_, case, false, func, literal, or_, select, true
+from sqlalchemy import ColumnElement, Select, and_, case, cast, false, func, literal, or_, select, true
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Session
 
 from runcast_server.core.models import Project, Run
@@ -40,6 +41,7 @@ class Values:
     session: Session
     viewer: Project | None
     _policies: tuple[dict[int, dict[str, Any]], list[tuple[str, int, dict[str, Any]]]] | None = field(default=None)
+    _laterals: dict[str, Any] = field(default_factory=dict)
 
     @property
     def sqlite(self) -> bool:
@@ -52,10 +54,25 @@ class Values:
             path = f'$."{column.key}"' + ("[1]" if column.kind == "metric" else "")
             value = func.json_extract(source, literal(path))
             return func.json_type(source, literal(path)), value, value
+        source = self._parsed(column.kind)
         element = source[(column.key, 1)] if column.kind == "metric" else source[column.key]
-        pg_kind = func.json_typeof(element)
+        pg_kind = func.jsonb_typeof(element)
         kind = case((pg_kind == "number", "real"), (pg_kind == "string", "text"), else_=pg_kind)
         return kind, element.as_float(), element.as_string()
+
+    def _parsed(self, kind: str) -> Any:
+        """PostgreSQL: the run's JSON column as JSONB, parsed once per row (a LATERAL subquery that
+        OFFSET 0 keeps from being inlined into every use: the json type re-parses its text per access)."""
+        if kind not in self._laterals:
+            parsed = cast(_SOURCE[kind], JSONB).label("v")
+            self._laterals[kind] = select(parsed).correlate(Run).offset(0).lateral(f"parsed_{kind}")
+        return self._laterals[kind].c.v
+
+    def join(self, query: Select[Any]) -> Select[Any]:
+        """``query`` with the parsed JSON its expressions use (PostgreSQL; SQLite reads it in place)."""
+        for lateral in self._laterals.values():
+            query = query.join(lateral, true())
+        return query
 
     def number(self, column: Column) -> ColumnElement[Any]:
         """The column's value where it is a number (NULL otherwise)."""
