@@ -18,6 +18,7 @@ function createPage() {
     rows: [], // run summaries in the server's order (+ fetchedAt)
     groups: null, // with grouping: the server's groups and their aggregates
     keys: { config: new Set(), summary: new Set(), metric: new Set() },
+    keysShown: "", // the keys and columns the chooser shows
     selected: new Set(),
     next: null, // {cursor} or {offset} of the next page; null on the last
     lossKey: "train/loss",
@@ -133,6 +134,10 @@ function renderConditions(page) {
 
 function learn(page, body) {
   for (const kind of ["config", "summary", "metric"]) for (const k of body.keys?.[kind] || []) page.keys[kind].add(k);
+  // Rebuilt only when the keys or the chosen columns change: not under the pointer at every poll.
+  const signature = JSON.stringify([keysOf(page), page.state.cols]);
+  if (signature === page.keysShown) return;
+  page.keysShown = signature;
   renderChooser($("column-list"), keysOf(page), page.state, (c, on) => {
     page.state.cols = on ? [...page.state.cols, c] : page.state.cols.filter((x) => x !== c);
     restart(page);
