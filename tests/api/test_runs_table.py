@@ -150,3 +150,18 @@ def test_withheld_values_neither_match_nor_show(client, seed, auth):
     assert anon == {"config.seed": 1, "config.ckpt": "[withheld]", "metric.val/loss": 3.0}
     grouped = client.get(API, params={**columns, "group_by": "group"}).json()["groups"][0]["aggregates"]
     assert "config.lr" not in grouped and grouped["metric.val/loss"]["max"] == 3.0
+
+
+def test_keys_are_data_never_sql(client, seed):
+    """Keys with quotes, brackets, dots and SQL in them address exactly that key (bound JSON paths)."""
+    odd = ["a'b", "x') OR 1=1 --", "k[0]", "a.b", "$", "😀 ünï", "back\\slash"]
+    seed.run(name="odd").start(config={k: i for i, k in enumerate(odd)} | {"a": {"b": 99}})
+    seed.run(name="plain").start(config={"a": 1})
+    for i, key in enumerate(odd):
+        body = client.get(API, params={"filter": _f(f"config.{key}", "eq", i), "sort": f"config.{key}",
+                                       "column": f"config.{key}", "group_by": "group"})
+        assert body.status_code == 200, body.text
+        assert names(body.json()) == ["odd"], key
+        assert body.json()["runs"][0]["values"] == {f"config.{key}": i}
+        assert body.json()["groups"][0]["aggregates"][f"config.{key}"]["max"] == i
+    assert names(client.get(API, params={"filter": _f("config.a", "eq", 1)}).json()) == ["plain"]

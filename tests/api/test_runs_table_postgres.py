@@ -11,6 +11,7 @@ from api.test_runs_table import (  # noqa: F401  (collected here with this modul
     test_columns_sort_and_offset_pages,
     test_filters_config_tags_group_status_time,
     test_group_by_with_aggregates,
+    test_keys_are_data_never_sql,
     test_keys_of_the_page,
     test_private_runs_of_another_project_never_match,
     test_withheld_values_neither_match_nor_show,

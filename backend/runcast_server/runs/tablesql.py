@@ -13,6 +13,7 @@ viewer may not see is NULL, so it neither matches a filter nor places a run in a
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -51,9 +52,15 @@ class Values:
         """(JSON type name, number, text) of the key; type names as SQLite gives them."""
         source = _SOURCE[column.kind]
         if self.sqlite:
-            path = f'$."{column.key}"' + ("[1]" if column.kind == "metric" else "")
-            value = func.json_extract(source, literal(path))
-            return func.json_type(source, literal(path)), value, value
+            # SQLite matches a path's key against the key as stored, escapes included; the server
+            # stores ``\u00fc`` for ``ü`` (json.dumps), a JSON text written elsewhere may hold ``ü``.
+            tail = "[1]" if column.kind == "metric" else ""
+            paths = list(dict.fromkeys(f'$."{k}"{tail}' for k in (json.dumps(column.key)[1:-1], column.key)))
+            kinds = [func.json_type(source, literal(p)) for p in paths]
+            values = [func.json_extract(source, literal(p)) for p in paths]
+            if len(paths) == 1:
+                return kinds[0], values[0], values[0]
+            return func.coalesce(*kinds), func.coalesce(*values), func.coalesce(*values)
         source = self._parsed(column.kind)
         element = source[(column.key, 1)] if column.kind == "metric" else source[column.key]
         pg_kind = func.jsonb_typeof(element)
