@@ -1,8 +1,11 @@
-// The runs page: every public run, newest first; filter, sort, compare; badges stay live
-// by re-reading the list every few seconds. Run data is set with textContent only. The
-// page's state is made once on load and passed to the functions that use it.
+// The runs page: a table of runs with columns chosen from config, summary and metric keys,
+// sorted, filtered and grouped by the server (GET /api/v1/runs); badges stay live by
+// re-reading the list every few seconds. Run data is set with textContent only. The page's
+// state lives in its URL (runs/query.js) and is passed to the functions that use it.
 import { decode, getJSON } from "./api.js";
 import { mountSignIn } from "./signin.js";
+import { OPS, apiParams, firstDir, parseValue, readState, writeState } from "./runs/query.js";
+import { columnOptions, groupRow, renderChooser, renderHeader, valueCells } from "./runs/table.js";
 import { el, formatAge, formatTime, formatValue, lastLossKey } from "./util.js";
 
 const API = "/api/v1/runs";
@@ -11,21 +14,16 @@ const POLL_MS = 5000;
 const $ = (id) => document.getElementById(id);
 
 function createPage() {
-  const query = new URLSearchParams(location.search);
   return {
-    runs: new Map(), // id -> summary (+ fetchedAt)
+    rows: [], // run summaries in the server's order (+ fetchedAt)
+    groups: null, // with grouping: the server's groups and their aggregates
+    keys: { config: new Set(), summary: new Set(), metric: new Set() },
+    keysShown: "", // the keys and columns the chooser shows
     selected: new Set(),
-    cursor: null,
-    loadedPages: 0,
-    generation: 0, // bumped when the filters change: answers to older requests are dropped
-    state: {
-      q: query.get("q") || "",
-      status: query.get("status") || "",
-      tag: query.get("tag") || "", // tag and group filter on the server (GET /runs?tag=&group=)
-      group: query.get("group") || "",
-      sort: query.get("sort") || "started",
-      dir: query.get("dir") === "asc" ? 1 : -1,
-    },
+    next: null, // {cursor} or {offset} of the next page; null on the last
+    lossKey: "train/loss",
+    generation: 0, // bumped when the query changes: answers to older requests are dropped
+    state: readState(location.search),
   };
 }
 
@@ -38,16 +36,6 @@ function heartbeatAge(run) {
   if (run.heartbeat_age_s === null || run.heartbeat_age_s === undefined) return null;
   return run.heartbeat_age_s + (Date.now() - run.fetchedAt) / 1000;
 }
-
-const SORTS = {
-  project: (r) => r.project.toLowerCase(),
-  name: (r) => r.name.toLowerCase(),
-  status: (r) => r.status,
-  last_step: (r) => r.last_step ?? -1,
-  loss: (r) => lossOf(r) ?? Infinity,
-  heartbeat: (r) => heartbeatAge(r) ?? Infinity,
-  started: (r) => r.started_at ?? r.created_at,
-};
 
 /** A cell: its label (shown on phones, where the table is a card) and its value. */
 function cell(row, label, text, className) {
@@ -68,6 +56,7 @@ function renderRun(page, run) {
     if (box.checked) selected.add(run.id);
     else selected.delete(run.id);
     $("compare").disabled = selected.size < 2;
+    $("compare").textContent = selected.size ? `Compare selected (${selected.size})` : "Compare selected";
   });
   name.append(box, el("a", { href: "/runs/" + encodeURIComponent(run.id), text: run.name }));
   // Shown only to the signed-in team (public runs alone are listed to anyone else).
@@ -81,6 +70,7 @@ function renderRun(page, run) {
   cell(row, "Last loss", loss === null ? "" : typeof loss === "number" && Number.isFinite(loss) ? loss.toPrecision(5) : formatValue(loss), "num");
   cell(row, "Heartbeat", formatAge(heartbeatAge(run)), "age");
   cell(row, "Started", formatTime(run.started_at ?? run.created_at));
+  valueCells(row, run, page.state.cols);
   return row;
 }
 
@@ -96,71 +86,87 @@ function chip(page, field, value, className) {
   return button;
 }
 
-function serverFilters(state, params) {
-  if (state.status) params.set("status", state.status);
-  if (state.tag) params.set("tag", state.tag);
-  if (state.group) params.set("group", state.group);
-  return params;
-}
-
-function visible({ runs, state }) {
+function visible({ rows, state }) {
   const q = state.q.trim().toLowerCase();
-  const list = [...runs.values()].filter((r) =>
-    (!q || r.project.toLowerCase().includes(q) || r.name.toLowerCase().includes(q)) && (!state.status || r.status === state.status));
-  const key = SORTS[state.sort] || SORTS.started;
-  return list.sort((a, b) => {
-    const ka = key(a);
-    const kb = key(b);
-    return (ka < kb ? -1 : ka > kb ? 1 : 0) * state.dir;
-  });
+  return q ? rows.filter((r) => r.project.toLowerCase().includes(q) || r.name.toLowerCase().includes(q)) : rows;
 }
 
 function render(page) {
-  const { runs, state } = page;
+  const { rows, state, groups } = page;
   const table = $("runs");
-  const tbody = table.tBodies[0];
   const list = visible(page);
-  tbody.replaceChildren(...list.map((run) => renderRun(page, run)));
-  for (const th of table.tHead.rows[0].cells) {
-    if (th.dataset.sort === state.sort) th.setAttribute("aria-sort", state.dir > 0 ? "ascending" : "descending");
-    else th.removeAttribute("aria-sort");
+  renderHeader(table, state, (name) => sortBy(page, name));
+  const body = [];
+  const byName = new Map((groups || []).map((g) => [g.group ?? "", g]));
+  let current;
+  for (const run of list) {
+    if (groups && (run.group ?? "") !== current) {
+      current = run.group ?? "";
+      if (byName.has(current)) body.push(groupRow(byName.get(current), state.cols));
+    }
+    body.push(renderRun(page, run));
   }
+  table.tBodies[0].replaceChildren(...body);
   table.hidden = list.length === 0;
   const n = list.length;
-  const filtered = state.status || state.tag || state.group;
-  $("status").textContent = runs.size === 0 && !filtered ? "No public runs yet." : n === 0 ? "No runs match." : n + (n === 1 ? " run" : " runs");
+  const filtered = state.status || state.tag || state.group || state.where.length || state.since;
+  const groupsText = groups ? ` in ${groups.length} ${groups.length === 1 ? "group" : "groups"}` : "";
+  $("status").textContent = rows.length === 0 && !filtered ? "No public runs yet." : n === 0 ? "No runs match." : n + (n === 1 ? " run" : " runs") + groupsText;
+  renderConditions(page);
 }
 
-function writeUrl(state) {
-  const q = new URLSearchParams();
-  if (state.q) q.set("q", state.q);
-  if (state.status) q.set("status", state.status);
-  if (state.tag) q.set("tag", state.tag);
-  if (state.group) q.set("group", state.group);
-  if (state.sort !== "started") q.set("sort", state.sort);
-  if (state.dir > 0) q.set("dir", "asc");
-  history.replaceState(null, "", location.pathname + (q.toString() ? "?" + q : ""));
+function keysOf(page) {
+  const { keys } = page;
+  return { config: [...keys.config], summary: [...keys.summary], metric: [...keys.metric] };
 }
 
-function keep(page, list) {
+function renderConditions(page) {
+  const { state } = page;
+  $("conditions").replaceChildren(...state.where.map((w, i) => el("button", {
+    type: "button", className: "chip condition", title: "Remove this condition",
+    text: `${w[0]} ${OPS[w[1]]} ${typeof w[2] === "string" ? JSON.stringify(w[2]) : w[2]} ✕`,
+    onclick: () => {
+      state.where = state.where.filter((_, j) => j !== i);
+      restart(page);
+    },
+  })));
+}
+
+function learn(page, body) {
+  for (const kind of ["config", "summary", "metric"]) for (const k of body.keys?.[kind] || []) page.keys[kind].add(k);
+  // Rebuilt only when the keys or the chosen columns change: not under the pointer at every poll.
+  const signature = JSON.stringify([keysOf(page), page.state.cols]);
+  if (signature === page.keysShown) return;
+  page.keysShown = signature;
+  renderChooser($("column-list"), keysOf(page), page.state, (c, on) => {
+    page.state.cols = on ? [...page.state.cols, c] : page.state.cols.filter((x) => x !== c);
+    restart(page);
+  });
+  columnOptions($("where-column"), keysOf(page), page.state);
+}
+
+function keep(rows) {
   const now = Date.now();
-  for (const run of list) page.runs.set(run.id, { ...run, fetchedAt: now });
+  return rows.map((run) => ({ ...run, fetchedAt: now }));
 }
 
 async function loadPage(page) {
   const more = $("more");
-  const params = new URLSearchParams({ limit: String(PAGE) });
-  if (page.cursor) params.set("cursor", page.cursor);
-  serverFilters(page.state, params);
+  const params = apiParams(page.state, page.lossKey);
+  params.set("limit", String(PAGE));
+  if (page.next?.cursor) params.set("cursor", page.next.cursor);
+  if (page.next?.offset) params.set("offset", String(page.next.offset));
   more.disabled = true;
   const generation = page.generation;
   try {
     const body = await getJSON(API + "?" + params);
     if (generation !== page.generation) return;
-    keep(page, body.runs);
-    page.loadedPages += 1;
-    page.cursor = body.next_cursor;
-    more.hidden = !page.cursor;
+    page.rows = [...page.rows, ...keep(body.runs)];
+    page.groups = body.groups;
+    page.next = body.next_cursor ? { cursor: body.next_cursor } : body.next_offset ? { offset: body.next_offset } : null;
+    more.hidden = !page.next;
+    if (page.state.sort !== "loss") page.lossKey = lastLossKey(page.rows[0]?.last_values || {}) || page.lossKey;
+    learn(page, body);
     render(page);
   } catch (err) {
     $("status").textContent = "Could not load runs: " + err.message;
@@ -170,16 +176,22 @@ async function loadPage(page) {
 }
 
 async function refresh(page) {
-  // The newest runs again (as many as are shown, up to 200): new runs, status, steps, heartbeats.
+  // The rows shown again (up to 200): new runs, status, steps, heartbeats, groups.
   if (document.hidden) return;
-  const { runs, state } = page;
-  const params = serverFilters(state, new URLSearchParams({ limit: String(Math.min(200, Math.max(PAGE, page.loadedPages * PAGE))) }));
+  const params = apiParams(page.state, page.lossKey);
+  params.set("limit", String(Math.min(200, Math.max(PAGE, page.rows.length))));
   const generation = page.generation;
   try {
     const body = await getJSON(API + "?" + params);
     if (generation !== page.generation) return;
-    keep(page, body.runs);
-    if (state.status) for (const [id, r] of runs) if (r.status !== state.status && !body.runs.some((b) => b.id === id)) runs.delete(id);
+    const fresh = keep(body.runs);
+    page.rows = page.rows.length > 200 ? [...fresh, ...page.rows.slice(200).filter((r) => !fresh.some((f) => f.id === r.id))] : fresh;
+    page.groups = body.groups;
+    if (page.rows.length <= 200) {
+      page.next = body.next_cursor ? { cursor: body.next_cursor } : body.next_offset ? { offset: body.next_offset } : null;
+      $("more").hidden = !page.next;
+    }
+    learn(page, body);
     render(page);
   } catch {
     /* try again next time */
@@ -188,19 +200,41 @@ async function refresh(page) {
 
 function restart(page) {
   page.generation += 1;
-  page.runs.clear();
-  page.cursor = null;
-  page.loadedPages = 0;
-  writeUrl(page.state);
+  page.rows = [];
+  page.groups = null;
+  page.next = null;
+  history.replaceState(null, "", location.pathname + (writeState(page.state).toString() ? "?" + writeState(page.state) : ""));
   loadPage(page);
+}
+
+function sortBy(page, name) {
+  const { state } = page;
+  if (state.sort === name) state.dir = -state.dir;
+  else {
+    state.sort = name;
+    state.dir = firstDir(name);
+  }
+  restart(page);
+}
+
+function addCondition(page) {
+  const column = $("where-column").value;
+  const op = $("where-op").value;
+  const text = $("where-value").value;
+  if (!column || text.trim() === "") return;
+  page.state.where = [...page.state.where, [column, op, parseValue(text)]];
+  $("where-value").value = "";
+  restart(page);
 }
 
 document.addEventListener("DOMContentLoaded", () => {
   mountSignIn($("signin"));
   const page = createPage();
-  const { runs, selected, state } = page;
+  const { selected, state } = page;
   $("filter").value = state.q;
   $("status-filter").value = state.status;
+  $("grouped").checked = state.grouped;
+  $("since").value = state.since;
   for (const field of ["tag", "group"]) {
     const input = $(field + "-filter");
     input.value = state[field];
@@ -211,37 +245,40 @@ document.addEventListener("DOMContentLoaded", () => {
   }
   $("filter").addEventListener("input", (e) => {
     state.q = e.target.value;
-    writeUrl(state);
+    history.replaceState(null, "", location.pathname + "?" + writeState(state));
     render(page);
   });
   $("filters").addEventListener("submit", (e) => e.preventDefault());
+  $("where").addEventListener("submit", (e) => {
+    e.preventDefault();
+    addCondition(page);
+  });
   $("status-filter").addEventListener("change", (e) => {
     state.status = e.target.value;
     restart(page);
   });
-  for (const th of $("runs").tHead.rows[0].cells) {
-    th.querySelector("button").addEventListener("click", () => {
-      if (state.sort === th.dataset.sort) state.dir = -state.dir;
-      else {
-        state.sort = th.dataset.sort;
-        state.dir = ["project", "name", "status"].includes(state.sort) ? 1 : -1;
-      }
-      writeUrl(state);
-      render(page);
-    });
-  }
+  $("since").addEventListener("change", (e) => {
+    state.since = e.target.value;
+    restart(page);
+  });
+  $("grouped").addEventListener("change", (e) => {
+    state.grouped = e.target.checked;
+    restart(page);
+  });
   $("more").addEventListener("click", () => loadPage(page));
   $("compare").addEventListener("click", () => {
     const ids = [...selected];
-    const first = runs.get(ids[0]);
-    const key = (first && lastLossKey(first.last_values)) || "train/loss";
+    const first = page.rows.find((r) => r.id === ids[0]);
+    const metric = state.cols.find((c) => c.startsWith("metric."));
+    const key = (state.sort.startsWith("metric.") && state.sort.slice(7)) || (metric && metric.slice(7)) ||
+      (first && lastLossKey(first.last_values)) || "train/loss";
     location.href = "/compare?" + new URLSearchParams({ runs: ids.join(","), key }).toString().replace(/%2C/g, ",").replace(/%2F/g, "/");
   });
   loadPage(page);
   setInterval(() => refresh(page), POLL_MS);
   setInterval(() => {
     for (const row of $("runs").tBodies[0].rows) {
-      const run = runs.get(row.dataset.id);
+      const run = page.rows.find((r) => r.id === row.dataset.id);
       const age = row.querySelector("td.age .cell-value");
       if (run && age) age.textContent = formatAge(heartbeatAge(run));
     }

@@ -165,7 +165,7 @@ def test_summary_shape_and_nonfinite_last_values(client, seed):
     (summary,) = body["runs"]
     assert set(summary) == {
         "id", "project", "name", "status", "visibility", "created_at", "started_at", "finished_at",
-        "heartbeat_at", "heartbeat_age_s", "last_step", "last_values", "tags", "group", "job_type", "archived_at",
+        "heartbeat_at", "heartbeat_age_s", "last_step", "last_values", "tags", "group", "job_type", "archived_at", "values",
     }  # fmt: skip
     assert (summary["tags"], summary["archived_at"]) == ([], None)
     assert summary["project"] == "demo"

@@ -103,6 +103,27 @@ def _subscription(case: Case) -> None:
         case.body["url"] = WEBHOOK_URL
 
 
+def _runs(case: Case) -> None:
+    """A filter is the JSON array ``[column, op, value]`` with a value its column and operator take,
+    and a cursor pages only the newest-first list (runs.columns, runs.queries.list_runs)."""
+    from runcast_server.core.errors import Invalid
+    from runcast_server.runs.columns import parse_filter
+
+    query = case.query or {}
+    filters = query.get("filter")
+    if filters is not None:
+        kept = []
+        for f in filters if isinstance(filters, list) else [filters]:
+            try:
+                parse_filter(str(f))
+                kept.append(f)
+            except Invalid:
+                pass
+        query["filter"] = kept
+    if query.get("sort") is not None or query.get("group_by") is not None:
+        query.pop("cursor", None)
+
+
 def _integers(value: Any) -> Any:
     """Whole floats (``2.0``, which JSON Schema counts as an integer) written as integers: the SDK's
     checks, which the server runs on ingest, uploads and detector parameters, take ``2`` only."""
@@ -117,6 +138,7 @@ def _integers(value: Any) -> Any:
 
 RULES: dict[str, Callable[[Case], None]] = {
     "GET /api/v1/estimate": _estimate,
+    "GET /api/v1/runs": _runs,
     "GET /api/v1/runs/{run_id}/metrics": _range,
     "GET /api/v1/runs/{run_id}/plot.svg": _range,
     "GET /api/v1/runs/{run_id}/plot.png": _range,

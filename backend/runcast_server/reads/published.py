@@ -83,6 +83,11 @@ def withhold_paths(value: Any, *, keys: bool = True, under_path_key: bool = Fals
     return value
 
 
+def path_key(key: str) -> bool:
+    """Whether values under ``key`` are paths whatever they look like (``out_dir``, ``data_path``)."""
+    return bool(_PATH_KEY.search(key))
+
+
 def published_config(config: dict[str, Any], full: bool) -> dict[str, Any]:
     """A run's config: path-like values withheld unless ``full``."""
     return config if full else withhold_paths(config)

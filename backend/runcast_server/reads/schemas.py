@@ -46,12 +46,47 @@ class RunSummary(BaseModel):
     archived_at: float | None = Field(
         None, description="When the run's project archived it (left out of the run list by default); null if not."
     )
+    values: dict[str, Any] = Field(
+        default_factory=dict,
+        description="The run list's ?column= of config, summary and metric keys: each one the run has and "
+        "the reader may see, by column name (a metric's is its last value).",
+    )
+
+
+class Aggregate(BaseModel):
+    min: float | None
+    mean: float | None
+    max: float | None
+
+
+class RunGroup(BaseModel):
+    group: str | None = Field(description="The runs' group; null for runs without one.")
+    count: int
+    aggregates: dict[str, Aggregate] = Field(
+        description="min, mean and max of each ?column= over the group's runs that have a number there "
+        "(a column without any is left out)."
+    )
+
+
+class TableKeys(BaseModel):
+    config: list[str]
+    summary: list[str]
+    metric: list[str]
 
 
 class RunList(BaseModel):
     runs: list[RunSummary]
     next_cursor: str | None = Field(
-        description="Pass as ?cursor= for the next page; null on the last page."
+        description="Pass as ?cursor= for the next page; null on the last page (and with ?sort=: see next_offset)."
+    )
+    next_offset: int | None = Field(
+        None, description="With ?sort=: pass as ?offset= for the next page; null on the last page."
+    )
+    groups: list[RunGroup] | None = Field(
+        None, description="With ?group_by=group: every group of the matching runs (not only this page's), by name."
+    )
+    keys: TableKeys | None = Field(
+        None, description="With ?keys=true: the config, summary and metric keys of this page's runs, sorted."
     )
 
 

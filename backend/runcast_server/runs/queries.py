@@ -5,9 +5,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, and_, func, literal, or_, select
+from sqlalchemy import ColumnElement, and_, func, literal, or_, select
 from sqlalchemy.orm import Session
 
+from runcast_server.core.errors import Invalid
 from runcast_server.core.models import Project, Rollup, Run, RunTag, Segment, Series
 from runcast_server.metrics.rollups import LEVELS
 from runcast_server.policy.apply import TEAM, View, public_policy, views_for
@@ -18,6 +19,7 @@ from runcast_server.reads.published import (
     published_code,
     published_config,
     published_env,
+    sees_everything,
 )
 from runcast_server.reads.schemas import (
     LastValue,
@@ -29,6 +31,9 @@ from runcast_server.reads.schemas import (
 )
 from runcast_server.reads.steps import training_series
 from runcast_server.reads.values import strict_json
+from runcast_server.runs.table import Table, cells, groups, ordering, page_keys
+from runcast_server.runs.table import conditions as table_conditions
+from runcast_server.runs.tablesql import Values
 
 StallAfter = float | ColumnElement[float]
 """A stall threshold for a list of runs: seconds, or SQL giving each run's (alerts.service.stall_after_sql)."""
@@ -114,14 +119,12 @@ def run_tags(session: Session, run_ids: list[str]) -> dict[str, list[str]]:
     return out
 
 
-def _status_filter(
-    query: Select[*tuple[Any, ...]], status: str, stall_after: ColumnElement[float], now: float
-) -> Select[*tuple[Any, ...]]:
+def _status_condition(status: str, stall_after: ColumnElement[float], now: float) -> ColumnElement[bool]:
     if status == "stalled":
-        return query.where(Run.status == "running", _liveness(stall_after, now))
+        return and_(Run.status == "running", _liveness(stall_after, now))
     if status == "running":
-        return query.where(Run.status == "running", ~_liveness(stall_after, now))
-    return query.where(Run.status == status)
+        return and_(Run.status == "running", ~_liveness(stall_after, now))
+    return Run.status == status
 
 
 def list_runs(
@@ -136,33 +139,37 @@ def list_runs(
     cursor: str | None,
     stall_after: StallAfter,
     archived: str = "exclude",
+    table: Table | None = None,
 ) -> RunList:
-    """One page of the runs the viewer may see, newest first.
+    """One page of the runs the viewer may see, newest first unless ``table`` sorts or groups.
 
-    Ordered by (created_at, id) descending; the cursor holds the last row's key,
-    so rows inserted while a client pages never cause duplicates or gaps. ``archived``:
-    ``exclude`` (archived runs left out), ``include`` or ``only``.
+    Newest first is ordered by (created_at, id) descending; the cursor holds the last row's key,
+    so rows inserted while a client pages never cause duplicates or gaps. A sorted or grouped
+    table pages by offset. ``archived``: ``exclude`` (archived runs left out), ``include`` or ``only``.
     """
     now = time.time()
+    table = table or Table()
+    values = Values(session, viewer)
     threshold = stall_after if isinstance(stall_after, ColumnElement) else literal(float(stall_after))
-    query = (
-        select(Run, Project.name, threshold.label("stall_after_s"))
-        .join(Project, Project.id == Run.project_id)
-        .where(listed_to(viewer))
-    )
+    where: list[ColumnElement[bool]] = [listed_to(viewer)]
     if project is not None:
-        query = query.where(Project.name == project)
+        where.append(Project.name == project)
     if archived == "exclude":
-        query = query.where(Run.archived_at.is_(None))
+        where.append(Run.archived_at.is_(None))
     elif archived == "only":
-        query = query.where(Run.archived_at.is_not(None))
+        where.append(Run.archived_at.is_not(None))
     if status is not None:
-        query = _status_filter(query, status, threshold, now)
+        where.append(_status_condition(status, threshold, now))
     if group is not None:
-        query = query.where(Run.group_name == group)
+        where.append(Run.group_name == group)
     if tag is not None:
-        query = query.where(select(RunTag.run_id).where(RunTag.run_id == Run.id, RunTag.tag == tag).exists())
+        where.append(select(RunTag.run_id).where(RunTag.run_id == Run.id, RunTag.tag == tag).exists())
+    where += table_conditions(values, table)
+    order = ordering(values, table)
+    query = values.join(select(Run.id).join(Project, Project.id == Run.project_id)).where(*where)
     if cursor is not None:
+        if not table.keyset:
+            raise Invalid("a cursor pages the newest-first list: with sort or group_by, page by offset", field="cursor")
         created, run_id = decode_cursor(cursor)
         query = query.where(
             or_(
@@ -170,21 +177,36 @@ def list_runs(
                 and_(Run.created_at == created, Run.id < run_id),
             )
         )
-    rows = session.execute(
-        query.order_by(Run.created_at.desc(), Run.id.desc()).limit(limit + 1)
-    ).all()
-    page = rows[:limit]
-    next_cursor = None
-    if len(rows) > limit:
-        last = page[-1][0]
-        next_cursor = encode_cursor(last.created_at, last.id)
+    # The page's ids first (the sort handles narrow rows), then those runs in full.
+    ids = list(session.scalars(query.order_by(*order).offset(table.offset).limit(limit + 1)))
+    found = {row[0].id: row for row in session.execute(
+        select(Run, Project.name, threshold.label("stall_after_s")).join(Project, Project.id == Run.project_id)
+        .where(Run.id.in_(ids[:limit]))
+    ).all()} if ids else {}
+    page = [found[i] for i in ids[:limit] if i in found]
+    next_cursor = next_offset = None
+    if len(ids) > limit:
+        if table.keyset:
+            last = page[-1][0]
+            next_cursor = encode_cursor(last.created_at, last.id)
+        else:
+            next_offset = table.offset + limit
     tags = run_tags(session, [run.id for run, _, _ in page])
     views = views_for(session, [run for run, _, _ in page], viewer)
-    summaries = [summarize(run, name, stall_after_s=after, now=now, tags=tags.get(run.id), view=views[run.id],
-                           session=session) for run, name, after in page]
+    shown = []
+    for run, name, after in page:
+        summary = summarize(run, name, stall_after_s=after, now=now, tags=tags.get(run.id), view=views[run.id],
+                            session=session)
+        full = sees_everything(run, viewer)
+        summary.values = cells(run, summary, views[run.id], full, table.columns)
+        shown.append((run, summary, views[run.id], full))
     if status is not None:  # a delayed run is listed under its status as of its horizon (the page may be shorter)
-        summaries = [s for s in summaries if views[s.id].horizon is None or s.status == status]
-    return RunList(runs=summaries, next_cursor=next_cursor)
+        shown = [x for x in shown if x[2].horizon is None or x[1].status == status]
+    return RunList(
+        runs=[summary for _, summary, _, _ in shown], next_cursor=next_cursor, next_offset=next_offset,
+        groups=groups(session, values, table, where) if table.group_by else None,
+        keys=page_keys(shown) if table.keys else None,
+    )
 
 
 def run_detail(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query
+from pydantic import StringConstraints
 
 from runcast_server.alerts.service import stall_after, stall_after_sql
 from runcast_server.api.deps import SessionDep, ViewerDep
@@ -19,9 +20,13 @@ from runcast_server.core.errors import error_responses
 from runcast_server.reads.cursor import RUN_CURSOR
 from runcast_server.reads.schemas import RunDetail, RunList, RunStatus
 from runcast_server.runs import queries as reads
+from runcast_server.runs.columns import COLUMN_PATTERN, parse_column, parse_filter
+from runcast_server.runs.table import Table
 
 router = APIRouter(tags=["runs"])
 TEXT_FILTER = r"^[^\x00-\x1f\x7f]+$"  # what a tag or group can hold (runcast.events)
+MAX_COLUMNS = 30
+MAX_FILTERS = 20
 
 
 @router.get("/runs", response_model=RunList, responses=error_responses(401, 422))
@@ -46,8 +51,32 @@ def list_runs(
         Literal["exclude", "include", "only"],
         Query(description="Archived runs: left out (default), included, or only them."),
     ] = "exclude",
+    column: Annotated[list[Annotated[str, StringConstraints(pattern=COLUMN_PATTERN)]], Query(max_length=MAX_COLUMNS, description=(
+        "Columns whose values each run lists under values (repeat for several): config.<key>, summary.<key>, "
+        "metric.<key> (last value); with group_by, the numeric columns are aggregated."))] = [],  # noqa: B006
+    filter: Annotated[list[Annotated[str, StringConstraints(max_length=600)]], Query(max_length=MAX_FILTERS, description=(
+        'Only runs matching all of these JSON arrays [column, op, value], op one of eq, ne, lt, le, gt, ge: '
+        '["config.lr", "le", 0.001], ["config.optimizer", "eq", "adam"], ["created_at", "ge", 1767225600].'
+    ))] = [],  # noqa: B006
+    sort: Annotated[str | None, Query(pattern=COLUMN_PATTERN, description=(
+        "Order by this column (a run field such as name, status, last_step, created_at, or config.<key>, "
+        "summary.<key>, metric.<key>); runs without a value last. Pages then go by offset."))] = None,
+    order: Annotated[Literal["asc", "desc"], Query(description="The sort's direction.")] = "desc",
+    offset: Annotated[int, Query(ge=0, le=100_000, description="With sort or group_by: next_offset of the previous page.")] = 0,
+    group_by: Annotated[Literal["group"] | None, Query(description=(
+        "Order by group first and list every group's count and aggregates (min, mean, max of each numeric column)."
+    ))] = None,
+    keys: Annotated[bool, Query(description="List the config, summary and metric keys of this page's runs.")] = False,
 ) -> RunList:
-    """Runs newest first: public ones, plus every run of the project whose token is presented."""
+    """Runs newest first (or sorted, filtered, grouped as a table): public ones, plus every run of the
+    project whose token is presented. Values a run's publication policy withholds from the reader
+    neither match a filter nor sort."""
+    table = Table(
+        columns=[parse_column(c, "column") for c in column],
+        filters=[parse_filter(f, "filter") for f in filter],
+        sort=None if sort is None else parse_column(sort, "sort"),
+        order=order, offset=offset, group_by=group_by, keys=keys,
+    )
     return reads.list_runs(
         session,
         viewer=viewer,
@@ -59,6 +88,7 @@ def list_runs(
         cursor=cursor,
         stall_after=stall_after_sql(settings.stall_after_s),
         archived=archived,
+        table=table,
     )
 
 
