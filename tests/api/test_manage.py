@@ -19,6 +19,7 @@ PATCH_ERRORS = [
     ({"tags": {"add": [""]}}, "tags"),
     ({"tags": {"add": ["x" * 65]}}, "tags"),
     ({"tags": {"add": ["tab\there"]}}, "tags"),
+    ({"tags": {"add": ["bad,tag"]}}, "tags"),  # the SDK's rule: init(tags=["bad,tag"]) is refused too
     ({"tags": {"add": [f"t{i}" for i in range(65)]}}, "tags"),
     ({"tags": {"add": "not-a-list"}}, "tags"),
     ({"tags": {"other": ["x"]}}, "tags"),

@@ -97,6 +97,7 @@ def test_runs_verbs_over_http(server, client, seed):
         (["runs", "list", "--limit", "0"], "--limit"),
         (["runs", "rename", "abcdefgh12", " "], "NAME"),
         (["runs", "tag", "abcdefgh12"], "--add"),
+        (["runs", "tag", "abcdefgh12", "--add", "bad,tag"], "--add"),  # the SDK's rule, before any request
         (["token", "revoke", "0"], "ID"),
         (["sync", "/no/such/spool/dir"], "DIRECTORY"),
     ],

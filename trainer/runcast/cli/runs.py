@@ -14,6 +14,7 @@ from typing import Annotated, Any
 
 import typer
 
+from runcast.checks import EventError, check_tags
 from runcast.cli.exits import EXIT_USAGE
 from runcast.cli.remote import SERVER_HELP, Api, check_run_id, print_json
 
@@ -178,6 +179,10 @@ def tag_command(
     """Add and remove tags of RUN (adds first, then removes)."""
     if not add and not remove:
         raise typer.BadParameter("give --add TAG or --remove TAG", param_hint="--add")
+    try:
+        check_tags(list(add or []), "tag")  # the SDK's rule, so a run never holds a tag init() refuses
+    except EventError as exc:
+        raise typer.BadParameter(f"{exc.field.replace('tag.', 'tag ')}: {exc.message}", param_hint="--add") from None
     summary = _change(run, {"tags": {"add": add or [], "remove": remove or []}}, server, token)
     print_json(summary) if json_out else typer.echo(f"run {summary['id']} tags: {', '.join(summary['tags']) or '-'}")
 

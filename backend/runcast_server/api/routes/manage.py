@@ -32,14 +32,17 @@ SegmentIdPath = Annotated[str, Path(description="The segment id the SDK made (on
 _CONTROL = CONTROL_RE.pattern.strip("[]")
 # Not blank and no control character; a lone surrogate, which no pattern can name, is check_text's.
 TAG_PATTERN: Final = rf"^[^{_CONTROL}]*[^{WHITESPACE}{_CONTROL}][^{_CONTROL}]*$"
+# A tag to add follows the SDK's rule (runcast.checks.check_tags): no comma either.
+NEW_TAG_PATTERN: Final = rf"^[^{_CONTROL},]*[^{WHITESPACE}{_CONTROL},][^{_CONTROL},]*$"
 
 Tag = Annotated[str, Field(min_length=1, max_length=MAX_TAG_CHARS, pattern=TAG_PATTERN)]
+NewTag = Annotated[str, Field(min_length=1, max_length=MAX_TAG_CHARS, pattern=NEW_TAG_PATTERN)]
 
 
 class TagChange(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)  # 0 is not False, "1" not a list
-    add: list[Tag] = Field(default_factory=list, max_length=MAX_TAGS)
-    remove: list[Tag] = Field(default_factory=list, max_length=MAX_TAGS)
+    add: list[NewTag] = Field(default_factory=list, max_length=MAX_TAGS)
+    remove: list[Tag] = Field(default_factory=list, max_length=MAX_TAGS)  # any tag a run may hold from before
 
     @field_validator("add", "remove")
     @classmethod
