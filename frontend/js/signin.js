@@ -7,12 +7,18 @@ import { el } from "./util.js";
 
 const URL = "/api/v1/session";
 
-/** The signed-in session ({project, expires_at}) or null. */
+const MARKER = "runcast_signed_in"; // set beside the HttpOnly session cookie; holds no secret
+
+/** The signed-in session ({project, expires_at}) or null; a browser never signed in does not ask. */
 export async function currentSession() {
+  if (!document.cookie.split(";").some((c) => c.trim().startsWith(MARKER + "="))) return null;
   try {
     return await getJSON(URL);
   } catch (err) {
-    if (err instanceof ApiError && err.status === 401) return null;
+    if (err instanceof ApiError && err.status === 401) {
+      document.cookie = `${MARKER}=; path=/; max-age=0; samesite=strict`; // the session ended: ask no more
+      return null;
+    }
     throw err;
   }
 }

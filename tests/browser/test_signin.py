@@ -42,10 +42,15 @@ def test_sign_in_watch_a_private_run_live_and_sign_out(live_server, page, tmp_pa
     assert page.text_content("#not-found-title") == "Private run? Sign in to see it"
     assert page.is_visible("#private-hint")
     page.screenshot(path=str(shots / "private-run-signed-out.png"))
+    asked: list[str] = []  # GET /session: only a browser that signed in asks it
+    page.on("request", lambda r: r.method == "GET" and r.url.endswith("/api/v1/session") and asked.append(r.url))
+    console: list[str] = []
+    page.on("console", lambda m: m.type == "error" and console.append(m.text))
     page.goto(live_server.url + "/")
     page.wait_for_selector("#signin summary")
     page.wait_for_function(LISTED)
     assert page.locator(f'tr[data-id="{run.id}"]').count() == 0
+    assert asked == [] and console == []  # an anonymous page: no request that fails, no console error
 
     # Sign in through the header's form: a wrong token first.
     page.click("#signin summary")
@@ -87,7 +92,7 @@ def test_sign_in_watch_a_private_run_live_and_sign_out(live_server, page, tmp_pa
     assert page.text_content("#not-found-title") == "Private run? Sign in to see it"
     assert page.is_visible("#signin summary")
     cookies = page.context.cookies()
-    assert not [c for c in cookies if c["name"] == "runcast_session"]
+    assert not [c for c in cookies if c["name"] in ("runcast_session", "runcast_signed_in")]
     page.goto(live_server.url + "/")
     page.wait_for_selector("#signin summary")
     page.wait_for_function(LISTED)
@@ -117,3 +122,20 @@ def test_the_sign_in_control_fits_a_phone(live_server, browser, tmp_path):
         assert errors == []
     finally:
         context.close()
+
+
+def test_a_page_that_finds_its_session_ended_stops_asking(live_server, page):
+    """The readable marker outlived the session (revoked, expired, another browser's cookie jar):
+    one GET /session answers 401, the page drops the marker, and the next page asks nothing."""
+    page.context.add_cookies([{"name": "runcast_signed_in", "value": "1", "url": live_server.url}])
+    asked: list[int] = []
+    page.on("response", lambda r: r.request.method == "GET" and r.url.endswith("/api/v1/session")
+            and asked.append(r.status))
+    page.goto(live_server.url + "/")
+    page.wait_for_function(LISTED)
+    page.wait_for_selector("#signin summary")
+    assert asked == [401]
+    assert not [c for c in page.context.cookies() if c["name"] == "runcast_signed_in"]
+    page.reload()
+    page.wait_for_function(LISTED)
+    assert asked == [401]

@@ -19,6 +19,9 @@ from runcast_server.core.models import IngestToken, Project
 from runcast_server.sessions.models import DashboardSession
 
 COOKIE = "runcast_session"
+# Readable by the page, holding no secret: "a session may be open", so that an anonymous page never
+# asks GET /session (and logs no 401); the session itself stays in the HttpOnly COOKIE.
+MARKER = "runcast_signed_in"
 
 
 @dataclass(frozen=True)

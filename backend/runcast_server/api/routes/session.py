@@ -19,7 +19,7 @@ from runcast_server.api.deps import SessionDep, over_rate_limit
 from runcast_server.api.read_deps import SettingsDep
 from runcast_server.core.errors import ApiError, error_body, error_response, error_responses
 from runcast_server.sessions import service
-from runcast_server.sessions.service import COOKIE
+from runcast_server.sessions.service import COOKIE, MARKER
 
 router = APIRouter(tags=["session"])
 
@@ -59,15 +59,18 @@ def _json_only(request: Request) -> None:
 
 
 def _set_cookie(request: Request, response: Response, value: str, max_age: int) -> None:
-    response.set_cookie(COOKIE, value, max_age=max_age, path="/", httponly=True, samesite="strict",
-                        secure=request.url.scheme == "https")
+    secure = request.url.scheme == "https"
+    response.set_cookie(COOKIE, value, max_age=max_age, path="/", httponly=True, samesite="strict", secure=secure)
+    response.set_cookie(MARKER, "1", max_age=max_age, path="/", samesite="strict", secure=secure)
 
 
 @router.post("/session", response_model=SessionView, responses=error_responses(400, 401, 403, 415, 422, 429),
              dependencies=[Depends(_same_origin), Depends(_json_only)])
 def sign_in(request: Request, response: Response, session: SessionDep, settings: SettingsDep,
             body: SignInBody) -> Any:
-    """Exchange a project token for a session cookie (HttpOnly, SameSite=Strict, Secure over HTTPS).
+    """Exchange a project token for a session cookie (HttpOnly, SameSite=Strict, Secure over HTTPS),
+    and a cookie the page reads, ``runcast_signed_in=1``, which holds no secret: pages of a browser
+    without it do not ask ``GET /session``.
 
     The cookie makes this browser's GET and HEAD requests a reader of the token's project (its
     private and unlisted runs, their stream, exports and downloads); it never authorises a write.
@@ -103,4 +106,5 @@ def sign_out(request: Request, response: Response, session: SessionDep) -> Signe
     _same_origin(request)
     service.sign_out(session, request.cookies.get(COOKIE))
     response.delete_cookie(COOKIE, path="/", httponly=True, samesite="strict", secure=request.url.scheme == "https")
+    response.delete_cookie(MARKER, path="/", samesite="strict", secure=request.url.scheme == "https")
     return SignedOut(signed_out=True)
