@@ -22,7 +22,8 @@ def start(server: str, token: str, spec: dict[str, Any]) -> str:
     env = spec.get("env") or {}
     os.environ.update(env)
     try:
-        run = runcast.init(**{"server": server, "token": token, "capture_code": False, "flush_interval": 0.05,
+        run = runcast.init(reinit="create_new",  # the runs left open stay open, as a killed trainer's
+                           **{"server": server, "token": token, "capture_code": False, "flush_interval": 0.05,
                               "heartbeat_interval": 3600, "retry_initial": 0.05, "retry_max": 0.2, "start_timeout": 2,
                               **spec["init"]})
     finally:

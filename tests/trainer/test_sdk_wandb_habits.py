@@ -208,6 +208,23 @@ def test_a_second_init_finishes_the_first_with_a_warning(server, tmp_path, api, 
     runcast.finish()
 
 
+def test_reinit_create_new_leaves_the_open_run_open(server, tmp_path, api):
+    """W&B's ``reinit="create_new"``: several runs open in one process (a sweep in one process)."""
+    url, mine, _, _ = server
+    first = runcast.init(project=PROJECT, name="one-of-two", server=url, token=mine, dir=tmp_path / "a")
+    second = runcast.init(project=PROJECT, name="two-of-two", server=url, token=mine, dir=tmp_path / "b",
+                          reinit="create_new")
+    assert not first.finished and runcast.run is second
+    first.log({"loss": 1.0}, step=1)
+    second.log({"loss": 2.0}, step=1)
+    first.finish()
+    runcast.finish()
+    assert [api.get(f"/runs/{r.id}").json()["status"] for r in (first, second)] == ["finished", "finished"]
+    with pytest.raises(ValueError, match="reinit"):
+        runcast.init(project=PROJECT, server=url, token=mine, reinit="sometimes")
+    assert runcast.run is None  # nothing started
+
+
 @pytest.mark.parametrize("verb", ["sync", "import", "export", "download"])
 def test_cli_help_shows_no_none_defaults(verb):
     res = subprocess.run([str(services.BIN / "runcast"), verb, "--help"], capture_output=True, text=True,

@@ -52,11 +52,22 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'runcast' has no attribute {name!r}")
 
 
-def init(*args: Any, **kwargs: Any) -> Run:
-    """Start a run (every argument of ``runcast.start.init``, docs/sdk.md) and make it ``runcast.run``."""
+REINIT = ("finish_previous", "create_new")
+
+
+def init(*args: Any, reinit: str | bool = "finish_previous", **kwargs: Any) -> Run:
+    """Start a run (every argument of ``runcast.start.init``, docs/sdk.md) and make it ``runcast.run``.
+
+    ``reinit`` (W&B's keyword): ``"finish_previous"`` (default; ``True`` too) finishes the run
+    ``runcast.run`` holds when it is still open; ``"create_new"`` leaves it open (several runs in
+    one process; finish each yourself)."""
     global run
+    if reinit is True:
+        reinit = "finish_previous"
+    if reinit not in REINIT:
+        raise ValueError(f"reinit must be one of {', '.join(map(repr, REINIT))}, got {reinit!r}")
     previous = run
-    if previous is not None and not previous.finished:
+    if reinit == "finish_previous" and previous is not None and not previous.finished:
         logging.getLogger("runcast").warning(
             "runcast: init() while run %s is open: finishing run %s first (call finish() to end a run)",
             previous.id, previous.id)
