@@ -164,7 +164,8 @@ def test_export_shows_progress_on_a_terminal_only(server, seed, tmp_path):
     code, screen = _on_a_terminal("export", run.run, "--server", server, "--format", "csv", "-o", str(tmp_path / "x.csv"))
     assert code == OK and "export" in screen and "kB" in screen
     res = runcast("export", run.run, "--server", server, "-o", str(tmp_path / "y.csv"))
-    assert res.stderr == f"wrote {(tmp_path / 'y.csv').stat().st_size} bytes to {tmp_path / 'y.csv'}\n"
+    assert res.stderr == (f"wrote {(tmp_path / 'y.csv').stat().st_size} bytes to {tmp_path / 'y.csv'}\n"
+                          f"wrote the run (name, config, summary, tags, times, segments) to {tmp_path / 'y.run.json'}\n")
 
 
 def test_runs_policy_over_http(server, client, seed):
