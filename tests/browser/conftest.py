@@ -101,7 +101,8 @@ class LiveServer:
             "capture_code": False,
         }
         options.update(kwargs)
-        run = runcast.init(project=project, name=name, server=self.url, token=self.token(project), **options)
+        run = runcast.init(project=project, name=name, server=self.url, token=self.token(project), reinit="create_new",
+                           **options)  # a test may hold several runs open at once
         self.runs.append(run)
         return run
 

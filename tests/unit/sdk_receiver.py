@@ -221,7 +221,7 @@ def make_run(receiver: Receiver, tmp_path: Any, monkeypatch: pytest.MonkeyPatch)
             "capture_code": False,
         }
         options.update(kwargs)
-        run = runcast.init(**options)
+        run = runcast.init(reinit="create_new", **options)  # a test may hold several runs open at once
         runs.append(run)
         return run
 
