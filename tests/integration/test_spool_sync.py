@@ -37,16 +37,17 @@ BURST = 300_000
 QUEUE = 100_000  # init()'s default max_queue
 
 TRAINER = """
-import sys, time, runcast
+import os, sys, time, runcast
 steps, progress = int(sys.argv[1]), sys.argv[2]
 run = runcast.init(name="burst", config={"lr": 3e-4}, finish_timeout=float(sys.argv[3]), system_metrics=False,
                    capture_code=False)
 print(run.id, run.segment, flush=True)
 for step in range(steps):
     run.log({"train/loss": 1.0 / (step + 1)}, step=step)
-    if step % 1000 == 999:
-        with open(progress, "w") as f:
+    if step % 1000 == 999:  # written whole (a rename): a kill -9 or a read never finds it half written
+        with open(progress + ".tmp", "w") as f:
             f.write(str(step + 1))
+        os.replace(progress + ".tmp", progress)
 run.finish()
 """
 
