@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
 import pytest
 
 
@@ -59,3 +63,32 @@ def receiver():
         yield r
     finally:
         r.stop()
+
+
+def embedded_server(tmp_path_factory: pytest.TempPathFactory, project: str) -> Iterator[tuple[str, str, str, dict]]:
+    """One embedded ``runcast serve`` for a module's tests: (url, token of ``project``, token of
+    "other", env); a module's ``server`` fixture yields from it."""
+    import services
+
+    root = tmp_path_factory.mktemp(f"{project}-server")
+    env = {"RUNCAST_DATA_DIR": str(root / "data")}
+    mine, other = services.create_token(env, project), services.create_token(env, "other")
+    proc, url = services.start_api(env, root / "api.log")
+    try:
+        yield url, mine, other, env
+    finally:
+        proc.stop()
+
+
+@pytest.fixture(scope="session")
+def start_embedded_server() -> Any:
+    """``embedded_server``, for a module's ``server`` fixture (tests/trainer is no package to import from)."""
+    return embedded_server
+
+
+@pytest.fixture
+def api(server: Any) -> Iterator[httpx.Client]:
+    """The module's server's API (``/api/v1``) with its project's token."""
+    url, token, _, _ = server
+    with httpx.Client(base_url=f"{url}/api/v1", timeout=30, headers={"Authorization": f"Bearer {token}"}) as client:
+        yield client

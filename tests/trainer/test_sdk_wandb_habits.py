@@ -19,33 +19,14 @@ import services
 
 import runcast
 
+
 PROJECT = "habits"
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    """One embedded ``runcast serve``: (url, token of PROJECT, token of "other", env)."""
-    root = tmp_path_factory.mktemp("habits-server")
-    env = {"RUNCAST_DATA_DIR": str(root / "data")}
-
-    def token(project: str) -> str:
-        res = subprocess.run([str(services.BIN / "runcast"), "token", "create", "--project", project],
-                             env=services.child_env(env), capture_output=True, text=True, timeout=120, check=True)
-        return res.stdout.strip().splitlines()[-1]
-
-    mine, other = token(PROJECT), token("other")
-    proc, url = services.start_api(env, root / "api.log")
-    try:
-        yield url, mine, other, env
-    finally:
-        proc.stop()
-
-
-@pytest.fixture
-def api(server: Any) -> httpx.Client:
-    url, token, _, _ = server
-    with httpx.Client(base_url=f"{url}/api/v1", timeout=30, headers={"Authorization": f"Bearer {token}"}) as client:
-        yield client
+def server(tmp_path_factory: pytest.TempPathFactory, start_embedded_server: Any) -> Any:
+    """One embedded ``runcast serve`` for the module: (url, token of PROJECT, token of "other", env)."""
+    yield from start_embedded_server(tmp_path_factory, PROJECT)
 
 
 def points(api: httpx.Client, run_id: str, key: str) -> list[tuple[int, Any]]:
