@@ -150,13 +150,24 @@ RULES: dict[str, Callable[[Case], None]] = {
 }
 
 
-@schemathesis.hook
-def map_case(context: HookContext, case: Case) -> Case:
+def _keep_rules(case: Case) -> None:
     if case.meta is None or case.meta.generation.mode != GenerationMode.POSITIVE:
-        return case
+        return
     if isinstance(case.body, (dict, list)):
         case.body = _integers(case.body)
     rule = RULES.get(case.operation.label)
     if rule is not None:
         rule(case)
+
+
+@schemathesis.hook
+def map_case(context: HookContext, case: Case) -> Case:
+    _keep_rules(case)
     return case
+
+
+@schemathesis.hook
+def before_call(context: HookContext, case: Case, kwargs: dict[str, Any]) -> None:
+    """Again just before the call: in the stateful phase an API link fills parameters after
+    ``map_case`` (a ``key`` of the runs list given to an evaluations export)."""
+    _keep_rules(case)
