@@ -3,7 +3,7 @@
 // (the visible range and its pixel budget) and redraws whenever an entry changes.
 //
 // Each segment of a run is drawn in its own colour; the points of a segment that a later
-// segment replaced (steps >= that segment's start_step) are the abandoned branch, drawn grey.
+// segment replaced (branch.js: steps after its start_step) are the abandoned branch, drawn grey.
 // Per part: a min–max band (when bucketed, so a one-step spike shows at any zoom), the raw
 // values (or bucket means) faint and a smoothed line (debiased EMA, as TensorBoard draws it).
 //
@@ -14,6 +14,7 @@
 
 /* global Plotly */
 import { GREY, alpha, color, debounce, escapeHtml, theme } from "./util.js";
+import { abandonedFrom } from "./branch.js";
 
 export { XMap, rangesEqual } from "./xmap.js";
 import { rangesEqual } from "./xmap.js";
@@ -358,11 +359,9 @@ export class MetricChart {
       const segments = this.view.segmentsOf(src.run) || [];
       const multiSeg = segments.length > 1 || entry.series.length > 1;
       const bucketed = entry.bucketed;
+      const holds = (index, step) => entry.series.some((t) => t.segment === index && t.step.includes(step));
       for (const series of entry.series) {
-        const later = segments.filter((s) => s.index > series.segment).map((s) => s.start_step);
-        const cut = later.length ? Math.min(...later) : Infinity;
-        let split = series.step.findIndex((s) => s >= cut);
-        if (split < 0) split = series.step.length;
+        const split = abandonedFrom(segments, series.segment, series.step, holds);
         const parts = [
           { abandoned: false, from: 0, to: split },
           { abandoned: true, from: Math.max(0, split - 1), to: series.step.length },

@@ -217,6 +217,31 @@ def test_plot_range_and_segments(client, seed):
     assert {"line-seg0", "line-seg0-abandoned", "line-seg1"} <= ids
 
 
+def _line_points(group: ET.Element) -> list[tuple[float, float]]:
+    """The vertices of a line's path (its markers, when drawn, are further paths)."""
+    path = next(group.iter(f"{SVG}path"))
+    numbers = [float(n) for n in re.findall(r"-?\d+(?:\.\d+)?(?:e-?\d+)?", path.get("d"))]
+    return list(zip(numbers[::2], numbers[1::2], strict=True))
+
+
+@pytest.mark.parametrize(("relogged", "kept_to"), [(False, 60), (True, 59)])
+def test_a_resume_at_a_checkpoint_keeps_its_step_in_the_figure(client, seed, relogged, kept_to):
+    """Resumed from the checkpoint of step 60: segment 0's steps after 60 are the abandoned branch and
+    its step 60 is kept, unless segment 1 logs step 60 itself (then segment 1's value is the live one)."""
+    sim = seed.run(name="checkpointed").start()
+    sim.log({"loss": [(s, 1.0) for s in range(1, 101)]})
+    sim.resume(60)
+    sim.log({"loss": [(s, 0.5) for s in range(60 if relogged else 61, 121)]})
+    answer = client.get(f"/api/v1/runs/{sim.run}/metrics", params={"key": "loss"}).json()
+    assert [(s["segment"], s["step"][0], s["step"][-1]) for s in answer["series"]] == [
+        (0, 1, 100), (1, 60 if relogged else 61, 120)]  # the API keeps every point under its segment
+    svg = ET.fromstring(client.get(f"/api/v1/runs/{sim.run}/plot.svg", params={"key": "loss"}).content)
+    groups = {g.get("id"): g for g in svg.iter(f"{SVG}g") if g.get("id")}
+    kept, gone = (_line_points(groups[gid]) for gid in ("line-seg0", "line-seg0-abandoned"))
+    assert len(kept) == kept_to  # steps 1..kept_to
+    assert len(gone) == 100 - kept_to + 1 and gone[0] == kept[-1]  # forks from the last kept point
+
+
 def test_embed_page_frame_policy(client, runs):
     res = client.get(f"/embed/runs/{runs['public']}", params={"key": "loss"})
     assert res.headers["content-security-policy"] == "frame-ancestors *"

@@ -161,8 +161,8 @@ def test_restart_segments_and_abandoned_branch(live_server, page):
     kept0 = next(t for t in traces if t["segment"] == 0 and not t["abandoned"])
     gone0 = next(t for t in traces if t["segment"] == 0 and t["abandoned"])
     kept1 = next(t for t in traces if t["segment"] == 1)
-    assert kept0["x"] == list(range(1, 40))
-    assert gone0["x"] == list(range(39, 51))  # forks from the last kept point
+    assert kept0["x"] == list(range(1, 41))  # resumed from the checkpoint of step 40: step 40 is kept
+    assert gone0["x"] == list(range(40, 51))  # forks from the last kept point
     assert kept1["x"] == list(range(41, 71))
     assert kept0["color"] != kept1["color"] and "154,154,154" in gone0["color"]
     texts = page.evaluate(

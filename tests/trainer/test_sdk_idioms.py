@@ -230,7 +230,7 @@ def test_resume_without_resume_step_continues_after_the_stored_last_step(server,
         again.log({"loss": 2.0})  # steps 10..14
     again.finish()
     body = api.get(f"/runs/{first.id}").json()
-    assert [(s["index"], s["start_step"], s["resumed"]) for s in body["segments"]] == [(0, 0, False), (1, 10, True)]
+    assert [(s["index"], s["start_step"], s["resumed"]) for s in body["segments"]] == [(0, 0, False), (1, 9, True)]
     assert [[step for step, _ in seg] for seg in points(api, first.id, "loss")] == [list(range(10)),
                                                                                    list(range(10, 15))]
     assert body["status"] == "finished" and body["last_step"] == 14

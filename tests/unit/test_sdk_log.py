@@ -93,7 +93,7 @@ def test_a_repeated_or_lower_step_is_left_out_with_one_warning_per_key(make_run,
     assert run.step == 11
 
 
-def test_resumed_run_starts_at_resume_step_in_a_new_segment(make_run, receiver):
+def test_resumed_run_counts_on_after_resume_step_in_a_new_segment(make_run, receiver):
     first = make_run()
     first.log({"a": 1.0}, step=0)
     first.finish()
@@ -104,7 +104,7 @@ def test_resumed_run_starts_at_resume_step_in_a_new_segment(make_run, receiver):
     started = receiver.of_type("run_started")
     assert [s["resume_step"] for s in started] == [None, 100]
     later = [m for m in receiver.of_type("metrics") if m["segment"] == second.segment]
-    assert later[0]["step"] == 100 and later[0]["seq"] == 1
+    assert later[0]["step"] == 101 and later[0]["seq"] == 1  # the checkpoint of step 100 holds step 100's state
 
 
 def test_device_tensors_are_read_by_the_sender_not_by_log(make_run, receiver, caplog):

@@ -38,7 +38,7 @@ as first written):
   ``code`` (JSON object: sha, branch, remote, dirty, diff; <= 1 MiB encoded),
   ``env`` (JSON object: python, torch, deepspeed, host, world_size, ...; <= 64 KiB),
   ``seed`` (int of at most 64 bits, or null), ``resume_step`` (int >= 0 or null: a resume opens this
-  segment at that step), ``visibility`` (public | unlisted | private),
+  segment from the checkpoint of that step), ``visibility`` (public | unlisted | private),
   ``alerts`` (optional JSON object, <= 16 KiB encoded: per-run detector overrides,
   e.g. ``{"spike": {"k": 10}, "stall": {"after_s": 1800}}``; see docs/alerts.md; the
   server checks the names and ignores an invalid object as a whole),

@@ -136,7 +136,7 @@ class Run(Details):
         with ``.``: ``{"train": {"loss": x}}`` is ``train.loss``, as W&B names it) at ``step``.
 
         ``step`` defaults to the highest step logged so far plus one (the first is 0,
-        or ``resume_step`` for a resumed run). ``commit=False`` holds the values for the next
+        or ``resume_step + 1`` for a resumed run). ``commit=False`` holds the values for the next
         call without it, which records them at its step (``pending.py``).
         NaN and +-Inf are recorded as such. Never blocks and never raises for a
         service problem or for the order of steps: a name logged again at its last step

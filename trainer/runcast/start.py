@@ -82,8 +82,8 @@ def init(
     ``mode``: ``online``; ``offline`` (nothing is sent: the run is written to the spool for
     ``runcast sync``); ``disabled`` (nothing is recorded; every verb returns at once). Default:
     ``RUNCAST_MODE`` or ``online``. ``id``: the id of a new run (8-64 characters of
-    A-Za-z0-9_-); ``resume=ID`` continues run ID after its stored last step (``resume_step``
-    to restart from an earlier checkpoint instead). ``tags`` (``RUNCAST_TAGS``, comma
+    A-Za-z0-9_-); ``resume=ID`` continues run ID after its stored last step (``resume_step=N``
+    to restart from the checkpoint of step N instead: the steps after N are the abandoned branch). ``tags`` (``RUNCAST_TAGS``, comma
     separated), ``group`` (``RUNCAST_GROUP``), ``job_type`` and ``notes`` are shown on the
     runs page, which filters by tag and group. ``dir`` (or ``spool_dir``): where the run's
     spool lives (default ``RUNCAST_SPOOL_DIR`` or ``~/.cache/runcast/spool``).
@@ -279,7 +279,7 @@ def _ask_server(
     if new_id is not None and who.run_exists:
         raise InitError(f"run {new_id!r} exists already: pass resume={new_id!r} to continue it")
     if resume is not None and resume_step is None and who.run_exists:
-        resume_step = 0 if who.run_last_step is None else who.run_last_step + 1
+        resume_step = 0 if who.run_last_step is None else who.run_last_step
     return who.project, resume_step, who
 
 

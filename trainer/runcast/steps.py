@@ -28,7 +28,8 @@ class Steps:
     """The steps of one run segment's metrics, on the training thread."""
 
     def __init__(self, resume_step: int | None, on_new_key: Callable[[str], None] | None = None) -> None:
-        self.step = -1 if resume_step is None else resume_step - 1  # the highest step logged so far
+        # the highest step logged so far; a resume continues from the checkpoint of step resume_step
+        self.step = -1 if resume_step is None else resume_step
         self.ignored = 0  # metric values left out: a step at or below the key's last one
         self._key_steps: dict[str, int] = {}
         self._keys: set[str] = set()

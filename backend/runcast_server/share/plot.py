@@ -2,7 +2,7 @@
 
 The answer is the one the run page's chart gets for the same range and pixel budget
 (rollups: ``reads/metrics.py``), and it is drawn the same way: per segment its own colour,
-the part a later segment replaced (steps >= that segment's start) in grey, and when the
+the part a later segment replaced (``metrics/branch.py``: steps after its start) in grey, and when the
 answer is bucketed a min–max band under the bucket means, so a one-step spike shows at any
 range. NaN and ±Infinity are gaps, as on the page.
 
@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
+from runcast_server.metrics.branch import abandoned_from
 from runcast_server.reads.schemas import MetricSeries, MetricsResponse
 
 if TYPE_CHECKING:
@@ -106,8 +107,11 @@ class Plotter:
             ax = fig.add_subplot()
             ax.patch.set_gid("plot-area")
             multi = len(answer.series) > 1 or len(segment_starts) > 1
+            held = {s.segment: set(s.step) for s in answer.series}
             for series in answer.series:
-                self._draw(ax, series, segment_starts, bucketed=answer.level > 0, multi=multi)
+                split = abandoned_from(segment_starts, series.segment, series.step,
+                                       lambda index, step: step in held.get(index, ()))
+                self._draw(ax, series, split, bucketed=answer.level > 0, multi=multi)
             ax.set_title(figure.title, loc="left", parse_math=False)
             ax.set_xlabel("step")
             ax.set_ylabel(figure.key, parse_math=False)
@@ -128,12 +132,8 @@ class Plotter:
             return out.getvalue()
 
     @staticmethod
-    def _draw(ax: Axes, series: MetricSeries, segment_starts: Sequence[tuple[int, int]], *,
-              bucketed: bool, multi: bool) -> None:
-        later = [start for index, start in segment_starts if index > series.segment]
-        cut = min(later, default=None)
-        split = len(series.step) if cut is None else next(
-            (i for i, s in enumerate(series.step) if s >= cut), len(series.step))
+    def _draw(ax: Axes, series: MetricSeries, split: int, *, bucketed: bool, multi: bool) -> None:
+        """``series`` drawn: its points before ``split`` in its colour, from there on as the abandoned branch."""
         colour = PALETTE[series.segment % len(PALETTE)] if multi else PALETTE[0]
         label = f"segment {series.segment}" if multi else None
         parts = [(False, 0, split)]

@@ -5,6 +5,7 @@
 import { decode } from "../api.js";
 import { plotConfig, whenPlotly } from "../chart.js";
 import { rangesEqual } from "../xmap.js";
+import { isAbandoned } from "../branch.js";
 import { color, escapeHtml, theme } from "../util.js";
 
 export class MixChart {
@@ -24,12 +25,10 @@ export class MixChart {
   render() {
     const { detail, events, view } = this.page;
     const segs = detail.segments;
-    const cutOf = (segment) => {
-      const later = segs.filter((s) => s.index > segment).map((s) => s.start_step);
-      return later.length ? Math.min(...later) : Infinity;
-    };
-    const mixes = events
-      .filter((e) => e.type === "data_mix" && e.step !== null && e.step < cutOf(e.segment))
+    const logged = events.filter((e) => e.type === "data_mix" && e.step !== null);
+    const holds = (index, step) => logged.some((e) => e.segment === index && e.step === step);
+    const mixes = logged
+      .filter((e) => !isAbandoned(segs, e.segment, e.step, holds))
       .sort((a, b) => a.step - b.step || a.segment - b.segment);
     if (!mixes.length) {
       this.card.hidden = true;
