@@ -149,6 +149,7 @@ async function reloadDetail(page) {
   const segsChanged = fresh.segments.length !== page.detail.segments.length;
   page.detail = fresh;
   renderHeader(page);
+  renderConfig(fresh); // a rename, new tags, group or notes (an SDK update) come this way
   if (keysChanged) {
     await setupXmaps(page);
     if (buildMainChart(page, { onDrawn: onFirstDraw, markers: markers(page) }) && page.mainChart) page.mainChart.load();
@@ -212,7 +213,7 @@ function onBatch(page, message) {
     page.soon.checkpoints(); // a checkpoint's scores
   }
   if (message.media && message.media.length) page.media.onLive(message.media);
-  if (unknown) page.soon.detail();
+  if (unknown || message.described) page.soon.detail();
 }
 
 /** Whether a message names a segment or key the run's read lacks, or starts or ends a segment. */

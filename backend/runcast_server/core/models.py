@@ -273,7 +273,9 @@ class RunVersion(Base):
     batch inserted (points of that version lie in those primary-key ranges);
     ``event_ids`` the timeline events it inserted; ``outputs`` the ids of the samples, evals
     and media rows it inserted, by table (``{"samples": [...], ...}``; null when none,
-    migration 0017). ``status`` and ``last_step`` are the run's as of this version.
+    migration 0017); ``described`` whether it changed the run's name, tags, group or notes
+    (an SDK ``update``; null before migration 0018). ``status`` and ``last_step`` are the
+    run's as of this version.
     """
 
     __tablename__ = "run_versions"
@@ -289,3 +291,4 @@ class RunVersion(Base):
     ranges: Mapped[list[Any]] = mapped_column(JSON)
     event_ids: Mapped[list[Any]] = mapped_column(JSON)
     outputs: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    described: Mapped[bool | None] = mapped_column(Boolean)

@@ -75,8 +75,10 @@ def store_batch(
     new_points = write_metrics(conn, events, segments, blocks, result)
     inserted_types = write_events(conn, events, segments, result, now)
     result.outputs_inserted = write_outputs(conn, events, segments, result.runs, now)
+    for rid, fields in write_updates(conn, events, segments).items():
+        if fields:  # a new version, so that the run's viewers read its name, tags, group or notes again
+            result.runs[rid].changed = result.runs[rid].described = True
     update_runs(conn, events, runs, result, new_points, inserted_types, now)
     write_lost(conn, events, segments)
-    write_updates(conn, events, segments)
     write_version_log(conn, result)
     return result

@@ -90,6 +90,7 @@ def read_versions(
             "events": [events[i] for i in r.event_ids if i in events],
             **{kind: [outputs[kind][i] for i in (r.outputs or {}).get(kind, ()) if i in outputs[kind]]
                for kind in KINDS},
+            "described": bool(r.described),  # the run's name, tags, group or notes changed: read it again
             "committed_at": r.committed_at,  # not sent (batch_frame): a delayed run's public side times it
         }
         for r in logs

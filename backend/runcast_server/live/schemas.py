@@ -62,6 +62,8 @@ class StreamBatch(BaseModel):
     samples: list[StreamSample] = Field(description="Samples stored (none when the policy withholds them).")
     evals: list[StreamEval] = Field(description="Evaluations stored (none when the policy withholds them).")
     media: list[StreamMedia] = Field(description="Images, tables and histograms stored (none when withheld).")
+    described: bool = Field(description="The batch changed the run's name, tags, group or notes (an SDK update): "
+                                        "read GET /runs/{id} again.")
 
 
 class StreamReset(BaseModel):

@@ -38,8 +38,10 @@ def write_tags(conn: Connection, started: Sequence[dict[str, Any]]) -> None:
 
 def write_updates(
     conn: Connection, events: Sequence[dict[str, Any]], segments: dict[tuple[str, str], int]
-) -> set[str]:
-    """Store the batch's update events once; refold the runs that got a new one. Returns those runs."""
+) -> dict[str, set[str]]:
+    """Store the batch's update events once; refold the runs that got a new one.
+
+    Returns those runs, each with the described fields (``DESCRIBED``) its new updates carry."""
     rows = {
         (segments[(e["run"], e["segment"])], e["seq"]): {
             "run_id": e["run"],
@@ -52,7 +54,7 @@ def write_updates(
         if e["type"] == "update"
     }
     if not rows:
-        return set()
+        return {}
     stmt = (
         upsert(conn, UPDATES)
         .on_conflict_do_nothing(index_elements=["segment_id", "seq"])
@@ -63,7 +65,7 @@ def write_updates(
         described.setdefault(run, set()).update(k for k in DESCRIBED if k in rows[(segment, seq)]["body"])
     for run in sorted(described):
         _fold(conn, run, described[run])
-    return set(described)
+    return described
 
 
 def _fold(conn: Connection, run: str, described: set[str]) -> None:

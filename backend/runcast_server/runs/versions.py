@@ -38,6 +38,7 @@ class RunChange:
     event_ids: list[int] = field(default_factory=list)
     # The ids of the samples, evals and media rows it inserted, by table (outputs.store).
     outputs: dict[str, list[int]] = field(default_factory=dict)
+    described: bool = False  # an update changed the run's name, tags, group or notes
 
     def message(self) -> dict[str, Any]:
         """The live message for this change (channel ``run:<id>``)."""
@@ -49,6 +50,7 @@ class RunChange:
             "keys": sorted(self.keys),
             "points": self.points,
             "events": self.events,
+            "described": self.described,
         }
 
 
@@ -75,6 +77,7 @@ def write_version_log(conn: Connection, result: Changes) -> None:
             "ranges": ch.ranges,
             "event_ids": sorted(ch.event_ids),
             "outputs": {table: sorted(ids) for table, ids in sorted(ch.outputs.items())} or None,
+            "described": ch.described,
         }
         for rid, ch in sorted(result.runs.items())
         if ch.changed
