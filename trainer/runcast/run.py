@@ -35,7 +35,8 @@ from .pending import Pending
 from .policy import check_policy, put_policy
 from .run_details import Details
 from .run_stats import RunStats
-from .sender import Sender, SenderConfig
+from .sender import Sender
+from .sender_config import SenderConfig
 from .spool import Spool
 from .spool_report import REPORT_TIMEOUT, announce_unsent
 from .steps import Steps, checked_step

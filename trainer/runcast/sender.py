@@ -24,7 +24,6 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
@@ -34,6 +33,8 @@ from .batches import batch_bodies
 from .blob_http import BlobClient
 from .outbox import Counters, Item, Wakeup
 from .overflow import Overflow
+from .renames import Renames
+from .sender_config import SenderConfig
 from .spool import Spool
 from .spool_blobs import SPOOLED
 from .spool_replay import replay
@@ -48,22 +49,6 @@ OVERFLOW_BATCHES_PER_PASS: Final = 8
 MIN_SEND_GAP: Final = 0.05  # a busy trainer makes at most 20 requests a second (each costs the server a batch)
 SPOOL_INTERVAL: Final = 1.0  # while spooling, batches gather this long (each spool append is fsync'd)
 SYNC_INTERVAL: Final = 1.0  # how often the overflow file is fsync'd while it is written
-
-
-@dataclass(frozen=True)
-class SenderConfig:
-    """How a sender batches, retries and identifies its run."""
-
-    run: str
-    segment: str
-    batch_size: int
-    flush_interval: float  # 0: send as soon as the sender is idle
-    heartbeat_interval: float
-    retry_initial: float
-    retry_max: float
-    spool_dir: Path
-    spool_meta: dict[str, Any]
-    batch_bytes: int = events.MAX_BATCH_BYTES  # the server's body limit, within the SDK's
 
 
 class Sender:
@@ -104,6 +89,7 @@ class Sender:
         self._failure_logged = False
         self._spool_error_logged = False
         self._deadline: float | None = None
+        self._renames = Renames(transport.url if transport is not None else "?")
         self._cond = threading.Condition()
         self._requested = 0
         self._served = 0
@@ -289,7 +275,7 @@ class Sender:
                 self._drop(1)
             else:
                 wire.append(event)
-        for body, batch in batch_bodies(wire, self._batch_limit(), self.config.batch_bytes):
+        for body, batch in batch_bodies(self._renames.strip(wire), self._batch_limit(), self.config.batch_bytes):
             self._deliver(body, batch)
 
     def _deliver(self, body: bytes, batch: list[dict[str, Any]]) -> None:
@@ -303,11 +289,15 @@ class Sender:
             self._start_outage(exc)
             self._to_spool(body, len(batch))
         except Rejected as exc:
-            if exc.too_large and len(batch) > 1:  # the server takes less than it said: halve, never drop
-                for part_body, part in batch_bodies(batch, len(batch) // 2, self.config.batch_bytes):
-                    self._deliver(part_body, part)
+            # The server takes less than it said: halve, never drop. An old server refused a rename: the rest goes.
+            halve = exc.too_large and len(batch) > 1
+            kept = batch if halve else self._renames.retry(batch, exc)
+            if kept is None:
+                self._rejected(str(exc), len(batch))
                 return
-            self._rejected(str(exc), len(batch))
+            for part_body, part in batch_bodies(kept, len(batch) // 2 if halve else self._batch_limit(),
+                                                self.config.batch_bytes):
+                self._deliver(part_body, part)
         else:
             self._counters.sent += len(batch)
 
@@ -353,6 +343,7 @@ class Sender:
             max_bytes=self.config.batch_bytes,
             blobs=self._blobs,
             blob_wait=2.0,
+            renames=self._renames,
         )
         self._spooled_events = max(0, self._spooled_events - result.sent_events - result.rejected_events)
         self._counters.sent += result.sent_events

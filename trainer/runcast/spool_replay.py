@@ -12,6 +12,7 @@ from typing import Any
 from . import events as schema
 from .batches import Batch, batch_bodies
 from .blob_http import BlobClient
+from .renames import Renames
 from .spool import Spool
 from .spool_blobs import send_with_blobs
 from .transport import Rejected, Retryable, Transport
@@ -43,6 +44,7 @@ def replay(
     on_batch: Callable[[int], None] | None = None,
     blobs: BlobClient | None = None,
     blob_wait: float = 60.0,
+    renames: Renames | None = None,
 ) -> ReplayResult:
     """Send the spool's batches in order until it is empty, the service fails, or ``max_batches``.
 
@@ -51,10 +53,11 @@ def replay(
     ``stop_on`` stops the pass before the batch is acknowledged (e.g. 401: a wrong token, not
     bad data). ``on_batch(events)`` is called after each batch (progress). ``blobs``: where the
     spool's images go (without it they stay, and events showing them are sent as they are);
-    ``blob_wait``: how long an image waits for the server to know its run.
+    ``blob_wait``: how long an image waits for the server to know its run. ``renames``: what
+    the server took of run renames so far (``renames.py``; one per pass without it).
     """
     result = ReplayResult()
-    parts = Parts(max_events, max_bytes)
+    parts = Parts(max_events, max_bytes, renames or Renames(transport.url))
     for handled, (body, events, end) in enumerate(spool.pending()):
         if max_batches is not None and handled >= max_batches:
             return result
@@ -84,9 +87,11 @@ def replay(
 class Parts:
     """Sends batches in parts the service takes; learns its limit from its answers."""
 
-    def __init__(self, max_events: int, max_bytes: int = schema.MAX_BATCH_BYTES) -> None:
+    def __init__(self, max_events: int, max_bytes: int = schema.MAX_BATCH_BYTES,
+                 renames: Renames | None = None) -> None:
         self.limit = max(1, max_events)
         self.max_bytes = max_bytes
+        self.renames = renames
 
     def send(
         self, transport: Transport, body: bytes, events: list[dict[str, Any]], timeout: float, stop_on: tuple[int, ...]
@@ -111,6 +116,10 @@ class Parts:
                     else:  # too many events
                         self.limit = min(self.limit, len(part) // 2)
                     todo.extend(reversed(batch_bodies(part, self.limit, self.max_bytes)))
+                    continue
+                kept = self.renames.retry(part, exc) if self.renames is not None else None
+                if kept is not None:  # an old server refused a rename: the rest goes without it
+                    todo.extend(reversed(batch_bodies(kept, self.limit, self.max_bytes)) if kept else [])
                     continue
                 refused.append((part_body, len(part), exc))
             else:

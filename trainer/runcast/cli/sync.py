@@ -31,6 +31,7 @@ from runcast.cli.progress import Bars, wanted
 from runcast.cli.sdk import UsageError
 from runcast.handshake import InitError, whoami
 from runcast.limits import COMPATIBLE_BATCH_EVENTS, MAX_BATCH_BYTES
+from runcast.renames import Renames
 from runcast.spool import REFUSED, Spool, SpoolBusy, absorb_overflow, default_dir, find_spools
 from runcast.spool_replay import replay
 from runcast.spool_report import report_spooled
@@ -62,6 +63,7 @@ class _Server:
     blobs: BlobClient
     max_events: int
     max_bytes: int
+    renames: Renames  # whether it took the run renames sent to it so far
 
 
 @dataclass(frozen=True)
@@ -140,7 +142,7 @@ def _sync_one(
             return _Outcome(False, 0, True)
         result = replay(spool, target.transport, timeout=args.timeout, max_events=target.max_events,
                         max_bytes=target.max_bytes, stop_on=STOP_ON, keep_refused=True, on_batch=on_batch,
-                        blobs=target.blobs)
+                        blobs=target.blobs, renames=target.renames)
         print(f"{label}: sent {result.sent_events} events in {result.sent_batches} batches to {target.url}")
         if result.stopped is not None:
             print(f"{label}: stopped, the rest stays spooled: {result.stopped}")
@@ -169,6 +171,6 @@ def _connect(url: str, token: str | None, timeout: float) -> _Server:
     blobs = BlobClient(url, token, timeout)
     if identity is None:  # a server that does not say: what every server takes
         return _Server(url=transport.url, transport=transport, blobs=blobs, max_events=COMPATIBLE_BATCH_EVENTS,
-                       max_bytes=MAX_BATCH_BYTES)
+                       max_bytes=MAX_BATCH_BYTES, renames=Renames(transport.url))
     return _Server(url=transport.url, transport=transport, blobs=blobs, max_events=identity.max_batch_events,
-                   max_bytes=identity.max_batch_bytes)
+                   max_bytes=identity.max_batch_bytes, renames=Renames(transport.url))
