@@ -103,7 +103,8 @@ def test_offline_run_then_runcast_sync(make_run, tmp_path, caplog):
     assert run.stats.spooled == 27 and run.stats.sent == 0
     assert any("runcast sync" in r.getMessage() for r in caplog.records)
     spool_root = tmp_path / "spool"
-    second = make_run(server=None, transport=None, resume=run.id, resume_step=25)
+    # resumed from the checkpoint of step 24: log() counts on at 25
+    second = make_run(server=None, transport=None, resume=run.id, resume_step=24)
     second.log({"a": 99.0})
     second.finish()
 
