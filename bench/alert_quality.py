@@ -381,12 +381,9 @@ def real_log(path: Path) -> dict[str, Any]:
             continue
         lo, hi = e["step"], e.get("step_end") or e["step"]
         run = e.get("run", name)
-        def inside(s: dict[str, Any]) -> bool:
-            return (s["run"] == run and s["segment"] == e["segment"] and s["kind"] in ("spike", "divergence", "nonfinite")
-                    and s["start"] <= hi and (s["end"] is None or s["end"] >= lo))
-        hits = [s for s in spans if inside(s)]
+        hits = [s for s in spans if _within(s, run, e["segment"], lo, hi)]
         # the log ends on the spike's first point: found only where the source says the loss stayed high
-        held = [s for s in pending if inside(s)] if e.get("stays_high") else []
+        held = [s for s in pending if _within(s, run, e["segment"], lo, hi)] if e.get("stays_high") else []
         documented.append({"run": run, "segment": e["segment"], "type": e["type"], "step": lo, "step_end": hi,
                            "found": bool(hits or held), "by": sorted({h["kind"] for h in hits}
                                                                      | {h["kind"] + " (pending)" for h in held}),
@@ -423,6 +420,12 @@ def real_log(path: Path) -> dict[str, Any]:
         "false_examples": false[:12],
         "pending_at_end": pending,
     }
+
+
+def _within(s: dict[str, Any], run: str, segment: str, lo: int, hi: int) -> bool:
+    """Whether alert span ``s`` is a loss alert of (run, segment) overlapping steps ``lo``..``hi``."""
+    return (s["run"] == run and s["segment"] == segment and s["kind"] in ("spike", "divergence", "nonfinite")
+            and s["start"] <= hi and (s["end"] is None or s["end"] >= lo))
 
 
 def real(data: Path) -> dict[str, Any]:
