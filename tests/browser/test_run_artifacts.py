@@ -24,8 +24,9 @@ FETCH_HEX = """async (href) => {
 
 
 def log_loss(run, steps, spike_at=None) -> None:  # type: ignore[no-untyped-def]
+    """A flat loss; ``spike_at`` starts a two-point spike (one point alone opens no alert)."""
     for s in steps:
-        value = 2.0 + 0.01 * math.sin(s) + (40.0 if s == spike_at else 0.0)
+        value = 2.0 + 0.01 * math.sin(s) + (40.0 if spike_at is not None and spike_at <= s <= spike_at + 1 else 0.0)
         run.log({"train/loss": value}, step=s)
     assert run.flush(timeout=20)
 
