@@ -150,11 +150,13 @@ def test_alerts_listed_once_with_state_and_evidence(live_server, page):
     spikes = [a for a in alerts if a["kind"] == "spike"]
     assert spikes, alerts
     spike = spikes[0]
+    # Dated at the jump, opened by the next point, which is still high.
+    assert (spike["step"], spike["evidence"]["open"]["confirmed_step"]) == (80, 81)
     item = page.locator(f"#timeline li#alert-{spike['id']}")
     assert item.locator(".alert-state").text_content() == spike["state"]
     assert "spike" in item.text_content() and "train/loss" in item.text_content()
     hover = item.locator(".tl-body").get_attribute("title")
-    assert hover.startswith("open:") and "baseline" in hover and "threshold" in hover
+    assert hover.startswith("open:") and "baseline" in hover and "threshold" in hover and "confirmed_step 81" in hover
     # One timeline entry and one chart marker per alert: the anomaly event and the alert are the same thing.
     assert page.locator("#timeline li.tl-alert").count() == len(alerts)
     # Anomalies have their own lane; a marker there lists every anomaly it stands for.
