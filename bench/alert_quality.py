@@ -354,6 +354,7 @@ def real_log(path: Path) -> dict[str, Any]:
     for r in rows:
         groups.setdefault((r.get("run") or name, r.get("segment") or "main"), []).append(r)
     alerts: list[dict[str, Any]] = []
+    pending: list[dict[str, Any]] = []
     prev_state: dict[str, dict[Any, Any]] = {}
     spans_of_steps: dict[tuple[str, str, str], list[int]] = {}  # (run, segment, excerpt) -> [first, last]
     for (run, seg), seg_rows in groups.items():  # dicts keep the log's order
@@ -369,6 +370,9 @@ def real_log(path: Path) -> dict[str, Any]:
                 alerts.append({"run": run, "segment": seg, "kind": sig.kind, "phase": sig.phase, "step": sig.step,
                                "key": sig.key})
         prev_state[run] = states
+        # a spike candidate the log ends on: the detector waits for the next point, which the log lacks
+        pending += [{"run": run, "segment": seg, "kind": name_, "key": key, "start": st["pending"]["step"], "end": None}
+                    for (key, name_), st in states.items() if st.get("pending")]
     steps_covered = sum(hi - lo + 1 for lo, hi in spans_of_steps.values())
     spans = _open_spans(alerts)
     documented = []
@@ -377,12 +381,13 @@ def real_log(path: Path) -> dict[str, Any]:
             continue
         lo, hi = e["step"], e.get("step_end") or e["step"]
         run = e.get("run", name)
-        hits = [s for s in spans if s["run"] == run and s["segment"] == e["segment"]
-                and s["kind"] in ("spike", "divergence", "nonfinite")
-                and s["start"] <= hi and (s["end"] is None or s["end"] >= lo)]
+        hits = [s for s in spans if _within(s, run, e["segment"], lo, hi)]
+        # the log ends on the spike's first point: found only where the source says the loss stayed high
+        held = [s for s in pending if _within(s, run, e["segment"], lo, hi)] if e.get("stays_high") else []
         documented.append({"run": run, "segment": e["segment"], "type": e["type"], "step": lo, "step_end": hi,
-                           "found": bool(hits), "by": sorted({h["kind"] for h in hits}),
-                           "delay": (min(h["start"] for h in hits) - lo) if hits else None})
+                           "found": bool(hits or held), "by": sorted({h["kind"] for h in hits}
+                                                                     | {h["kind"] + " (pending)" for h in held}),
+                           "delay": (min(h["start"] for h in hits + held) - lo) if hits or held else None})
     # observations (visible in the numbers, not described by the source) count as known anomalies
     observed = []
     for o in doc.get("observations", []):
@@ -413,7 +418,14 @@ def real_log(path: Path) -> dict[str, Any]:
         "false_alerts": len(false),
         "false_by_kind": _count(false),
         "false_examples": false[:12],
+        "pending_at_end": pending,
     }
+
+
+def _within(s: dict[str, Any], run: str, segment: str, lo: int, hi: int) -> bool:
+    """Whether alert span ``s`` is a loss alert of (run, segment) overlapping steps ``lo``..``hi``."""
+    return (s["run"] == run and s["segment"] == segment and s["kind"] in ("spike", "divergence", "nonfinite")
+            and s["start"] <= hi and (s["end"] is None or s["end"] >= lo))
 
 
 def real(data: Path) -> dict[str, Any]:
@@ -458,6 +470,8 @@ def print_real(rl: dict[str, Any], data: Path) -> None:
     for kind in POINT_KINDS:
         n = sum(r["false_by_kind"].get(kind, 0) for r in rl.values())
         print(f"- {kind}: {n} ({n / rows * 1e4:.3f} / {n / steps * 1e4:.4f})")
+    n = sum(r["false_alerts"] for r in rl.values())
+    print(f"- all: {n} ({n / rows * 1e4:.3f} / {n / steps * 1e4:.4f})")
     for name, r in rl.items():
         for d in r["documented"]:
             how = f"found by {','.join(d['by'])} (delay {d['delay']})" if d["found"] else "MISSED"
@@ -465,6 +479,8 @@ def print_real(rl: dict[str, Any], data: Path) -> None:
         for o in r["observations"]:
             print(f"    {name}: observation {o['type']} {o['step']}-{o['step_end']}: "
                   f"{'found by ' + str(o['by']) if o['found'] else 'MISSED'}")
+        for o in r["pending_at_end"]:
+            print(f"    {name}: the log ends on an unconfirmed {o['kind']} candidate {o['run']} {o['segment']} at {o['start']}")
         for o in r["false_examples"]:
             print(f"    {name}: false alert {o['run']} {o['segment']} {o['kind']} {o['key']} steps {o['start']}-{o['end']}")
 

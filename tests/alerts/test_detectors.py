@@ -48,8 +48,39 @@ def test_steps_at_or_below_the_last_seen_are_ignored():
     # an out-of-order (older) batch carrying a huge value changes nothing
     assert runner.feed([(50, "loss", 100.0), (119, "loss", 100.0)]) == []
     assert states[("loss", "spike")]["last_step"] == 119
-    # a newer step still counts
-    assert [(s.kind, s.phase, s.step) for s in runner.feed([(120, "loss", 100.0)])] == [("spike", "open", 120)]
+    # a newer step still counts (a spike opens once the next point confirms it, dated at its first)
+    assert runner.feed([(120, "loss", 100.0)]) == []
+    assert [(s.kind, s.phase, s.step) for s in runner.feed([(121, "loss", 100.0)])] == [("spike", "open", 120)]
+
+
+def test_one_batch_loss_jump_back_at_once_is_not_a_spike():
+    """A healthy run logs single-point jumps (one hard batch; the next loss is normal) every few
+    hundred steps, as the modded-nanogpt logs in data/real show: no alert; a jump that lasts two
+    points opens, dated at its first point, its evidence saying when it was confirmed."""
+    curve = loss_curve(600, seed=3)
+    blip = list(curve)
+    blip[400] *= 1.9
+    assert feed({"loss": blip}) == []
+    two = list(curve)
+    two[400] *= 1.9
+    two[401] *= 1.4
+    runner = SegmentRunner(dconfig.effective(None), {})
+    sigs = [s for i, v in enumerate(two) for s in runner.feed([(i, "loss", v)])]
+    assert [(s.kind, s.phase, s.step) for s in sigs][:1] == [("spike", "open", 400)]
+    assert sigs[0].evidence["value"] == two[400] and sigs[0].evidence["confirmed_step"] == 401
+    # confirm_points 1 opens on the jump itself
+    assert feed({"loss": blip}, cfg=dconfig.effective({"spike": {"confirm_points": 1}}))[:1] == [("spike", "open", 400)]
+
+
+def test_a_spike_candidate_survives_a_worker_restart_between_its_two_points():
+    curve = loss_curve(600, seed=3, spike=(400, 20, 0.8))
+    whole = feed({"loss": curve})
+    states: dict = {}
+    first = feed({"loss": curve[:401]}, states=states)
+    assert first == [] and states[("loss", "spike")]["pending"]["step"] == 400
+    restored = {k: json.loads(json.dumps(v)) for k, v in states.items()}
+    second = feed({"loss": curve[401:]}, steps=list(range(401, 600)), states=restored)
+    assert first + second == whole and whole[0] == ("spike", "open", 400)
 
 
 def test_spike_is_one_alert_with_evidence_and_closes_on_recovery():
@@ -188,7 +219,7 @@ def test_resumed_segment_inherits_history_but_not_open_alerts():
     feed({"loss": curve}, states=states)
     resumed = {k: inherit(v) for k, v in states.items()}
     # a blow-up right after the resume is measured against the pre-resume baseline
-    got = feed({"loss": [10.0]}, steps=[300], states=resumed)
+    got = feed({"loss": [10.0, 10.0]}, steps=[300, 301], states=resumed)
     assert ("spike", "open", 300) in got
 
 

@@ -1,6 +1,7 @@
 """The detectors with their default parameters on the real pretraining logs in data/real/,
 scored as ``bench/alert_quality.py`` scores them (docs/alerts.md, "Quality"): every
-documented loss spike and divergence is found, and no alert opens anywhere else."""
+documented loss spike and divergence is found, and at most 0.3 alerts per 10,000 logged
+rows (and per 10,000 steps covered) open anywhere else. About 5 s on the 2-core machine."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-MAX_FALSE_PER_10K_STEPS = 0.3  # the promise in docs/alerts.md
+MAX_FALSE_PER_10K = 0.3  # the promise in docs/alerts.md, per 10,000 rows and per 10,000 steps
 
 
 @pytest.fixture(scope="module")
@@ -33,9 +34,15 @@ def test_every_documented_spike_and_divergence_is_found(scored: dict[str, Any]) 
     assert [o["found"] for o in observed] == [True]  # the loss explosion right after the resume at 122,001
 
 
-def test_no_false_alert_on_the_real_logs(scored: dict[str, Any]) -> None:
-    assert {name: log["false_by_kind"] for name, log in scored.items()} == {name: {} for name in scored}
+def test_false_alerts_on_the_real_logs_stay_within_the_promise(scored: dict[str, Any]) -> None:
     steps = sum(log["steps"] for log in scored.values())
     rows = sum(log["rows"] for log in scored.values())
-    assert (steps, rows) == (454_573, 76_030)
-    assert sum(log["false_alerts"] for log in scored.values()) / steps * 1e4 <= MAX_FALSE_PER_10K_STEPS
+    assert len(scored) == 6 and rows >= 240_000  # every log of data/real/ was read
+    false = sum(log["false_alerts"] for log in scored.values())
+    assert false / rows * 1e4 <= MAX_FALSE_PER_10K
+    assert false / steps * 1e4 <= MAX_FALSE_PER_10K
+
+
+def test_one_batch_jumps_of_healthy_runs_raise_nothing(scored: dict[str, Any]) -> None:
+    """The 11 modded-nanogpt speedruns jump on single batches (up to x1.4) and are back at once."""
+    assert scored["modded_nanogpt_speedruns"]["false_by_kind"] == {}

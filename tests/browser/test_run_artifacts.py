@@ -24,8 +24,9 @@ FETCH_HEX = """async (href) => {
 
 
 def log_loss(run, steps, spike_at=None) -> None:  # type: ignore[no-untyped-def]
+    """A flat loss; ``spike_at`` starts a two-point spike (one point alone opens no alert)."""
     for s in steps:
-        value = 2.0 + 0.01 * math.sin(s) + (40.0 if s == spike_at else 0.0)
+        value = 2.0 + 0.01 * math.sin(s) + (40.0 if spike_at is not None and spike_at <= s <= spike_at + 1 else 0.0)
         run.log({"train/loss": value}, step=s)
     assert run.flush(timeout=20)
 
@@ -149,11 +150,13 @@ def test_alerts_listed_once_with_state_and_evidence(live_server, page):
     spikes = [a for a in alerts if a["kind"] == "spike"]
     assert spikes, alerts
     spike = spikes[0]
+    # Dated at the jump, opened by the next point, which is still high.
+    assert (spike["step"], spike["evidence"]["open"]["confirmed_step"]) == (80, 81)
     item = page.locator(f"#timeline li#alert-{spike['id']}")
     assert item.locator(".alert-state").text_content() == spike["state"]
     assert "spike" in item.text_content() and "train/loss" in item.text_content()
     hover = item.locator(".tl-body").get_attribute("title")
-    assert hover.startswith("open:") and "baseline" in hover and "threshold" in hover
+    assert hover.startswith("open:") and "baseline" in hover and "threshold" in hover and "confirmed_step 81" in hover
     # One timeline entry and one chart marker per alert: the anomaly event and the alert are the same thing.
     assert page.locator("#timeline li.tl-alert").count() == len(alerts)
     # Anomalies have their own lane; a marker there lists every anomaly it stands for.

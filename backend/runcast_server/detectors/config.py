@@ -30,6 +30,7 @@ DEFAULTS: Final[dict[str, Any]] = {
         "warmup": 1,  # points needed before the first test
         "k": 8.0,  # robust sigmas (1.4826 * MAD) above the median
         "min_rel": 0.2,  # ... and at least this fraction of the median above it
+        "confirm_points": 2,  # consecutive points above the recovery level that open (1: open on the jump)
         "recover_points": 3,  # consecutive points back under the recovery level close it
         "max_open_points": 500,  # a "spike" longer than this is closed as a new level
     },
@@ -42,6 +43,7 @@ DEFAULTS: Final[dict[str, Any]] = {
         "warmup": 5,
         "k": 10.0,
         "min_rel": 4.0,  # at least (1 + min_rel) x the median
+        "confirm_points": 1,  # a single exploding step is worth an alert
         "recover_points": 3,
         "max_open_points": 500,
     },

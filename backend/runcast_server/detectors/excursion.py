@@ -12,10 +12,14 @@ from runcast_server.detectors.stats import MAD_SIGMA, MIN_MAD_POINTS, mad, middl
 def excursion_up(kind: str) -> PointDetector:
     """A value far above the moving median: ``median + max(k * sigma, min_rel * |median|)``.
 
-    Opens on the first such point; while open the baseline is frozen; closes after
-    ``recover_points`` consecutive points below the recovery level (half-way between the
-    baseline and the threshold), or, after ``max_open_points``, as a new level (the window
-    is refilled from then on).
+    Such a point is a candidate; it opens (dated at the candidate's step) once
+    ``confirm_points`` consecutive points, the candidate included, lie above the recovery
+    level (half-way between the baseline and the threshold). A candidate whose next point
+    is back below that level is one hard batch, not an anomaly: healthy runs log such
+    single-point jumps every few hundred steps (docs/alerts.md, "The spike rule"); both
+    points then join the window. While open the baseline is frozen; closes after
+    ``recover_points`` consecutive points below the recovery level, or, after
+    ``max_open_points``, as a new level (the window is refilled from then on).
     """
 
     def update(state: dict[str, Any], p: dict[str, Any], step: int, value: float, ctx: dict[str, Any]) -> list[Signal]:
@@ -44,10 +48,24 @@ def excursion_up(kind: str) -> PointDetector:
                       "value": value, "baseline": o["baseline"]}
                 return [Signal(kind, "close", step, ev)]
             return []
+        pending = state.get("pending")
+        if pending is not None:
+            if value > pending["recover"]:
+                pending["points"].append(value)
+                if value > pending["peak"]:
+                    pending["peak"], pending["peak_step"] = value, step
+                if len(pending["points"]) >= p["confirm_points"]:
+                    return [_confirm(kind, state, step, value)]
+                return []
+            state["pending"] = None  # back at once: a hard batch; its points are the run's noise
+            for v in pending["points"]:
+                push_ordered(state, ring, v, p["window"])
         if len(ring) >= p["warmup"]:
             signal = _excursion_open(kind, state, ring, p, step, value)
             if signal is not None:
                 return [signal]
+            if state.get("pending"):
+                return []
         push_ordered(state, ring, value, p["window"])
         return []
 
@@ -72,8 +90,22 @@ def _excursion_open(
     threshold = med + margin
     if value <= threshold:
         return None
-    state["open"] = {"baseline": med, "threshold": threshold, "recover": med + margin / 2,
-                     "peak": value, "peak_step": step, "n": 0, "ok": 0}
     ev = {"value": value, "baseline": med, "sigma": sigma, "threshold": threshold,
           "deviation_sigmas": (value - med) / sigma if sigma > 0 else None, "window": len(ring)}
-    return Signal(kind, "open", step, ev)
+    state["pending"] = {"step": step, "recover": med + margin / 2, "peak": value, "peak_step": step,
+                        "points": [value], "evidence": ev}
+    if p["confirm_points"] <= 1:
+        return _confirm(kind, state, step, value)
+    return None
+
+
+def _confirm(kind: str, state: dict[str, Any], step: int, value: float) -> Signal:
+    """Open the pending candidate: the alert is dated at its first point, its evidence says when it was confirmed."""
+    pending = state.pop("pending")
+    ev = pending["evidence"]
+    n = len(pending["points"]) - 1  # points after the first, as the open state counts them
+    state["open"] = {"baseline": ev["baseline"], "threshold": ev["threshold"], "recover": pending["recover"],
+                     "peak": pending["peak"], "peak_step": pending["peak_step"], "n": n, "ok": 0}
+    if n:
+        ev = {**ev, "confirmed_step": step, "confirmed_value": value}
+    return Signal(kind, "open", pending["step"], ev)
