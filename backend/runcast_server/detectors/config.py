@@ -57,6 +57,8 @@ DEFAULTS: Final[dict[str, Any]] = {
         "ratio": 0.1,
         "min_rel": 0.01,
         "warmup_steps": 1000,
+        "min_points": 20,  # points a mark holds at least (a sparse log's marks lie further apart)
+        "z": 3.0,  # standard errors of the marks' difference each comparison must clear
     },
     # Smoothed train loss trending up, or validation loss rising while train loss falls.
     "divergence": {
