@@ -6,7 +6,7 @@ import math
 from typing import Any
 
 from runcast_server.detectors.signals import Signal
-from runcast_server.detectors.stats import MAD_SIGMA, median_mad
+from runcast_server.detectors.stats import MAD_SIGMA, median, median_mad
 
 MEDIAN_SE = 1.2533  # a median of n points with normal noise sigma has standard error this x sigma / sqrt(n)
 HEALTHY = 0.5  # a power-law loss falls over "recent" at least about this x its fall over "before"
@@ -19,10 +19,10 @@ def plateau(state: dict[str, Any], p: dict[str, Any], step: int, value: float, c
     Every ``window_steps / 8`` steps, once ``min_points`` points came in since the last
     one, a mark records the points since the last mark: the mean of the medians of their
     blocks of up to ``smooth`` points (a block never spans two marks, so a mark describes
-    its own steps however sparse the log), their mean step, their count and their mean
-    block MAD. "before" and "recent" are the falls per step (least-squares slopes of the
-    marks) over the ``w`` steps before the last ``w`` and over the last ``w``, with ``w =
-    min(window_steps, step / 4)``: both lie in the second half of the run so far, where a
+    its own steps however sparse the log), the mean of the blocks' median steps, the
+    points' count and the mean block MAD. "before" and "recent" are the falls per step
+    (least-squares slopes of the marks) over the ``w`` steps before the last ``w`` and
+    over the last ``w``, with ``w = min(window_steps, step / 4)``: both lie in the second half of the run so far, where a
     loss that follows a power law in the step falls over "recent" at least about half
     (``HEALTHY``) what it fell over "before". It opens when "recent" is under ``ratio`` x
     "before", "before" is ``z`` standard errors above ``min_rel`` of the level per
@@ -38,22 +38,21 @@ def plateau(state: dict[str, Any], p: dict[str, Any], step: int, value: float, c
     state.setdefault("first", step)
     if step - state["first"] < p["warmup_steps"]:
         return []
-    block: list[float] = state.setdefault("block", [])
-    acc: list[float] = state.setdefault("acc", [0.0, 0.0, 0, 0])  # n x block median, n x block MAD, points, steps
+    block: list[list[float]] = state.setdefault("block", [])  # [step, value] of the points of the current block
+    acc: list[float] = state.setdefault("acc", [0.0, 0.0, 0.0, 0])  # n x block median, n x its MAD, n x its median step, n
     if len(acc) != 4:
-        acc[:] = [0.0, 0.0, 0, 0]
-    block.append(value)
-    acc[3] += step
+        acc[:] = [0.0, 0.0, 0.0, 0]
+    block.append([step, value])
     spacing = max(1, int(p["window_steps"]) // 8)
-    due = (not marks or step - marks[-1][0] >= spacing) and acc[2] + len(block) >= p["min_points"]
+    due = (not marks or step - marks[-1][0] >= spacing) and acc[3] + len(block) >= p["min_points"]
     if len(block) >= p["smooth"] or due:
         _close_block(block, acc)
     if not due:
         return []
-    n = acc[2]
+    n = acc[3]
     level = acc[0] / n
-    marks.append([step, level, acc[3] / n, n, acc[1] / n])  # last step, level, mean step, points, MAD
-    acc[:] = [0.0, 0.0, 0, 0]
+    marks.append([step, level, acc[2] / n, n, acc[1] / n])  # last step, level, its step, points, MAD
+    acc[:] = [0.0, 0.0, 0.0, 0]
     del marks[: max(0, len(marks) - MARKS_KEPT)]
     if state.get("open"):
         if level < state["open"]["level"] * (1 - p["min_rel"]):
@@ -81,19 +80,23 @@ def plateau(state: dict[str, Any], p: dict[str, Any], step: int, value: float, c
     return []
 
 
-def _close_block(block: list[float], acc: list[float]) -> None:
-    """Add the block's median and MAD, weighted by its size, to the mark being built; empty it."""
+def _close_block(block: list[list[float]], acc: list[float]) -> None:
+    """Add the block's median, MAD and median step, weighted by its size, to the mark being
+    built; empty it. The median step, not the mean: where the trend outweighs the noise the
+    median value is the value near the median step, and a sampled log's steps are uneven."""
     if block:
-        m, d = median_mad(block)
-        acc[0] += m * len(block)
-        acc[1] += d * len(block)
-        acc[2] += len(block)
+        n = len(block)
+        m, d = median_mad([v for _, v in block])
+        acc[0] += m * n
+        acc[1] += d * n
+        acc[2] += median([s for s, _ in block]) * n
+        acc[3] += n
         block.clear()
 
 
 def _fall_coefs(marks: list[list[float]], lo: int, hi: int) -> dict[int, float]:
     """``c`` such that ``sum(c[i] * level_i)`` is the fall per step of marks ``lo``..``hi``: minus
-    the slope of their least-squares line over their mean steps, each weighted by its points."""
+    the slope of their least-squares line over their steps, each weighted by its points."""
     span = range(lo, hi + 1)
     x0 = sum(marks[i][3] * marks[i][2] for i in span) / sum(marks[i][3] for i in span)
     sxx = sum(marks[i][3] * (marks[i][2] - x0) ** 2 for i in span)
