@@ -24,11 +24,11 @@ def plateau(state: dict[str, Any], p: dict[str, Any], step: int, value: float, c
     (least-squares slopes of the marks) over the ``w`` steps before the last ``w`` and
     over the last ``w``, with ``w = min(window_steps, step / 4)``: both lie in the second half of the run so far, where a
     loss that follows a power law in the step falls over "recent" at least about half
-    (``HEALTHY``) what it fell over "before". It opens when "recent" is under ``ratio`` x
-    "before", "before" is ``z`` standard errors above ``min_rel`` of the level per
-    ``window_steps``, and "recent" is ``z`` standard errors below ``HEALTHY`` x "before",
-    the noise per point being the series' own (its marks' MADs): a few dozen sampled
-    points do not make a healthy curve read as flat.
+    (``HEALTHY``) what it fell over "before". It opens when "before" is at least
+    ``min_rel`` of the level per ``window_steps``, "recent" is under ``ratio`` x "before",
+    and "recent" lies ``z`` standard errors below ``HEALTHY`` x "before", the noise per
+    point being the series' own (its marks' MADs): a few dozen sampled points cannot make
+    a healthy curve read as flat.
     """
     if not math.isfinite(value):
         return []
@@ -70,13 +70,12 @@ def plateau(state: dict[str, Any], p: dict[str, Any], step: int, value: float, c
     c_gap = {i: HEALTHY * c_before.get(i, 0.0) - c_recent.get(i, 0.0) for i in range(i_start, len(marks))}
     before, recent, gap = (sum(c * marks[i][1] for i, c in cs.items()) for cs in (c_before, c_recent, c_gap))
     sigma = MEDIAN_SE * MAD_SIGMA * sorted(m[4] for m in marks)[len(marks) // 2]
-    noise_before, noise_gap = _noise(marks, c_before, sigma), _noise(marks, c_gap, sigma)
-    improving = before - p["z"] * noise_before >= p["min_rel"] * abs(marks[i_mid][1]) / p["window_steps"]
-    if improving and gap > p["z"] * noise_gap and recent < p["ratio"] * before:
+    noise_gap = _noise(marks, c_gap, sigma)
+    improving = before >= p["min_rel"] * abs(marks[i_mid][1]) / p["window_steps"]
+    if improving and recent < p["ratio"] * before and gap > p["z"] * noise_gap:
         state["open"] = {"level": level}
         return [Signal("plateau", "open", step, {"smoothed": level, "fall_recent": recent * w, "fall_before": before * w,
-                                                  "noise_before": noise_before * w, "noise_gap": noise_gap * w,
-                                                  "window_steps": w, "ratio": p["ratio"]})]
+                                                  "noise": noise_gap * w, "window_steps": w, "ratio": p["ratio"]})]
     return []
 
 
