@@ -9,6 +9,7 @@ import random
 
 from runcast_server.detectors import config as dconfig
 from runcast_server.detectors.core import SegmentRunner
+from runcast_server.detectors.plateau import plateau
 
 STEPS = 30_000
 
@@ -73,3 +74,11 @@ def test_marks_stored_by_an_earlier_version_are_dropped_not_misread():
     log = [(s, 2.9) for s in range(8_001, 12_000)]
     assert plateau_opens(log, states=old) == []
     assert all(len(m) == 5 for m in old[("loss", "plateau")]["marks"])
+
+
+def test_marks_that_describe_one_step_give_no_slope_and_no_error():
+    """A resume that recomputed steps can leave the marks of a window at one step; no slope, no alert."""
+    p = dconfig.effective({"plateau": {"min_points": 1, "smooth": 1}})["plateau"]
+    marks = [[10_000 + 1250 * i, 3.0 - 0.1 * i, 10_000.0, 1, 0.0] for i in range(9)]
+    state = {"first": 0, "marks": marks, "block": [], "acc": [0.0, 0.0, 0.0, 0]}
+    assert plateau(state, p, 10_000 + 1250 * 9, 2.2, {}) == []

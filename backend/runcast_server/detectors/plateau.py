@@ -67,6 +67,8 @@ def plateau(state: dict[str, Any], p: dict[str, Any], step: int, value: float, c
     # combination of them, the middle mark that both windows share included.
     c_before = _fall_coefs(marks, i_start, i_mid)
     c_recent = _fall_coefs(marks, i_mid, len(marks) - 1)
+    if c_before is None or c_recent is None:
+        return []
     c_gap = {i: HEALTHY * c_before.get(i, 0.0) - c_recent.get(i, 0.0) for i in range(i_start, len(marks))}
     before, recent, gap = (sum(c * marks[i][1] for i, c in cs.items()) for cs in (c_before, c_recent, c_gap))
     sigma = MEDIAN_SE * MAD_SIGMA * sorted(m[4] for m in marks)[len(marks) // 2]
@@ -93,13 +95,14 @@ def _close_block(block: list[list[float]], acc: list[float]) -> None:
         block.clear()
 
 
-def _fall_coefs(marks: list[list[float]], lo: int, hi: int) -> dict[int, float]:
+def _fall_coefs(marks: list[list[float]], lo: int, hi: int) -> dict[int, float] | None:
     """``c`` such that ``sum(c[i] * level_i)`` is the fall per step of marks ``lo``..``hi``: minus
-    the slope of their least-squares line over their steps, each weighted by its points."""
+    the slope of their least-squares line over their steps, each weighted by its points
+    (None if they all describe one step: a resume that recomputed steps can do that)."""
     span = range(lo, hi + 1)
     x0 = sum(marks[i][3] * marks[i][2] for i in span) / sum(marks[i][3] for i in span)
     sxx = sum(marks[i][3] * (marks[i][2] - x0) ** 2 for i in span)
-    return {i: -marks[i][3] * (marks[i][2] - x0) / sxx for i in span}
+    return {i: -marks[i][3] * (marks[i][2] - x0) / sxx for i in span} if sxx > 0 else None
 
 
 def _noise(marks: list[list[float]], coefs: dict[int, float], sigma: float) -> float:
