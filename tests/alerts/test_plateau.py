@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import random
 
+import pytest
 from runcast_server.detectors import config as dconfig
 from runcast_server.detectors.core import SegmentRunner
 from runcast_server.detectors.plateau import plateau
@@ -82,3 +83,12 @@ def test_marks_that_describe_one_step_give_no_slope_and_no_error():
     marks = [[10_000 + 1250 * i, 3.0 - 0.1 * i, 10_000.0, 1, 0.0] for i in range(9)]
     state = {"first": 0, "marks": marks, "block": [], "acc": [0.0, 0.0, 0.0, 0]}
     assert plateau(state, p, 10_000 + 1250 * 9, 2.2, {}) == []
+
+
+def test_z_and_min_points_are_overrides_with_bounds():
+    cfg = dconfig.effective({"plateau": {"z": 2, "min_points": 50}})
+    assert (cfg["plateau"]["z"], cfg["plateau"]["min_points"]) == (2.0, 50)
+    for bad, field in (({"plateau": {"z": -1}}, "alerts.plateau.z"), ({"plateau": {"min_points": 0}}, "alerts.plateau.min_points")):
+        with pytest.raises(dconfig.ConfigError) as err:
+            dconfig.validate_overrides(bad)
+        assert err.value.field == field
