@@ -49,7 +49,8 @@ DEFAULTS: Final[dict[str, Any]] = {
     },
     # The smoothed loss stopped improving: over the last w = min(window_steps, step / 4)
     # steps it fell by less than ratio x what it fell over the w steps before (which must
-    # be >= min_rel x w / window_steps of its level).
+    # be >= min_rel x w / window_steps of its level), and by z standard errors less than
+    # half of that, the series' noise deciding what a sampled log can show.
     "plateau": {
         "enabled": True,
         "smooth": 50,  # points per block; a mark is the mean of the block medians since the last
@@ -57,6 +58,8 @@ DEFAULTS: Final[dict[str, Any]] = {
         "ratio": 0.1,
         "min_rel": 0.01,
         "warmup_steps": 1000,
+        "min_points": 20,  # points a mark holds at least (a sparse log's marks lie further apart)
+        "z": 3.0,  # standard errors by which "recent" must lie below half of "before"
     },
     # Smoothed train loss trending up, or validation loss rising while train loss falls.
     "divergence": {
