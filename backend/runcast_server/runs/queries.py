@@ -166,7 +166,7 @@ def list_runs(
         where.append(select(RunTag.run_id).where(RunTag.run_id == Run.id, RunTag.tag == tag).exists())
     where += table_conditions(values, table)
     order = ordering(values, table)
-    query = values.join(select(Run.id).join(Project, Project.id == Run.project_id)).where(*where)
+    query = select(Run.id).join(Project, Project.id == Run.project_id).where(*where)
     if cursor is not None:
         if not table.keyset:
             raise Invalid("a cursor pages the newest-first list: with sort or group_by, page by offset", field="cursor")
