@@ -91,3 +91,37 @@ def test_offset_pages_of_a_sort_with_ties_hold_every_run_once(client, seed, sort
         assert sorted(seen) == [f"t{i:02d}" for i in range(23)], (sort, order)
         whole = names(client.get(API, params={"sort": sort, "order": order, "limit": 100}).json())
         assert seen == whole
+
+
+@pytest.mark.parametrize("params", [{"sort": "config.lr", "order": "asc"}, {"sort": "config.lr", "order": "desc"},
+                                    {"group_by": "group", "sort": "metric.train/loss", "column": "config.lr"}])
+def test_runs_created_while_paging_never_shift_a_page(client, seed, params):
+    """Paging by offset with the first page's as_of: runs created meanwhile (ties, the smallest and
+    the largest value, in any group) neither repeat a run nor push one off a page."""
+
+    def make(name, lr, group):
+        run = seed.run(name=name).start(config={"lr": lr}, group=group)
+        run.log({"train/loss": [(1, lr)]})
+
+    for i in range(12):
+        make(f"old{i:02d}", [1e-3, 3e-4, 1e-2][i % 3], f"g{i % 2}")
+    seen: list[str] = []
+    body = client.get(API, params={**params, "limit": 5}).json()
+    assert body["as_of"] is not None and body["next_offset"] == 5
+    groups = body.get("groups")
+    added = 0
+    while True:
+        seen += names(body)
+        for lr in (1e-3, 1e-9, 1.0):  # a tie, the first and the last place
+            make(f"new{added:02d}", lr, f"g{added % 3}")
+            added += 1
+        if body["next_offset"] is None:
+            break
+        body = client.get(API, params={**params, "limit": 5, "offset": body["next_offset"],
+                                       "as_of": body["as_of"]}).json()
+        assert body.get("groups") == groups  # the same listing: counts and aggregates too
+    assert sorted(seen) == [f"old{i:02d}" for i in range(12)]
+    fresh = names(client.get(API, params={**params, "limit": 100}).json())
+    assert len(fresh) == 12 + added  # a new first page lists them all
+    assert client.get(API, params={**params, "as_of": "x"}).status_code == 422
+    assert client.get(API, params={"as_of": 1}).json()["as_of"] is None  # newest first pages by cursor
