@@ -8,7 +8,7 @@ ingest path (the SDK's ``run.log`` into an embedded ``runcast serve``, SQLite; k
 downloaded over loopback, read by pyarrow, made a pandas DataFrame with a column per key) and, for
 where the time goes, its parts measured alone (download; ``pyarrow.parquet.read_table``; the
 Table made a DataFrame) and ``history(pandas=False)`` (a list of dicts). Every call's row and point count is
-checked. Best of ``--repeat``; prints a markdown table with the server's and the client's
+checked. Median of ``--repeat``; prints a markdown table with the server's and the client's
 CPU seconds and the load average.
 """
 
@@ -20,6 +20,7 @@ import json
 import math
 import os
 import platform
+import statistics
 import sys
 import tempfile
 import time
@@ -55,13 +56,14 @@ def log_run(server: str, token: str, keys: int, steps: int) -> tuple[str, float]
     return run.id, time.perf_counter() - started
 
 
-def best(fn: Any, repeat: int) -> tuple[float, Any]:
-    results = []
+def median(fn: Any, repeat: int) -> tuple[float, Any]:
+    """The median of ``repeat`` timed calls of ``fn`` (seconds) and the last call's result."""
+    times, out = [], None
     for _ in range(repeat):
         started = time.perf_counter()
         out = fn()
-        results.append((time.perf_counter() - started, out))
-    return min(results, key=lambda r: r[0])
+        times.append(time.perf_counter() - started)
+    return statistics.median(times), out
 
 
 def main() -> None:
@@ -105,16 +107,16 @@ def main() -> None:
                 keys, steps = map(int, shape.split("x"))
                 points = keys * steps
                 server_cpu, client_cpu = cpu_seconds(proc.pid), time.process_time()
-                seconds, df = best(lambda s=shape: api.run(made[s]).history(), args.repeat)
+                seconds, df = median(lambda s=shape: api.run(made[s]).history(), args.repeat)
                 server_cpu, client_cpu = cpu_seconds(proc.pid) - server_cpu, time.process_time() - client_cpu
                 assert df.shape == (steps, keys + 2) and int(df.iloc[:, 2:].notna().sum().sum()) == points
                 run = api.run(made[shape])  # the parts, alone
                 url = f"{server}/api/v1/runs/{run.id}/export?format=parquet"
-                download_s, body = best(lambda u=url: httpx.get(u, headers=auth, timeout=600).content, args.repeat)
-                read_s, table = best(lambda b=body: pq.read_table(io.BytesIO(b), read_dictionary=["key"]),
+                download_s, body = median(lambda u=url: httpx.get(u, headers=auth, timeout=600).content, args.repeat)
+                read_s, table = median(lambda b=body: pq.read_table(io.BytesIO(b), read_dictionary=["key"]),
                                      args.repeat)
-                frame_s, _ = best(lambda t=table: history.frame_of_table(t), args.repeat)
-                rows_s, rows = best(lambda r=run: r.history(pandas=False), 1)
+                frame_s, _ = median(lambda t=table: history.frame_of_table(t), args.repeat)
+                rows_s, rows = median(lambda r=run: r.history(pandas=False), 1)
                 assert len(rows) == steps
                 print(f"| {shape.replace('x', ' x ')} | {points:,} | **{seconds:.2f}** | {points / seconds:,.0f} "
                       f"| {download_s:.2f} | {read_s:.2f} | {frame_s:.2f} | {rows_s:.2f} "

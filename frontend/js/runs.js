@@ -20,7 +20,7 @@ function createPage() {
     keys: { config: new Set(), summary: new Set(), metric: new Set() },
     keysShown: "", // the keys and columns the chooser shows
     selected: new Set(),
-    next: null, // {cursor} or {offset} of the next page; null on the last
+    next: null, // {cursor} or {offset, asOf} of the next page; null on the last
     lossKey: "train/loss",
     generation: 0, // bumped when the query changes: answers to older requests are dropped
     state: readState(location.search),
@@ -150,12 +150,18 @@ function keep(rows) {
   return rows.map((run) => ({ ...run, fetchedAt: now }));
 }
 
+function nextPage(body) {
+  if (body.next_cursor) return { cursor: body.next_cursor };
+  return body.next_offset ? { offset: body.next_offset, asOf: body.as_of } : null;
+}
+
 async function loadPage(page) {
   const more = $("more");
   const params = apiParams(page.state, page.lossKey);
   params.set("limit", String(PAGE));
   if (page.next?.cursor) params.set("cursor", page.next.cursor);
   if (page.next?.offset) params.set("offset", String(page.next.offset));
+  if (page.next?.asOf) params.set("as_of", String(page.next.asOf)); // runs created since never shift a page
   more.disabled = true;
   const generation = page.generation;
   try {
@@ -163,7 +169,7 @@ async function loadPage(page) {
     if (generation !== page.generation) return;
     page.rows = [...page.rows, ...keep(body.runs)];
     page.groups = body.groups;
-    page.next = body.next_cursor ? { cursor: body.next_cursor } : body.next_offset ? { offset: body.next_offset } : null;
+    page.next = nextPage(body);
     more.hidden = !page.next;
     if (page.state.sort !== "loss") page.lossKey = lastLossKey(page.rows[0]?.last_values || {}) || page.lossKey;
     learn(page, body);
@@ -188,7 +194,7 @@ async function refresh(page) {
     page.rows = page.rows.length > 200 ? [...fresh, ...page.rows.slice(200).filter((r) => !fresh.some((f) => f.id === r.id))] : fresh;
     page.groups = body.groups;
     if (page.rows.length <= 200) {
-      page.next = body.next_cursor ? { cursor: body.next_cursor } : body.next_offset ? { offset: body.next_offset } : null;
+      page.next = nextPage(body);
       $("more").hidden = !page.next;
     }
     learn(page, body);

@@ -13,6 +13,7 @@ from sqlalchemy import (
     JSON,
     BigInteger,
     Boolean,
+    Computed,
     Float,
     ForeignKey,
     Index,
@@ -25,6 +26,7 @@ from sqlalchemy import (
     UniqueConstraint,
     false,
 )
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 NAMING_CONVENTION = {
@@ -37,6 +39,8 @@ NAMING_CONVENTION = {
 
 # BIGINT primary keys autoincrement on PostgreSQL; SQLite only autoincrements INTEGER.
 BigId = BigInteger().with_variant(Integer(), "sqlite")
+# JSON that PostgreSQL stores parsed (jsonb); SQLite has one JSON type, text.
+_JSONB = JSON().with_variant(JSONB(), "postgresql")
 
 
 class Base(DeclarativeBase):
@@ -123,6 +127,12 @@ class Run(Base):
     # Folded from the run's updates (run.summary, run.define_metric), in trainer order.
     summary: Mapped[dict[str, Any] | None] = mapped_column()
     metric_defs: Mapped[dict[str, Any] | None] = mapped_column()
+    # Copies of config, summary and last_values made by the database (migration 0019): jsonb on
+    # PostgreSQL, parsed once when written, for the run table's filters, sorts and aggregates
+    # (runs/tablesql.py); virtual on SQLite. Deferred: a loaded run never reads them.
+    config_jsonb: Mapped[dict[str, Any] | None] = mapped_column(_JSONB, Computed("config"), deferred=True)
+    summary_jsonb: Mapped[dict[str, Any] | None] = mapped_column(_JSONB, Computed("summary"), deferred=True)
+    last_values_jsonb: Mapped[dict[str, Any] | None] = mapped_column(_JSONB, Computed("last_values"), deferred=True)
     # Archived runs are left out of the run list unless asked for; still readable by id.
     archived_at: Mapped[float | None] = mapped_column(Float)
     # PostgreSQL: the run's partitions and series ids (partitions.py); 0 = stored before

@@ -37,6 +37,7 @@ SCHEMA: Final = pa.schema(
     ]
 )
 _NAN: Final = pa.scalar(float("nan"), pa.float64())
+_ROW: Final = pa.struct([pa.field("step", pa.int64()), pa.field("value", pa.float64())])
 
 
 class Chunks:
@@ -87,12 +88,9 @@ def _page(cursor: Any, series_id: int, after: int, limit: int, upto: int | None 
 
 def page_of_rows(rows: Sequence[tuple[int, float | None]]) -> pa.Table:
     """A page of ``(step, value)`` rows (NULL = NaN) as the columns ``_page`` answers."""
-    steps, values = zip(*rows, strict=True)
-    return pa.table({
-        "step": pa.array(steps, pa.int64()),
-        "nan": pa.array([v is None for v in values], pa.bool_()),
-        "value": pa.array(values, pa.float64()).fill_null(0.0),
-    })
+    # pyarrow reads the tuples in C++ (a struct per row): no Python list per column, no bool per row.
+    step, value = pa.array(rows, type=_ROW).flatten()
+    return pa.table({"step": step, "nan": value.is_null(), "value": value.fill_null(0.0)})
 
 
 def adbc_pages(database_url: str, refs: Sequence[SeriesRef], page_rows: int) -> Iterator[tuple[SeriesRef, pa.Table]]:

@@ -82,6 +82,9 @@ class RunList(BaseModel):
     next_offset: int | None = Field(
         None, description="With ?sort=: pass as ?offset= for the next page; null on the last page."
     )
+    as_of: float | None = Field(
+        None, description="With ?sort= or ?group_by=: the listing's moment; pass it as ?as_of= with each next_offset."
+    )
     groups: list[RunGroup] | None = Field(
         None, description="With ?group_by=group: every group of the matching runs (not only this page's), by name."
     )

@@ -140,12 +140,15 @@ def list_runs(
     stall_after: StallAfter,
     archived: str = "exclude",
     table: Table | None = None,
+    as_of: float | None = None,
 ) -> RunList:
     """One page of the runs the viewer may see, newest first unless ``table`` sorts or groups.
 
     Newest first is ordered by (created_at, id) descending; the cursor holds the last row's key,
     so rows inserted while a client pages never cause duplicates or gaps. A sorted or grouped
-    table pages by offset. ``archived``: ``exclude`` (archived runs left out), ``include`` or ``only``.
+    table pages by offset, among the runs created at or before ``as_of`` (the first page's time,
+    which the page returns), so runs created meanwhile never shift a later page. ``archived``:
+    ``exclude`` (archived runs left out), ``include`` or ``only``.
     """
     now = time.time()
     table = table or Table()
@@ -164,9 +167,13 @@ def list_runs(
         where.append(Run.group_name == group)
     if tag is not None:
         where.append(select(RunTag.run_id).where(RunTag.run_id == Run.id, RunTag.tag == tag).exists())
+    if as_of is None and not table.keyset:
+        as_of = now
+    if as_of is not None:
+        where.append(Run.created_at <= as_of)
     where += table_conditions(values, table)
     order = ordering(values, table)
-    query = values.join(select(Run.id).join(Project, Project.id == Run.project_id)).where(*where)
+    query = select(Run.id).join(Project, Project.id == Run.project_id).where(*where)
     if cursor is not None:
         if not table.keyset:
             raise Invalid("a cursor pages the newest-first list: with sort or group_by, page by offset", field="cursor")
@@ -204,6 +211,7 @@ def list_runs(
         shown = [x for x in shown if x[2].horizon is None or x[1].status == status]
     return RunList(
         runs=[summary for _, summary, _, _ in shown], next_cursor=next_cursor, next_offset=next_offset,
+        as_of=None if table.keyset else as_of,
         groups=groups(session, values, table, where) if table.group_by else None,
         keys=page_keys(shown) if table.keys else None,
     )

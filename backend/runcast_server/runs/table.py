@@ -55,8 +55,8 @@ def groups(session: Session, values: Values, table: Table, where: list[ColumnEle
     numeric = [c for c in table.columns if c.kind != "field" or c.numeric_field]
     # Each cell computed once per run (materialized: SQLite would otherwise parse the JSON per aggregate).
     cells_cte = (
-        values.join(select(Run.group_name.label("g"), *[values.number(c).label(f"c{i}") for i, c in enumerate(numeric)])
-                    .select_from(Run).join(Project, Project.id == Run.project_id)).where(*where)
+        select(Run.group_name.label("g"), *[values.number(c).label(f"c{i}") for i, c in enumerate(numeric)])
+        .select_from(Run).join(Project, Project.id == Run.project_id).where(*where)
         .cte("cells").prefix_with("MATERIALIZED")
     )
     figures: list[Any] = []

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from runcast.policy import allows, effective
-from sqlalchemy import ColumnElement, Select, and_, case, cast, false, func, literal, or_, select, true
+from sqlalchemy import ColumnElement, Float, and_, case, cast, false, func, literal, or_, select, true
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Session
 
@@ -33,6 +33,12 @@ _FIELDS: Final[dict[str, Any]] = {
     "finished_at": Run.finished_at, "heartbeat_at": Run.heartbeat_at, "last_step": Run.last_step,
 }
 _SOURCE: Final[dict[str, Any]] = {"config": Run.config, "summary": Run.summary, "metric": Run.last_values}
+_TRUE: Final = cast(literal("true"), JSONB)
+_FALSE: Final = cast(literal("false"), JSONB)
+# PostgreSQL: the same as jsonb, parsed when the run was written (migration 0019).
+_PARSED: Final[dict[str, Any]] = {
+    "config": Run.config_jsonb, "summary": Run.summary_jsonb, "metric": Run.last_values_jsonb,
+}
 
 
 @dataclass
@@ -42,58 +48,46 @@ class Values:
     session: Session
     viewer: Project | None
     _policies: tuple[dict[int, dict[str, Any]], list[tuple[str, int, dict[str, Any]]]] | None = field(default=None)
-    _laterals: dict[str, Any] = field(default_factory=dict)
 
     @property
     def sqlite(self) -> bool:
         return self.session.get_bind().dialect.name == "sqlite"
 
-    def _typed(self, column: Column) -> tuple[ColumnElement[Any], ColumnElement[Any], ColumnElement[Any]]:
-        """(JSON type name, number, text) of the key; type names as SQLite gives them."""
-        source = _SOURCE[column.kind]
+    def _typed(self, column: Column) -> tuple[dict[str, ColumnElement[bool]], ColumnElement[Any], ColumnElement[Any]]:
+        """Whether the key's value is a ``number``, ``text``, ``true`` or ``false``; its number; its text."""
         if self.sqlite:
+            source = _SOURCE[column.kind]
             # SQLite matches a path's key against the key as stored, escapes included; the server
             # stores ``\u00fc`` for ``ü`` (json.dumps), a JSON text written elsewhere may hold ``ü``.
             tail = "[1]" if column.kind == "metric" else ""
             paths = list(dict.fromkeys(f'$."{k}"{tail}' for k in (json.dumps(column.key)[1:-1], column.key)))
             kinds = [func.json_type(source, literal(p)) for p in paths]
             values = [func.json_extract(source, literal(p)) for p in paths]
-            if len(paths) == 1:
-                return kinds[0], values[0], values[0]
-            return func.coalesce(*kinds), func.coalesce(*values), func.coalesce(*values)
-        source = self._parsed(column.kind)
-        element = source[(column.key, 1)] if column.kind == "metric" else source[column.key]
-        pg_kind = func.jsonb_typeof(element)
-        kind = case((pg_kind == "number", "real"), (pg_kind == "string", "text"), else_=pg_kind)
-        return kind, element.as_float(), element.as_string()
-
-    def _parsed(self, kind: str) -> Any:
-        """PostgreSQL: the run's JSON column as JSONB, parsed once per row (a LATERAL subquery that
-        OFFSET 0 keeps from being inlined into every use: the json type re-parses its text per access)."""
-        if kind not in self._laterals:
-            parsed = cast(_SOURCE[kind], JSONB).label("v")
-            self._laterals[kind] = select(parsed).correlate(Run).offset(0).lateral(f"parsed_{kind}")
-        return self._laterals[kind].c.v
-
-    def join(self, query: Select[Any]) -> Select[Any]:
-        """``query`` with the parsed JSON its expressions use (PostgreSQL; SQLite reads it in place)."""
-        for lateral in self._laterals.values():
-            query = query.join(lateral, true())
-        return query
+            kind, value = (kinds[0], values[0]) if len(paths) == 1 else (func.coalesce(*kinds), func.coalesce(*values))
+            tests = {"number": kind.in_(("integer", "real")), "text": kind == "text", "true": kind == "true",
+                     "false": kind == "false"}
+            return tests, value, value
+        parsed = _PARSED[column.kind]
+        element = parsed[(column.key, 1)] if column.kind == "metric" else parsed[column.key]
+        kind = func.jsonb_typeof(element)
+        tests = {"number": kind == "number", "text": kind == "string", "true": element == _TRUE,
+                 "false": element == _FALSE}
+        # A jsonb number casts to double precision without going through its text.
+        return tests, cast(element, Float), element.as_string()
 
     def number(self, column: Column) -> ColumnElement[Any]:
         """The column's value where it is a number (NULL otherwise)."""
         if column.kind == "field":
             return _FIELDS[column.key]
-        kind, value, _ = self._typed(column)
-        return case((and_(kind.in_(("integer", "real")), ~self.hidden(column)), value))
+        tests, value, _ = self._typed(column)
+        return case((and_(tests["number"], ~self.hidden(column)), value))
 
     def text(self, column: Column) -> ColumnElement[Any]:
         """The column's value where it is text (NULL otherwise)."""
         if column.kind == "field":
             return _FIELDS[column.key]
-        kind, _, value = self._typed(column)
-        return case((and_(kind == "text", ~self.hidden(column), ~self._pathlike(value)), value))
+        tests, _, value = self._typed(column)
+        return case((and_(tests["text"], ~self.hidden(column), ~self._pathlike(value)), value))
 
     def _pathlike(self, value: ColumnElement[Any]) -> ColumnElement[bool]:
         """Text that may hold a path (a slash, a backslash or a tilde anywhere), for a reader who
@@ -102,18 +96,19 @@ class Values:
         return and_(self.outsider(), ~Run.public_paths, test)
 
     def boolean(self, column: Column, value: bool) -> ColumnElement[bool]:
-        kind, _, _ = self._typed(column)
-        return and_(kind == ("true" if value else "false"), ~self.hidden(column))
+        tests, _, _ = self._typed(column)
+        return and_(tests["true" if value else "false"], ~self.hidden(column))
 
     def order(self, column: Column, descending: bool) -> list[ColumnElement[Any]]:
-        """ORDER BY terms; runs without a value last. SQLite: the JSON value itself (numbers before
-        text, as SQLite orders types), so each row's JSON is parsed once or twice rather than per
-        term; PostgreSQL: numbers, then text."""
+        """ORDER BY terms; runs without a number or text last. SQLite: the JSON value itself (numbers
+        before text, as SQLite orders types), so each row's JSON is parsed once rather than per
+        term (its parse cache serves the type and the value); PostgreSQL: numbers, then text."""
         if column.kind == "field":
             terms = [self.number(column)]
         elif self.sqlite:
-            _, value, _ = self._typed(column)
-            terms = [case((or_(self.hidden(column), self._pathlike(value)), None), else_=value)]
+            tests, value, _ = self._typed(column)
+            shown = and_(or_(tests["number"], tests["text"]), ~self.hidden(column), ~self._pathlike(value))
+            terms = [case((shown, value))]  # true, false, null, objects and lists: no value
         else:
             terms = [self.number(column), self.text(column)]
         return [(t.desc() if descending else t.asc()).nulls_last() for t in terms]
@@ -126,7 +121,8 @@ class Values:
         expr = self.text(f.column) if isinstance(f.value, str) else self.number(f.column)
         ops = {"eq": expr == f.value, "ne": expr != f.value, "lt": expr < f.value, "le": expr <= f.value,
                "gt": expr > f.value, "ge": expr >= f.value}
-        return and_(expr.is_not(None), ops[f.op])
+        # A run without a value (NULL) compares as NULL, which WHERE drops: ne included.
+        return ops[f.op]
 
     # --- what the viewer may see -----------------------------------------------------------------
     def outsider(self) -> ColumnElement[bool]:

@@ -1,5 +1,7 @@
 """A run's points from its export, as rows: ``{"_segment", "_step", key: value, ...}``, one per
 segment and step, in that order (a resumed run's abandoned steps stay under their segment).
+A column the export has beyond ``segment, key, step, value`` (a step's ``time``) is kept, one
+value per row under its name with a leading underscore (``_time``): the first key's that has one.
 
 The points come as Parquet (``GET /runs/{id}/export?format=parquet``) when pyarrow is installed,
 else as JSONL; rows become a pandas DataFrame when pandas is installed and wanted. Neither is
@@ -20,9 +22,10 @@ from runcast.query.client import Client
 SEGMENT: Final = "_segment"
 STEP: Final = "_step"
 SYSTEM_PREFIX: Final = "system/"
+POINT_COLUMNS: Final = ("segment", "key", "step", "value")
 
 Row = dict[str, Any]
-Point = tuple[int, str, int, float]  # segment, key, step, value
+Point = tuple[int, str, int, float, dict[str, Any]]  # segment, key, step, value, the export's other columns
 
 
 def installed(module: str) -> bool:
@@ -56,18 +59,25 @@ def jsonl_points(client: Client, run_id: str, keys: list[str] | None) -> Iterato
             for line in response.iter_lines():
                 if line:
                     p = json.loads(line)
-                    yield p["segment"], p["key"], p["step"], float(p["value"])  # "NaN", "Infinity" included
+                    extra = {k: v for k, v in p.items() if k not in POINT_COLUMNS}
+                    yield p["segment"], p["key"], p["step"], float(p["value"]), extra  # "NaN", "Infinity" included
 
 
 def rows_of(points: Iterable[Point]) -> list[Row]:
     """Points merged into rows, sorted by segment and step."""
     rows: dict[tuple[int, int], Row] = {}
-    for segment, key, step, value in points:
+    extras: dict[tuple[int, int], Row] = {}
+    for segment, key, step, value, extra in points:
         row = rows.get((segment, step))
         if row is None:
             row = rows[(segment, step)] = {SEGMENT: segment, STEP: step}
+            extras[(segment, step)] = {}
         row[key] = value
-    return [rows[k] for k in sorted(rows)]
+        held = extras[(segment, step)]
+        for name, v in extra.items():
+            if v is not None:
+                held.setdefault(f"_{name}", v)
+    return [{**rows[k], **extras[k]} for k in sorted(rows)]
 
 
 def segment_rows(points: Iterable[Point]) -> Iterator[Row]:
@@ -80,6 +90,20 @@ def segment_rows(points: Iterable[Point]) -> Iterator[Row]:
             held = []
         held.append(point)
     yield from rows_of(held)
+
+
+def _extra_names(table: Any) -> list[str]:
+    """The Table's columns beyond a point's own (``time``...)."""
+    return [n for n in table.column_names if n not in POINT_COLUMNS]
+
+
+def _first_present(arrays: list[Any]) -> Any:
+    """Element-wise, the first of ``arrays`` (aligned) whose value is not missing (None or NaN)."""
+    pd = importlib.import_module("pandas")
+    out = pd.Series(arrays[0])
+    for other in arrays[1:]:
+        out = out.fillna(pd.Series(other)) if out.isna().any() else out
+    return out.to_numpy()
 
 
 def wanted(keys: list[str] | None, known: list[str]) -> list[str] | None:
@@ -105,8 +129,9 @@ def spaced(count: int, samples: int | None) -> list[int] | None:
     return sorted({round(i * (count - 1) / (samples - 1)) for i in range(samples)})
 
 
-def _series(table: Any) -> dict[str, tuple[Any, Any, Any]]:
-    """Each key's ``(segments, steps, values)`` numpy arrays, sorted by segment and step, from a
+def _series(table: Any) -> dict[str, tuple[Any, ...]]:
+    """Each key's ``(segments, steps, values, *extras)`` numpy arrays (extras: ``_extra_names``),
+    sorted by segment and step, from a
     long Table whose rows come grouped by segment and key, in step order (the export's order;
     one export per key concatenated keeps it per key)."""
     np = importlib.import_module("numpy")
@@ -122,6 +147,7 @@ def _series(table: Any) -> dict[str, tuple[Any, Any, Any]]:
     labels = chunks[0].dictionary.to_pylist()
     seg = table.column("segment").to_numpy().astype(np.int64)
     step, value = table.column("step").to_numpy(), table.column("value").to_numpy()
+    extras = [table.column(n).to_numpy() for n in _extra_names(table)]
     cuts = np.flatnonzero((codes[1:] != codes[:-1]) | (seg[1:] != seg[:-1])) + 1
     pieces: dict[str, list[slice]] = {}
     for start, end in zip([0, *cuts.tolist()], [*cuts.tolist(), len(codes)]):
@@ -129,7 +155,7 @@ def _series(table: Any) -> dict[str, tuple[Any, Any, Any]]:
     out = {}
     for key, parts in pieces.items():
         parts.sort(key=lambda p: int(seg[p.start]))
-        out[key] = tuple(np.concatenate([a[p] for p in parts]) for a in (seg, step, value))
+        out[key] = tuple(np.concatenate([a[p] for p in parts]) for a in (seg, step, value, *extras))
     return out
 
 
@@ -140,19 +166,24 @@ def frame_of_table(table: Any) -> Any:
     np = importlib.import_module("numpy")
     pd = importlib.import_module("pandas")
     series = _series(table)
+    extra = [f"_{n}" for n in _extra_names(table)]
     if not series:
         return pd.DataFrame({SEGMENT: np.array([], np.int64), STEP: np.array([], np.int64)})
-    (seg, step, _), *rest = series.values()
-    if all(np.array_equal(s, seg) and np.array_equal(t, step) for s, t, _ in rest):
-        return pd.DataFrame({SEGMENT: seg, STEP: step, **{k: v for k, (_, _, v) in series.items()}})
-    index = {k: pd.MultiIndex.from_arrays([s, t], names=[SEGMENT, STEP]) for k, (s, t, _) in series.items()}
-    union = pd.MultiIndex.from_arrays(
-        [np.concatenate([s for s, _, _ in series.values()]), np.concatenate([t for _, t, _ in series.values()])],
-        names=[SEGMENT, STEP],
-    ).unique().sort_values()
-    columns = {k: pd.Series(v, index=index[k]).reindex(union).to_numpy() for k, (_, _, v) in series.items()}
-    frame = pd.DataFrame(columns, index=union).reset_index()
-    return frame.astype({SEGMENT: np.int64, STEP: np.int64})
+    (seg, step, *_), *rest = series.values()
+    if all(np.array_equal(s[0], seg) and np.array_equal(s[1], step) for s in rest):
+        aligned = [s[3:] for s in series.values()]
+    else:
+        index = {k: pd.MultiIndex.from_arrays(s[:2], names=[SEGMENT, STEP]) for k, s in series.items()}
+        union = pd.MultiIndex.from_arrays(
+            [np.concatenate([s[0] for s in series.values()]), np.concatenate([s[1] for s in series.values()])],
+            names=[SEGMENT, STEP],
+        ).unique().sort_values()
+        series = {k: (*s[:2], *(pd.Series(a, index=index[k]).reindex(union).to_numpy() for a in s[2:]))
+                  for k, s in series.items()}
+        seg, step = (union.get_level_values(i).to_numpy().astype(np.int64) for i in (0, 1))
+        aligned = [s[3:] for s in series.values()]
+    extras = {name: _first_present([a[i] for a in aligned]) for i, name in enumerate(extra)}
+    return pd.DataFrame({SEGMENT: seg, STEP: step, **extras, **{k: s[2] for k, s in series.items()}})
 
 
 def rows_of_table(table: Any) -> list[Row]:
@@ -160,13 +191,16 @@ def rows_of_table(table: Any) -> list[Row]:
     series = _series(table) if installed("numpy") else None
     if series:
         np = importlib.import_module("numpy")
-        (seg, step, _), *rest = series.values()
-        if all(np.array_equal(s, seg) and np.array_equal(t, step) for s, t, _ in rest):
+        (seg, step, *_), *rest = series.values()
+        if not _extra_names(table) and all(np.array_equal(s[0], seg) and np.array_equal(s[1], step) for s in rest):
             names = [SEGMENT, STEP, *series]
-            columns = [seg.tolist(), step.tolist(), *(v.tolist() for _, _, v in series.values())]
+            columns = [seg.tolist(), step.tolist(), *(s[2].tolist() for s in series.values())]
             return [dict(zip(names, values)) for values in zip(*columns)]
     columns = table.to_pydict()
-    return rows_of(zip(columns["segment"], columns["key"], columns["step"], columns["value"]))
+    extra = _extra_names(table)
+    extras = [dict(zip(extra, values)) for values in zip(*(columns[n] for n in extra))] if extra else None
+    return rows_of(zip(columns["segment"], columns["key"], columns["step"], columns["value"],
+                       extras if extras is not None else [{}] * table.num_rows))
 
 
 def frame_of_rows(rows: list[Row], keys: list[str]) -> Any:

@@ -110,8 +110,9 @@ class RemoteRun:
 
     def history(self, keys: Iterable[str] | None = None, samples: int | None = None, pandas: bool = True) -> Any:
         """Every point of ``keys`` (default: every metric but ``system/…``) as rows ``_segment``, ``_step``
-        and a column per key, sorted by segment and step: a pandas DataFrame when pandas is installed
-        and ``pandas`` is true, else a list of dicts (a key without a point at that step is absent).
+        and a column per key, sorted by segment and step (and any other column the export has, e.g.
+        the step's time as ``_time``): a pandas DataFrame when pandas is installed and ``pandas`` is
+        true, else a list of dicts (a key without a point at that step is absent).
         ``samples``: at most that many rows, spread evenly (first and last kept)."""
         chosen = history.wanted(None if keys is None else list(keys), self.keys)
         names = chosen if chosen is not None else self.keys
@@ -119,7 +120,9 @@ class RemoteRun:
         if history.installed("pyarrow"):
             table = history.parquet_table(self._client, self.id, chosen)
             if frame:
-                df = history.frame_of_table(table).reindex(columns=[history.SEGMENT, history.STEP, *names])
+                df = history.frame_of_table(table)
+                # Every key asked for (a key without points: all NaN); the export's other columns kept.
+                df = df.reindex(columns=[*(c for c in df.columns if c not in set(names)), *names])
                 picked = history.spaced(len(df), samples)
                 return df if picked is None else df.iloc[picked].reset_index(drop=True)
             rows = history.rows_of_table(table)

@@ -63,6 +63,9 @@ def list_runs(
         "summary.<key>, metric.<key>); runs without a value last. Pages then go by offset."))] = None,
     order: Annotated[Literal["asc", "desc"], Query(description="The sort's direction.")] = "desc",
     offset: Annotated[int, Query(ge=0, le=100_000, description="With sort or group_by: next_offset of the previous page.")] = 0,
+    as_of: Annotated[float | None, Query(ge=0, le=1e16, description=(
+        "With sort or group_by: as_of of the first page, unchanged, with each offset: only runs created at or "
+        "before it, so runs created while you page never shift a page."))] = None,
     group_by: Annotated[Literal["group"] | None, Query(description=(
         "Order by group first and list every group's count and aggregates (min, mean, max of each numeric column)."
     ))] = None,
@@ -88,6 +91,7 @@ def list_runs(
         cursor=cursor,
         stall_after=stall_after_sql(settings.stall_after_s),
         archived=archived,
+        as_of=as_of,
         table=table,
     )
 
