@@ -142,6 +142,9 @@ def test_delay_and_withheld_metrics_hold_back_the_times(client: Any, seed: Any) 
         export = client.get(f"/api/v1/runs/{t.run}/export", params={"format": "jsonl"}, headers=headers).text
         assert {json.loads(line)["step"] for line in export.splitlines()} == {0, 1, 2}
 
-    assert _put(client, team, {"delay_s": 0, "withheld": ["metrics"]}).status_code == 200
-    assert client.get(f"/api/v1/runs/{t.run}/metrics", params={"key": ev.TIMESTAMP_KEY}).status_code in (403, 404)
+    assert _put(client, team, {"delay_s": 0, "metrics": ["loss"]}).status_code == 200  # the times go with any metric shown
+    assert len(stored_times(client, t.run)[0]) == 6
+    assert _put(client, team, {"metrics": "none"}).status_code == 200
+    assert client.get(f"/api/v1/runs/{t.run}/metrics", params={"key": ev.TIMESTAMP_KEY}).status_code == 404
+    assert client.get(f"/api/v1/runs/{t.run}/export", params={"format": "jsonl"}).text == ""
     assert len(stored_times(client, t.run, {"Authorization": f"Bearer {token}"})[0]) == 6

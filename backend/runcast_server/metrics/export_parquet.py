@@ -1,5 +1,6 @@
 """The Parquet export: columns ``segment`` (int32), ``key`` (string), ``step`` (int64),
-``value`` (float64; NaN and +-Inf as themselves), one row group per page, streamed.
+``value`` (float64; NaN and +-Inf as themselves), ``time`` (float64, epoch seconds; null for a
+step without a time), one row group per page, streamed.
 
 On PostgreSQL, pages are read with ADBC (its PostgreSQL driver, through binary COPY)
 straight into Arrow columns: no Python object per point. On SQLite they are read through
@@ -25,6 +26,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from sqlalchemy.engine import make_url
 
+from runcast_server.metrics.step_times import page_times
+
 if TYPE_CHECKING:
     from runcast_server.metrics.export import SeriesRef
 
@@ -34,6 +37,7 @@ SCHEMA: Final = pa.schema(
         pa.field("key", pa.string(), nullable=False),
         pa.field("step", pa.int64(), nullable=False),
         pa.field("value", pa.float64(), nullable=False),
+        pa.field("time", pa.float64(), nullable=True),
     ]
 )
 _NAN: Final = pa.scalar(float("nan"), pa.float64())
@@ -85,13 +89,14 @@ def _page(cursor: Any, series_id: int, after: int, limit: int, upto: int | None 
     return cursor.fetch_arrow_table()
 
 
-def page_of_rows(rows: Sequence[tuple[int, float | None]]) -> pa.Table:
-    """A page of ``(step, value)`` rows (NULL = NaN) as the columns ``_page`` answers."""
-    steps, values = zip(*rows, strict=True)
+def page_of_rows(rows: Sequence[tuple[int, float | None, float | None]]) -> pa.Table:
+    """A page of ``(step, value, time)`` rows (NULL value = NaN) as the columns ``_page`` answers, with ``time``."""
+    steps, values, times = zip(*rows, strict=True)
     return pa.table({
         "step": pa.array(steps, pa.int64()),
         "nan": pa.array([v is None for v in values], pa.bool_()),
         "value": pa.array(values, pa.float64()).fill_null(0.0),
+        "time": pa.array(times, pa.float64()),
     })
 
 
@@ -104,7 +109,8 @@ def adbc_pages(database_url: str, refs: Sequence[SeriesRef], page_rows: int) -> 
                 page = _page(cursor, ref.id, after, page_rows, ref.upto)
                 if page.num_rows == 0:
                     break
-                yield ref, page
+                steps = page.column("step").to_pylist()
+                yield ref, page.append_column("time", pa.array(page_times(cursor, ref.times, ref.times_upto, steps), pa.float64()))
                 if page.num_rows < page_rows:
                     break
                 after = page.column("step")[-1].as_py()
@@ -120,6 +126,7 @@ def _batch(segment: int, key: str, page: pa.Table) -> pa.RecordBatch:
             pc.fill_null(pa.nulls(n, pa.string()), key),
             pc.cast(page.column("step"), pa.int64()).combine_chunks(),
             value.combine_chunks(),
+            pc.cast(page.column("time"), pa.float64()).combine_chunks(),
         ],
         schema=SCHEMA,
     )
