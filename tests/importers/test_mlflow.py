@@ -59,6 +59,9 @@ def check_baseline(hub, plans, ids):
     val = stored[(0, "val/loss")]
     assert [s for s, _ in val] == [0, 100, 200, 300, 400] and math.isnan(val[2][1]) and val[3] == (300, 2.2)
     assert stored[(0, ELAPSED_KEY)] == [(s, float(s)) for s in range(500)]  # each step's earliest time
+    # MLflow's per-point timestamps are the steps' times on the server too (one a second: each its own)
+    times = hub.times(base.run_id)
+    assert [times[(0, s)] for s in range(500)] == [T0 + s for s in range(500)]
 
 
 def test_sqlite_store_all_runs(hub, tmp_path):

@@ -65,6 +65,8 @@ def test_logdir_with_two_runs_hparams_and_times(hub, tmp_path):
     assert stored[(0, "hparam/final_loss")] == [(0, 0.25)]
     # the wall time of every step, kept as seconds since the run's first point
     assert stored[(0, ELAPSED_KEY)] == [(s, float(s)) for s in range(200)]
+    times = hub.times(base.run_id)  # TensorBoard's wall_time: each step's time on the server
+    assert [times[(0, s)] for s in range(200)] == [T0 + s for s in range(200)]
     assert sum(len(v) for k, v in stored.items() if k[1] != ELAPSED_KEY) == 200 + 20 + 1 == base.run.points
 
 

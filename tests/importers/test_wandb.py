@@ -38,6 +38,10 @@ def test_offline_runs(hub, wandb_dir):
     assert not any(key.startswith("_") or key == "comment" for _, key in stored)
     elapsed = [v for _, v in stored[(0, ELAPSED_KEY)]]
     assert elapsed[0] == 0.0 and elapsed == sorted(elapsed) and len(elapsed) == 100
+    # W&B's _timestamp column: the steps' times on the server (to 0.1 s), never a metric of that name
+    times = hub.times(base.run_id)
+    assert all(abs(times[(0, s)] - (run["started_at"] + e)) < 0.1 + 1e-6 for s, e in enumerate(elapsed))
+    assert "_timestamp" not in run["keys"]
     assert started - 3600 < run["started_at"] < started
 
 

@@ -101,7 +101,9 @@ class Plan:
     @property
     def adds_elapsed(self) -> bool:
         """Whether the import writes ``ELAPSED_KEY`` (the source has times and no such series)."""
-        return self.t0 is not None and not any(ELAPSED_KEY in s.series for s in self.run.segments)
+        # A Runcast export's times are the server's own (its time column): nothing to add.
+        return self.t0 is not None and self.run.format != "runcast" and not any(
+            ELAPSED_KEY in s.series for s in self.run.segments)
 
     def points(self) -> int:
         """The points the import stores: the source's, and an ``ELAPSED_KEY`` one per timed step."""
