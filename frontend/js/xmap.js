@@ -1,6 +1,6 @@
-// The x axis of a chart: steps, or a logged monotonic key (tokens seen, wall time) mapped from
-// steps by interpolating between its logged points. Ranges are kept in x units; toStep turns
-// them back into steps for /metrics.
+// The x axis of a chart: steps, or a monotonic series (tokens seen; wall time: the server's
+// `_timestamp`, each step's time) mapped from steps by interpolating between its points. Ranges
+// are kept in x units; toStep turns them back into steps for /metrics.
 
 import { decode, getMetrics } from "./api.js";
 import { bisect } from "./util.js";
@@ -16,11 +16,17 @@ function interp(xs, ys, x) {
   return x1 === x0 ? ys[i] : ys[i - 1] + ((ys[i] - ys[i - 1]) * (x - x0)) / (x1 - x0);
 }
 
+/** The series the server records each step's wall time in (epoch seconds). */
+export const TIMESTAMP_KEY = "_timestamp";
+
 export class XMap {
-  /** `sinceStart`: a wall-clock key (epoch seconds) is shown as seconds since its first value. */
-  constructor(mode = "step", key = null, { sinceStart = false } = {}) {
+  /** `sinceStart`: a wall-clock key (epoch seconds) is shown as time since its first value, in
+   * hours; `fallback`: the key to read instead when `key` has no points (a run stored before
+   * the server kept step times, with a logged time key). */
+  constructor(mode = "step", key = null, { sinceStart = false, fallback = null } = {}) {
     this.mode = mode;
     this.key = key;
+    this.fallback = fallback;
     this.sinceStart = sinceStart;
     this.origin = 0;
     this.steps = [];
@@ -34,7 +40,15 @@ export class XMap {
 
   async load(runId) {
     if (this.identity) return this;
-    const body = await getMetrics(runId, this.key, { maxPoints: 5000 });
+    let body;
+    try {
+      body = await getMetrics(runId, this.key, { maxPoints: 5000 });
+    } catch (err) {
+      if (!this.fallback) throw err;
+      this.key = this.fallback;
+      this.fallback = null;
+      return this.load(runId);
+    }
     const byStep = new Map();
     for (const s of body.series) {
       for (let i = 0; i < s.step.length; i++) {
@@ -71,12 +85,20 @@ export class XMap {
     return interp(this.values, this.steps, x);
   }
 
+  /** Time since the start is plotted in hours. */
+  get hours() {
+    return this.mode === "time" && this.sinceStart && this.origin !== 0;
+  }
+
   /** x units -> what Plotly plots (date axes take epoch milliseconds). */
   toPlot(x) {
-    return this.epoch && x !== null ? x * 1000 : x;
+    if (x === null) return x;
+    if (this.hours) return x / 3600;
+    return this.epoch ? x * 1000 : x;
   }
 
   fromPlot(p) {
+    if (this.hours) return (typeof p === "number" ? p : Number(p)) * 3600;
     if (this.epoch) {
       const ms = typeof p === "number" ? p : Date.parse(String(p).replace(" ", "T") + (/[zZ]|[+-]\d\d:?\d\d$/.test(p) ? "" : "Z"));
       return ms / 1000;
@@ -86,7 +108,8 @@ export class XMap {
 
   get axisTitle() {
     if (this.identity) return "step";
-    return this.origin ? this.key + " (s since start)" : this.key;
+    if (this.key === TIMESTAMP_KEY) return this.hours ? "relative time (hours)" : "wall time";
+    return this.hours ? this.key + " (hours since start)" : this.key;
   }
 }
 
