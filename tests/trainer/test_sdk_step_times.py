@@ -9,7 +9,6 @@ from typing import Any
 
 import httpx
 import pytest
-
 import runcast
 
 pytestmark = pytest.mark.slow
