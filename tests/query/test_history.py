@@ -59,3 +59,20 @@ def test_samples_spread_evenly_first_and_last_kept() -> None:
     assert history.spaced(10, None) is None and history.spaced(10, 20) is None
     assert history.spaced(10, 1) == [9]
     assert history.spaced(11, 3) == [0, 5, 10]
+
+
+def test_each_row_has_its_steps_time_and_the_seconds_since_the_start() -> None:
+    """The export's ``time`` column becomes ``_timestamp`` (one per step, whichever key) and
+    ``_runtime``; a step without a time has neither, on the rows and the DataFrame alike."""
+    points = [(0, "a", 0, 1.0), (0, "a", 1, 2.0), (0, "b", 1, 3.0), (1, "a", 1, 4.0)]
+    times = [None, 105.5, 105.5, 200.0]
+    table = _table(points).append_column("time", pa.array(times, pa.float64()))
+    want = [{"_segment": 0, "_step": 0, "a": 1.0}, {"_segment": 0, "_step": 1, "a": 2.0, "b": 3.0, "_timestamp": 105.5,
+            "_runtime": 5.5}, {"_segment": 1, "_step": 1, "a": 4.0, "_timestamp": 200.0, "_runtime": 100.0}]
+    assert same_rows(list(history.with_runtime(history.rows_of_table(table), 100.0)), want)
+    frame = history.frame_times(history.frame_of_table(table), table, 100.0)
+    records = [{k: v for k, v in r.items() if not (isinstance(v, float) and math.isnan(v))} for r in frame.to_dict("records")]
+    assert same_rows(records, want)
+    # No start known: the seconds since the first step time.
+    assert [r.get("_runtime") for r in history.with_runtime(history.rows_of_table(table), None)] == [None, 0.0, 94.5]
+    assert history.frame_times(history.frame_of_table(table), table, None)["_runtime"].tolist()[1:] == [0.0, 94.5]

@@ -1,5 +1,8 @@
-"""A run's points from its export, as rows: ``{"_segment", "_step", key: value, ...}``, one per
-segment and step, in that order (a resumed run's abandoned steps stay under their segment).
+"""A run's points from its export, as rows: ``{"_segment", "_step", "_timestamp", "_runtime", key:
+value, ...}``, one per segment and step, in that order (a resumed run's abandoned steps stay under
+their segment). ``_timestamp`` is the step's wall time as the server stores it (the export's ``time``
+column, epoch seconds); ``_runtime`` is seconds since the run started (its ``started_at``, else its
+first step time); a step without a time has neither.
 
 The points come as Parquet (``GET /runs/{id}/export?format=parquet``) when pyarrow is installed,
 else as JSONL; rows become a pandas DataFrame when pandas is installed and wanted. Neither is
@@ -19,10 +22,12 @@ from runcast.query.client import Client
 
 SEGMENT: Final = "_segment"
 STEP: Final = "_step"
+TIMESTAMP: Final = "_timestamp"
+RUNTIME: Final = "_runtime"
 SYSTEM_PREFIX: Final = "system/"
 
 Row = dict[str, Any]
-Point = tuple[int, str, int, float]  # segment, key, step, value
+Point = tuple[int, str, int, float, float | None]  # segment, key, step, value, time
 
 
 def installed(module: str) -> bool:
@@ -56,18 +61,44 @@ def jsonl_points(client: Client, run_id: str, keys: list[str] | None) -> Iterato
             for line in response.iter_lines():
                 if line:
                     p = json.loads(line)
-                    yield p["segment"], p["key"], p["step"], float(p["value"])  # "NaN", "Infinity" included
+                    yield p["segment"], p["key"], p["step"], float(p["value"]), p.get("time")  # "NaN", "Infinity" included
 
 
 def rows_of(points: Iterable[Point]) -> list[Row]:
     """Points merged into rows, sorted by segment and step."""
     rows: dict[tuple[int, int], Row] = {}
-    for segment, key, step, value in points:
+    for segment, key, step, value, at in points:
         row = rows.get((segment, step))
         if row is None:
             row = rows[(segment, step)] = {SEGMENT: segment, STEP: step}
+            if at is not None:
+                row[TIMESTAMP] = at
         row[key] = value
     return [rows[k] for k in sorted(rows)]
+
+
+def with_runtime(rows: Iterable[Row], start: float | None) -> Iterator[Row]:
+    """Rows with ``_runtime`` (seconds since ``start``, else since the first row's time) beside ``_timestamp``."""
+    for row in rows:
+        at = row.get(TIMESTAMP)
+        if at is not None:
+            start = at if start is None else start
+            row[RUNTIME] = at - start
+        yield row
+
+
+def frame_times(frame: Any, table: Any, start: float | None) -> Any:
+    """``frame`` (of ``frame_of_table``) with ``_timestamp`` and ``_runtime`` columns from the table's
+    ``time`` column (the same for every key of a step; NaN where a step has none)."""
+    pd = importlib.import_module("pandas")
+    if "time" not in table.column_names:  # a server from before step times
+        return frame
+    times = pd.DataFrame({SEGMENT: table.column("segment").to_numpy().astype("int64"),
+                          STEP: table.column("step").to_numpy(), TIMESTAMP: table.column("time").to_numpy()})
+    frame = frame.merge(times.drop_duplicates([SEGMENT, STEP]), on=[SEGMENT, STEP], how="left")
+    stamps = frame[TIMESTAMP]
+    frame[RUNTIME] = stamps - (stamps.dropna().iloc[0] if start is None and stamps.notna().any() else start)
+    return frame
 
 
 def segment_rows(points: Iterable[Point]) -> Iterator[Row]:
@@ -164,12 +195,20 @@ def rows_of_table(table: Any) -> list[Row]:
         if all(np.array_equal(s, seg) and np.array_equal(t, step) for s, t, _ in rest):
             names = [SEGMENT, STEP, *series]
             columns = [seg.tolist(), step.tolist(), *(v.tolist() for _, _, v in series.values())]
-            return [dict(zip(names, values)) for values in zip(*columns)]
+            rows = [dict(zip(names, values)) for values in zip(*columns)]
+            if "time" in table.column_names:
+                at = {(s, t): a for s, t, a in zip(table.column("segment").to_pylist(), table.column("step").to_pylist(),
+                                                    table.column("time").to_pylist()) if a is not None}
+                for row in rows:
+                    if (row[SEGMENT], row[STEP]) in at:
+                        row[TIMESTAMP] = at[(row[SEGMENT], row[STEP])]
+            return rows
     columns = table.to_pydict()
-    return rows_of(zip(columns["segment"], columns["key"], columns["step"], columns["value"]))
+    times = columns.get("time") or [None] * table.num_rows
+    return rows_of(zip(columns["segment"], columns["key"], columns["step"], columns["value"], times))
 
 
 def frame_of_rows(rows: list[Row], keys: list[str]) -> Any:
-    """A pandas DataFrame of rows, with a column per key (NaN where absent)."""
+    """A pandas DataFrame of rows, with the time columns and a column per key (NaN where absent)."""
     pd = importlib.import_module("pandas")
-    return pd.DataFrame.from_records(rows, columns=[SEGMENT, STEP, *keys])
+    return pd.DataFrame.from_records(rows, columns=[SEGMENT, STEP, TIMESTAMP, RUNTIME, *keys])
