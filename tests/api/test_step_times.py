@@ -13,6 +13,8 @@ from typing import Any
 
 import pyarrow.parquet as pq
 from runcast import events as ev
+from runcast_server.core.models import Series
+from runcast_server.metrics.export import SeriesRef, export_chunks
 
 from api.test_policy import _put
 
@@ -148,3 +150,35 @@ def test_delay_and_withheld_metrics_hold_back_the_times(client: Any, seed: Any) 
     assert client.get(f"/api/v1/runs/{t.run}/metrics", params={"key": ev.TIMESTAMP_KEY}).status_code == 404
     assert client.get(f"/api/v1/runs/{t.run}/export", params={"format": "jsonl"}).text == ""
     assert len(stored_times(client, t.run, {"Authorization": f"Bearer {token}"})[0]) == 6
+
+
+def test_the_parquet_times_hold_across_pages_and_for_a_delayed_reader(db: Any, client: Any, seed: Any) -> None:
+    """A Parquet page's first steps take their time from a time point on an earlier page; a delayed
+    reader's Parquet has the times its JSONL has. test_manage_postgres.py runs this again on
+    PostgreSQL, where the pages and the times are read with ADBC."""
+    token = seed.token("team")
+    t = TimedTrainer(client, token).start()
+    burst = [(s, T0 + s * 0.04) for s in range(40)]  # a time point every third step or so
+    t.steps(burst, keys=("a",))
+    kept = expected(burst)
+    with db.scope() as session:
+        ids = dict(session.query(Series.key, Series.id).filter(Series.run_id == t.run))
+    ref = SeriesRef(id=ids["a"], segment=0, key="a", times=ids[ev.TIMESTAMP_KEY])
+    table = pq.read_table(io.BytesIO(b"".join(export_chunks(db, [ref], "parquet", page_rows=7))))
+    assert pq.ParquetFile(io.BytesIO(b"".join(export_chunks(db, [ref], "parquet", page_rows=7)))).metadata.num_row_groups == 6
+    assert table.column("time").to_pylist() == [kept[max(k for k in kept if k <= s)] for s in range(40)]
+
+    late = TimedTrainer(client, token).start(time.time())
+    assert _put(client, {"t": late, "run": late.run, "token": token}, {"delay_s": 2.0}).status_code == 200
+    now = time.time()
+    late.steps([(s, now + s) for s in range(3)])
+    time.sleep(2.3)
+    late.steps([(s, now + s) for s in range(3, 6)])
+    for headers in ({}, {"Authorization": f"Bearer {token}"}):
+        params = {"format": "parquet"}
+        got = pq.read_table(io.BytesIO(client.get(f"/api/v1/runs/{late.run}/export", params=params, headers=headers).content))
+        jsonl = client.get(f"/api/v1/runs/{late.run}/export", params={"format": "jsonl"}, headers=headers).text
+        want = [(r["step"], r["time"]) for r in map(json.loads, jsonl.splitlines())]
+        assert list(zip(got.column("step").to_pylist(), got.column("time").to_pylist())) == want
+        assert [s for s, _ in want] == (list(range(6)) if headers else [0, 1, 2])
+        assert [at for _, at in want] == [now + s for s in range(6 if headers else 3)]
