@@ -8,7 +8,7 @@
 // live stream's messages after the answer's version. The page's state is made once.
 import { ApiError, getJSON, getMetrics, getRun } from "./api.js";
 import { DEFAULT_SMOOTHING, MetricChart, XMap, rangesEqual } from "./chart.js";
-import { TIMESTAMP_KEY } from "./xmap.js";
+import { TIMESTAMP_KEY, shareUnit } from "./xmap.js";
 import { LiveStream } from "./live.js";
 import { MetricStore } from "./store.js";
 import { color, debounce, el, lastLossKey, statusBadge } from "./util.js";
@@ -206,6 +206,7 @@ async function alignRuns(page) {
     if (!logged) return lacking.push(id);
     xmaps.set(id, await new XMap(x, logged, { sinceStart: true }).load(id));
   }));
+  shareUnit([...xmaps.values()]);  // one axis: every run's time since its start in one unit
   return { xmaps, lacking };
 }
 

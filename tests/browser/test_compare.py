@@ -109,7 +109,8 @@ def test_compare_picks_searches_aligns_and_diffs(live_server, page, tmp_path):
     by_run = {t["run"]: t["x"] for t in page.evaluate(CHART_X, "train/loss")}
     assert by_run[alpha] == [s * 1000 for s in range(1, 121)] and by_run[beta] == [s * 2000 for s in range(1, 121)]
     # Aligned by time: each run's own step times (the server's _timestamp, preferred to the logged
-    # wall_time), in hours since its first step, then as dates (epoch milliseconds on a date axis).
+    # wall_time), in seconds since its first step (these runs last about a second: the unit suits
+    # the longest span, one for every run), then as dates (epoch milliseconds on a date axis).
     page.select_option("#xmode", "relative")
     page.wait_for_function("new URLSearchParams(location.search).get('x') === 'relative'")
     page.wait_for_function(f"() => {{ const t = ({CHART_X})('grad_norm'); return t && t.length === 2 && t.every(r => r.x[0] === 0); }}",
@@ -118,7 +119,8 @@ def test_compare_picks_searches_aligns_and_diffs(live_server, page, tmp_path):
     for rid in (alpha, beta):
         steps, times = step_times(base, rid)
         want = np.interp(np.arange(1, 121), steps, times)
-        assert np.allclose(by_run[rid], (want - times[0]) / 3600, rtol=0, atol=1e-9)
+        assert np.allclose(by_run[rid], want - times[0], rtol=0, atol=1e-6)
+    assert page.evaluate("document.querySelector('#charts .js-plotly-plot').layout.xaxis.title.text") == "relative time (s)"
     page.select_option("#xmode", "time")
     page.wait_for_function("new URLSearchParams(location.search).get('x') === 'time'")
     page.wait_for_function(f"() => {{ const t = ({CHART_X})('grad_norm'); return t && t.length === 2 && t.every(r => r.x[0] > 1e12); }}",

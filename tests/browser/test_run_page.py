@@ -352,9 +352,22 @@ def test_wall_and_relative_time_axes_from_the_servers_step_times(live_server, pa
     page.select_option("#xmode", "relative")
     page.wait_for_function("location.search.includes('x=relative')")
     page.wait_for_function(drawn.format(raw_x, "=== 0"), timeout=20000)
-    assert np.allclose(page.evaluate(raw_x), (want - want[0]) / 3600, rtol=0, atol=1e-9)
-    assert page.evaluate("document.getElementById('chart-main').layout.xaxis.title.text") == "relative time (hours)"
+    # a run of about a second reads in seconds (minutes past 2 minutes, hours past 2 hours)
+    assert np.allclose(page.evaluate(raw_x), want - want[0], rtol=0, atol=1e-6)
+    assert page.evaluate("document.getElementById('chart-main').layout.xaxis.title.text") == "relative time (s)"
     page.screenshot(path="/tmp/wt/run-relative.png")  # looked at by hand
+    # Longer runs: minutes past 2 minutes, hours past 2 hours; maps on one axis share the longest's unit.
+    units = page.evaluate("""async () => {
+      const { XMap, shareUnit } = await import("/js/xmap.js");
+      const map = (span) => Object.assign(new XMap("time", "_timestamp", { sinceStart: true }),
+                                          { origin: 1.7e9, values: [0, span] });
+      const [a, b, c] = [map(90), map(90 * 60), map(5 * 3600)];
+      const alone = [a, b, c].map((m) => { shareUnit([m]); return [m.axisTitle, m.toPlot(5400)]; });
+      shareUnit([a, b]);
+      return [alone, [a.axisTitle, b.axisTitle, a.fromPlot(a.toPlot(5400))]];
+    }""")
+    assert units == [[["relative time (s)", 5400], ["relative time (min)", 90], ["relative time (h)", 1.5]],
+                     ["relative time (min)", "relative time (min)", 5400]]
     page.reload()
     page.wait_for_function(drawn.format(raw_x, "=== 0"), timeout=20000)
     assert page.input_value("#xmode") == "relative"
