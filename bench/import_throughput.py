@@ -15,8 +15,8 @@ each source:
   phase (batches over HTTP, the server storing them), timed apart; the stored points
   are counted afterwards from the export.
 
-Prints one markdown table; points/s counts the source's points (the import also stores
-one wall-time point per step, ``time/elapsed_s``, which the last column counts).
+Prints one markdown table; points/s counts the source's points (the server also stores
+the steps' times, ``_timestamp``, which the last column does not count).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-// The compare page (/compare?runs=a,b&keys=train/loss,lr&x=step|tokens|time): runs picked
+// The compare page (/compare?runs=a,b&keys=train/loss,lr&x=step|tokens|time|relative): runs picked
 // from a searchable list (name, project, tag, id), one chart per metric with every picked run
 // on it, aligned by step, tokens seen or wall time (each run's own key for them), and the
 // runs' configs side by side (only the keys that differ, or all). The view lives in the URL
@@ -8,6 +8,7 @@
 // live stream's messages after the answer's version. The page's state is made once.
 import { ApiError, getJSON, getMetrics, getRun } from "./api.js";
 import { DEFAULT_SMOOTHING, MetricChart, XMap, rangesEqual } from "./chart.js";
+import { TIMESTAMP_KEY, shareUnit } from "./xmap.js";
 import { LiveStream } from "./live.js";
 import { MetricStore } from "./store.js";
 import { color, debounce, el, lastLossKey, statusBadge } from "./util.js";
@@ -18,7 +19,11 @@ import { mountSignIn } from "./signin.js";
 
 const $ = (id) => document.getElementById(id);
 const STEP = new XMap("step");
-const ALIGN = { tokens: { re: TOKEN_KEY, what: "tokens seen" }, time: { re: TIME_KEY, what: "wall time" } };
+const ALIGN = {
+  tokens: { re: TOKEN_KEY, what: "tokens seen" },
+  time: { re: TIME_KEY, what: "wall time", clock: true },
+  relative: { re: TIME_KEY, what: "relative time", clock: true, sinceStart: true },
+};
 const LIST_PAGES = 10; // runs offered in the picker: up to 10 pages of 200, newest first
 const SHOWN = 30; // matches listed at once
 
@@ -188,10 +193,20 @@ async function alignRuns(page) {
   const { x } = page.state;
   if (x === "step") return { xmaps, lacking };
   await Promise.all(found(page).map(async (id) => {
-    const key = page.details.get(id).keys.find((k) => ALIGN[x].re.test(k));
-    if (!key) return lacking.push(id);
-    xmaps.set(id, await new XMap(x, key, { sinceStart: true }).load(id));
+    const logged = page.details.get(id).keys.find((k) => ALIGN[x].re.test(k));
+    if (ALIGN[x].clock) {  // the server's step times, every run's (a logged time key for a run stored without them)
+      const map = new XMap("time", TIMESTAMP_KEY, { sinceStart: !!ALIGN[x].sinceStart, fallback: logged || null });
+      try {
+        xmaps.set(id, await map.load(id));
+      } catch {
+        lacking.push(id);
+      }
+      return;
+    }
+    if (!logged) return lacking.push(id);
+    xmaps.set(id, await new XMap(x, logged, { sinceStart: true }).load(id));
   }));
+  shareUnit([...xmaps.values()]);  // one axis: every run's time since its start in one unit
   return { xmaps, lacking };
 }
 

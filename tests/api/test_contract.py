@@ -143,7 +143,7 @@ def test_csv_export_neutralises_formula_cells_and_keeps_numbers(client, seed):
     sim.log({k: [(1, -1.5), (2, -2e-9)] for k in hostile})
     res = client.get(f"/api/v1/runs/{sim.run}/export", params={"format": "csv"})
     rows = list(csv.reader(io.StringIO(res.text)))
-    assert rows[0] == ["segment", "key", "step", "value"]
+    assert rows[0] == ["segment", "key", "step", "value", "time"]
     keys = {r[1] for r in rows[1:]}
     assert keys == {"'=cmd|' /C calc'!A0", "'+SUM(1,2)", "'-2+3", "'@SUM(A1)", "plain/loss"}
     assert {r[3] for r in rows[1:]} == {"-1.5", "-2e-09"}  # negative numbers stay numbers

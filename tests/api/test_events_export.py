@@ -100,10 +100,11 @@ def export_run(seed):
         {
             "loss": [(0, 2.5), (1, math.nan), (2, 0.1 + 0.2)],
             "a,b": [(1, math.inf), (2, -math.inf)],
-        }
+        },
+        ts0=1000.0,
     )
     run.resume(1)
-    run.log({"loss": [(1, 1e-300), (2, -3.5)]})
+    run.log({"loss": [(1, 1e-300), (2, -3.5)]}, ts0=2000.25)
     return run
 
 
@@ -117,13 +118,13 @@ def test_export_jsonl_exact(client, seed):
         == f'attachment; filename="runcast-{run.run}.jsonl"'
     )
     assert res.text == (
-        '{"segment":0,"key":"a,b","step":1,"value":"Infinity"}\n'
-        '{"segment":0,"key":"a,b","step":2,"value":"-Infinity"}\n'
-        '{"segment":0,"key":"loss","step":0,"value":2.5}\n'
-        '{"segment":0,"key":"loss","step":1,"value":"NaN"}\n'
-        '{"segment":0,"key":"loss","step":2,"value":0.30000000000000004}\n'
-        '{"segment":1,"key":"loss","step":1,"value":1e-300}\n'
-        '{"segment":1,"key":"loss","step":2,"value":-3.5}\n'
+        '{"segment":0,"key":"a,b","step":1,"value":"Infinity","time":1001.0}\n'
+        '{"segment":0,"key":"a,b","step":2,"value":"-Infinity","time":1002.0}\n'
+        '{"segment":0,"key":"loss","step":0,"value":2.5,"time":1000.0}\n'
+        '{"segment":0,"key":"loss","step":1,"value":"NaN","time":1001.0}\n'
+        '{"segment":0,"key":"loss","step":2,"value":0.30000000000000004,"time":1002.0}\n'
+        '{"segment":1,"key":"loss","step":1,"value":1e-300,"time":2001.25}\n'
+        '{"segment":1,"key":"loss","step":2,"value":-3.5,"time":2002.25}\n'
     )
     rows = [json.loads(line) for line in res.text.splitlines()]
     assert rows[4]["value"] == 0.1 + 0.2  # exact round trip
@@ -142,14 +143,14 @@ def test_export_csv_exact(client, seed):
         == f'attachment; filename="runcast-{run.run}.csv"'
     )
     assert res.text == (
-        "segment,key,step,value\n"
-        '0,"a,b",1,Infinity\n'
-        '0,"a,b",2,-Infinity\n'
-        "0,loss,0,2.5\n"
-        "0,loss,1,NaN\n"
-        "0,loss,2,0.30000000000000004\n"
-        "1,loss,1,1e-300\n"
-        "1,loss,2,-3.5\n"
+        "segment,key,step,value,time\n"
+        '0,"a,b",1,Infinity,1001.0\n'
+        '0,"a,b",2,-Infinity,1002.0\n'
+        "0,loss,0,2.5,1000.0\n"
+        "0,loss,1,NaN,1001.0\n"
+        "0,loss,2,0.30000000000000004,1002.0\n"
+        "1,loss,1,1e-300,2001.25\n"
+        "1,loss,2,-3.5,2002.25\n"
     )
 
 
@@ -165,9 +166,9 @@ def test_export_pages_by_keyset(db: Any, client, seed):
     from runcast_server.core.models import Series
 
     with db.scope() as session:
-        (sid,) = session.query(Series.id).filter(Series.run_id == run.run).one()
+        ids = dict(session.query(Series.key, Series.id).filter(Series.run_id == run.run))
     paged = b"".join(
-        export_chunks(db, [SeriesRef(id=sid, segment=0, key="x")], "csv", page_rows=7)
+        export_chunks(db, [SeriesRef(id=ids["x"], segment=0, key="x", times=ids["_timestamp"])], "csv", page_rows=7)
     ).decode()
     assert paged == whole
     assert whole.count("\n") == 1001

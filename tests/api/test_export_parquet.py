@@ -43,7 +43,8 @@ def test_parquet_export_equals_jsonl_exactly(client, seed):
     assert res.headers["content-disposition"] == f'attachment; filename="runcast-{run.run}.parquet"'
     table = pq.read_table(io.BytesIO(res.content))
     assert [(f.name, str(f.type)) for f in table.schema] == [
-        ("segment", "int32"), ("key", "string"), ("step", "int64"), ("value", "double")]
+        ("segment", "int32"), ("key", "string"), ("step", "int64"), ("value", "double"), ("time", "double")]
+    assert table.column("time").to_pylist() == [1001.0, 1002.0, 1000.0, 1001.0, 1002.0, 2001.25, 2002.25]
     rows = list(zip(*(table.column(c).to_pylist() for c in ("segment", "key", "step", "value")), strict=True))
     assert _same(rows, _jsonl_rows(client, run.run))
     assert rows[4] == (0, "loss", 2, 0.1 + 0.2) and rows[5][3] == 1e-300
@@ -57,8 +58,8 @@ def test_parquet_is_streamed_one_row_group_per_page(db: Any, client, seed):
     run = seed.run(name="big").start()
     run.log({"x": [(s, s / 7) for s in range(0, 3000, 3)], "y": [(s, -s) for s in range(50)]})
     with db.scope() as session:
-        refs = [SeriesRef(id=i, segment=0, key=k) for i, k in
-                session.query(Series.id, Series.key).filter(Series.run_id == run.run).order_by(Series.key)]
+        ids = dict(session.query(Series.key, Series.id).filter(Series.run_id == run.run))
+        refs = [SeriesRef(id=ids[k], segment=0, key=k, times=ids["_timestamp"]) for k in ("x", "y")]
     chunks = list(export_chunks(db, refs, "parquet", page_rows=100))
     # x: 1000 points in 10 pages, y: 50 in 1; a chunk per row group, then the footer
     assert len(chunks) == 12 and all(chunks)
@@ -72,7 +73,7 @@ def test_parquet_is_streamed_one_row_group_per_page(db: Any, client, seed):
 def test_an_empty_run_exports_an_empty_parquet_file(client, seed):
     run = seed.run(name="empty").start()
     table = pq.read_table(io.BytesIO(client.get(f"{API}/{run.run}/export", params={"format": "parquet"}).content))
-    assert table.num_rows == 0 and table.column_names == ["segment", "key", "step", "value"]
+    assert table.num_rows == 0 and table.column_names == ["segment", "key", "step", "value", "time"]
 
 
 @pytest.mark.parametrize("reader", ["pandas", "polars"])
@@ -87,7 +88,7 @@ def test_pandas_and_polars_read_it_as_it_is(client, seed, reader):
         assert (dtypes["segment"], dtypes["step"], dtypes["value"]) == ("int32", "int64", "float64")
     else:
         rows = frame.rows()
-        assert [str(t) for t in frame.dtypes] == ["Int32", "String", "Int64", "Float64"]
+        assert [str(t) for t in frame.dtypes] == ["Int32", "String", "Int64", "Float64", "Float64"]
     assert _same([tuple(r) for r in rows], _jsonl_rows(client, run.run))
 
 

@@ -73,5 +73,6 @@ def test_ingest_over_http_then_read_everything(client, seed, auth):
         "key": "loss",
         "step": 40,
         "value": "NaN",
+        "time": 1000.0,  # every event's ts: the step's time
     }
     assert all(math.isfinite(json.loads(line)["value"]) for line in lines[:-1])

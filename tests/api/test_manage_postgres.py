@@ -1,4 +1,5 @@
-"""The run-management, token and Parquet-export tests of test_manage.py and test_export_parquet.py,
+"""The run-management, token, Parquet-export and export step-time tests of test_manage.py,
+test_export_parquet.py and test_step_times.py,
 again on PostgreSQL (a real server started by the test setup): the app in-process on a fresh
 database at head, data written by ``store_batch``."""
 
@@ -21,6 +22,10 @@ from api.test_manage import (  # noqa: F401
     test_another_projects_token_changes_nothing_and_answers_as_unknown,
     test_delete_removes_every_row_of_the_run_and_only_of_it,
     two,
+)
+from api.test_step_times import (  # noqa: F401
+    test_every_export_row_has_its_step_time,
+    test_the_parquet_times_hold_across_pages_and_for_a_delayed_reader,
 )
 
 pytestmark = pytest.mark.services

@@ -102,3 +102,18 @@ def test_every_answer_has_a_schema_under_its_media_type(client: Any) -> None:
     feed = paths["/api/v1/runs/{run_id}/alerts.atom"]["get"]["responses"]["200"]["content"]
     assert image == {"image/png": {"schema": {"type": "string", "format": "binary"}}}
     assert feed == {"application/atom+xml": {"schema": {"type": "string"}}}
+
+
+def test_the_metrics_event_schema_reserves_the_step_times_key(client: Any) -> None:
+    """A client generated from the document (or Schemathesis) never builds a metrics event that logs
+    ``_timestamp``: the schema refuses it, as the server does (422 naming ``values._timestamp``)."""
+    import jsonschema
+
+    doc = client.get("/openapi.json").json()
+    schema = {"$ref": "#/components/schemas/MetricsEvent", "components": doc["components"]}
+    validator = jsonschema.Draft202012Validator(schema)
+    event = {"v": 1, "type": "metrics", "run": "schema-run-01", "segment": "seg-0001", "seq": 0, "ts": 1.7e9, "step": 3}
+    assert validator.is_valid({**event, "values": {"loss": 1.5, "timestamp": 2.0}})
+    assert not validator.is_valid({**event, "values": {"_timestamp": 1.7e9}})
+    assert not validator.is_valid({**event, "values": {"loss": 1.5, "_timestamp": 1.7e9}})
+    assert "_timestamp" in doc["components"]["schemas"]["MetricsEvent"]["properties"]["values"]["description"]

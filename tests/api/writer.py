@@ -124,15 +124,17 @@ class TrainerSim:
         self,
         points: Mapping[str, Iterable[tuple[int, float]]],
         received_at: float | None = None,
+        ts0: float | None = None,
     ) -> None:
-        """Log ``key -> [(step, value), ...]``, one metrics event per step."""
+        """Log ``key -> [(step, value), ...]``, one metrics event per step (``ts0``: step s was
+        logged at ``ts0 + s``; default: now)."""
         by_step: dict[int, dict[str, float]] = {}
         for key, rows in points.items():
             for step, value in rows:
                 by_step.setdefault(step, {})[key] = value
         self.send(
             (
-                self.event("metrics", step=s, values=v)
+                self.event("metrics", step=s, values=v, **({} if ts0 is None else {"ts": ts0 + s}))
                 for s, v in sorted(by_step.items())
             ),
             received_at,

@@ -1,10 +1,13 @@
-"""The compare page: runs picked by searching, several metrics, alignment by step, tokens or
-wall time, the config diff, state in the URL, and run names that try to run script."""
+"""The compare page: runs picked by searching, several metrics, alignment by step, tokens,
+wall time or relative time (the server's step times), the config diff, state in the URL, and run names that try to run script."""
 
 from __future__ import annotations
 
 import math
 from urllib.parse import parse_qs, urlsplit
+
+import httpx
+import numpy as np
 
 from .truth import entry_problems, metrics, plot_problems
 
@@ -35,6 +38,13 @@ def seed(server):  # type: ignore[no-untyped-def]
     for run in runs.values():
         assert run.flush(timeout=30)
     return runs
+
+
+def step_times(base: str, run_id: str) -> tuple[list[int], list[float]]:
+    """The run's ``_timestamp`` points (steps, epoch seconds), as the API gives them."""
+    body = httpx.get(f"{base}/api/v1/runs/{run_id}/metrics", params={"key": "_timestamp", "max_points": 20000}).json()
+    (series,) = body["series"]
+    return series["step"], series["last"]
 
 
 def add_by_search(page, text: str, run_id: str) -> None:  # type: ignore[no-untyped-def]
@@ -98,12 +108,28 @@ def test_compare_picks_searches_aligns_and_diffs(live_server, page, tmp_path):
                            timeout=20000)
     by_run = {t["run"]: t["x"] for t in page.evaluate(CHART_X, "train/loss")}
     assert by_run[alpha] == [s * 1000 for s in range(1, 121)] and by_run[beta] == [s * 2000 for s in range(1, 121)]
-    page.select_option("#xmode", "time")
-    page.wait_for_function("new URLSearchParams(location.search).get('x') === 'time'")
+    # Aligned by time: each run's own step times (the server's _timestamp, preferred to the logged
+    # wall_time), in seconds since its first step (these runs last about a second: the unit suits
+    # the longest span, one for every run), then as dates (epoch milliseconds on a date axis).
+    page.select_option("#xmode", "relative")
+    page.wait_for_function("new URLSearchParams(location.search).get('x') === 'relative'")
     page.wait_for_function(f"() => {{ const t = ({CHART_X})('grad_norm'); return t && t.length === 2 && t.every(r => r.x[0] === 0); }}",
                            timeout=20000)
     by_run = {t["run"]: t["x"] for t in page.evaluate(CHART_X, "grad_norm")}
-    assert by_run[alpha] == [s * 2.0 for s in range(0, 120)] and by_run[beta] == [s * 3.0 for s in range(0, 120)]
+    for rid in (alpha, beta):
+        steps, times = step_times(base, rid)
+        want = np.interp(np.arange(1, 121), steps, times)
+        assert np.allclose(by_run[rid], want - times[0], rtol=0, atol=1e-6)
+    assert page.evaluate("document.querySelector('#charts .js-plotly-plot').layout.xaxis.title.text") == "relative time (s)"
+    page.select_option("#xmode", "time")
+    page.wait_for_function("new URLSearchParams(location.search).get('x') === 'time'")
+    page.wait_for_function(f"() => {{ const t = ({CHART_X})('grad_norm'); return t && t.length === 2 && t.every(r => r.x[0] > 1e12); }}",
+                           timeout=20000)
+    by_run = {t["run"]: t["x"] for t in page.evaluate(CHART_X, "grad_norm")}
+    for rid in (alpha, beta):
+        steps, times = step_times(base, rid)
+        assert np.allclose(by_run[rid], np.interp(np.arange(1, 121), steps, times) * 1000, rtol=0, atol=1e-3)
+    assert page.evaluate("document.querySelector('#charts .js-plotly-plot').layout.xaxis.type") == "date"
 
     # The config diff: exactly the differing keys, then every key; values are text.
     diff_keys = "() => [...document.querySelectorAll('#config-diff tbody tr')].map(r => r.dataset.key)"

@@ -7,6 +7,7 @@ import threading
 import time
 
 import httpx
+import numpy as np
 
 from .conftest import main_xs, open_run
 
@@ -330,3 +331,52 @@ def test_memory_stays_bounded_while_a_long_run_streams(live_server, browser):
         assert xs[-1] >= 2 * budget  # and still reaches the newest steps
     finally:
         context.close()
+
+
+def test_wall_and_relative_time_axes_from_the_servers_step_times(live_server, page):
+    """Every run offers wall time and relative time (the server's _timestamp); the x values drawn
+    are the API's step times, and the choice survives a reload through the URL."""
+    run = live_server.sdk_run(name="timed")
+    for s in range(1, 41):
+        run.log({"train/loss": loss(s)}, step=s)
+        time.sleep(0.02)
+    run.finish()
+    body = httpx.get(f"{live_server.url}/api/v1/runs/{run.id}/metrics",
+                     params={"key": "_timestamp", "max_points": 20000}, timeout=10).json()
+    (series,) = body["series"]
+    want = np.interp(np.arange(1, 41), series["step"], series["last"])
+    raw_x = "() => Array.from(document.getElementById('chart-main').data.find(t => t.meta && t.meta.role === 'raw').x)"
+    drawn = "() => {{ try {{ return ({})()[0] {}; }} catch (e) {{ return false; }} }}"
+    open_run(page, live_server, run.id)
+    assert page.eval_on_selector_all("#xmode option", "os => os.map(o => o.value)") == ["step", "time", "relative"]
+    page.select_option("#xmode", "relative")
+    page.wait_for_function("location.search.includes('x=relative')")
+    page.wait_for_function(drawn.format(raw_x, "=== 0"), timeout=20000)
+    # a run of about a second reads in seconds (minutes past 2 minutes, hours past 2 hours)
+    assert np.allclose(page.evaluate(raw_x), want - want[0], rtol=0, atol=1e-6)
+    assert page.evaluate("document.getElementById('chart-main').layout.xaxis.title.text") == "relative time (s)"
+    page.screenshot(path="/tmp/wt/run-relative.png")  # looked at by hand
+    # Longer runs: minutes past 2 minutes, hours past 2 hours; maps on one axis share the longest's unit.
+    units = page.evaluate("""async () => {
+      const { XMap, shareUnit } = await import("/js/xmap.js");
+      const map = (span) => Object.assign(new XMap("time", "_timestamp", { sinceStart: true }),
+                                          { origin: 1.7e9, values: [0, span] });
+      const [a, b, c] = [map(90), map(90 * 60), map(5 * 3600)];
+      const alone = [a, b, c].map((m) => { shareUnit([m]); return [m.axisTitle, m.toPlot(5400)]; });
+      shareUnit([a, b]);
+      return [alone, [a.axisTitle, b.axisTitle, a.fromPlot(a.toPlot(5400))]];
+    }""")
+    assert units == [[["relative time (s)", 5400], ["relative time (min)", 90], ["relative time (h)", 1.5]],
+                     ["relative time (min)", "relative time (min)", 5400]]
+    page.reload()
+    page.wait_for_function(drawn.format(raw_x, "=== 0"), timeout=20000)
+    assert page.input_value("#xmode") == "relative"
+    page.select_option("#xmode", "time")
+    page.wait_for_function(drawn.format(raw_x, "> 1e12"), timeout=20000)
+    assert np.allclose(page.evaluate(raw_x), want * 1000, rtol=0, atol=1e-3)
+    assert page.evaluate("document.getElementById('chart-main').layout.xaxis.type") == "date"
+    page.screenshot(path="/tmp/wt/run-wall.png")
+    page.reload()
+    page.wait_for_function(drawn.format(raw_x, "> 1e12"), timeout=20000)
+    assert page.input_value("#xmode") == "time"
+    assert page.errors == []

@@ -127,6 +127,11 @@ class Hub:
             out.setdefault((row["segment"], row["key"]), []).append((row["step"], value))
         return out
 
+    def times(self, run_id: str) -> dict[tuple[int, int], float]:
+        """(segment, step) -> the step's wall time, from the JSONL export's time column."""
+        rows = (json.loads(line) for line in self.export(run_id).splitlines())
+        return {(row["segment"], row["step"]): row["time"] for row in rows}
+
     def held(self, run_id: str, what: str) -> list[dict[str, Any]]:
         """The run's ``samples`` or ``media`` as the server's reads give them (one page of 1,000)."""
         response = self.client.get(f"/api/v1/runs/{run_id}/{what}", params={"limit": 1000}, headers=self.auth())

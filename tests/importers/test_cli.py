@@ -33,9 +33,9 @@ def test_import_a_logdir_twice(hub, server, tmp_path):
     assert first.returncode == 0, first.stderr
     (run_line, summary) = first.stdout.splitlines()
     run_id = run_line.split()[1]
-    # what is stored: the 500 losses and a wall time for each of their steps (time/elapsed_s)
-    assert run_line == f"run {run_id}  baseline: 1000 points, 1 segment(s)"
-    assert summary == "imported 1000 points as 1 run(s), 1 segment(s), 0 note(s)"
+    # what is stored: the 500 losses (their steps' times are the server's own series, not points of the import)
+    assert run_line == f"run {run_id}  baseline: 500 points, 1 segment(s)"
+    assert summary == "imported 500 points as 1 run(s), 1 segment(s), 0 note(s)"
     exported = hub.export(run_id)
     version = hub.run(run_id)["last_step"], len(hub.events(run_id))
 
@@ -44,18 +44,19 @@ def test_import_a_logdir_twice(hub, server, tmp_path):
     assert again.returncode == 0, again.stderr
     # what this import stored: nothing new
     assert again.stdout.splitlines() == [
-        f"run {run_id}  baseline: 0 points, 1 segment(s); 1000 point(s) already stored",
-        "imported 0 points as 1 run(s), 1 segment(s), 0 note(s); 1000 point(s) already stored",
+        f"run {run_id}  baseline: 0 points, 1 segment(s); 500 point(s) already stored",
+        "imported 0 points as 1 run(s), 1 segment(s), 0 note(s); 500 point(s) already stored",
     ]
     assert hub.export(run_id) == exported and (hub.run(run_id)["last_step"], len(hub.events(run_id))) == version
-    assert len(exported.splitlines()) == 1000  # 500 losses + 500 wall times
+    assert len(exported.splitlines()) == 500
+    assert [json.loads(line)["time"] for line in exported.splitlines()] == [1_700_000_000.0 + s for s in range(500)]
 
     with SummaryWriter(str(tmp_path / "tb" / "baseline")) as w:  # the run goes on: 100 more steps
         for s in range(500, 600):
             w.add_scalar("train/loss", 1.0 / (1 + s), s, walltime=1_700_000_000 + s)
     grown = runcast_cli(*args)
     assert grown.returncode == 0, grown.stderr
-    assert grown.stdout.splitlines()[-1] == "imported 200 points as 1 run(s), 1 segment(s), 0 note(s); 1000 point(s) already stored"
+    assert grown.stdout.splitlines()[-1] == "imported 100 points as 1 run(s), 1 segment(s), 0 note(s); 500 point(s) already stored"
 
 
 def test_errors_exit_non_zero_and_send_nothing(hub, server, tmp_path):
@@ -115,8 +116,8 @@ def test_progress_bars_on_a_terminal(hub, server, tmp_path):
     os.close(leader)
     assert proc.returncode == 0
     text = screen.decode(errors="replace")
-    assert "reading" in text and "sending" in text and "3000/3000" in text and "6000/6000" in text
-    assert out.decode().endswith("imported 6000 points as 1 run(s), 1 segment(s), 0 note(s)\n")
+    assert "reading" in text and "sending" in text and "3000/3000" in text and "6000" not in text
+    assert out.decode().endswith("imported 3000 points as 1 run(s), 1 segment(s), 0 note(s)\n")
 
 
 @pytest.mark.parametrize(
@@ -173,8 +174,8 @@ def test_every_command_that_makes_runs_defaults_to_the_tokens_project(hub, serve
 
 
 def test_the_counts_printed_are_the_points_stored(hub, server, tmp_path):
-    """A training log with times: its points and the wall time derived for each step are stored, and
-    the command says so (it used to print the log's points only)."""
+    """A training log with times: its points are stored, each step with its time (the server's own
+    series, not a point the import counts), and the command says how many points."""
     log = tmp_path / "timed.jsonl"
     log.write_text("".join(json.dumps({"step": s, "loss": 1.0 / (s + 1), "timestamp": 1_700_000_000 + s}) + "\n"
                            for s in range(7)))
@@ -182,5 +183,7 @@ def test_the_counts_printed_are_the_points_stored(hub, server, tmp_path):
     assert res.returncode == 0, res.stderr
     run_line, summary = res.stdout.splitlines()
     run_id = run_line.split()[1]
-    stored = len(hub.export(run_id).splitlines())
-    assert stored == 14 and f": {stored} points," in run_line and summary.startswith(f"imported {stored} points")
+    rows = hub.export(run_id).splitlines()
+    stored = len(rows)
+    assert stored == 7 and f": {stored} points," in run_line and summary.startswith(f"imported {stored} points")
+    assert [json.loads(r)["time"] for r in rows] == [1_700_000_000.0 + s for s in range(7)]

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 from runcast import importers
-from runcast.importers.plan import ELAPSED_KEY
 
 from importers.conftest import AppTransport
 
@@ -40,10 +39,11 @@ def test_seed_format_keeps_values_names_and_times(hub, tmp_path):
     assert run["name"] == "seed" and run["status"] == "finished"
     assert run["started_at"] == T0 + 2.5 and run["finished_at"] == T0 + 2.5 * 400
     stored = hub.points(plan.run_id)
-    assert sorted(k for _, k in stored) == sorted(["train/loss", "lr", "grad_norm", "tokens_seen", ELAPSED_KEY])
+    assert sorted(k for _, k in stored) == sorted(["train/loss", "lr", "grad_norm", "tokens_seen"])
     assert stored[(0, "train/loss")] == [(s, 3.0 - s / 1000) for s in range(1, 401)]
     assert stored[(0, "tokens_seen")] == [(s, 4096.0 * s) for s in range(1, 401)]
-    assert stored[(0, ELAPSED_KEY)] == [(s, 2.5 * (s - 1)) for s in range(1, 401)]
+    times = hub.times(plan.run_id)  # the log's times: each step's time on the server
+    assert [times[(0, s)] for s in range(1, 401)] == [T0 + 2.5 * s for s in range(1, 401)]
     assert plan.run.points == 1600
 
 
@@ -51,7 +51,7 @@ def test_iso_timestamps(hub, tmp_path):
     log = write_jsonl(tmp_path / "iso.jsonl", seed_rows(3, iso=True))
     (plan,) = hub.load([log])
     assert hub.run(plan.run_id)["started_at"] == 1_700_000_002.5  # 2023-11-14T22:13:22.500Z
-    assert hub.points(plan.run_id)[(0, ELAPSED_KEY)] == [(1, 0.0), (2, 2.5), (3, 5.0)]
+    assert hub.times(plan.run_id) == {(0, 1): 1_700_000_002.5, (0, 2): 1_700_000_005.0, (0, 3): 1_700_000_007.5}
 
 
 def test_pythia_restarts_and_documented_events(hub):
@@ -116,7 +116,7 @@ def test_an_interrupted_import_resumes_to_the_exact_points(hub, tmp_path):
 
     stored = hub.points(plan.run_id)
     assert {k: len(v) for k, v in stored.items()} == {(0, k): 3000 for k in
-                                                      ("train/loss", "lr", "grad_norm", "tokens_seen", ELAPSED_KEY)}
+                                                      ("train/loss", "lr", "grad_norm", "tokens_seen")}
     assert hub.run(plan.run_id)["status"] == "finished"
 
 

@@ -188,8 +188,8 @@ def test_the_command_uploads_the_images_over_http(hub, server, tmp_path):
     assert res.returncode == 0, res.stderr
     run_line, summary = res.stdout.splitlines()
     run_id = run_line.split()[1]
-    assert run_line == f"run {run_id}  run: 6 points and 9 sample(s) and media, 1 segment(s)"
-    assert summary == "imported 6 points and 9 sample(s) and media as 1 run(s), 1 segment(s), 0 note(s)"
+    assert run_line == f"run {run_id}  run: 3 points and 9 sample(s) and media, 1 segment(s)"
+    assert summary == "imported 3 points and 9 sample(s) and media as 1 run(s), 1 segment(s), 0 note(s)"
     acc = reader(tmp_path / "tb" / "run")
     for image in acc.Images("gen/grid"):
         sha = hashlib.sha256(image.encoded_image_string).hexdigest()
@@ -198,7 +198,7 @@ def test_the_command_uploads_the_images_over_http(hub, server, tmp_path):
     assert again.returncode == 0, again.stderr
     assert again.stdout.splitlines() == [  # nothing new: the points are counted, the outputs said to be sent again
         f"run {run_id}  run: 0 points and 9 sample(s) and media sent (the server keeps each once), 1 segment(s); "
-        "6 point(s) already stored",
+        "3 point(s) already stored",
         "imported 0 points and 9 sample(s) and media sent (the server keeps each once) as 1 run(s), 1 segment(s), "
-        "0 note(s); 6 point(s) already stored",
+        "0 note(s); 3 point(s) already stored",
     ]

@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 from outputs_core import needs_outputs_core
 from PIL import Image as PILImage
-from runcast.importers.plan import ELAPSED_KEY
 
 from importers.tools import run_python
 
@@ -77,7 +76,7 @@ def test_images_tables_and_histograms(hub, media_run):
         assert (e["edges"], e["counts"]) == (r["weights.bins"], r["weights.values"])
         assert np.allclose(e["edges"], edges) and e["counts"] == counts.tolist()
     # the media's fields (width, size, nrows, ...) are not metrics
-    assert {key for _, key in hub.points(plan.run_id)} == {ELAPSED_KEY, "loss"}
+    assert {key for _, key in hub.points(plan.run_id)} == {"loss"}
     assert sorted(hub.blobs.put) == sorted({e["blob"] for e in sent if e["kind"] == "image"})
 
 

@@ -9,7 +9,6 @@ from typing import Any
 import numpy as np
 import pytest
 from runcast import importers
-from runcast.importers.plan import ELAPSED_KEY
 from runcast_server.core.models import Run, RunVersion
 from sqlalchemy import func, select
 from tensorboard.backend.event_processing import event_accumulator
@@ -63,9 +62,10 @@ def test_logdir_with_two_runs_hparams_and_times(hub, tmp_path):
     assert stored[(0, "train/loss")] == [(s, f32(3.0 / (1 + s))) for s in range(200)]
     assert stored[(0, "lr")] == [(s, v) for s, v, _ in expected["lr"]]
     assert stored[(0, "hparam/final_loss")] == [(0, 0.25)]
-    # the wall time of every step, kept as seconds since the run's first point
-    assert stored[(0, ELAPSED_KEY)] == [(s, float(s)) for s in range(200)]
-    assert sum(len(v) for k, v in stored.items() if k[1] != ELAPSED_KEY) == 200 + 20 + 1 == base.run.points
+    assert "time/elapsed_s" not in hub.run(base.run_id)["keys"]
+    times = hub.times(base.run_id)  # TensorBoard's wall_time: each step's time on the server
+    assert [times[(0, s)] for s in range(200)] == [T0 + s for s in range(200)]
+    assert sum(len(v) for v in stored.values()) == 200 + 20 + 1 == base.run.points
 
 
 def test_a_restart_in_the_same_directory_is_a_new_segment(hub, tmp_path):

@@ -131,7 +131,7 @@ def test_a_generated_client_reads_and_writes_a_real_server(generated: tuple[str,
     missing = get_run.sync_detailed("nosuchrun01", client=anonymous)
     assert missing.status_code == 404 and missing.parsed.error.field == "run"
     csv = export_run.sync("genclient01", client=anonymous, format_=ExportRunFormat.CSV)  # a text answer: str
-    assert csv.splitlines()[0] == "segment,key,step,value" and len(csv.splitlines()) == 11
+    assert csv.splitlines()[0] == "segment,key,step,value,time" and len(csv.splitlines()) == 11
 
     _, _, example = _docs()
     script = project.parent / "example.py"

@@ -3,15 +3,48 @@ and on the production stack (test_embedded.py, test_production.py)."""
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import runcast
 from runcast.query import ApiError, history
 
-from query.world import PRIVATE_RUN, RUN, World, expected_rows, same_rows
+from query.world import PRIVATE_RUN, RUN, World, expected_rows, same_rows, untimed
+
+
+def check_times(world: World, run: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every history row has its step's time as the API exports it (``time``) and the seconds since
+    the run started, on every path: DataFrame, rows from Parquet, rows from JSONL, the stream; a key
+    logged every tenth step gets those steps' times."""
+    export = httpx.get(f"{world.server}/api/v1/runs/{RUN}/export", params={"format": "jsonl"},
+                       headers={"Authorization": f"Bearer {world.token}"}, timeout=30)
+    times = {(p["segment"], p["step"]): p["time"] for p in map(json.loads, export.text.splitlines())}
+    start = run.info.started_at
+    assert start is not None and all(t is not None and t >= start for t in times.values())
+    assert len(times) == len(expected_rows())
+
+    def check(rows: Any, keys: set[tuple[int, int]]) -> None:
+        rows = list(rows)
+        assert {(r["_segment"], r["_step"]) for r in rows} == keys
+        for r in rows:
+            assert r["_timestamp"] == times[(r["_segment"], r["_step"])]
+            assert r["_runtime"] == pytest.approx(r["_timestamp"] - start)
+
+    every, tenth = set(times), {k for k in times if k[1] % 10 == 0}
+    df = run.history()
+    check(({**r, "_segment": int(r["_segment"]), "_step": int(r["_step"])} for r in df.to_dict("records")), every)
+    check(run.history(pandas=False), every)
+    check(run.history(["acc"], pandas=False), tenth)
+    check(run.scan_history(), every)
+    check(run.scan_history(["acc"]), tenth)
+    monkeypatch.setattr(history, "installed", lambda module: False)
+    check(run.history(), every)
+    check(run.history(["acc"]), tenth)
+    monkeypatch.undo()
 
 
 def check_reads(world: World, tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -24,24 +57,25 @@ def check_reads(world: World, tmp: Path, monkeypatch: pytest.MonkeyPatch) -> Non
         assert [(s.index, s.start_step, s.resumed) for s in run.segments] == [(0, 0, False), (1, 30, True)]
         want = expected_rows()
 
-        assert same_rows(run.history(pandas=False), want)
+        assert same_rows(untimed(run.history(pandas=False)), want)
         df = run.history()
-        assert list(df.columns) == ["_segment", "_step", "acc", "loss"]
+        assert list(df.columns) == ["_segment", "_step", "_timestamp", "_runtime", "acc", "loss"]
         rows = [{k: v for k, v in r.items() if not (k == "acc" and math.isnan(v))} for r in df.to_dict("records")]
-        assert same_rows([{**r, "_segment": int(r["_segment"]), "_step": int(r["_step"])} for r in rows], want)
-        assert same_rows(list(run.scan_history()), want)
-        assert same_rows(list(run.scan_history(["acc"])), [{"_segment": r["_segment"], "_step": r["_step"],
-                                                             "acc": r["acc"]} for r in want if "acc" in r])
+        assert same_rows(untimed([{**r, "_segment": int(r["_segment"]), "_step": int(r["_step"])} for r in rows]), want)
+        assert same_rows(untimed(run.scan_history()), want)
+        assert same_rows(untimed(run.scan_history(["acc"])), [{"_segment": r["_segment"], "_step": r["_step"],
+                                                               "acc": r["acc"]} for r in want if "acc" in r])
         loss_only = run.history(["loss"], pandas=False)
-        assert same_rows(loss_only, [{k: v for k, v in r.items() if k != "acc"} for r in want])
+        assert same_rows(untimed(loss_only), [{k: v for k, v in r.items() if k != "acc"} for r in want])
         sampled = run.history(["loss"], samples=5)
         assert len(sampled) == 5 and sampled["_step"].iloc[0] == 0 and sampled["_step"].iloc[-1] == 80
         with pytest.raises(KeyError, match="no metric 'nope'"):
             run.history(["nope"])
 
         # Without pyarrow (and without pandas): the JSONL export gives the same rows.
+        check_times(world, run, monkeypatch)
         monkeypatch.setattr(history, "installed", lambda module: False)
-        assert same_rows(run.history(), want)
+        assert same_rows(untimed(run.history()), want)
         monkeypatch.undo()
 
         [ckpt] = run.checkpoints()

@@ -24,7 +24,7 @@ import runcast
 run = runcast.Api(sys.argv[2], sys.argv[3]).run(sys.argv[4])
 rows = run.history()
 assert isinstance(rows, list) and repr(rows) == repr(list(run.scan_history())), rows[:3]  # NaN: by repr
-print(len(rows), sum(len(r) - 2 for r in rows))
+print(len(rows), sum(len(r) - 4 for r in rows))  # less _segment, _step, _timestamp, _runtime
 print("loaded:", sorted({m.partition(".")[0] for m in sys.modules} & BLOCKED))
 """
 

@@ -61,30 +61,18 @@ def test_samples_spread_evenly_first_and_last_kept() -> None:
     assert history.spaced(11, 3) == [0, 5, 10]
 
 
-def _timed(points: list[tuple[int, str, int, float, float | None]]) -> pa.Table:
-    table = _table([p[:4] for p in points], dictionary=True)
-    return table.append_column("time", pa.array([p[4] for p in points], pa.float64()))
-
-
-def test_other_columns_of_the_export_are_kept_once_per_row() -> None:
-    """A column beyond segment, key, step and value (the step's wall time) becomes ``_time``: the
-    first key's value that has one, whether the keys share their steps or not."""
-    same = _timed([(0, "a", 0, 1.0, 10.0), (0, "a", 1, 2.0, 11.0), (0, "b", 0, 3.0, 10.0), (0, "b", 1, 4.0, None)])
-    want = [{"_segment": 0, "_step": 0, "_time": 10.0, "a": 1.0, "b": 3.0},
-            {"_segment": 0, "_step": 1, "_time": 11.0, "a": 2.0, "b": 4.0}]
-    assert same_rows(history.rows_of_table(same), want)
-    frame = history.frame_of_table(same)
-    assert list(frame.columns) == ["_segment", "_step", "_time", "a", "b"]
-    assert same_rows(frame.to_dict("records"), want)
-    apart = _timed([(0, "a", 0, 1.0, None), (0, "b", 0, 5.0, 10.0), (0, "b", 2, 6.0, 12.0), (1, "a", 1, 7.0, 20.0)])
-    want = [{"_segment": 0, "_step": 0, "_time": 10.0, "a": 1.0, "b": 5.0},
-            {"_segment": 0, "_step": 2, "_time": 12.0, "b": 6.0},
-            {"_segment": 1, "_step": 1, "_time": 20.0, "a": 7.0}]
-    assert same_rows(history.rows_of_table(apart), want)
-    frame = history.frame_of_table(apart)
-    assert list(frame.columns) == ["_segment", "_step", "_time", "a", "b"]
-    assert frame["_time"].tolist() == [10.0, 12.0, 20.0] and frame["_step"].dtype == "int64"
-    assert frame["a"].isna().tolist() == [False, True, False]
-    jsonl = [(0, "a", 0, 1.0, {"time": None}), (0, "b", 0, 5.0, {"time": 10.0}), (0, "b", 2, 6.0, {"time": 12.0}),
-             (1, "a", 1, 7.0, {"time": 20.0})]
-    assert same_rows(history.rows_of(jsonl), want)
+def test_each_row_has_its_steps_time_and_the_seconds_since_the_start() -> None:
+    """The export's ``time`` column becomes ``_timestamp`` (one per step, whichever key) and
+    ``_runtime``; a step without a time has neither, on the rows and the DataFrame alike."""
+    points = [(0, "a", 0, 1.0), (0, "a", 1, 2.0), (0, "b", 1, 3.0), (1, "a", 1, 4.0)]
+    times = [None, 105.5, 105.5, 200.0]
+    table = _table(points).append_column("time", pa.array(times, pa.float64()))
+    want = [{"_segment": 0, "_step": 0, "a": 1.0}, {"_segment": 0, "_step": 1, "a": 2.0, "b": 3.0, "_timestamp": 105.5,
+            "_runtime": 5.5}, {"_segment": 1, "_step": 1, "a": 4.0, "_timestamp": 200.0, "_runtime": 100.0}]
+    assert same_rows(list(history.with_runtime(history.rows_of_table(table), 100.0)), want)
+    frame = history.frame_times(history.frame_of_table(table), table, 100.0)
+    records = [{k: v for k, v in r.items() if not (isinstance(v, float) and math.isnan(v))} for r in frame.to_dict("records")]
+    assert same_rows(records, want)
+    # No start known: the seconds since the first step time.
+    assert [r.get("_runtime") for r in history.with_runtime(history.rows_of_table(table), None)] == [None, 0.0, 94.5]
+    assert history.frame_times(history.frame_of_table(table), table, None)["_runtime"].tolist()[1:] == [0.0, 94.5]

@@ -23,7 +23,7 @@ def _stored(w: world.World, timeout: float = 120) -> None:
             try:
                 run, private = api.run(world.RUN), api.run(world.PRIVATE_RUN)
                 if run.status == private.status == "finished" and len(run.segments) == 2:
-                    points = sum(len(r) - 2 for r in run.history(pandas=False))
+                    points = sum(len(r) - 2 for r in world.untimed(run.history(pandas=False)))
                     if points == sum(len(r) - 2 for r in world.expected_rows()):
                         return
             except ApiError as exc:

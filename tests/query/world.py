@@ -81,6 +81,11 @@ def expected_rows() -> list[dict[str, Any]]:
     return rows
 
 
+def untimed(rows: Any) -> list[dict[str, Any]]:
+    """History rows without the step time columns (``_timestamp``, ``_runtime``)."""
+    return [{k: v for k, v in r.items() if k not in ("_timestamp", "_runtime")} for r in rows]
+
+
 def same_rows(got: list[dict[str, Any]], want: list[dict[str, Any]]) -> bool:
     """Equal, NaN equal to NaN."""
     def norm(row: dict[str, Any]) -> dict[str, Any]:

@@ -95,13 +95,16 @@ class RunWriter:
         self.post(events)
 
 
-def points_of(messages: Iterable[Message]) -> list[tuple[str, int, int, Any]]:
-    """Every (key, segment, step, value) carried by batch messages, in delivery order."""
+def points_of(messages: Iterable[Message], times: bool = False) -> list[tuple[str, int, int, Any]]:
+    """Every logged (key, segment, step, value) carried by batch messages, in delivery order; with
+    ``times``, the server's step times (``_timestamp``, which ride along with the points) too."""
     out = []
     for m in messages:
         if m.event == "batch":
             for series in m.data["points"]:
                 assert len(series["step"]) == len(series["value"])
+                if series["key"] == ev.TIMESTAMP_KEY and not times:
+                    continue
                 out.extend((series["key"], series["segment"], s, v) for s, v in zip(series["step"], series["value"]))
     return out
 

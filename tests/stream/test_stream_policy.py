@@ -46,6 +46,8 @@ def test_withheld_keys_and_notes_never_reach_public_streams(server: Any) -> None
     got = asyncio.run(main())
     for who in ("anonymous", "other", "anonymous replay"):
         assert _keys(got[who]) == {"loss"}, who
+        # the step times go with any metric shown (withheld only with every metric)
+        assert {p[0] for p in points_of(got[who], times=True)} == {"loss", "_timestamp"}, who
         assert notes_of(got[who]) == [], who
         assert len([p for p in points_of(got[who])]) == 18, who
         # (in production the run_started may be stored after the policy change: a batch 2 then)

@@ -42,6 +42,7 @@ from .limits import (
     MAX_VERSION_CHARS,
     PROJECT_RE,
     SHA256_RE,
+    TIMESTAMP_KEY,
     VISIBILITIES,
 )
 from .model_outputs import eval_body, media_body, sample_body
@@ -118,12 +119,12 @@ def _update(e: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _metrics(e: Mapping[str, Any]) -> dict[str, Any]:
-    return {
-        "step": check_step(e.get("step")),
-        "values": number_map(
-            e.get("values"), "values", MAX_METRICS_PER_EVENT, allow_empty=False
-        ),
-    }
+    values = number_map(e.get("values"), "values", MAX_METRICS_PER_EVENT, allow_empty=False)
+    if TIMESTAMP_KEY in values:
+        raise EventError(
+            f"values.{TIMESTAMP_KEY}", "is reserved: the server records each step's time (the event's ts) under it"
+        )
+    return {"step": check_step(e.get("step")), "values": values}
 
 
 def _checkpoint(e: Mapping[str, Any]) -> dict[str, Any]:

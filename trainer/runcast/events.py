@@ -150,6 +150,7 @@ from .limits import (
     SHA256_RE,
     SUMMARIES,
     SYSTEM_PREFIX,
+    TIMESTAMP_KEY,
     VISIBILITIES,
     X_AXES,
 )
@@ -193,6 +194,7 @@ __all__ = [
     "SHA256_RE",
     "SUMMARIES",
     "SYSTEM_PREFIX",
+    "TIMESTAMP_KEY",
     "VISIBILITIES",
     "X_AXES",
     "check_define",

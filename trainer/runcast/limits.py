@@ -55,6 +55,9 @@ MAX_ALERTS_BYTES: Final = 16 * 1024
 # a wall-clock second. An event holding only such keys does not move the run's step, last
 # values or heartbeat.
 SYSTEM_PREFIX: Final = "system/"
+# The series the server records each step's wall time in (epoch seconds: the metrics event's
+# ``ts``; W&B's history column of the same name). Reserved: no event may log it.
+TIMESTAMP_KEY: Final = "_timestamp"
 MAX_SUMMARY_BYTES: Final = 64 * 1024
 MAX_TAGS: Final = 64
 MAX_TAG_CHARS: Final = 64

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal, overload
 
 from .checks import EventError, check_key, check_step
-from .limits import MAX_METRICS_PER_EVENT, MAX_STEP
+from .limits import MAX_METRICS_PER_EVENT, MAX_STEP, TIMESTAMP_KEY
 from .media import Media
 from .values import Deferred, coerce, int_to_float
 
@@ -127,6 +127,11 @@ class Steps:
             check_key(key, "metrics")
         except EventError as exc:
             raise ValueError(f"bad metric name {key!r}: {exc.message}") from None
+        if key == TIMESTAMP_KEY:
+            raise ValueError(
+                f"bad metric name {key!r}: reserved; the server records each step's wall time under it "
+                "(the time log() was called), so it needs no logging"
+            )
         self._keys.add(key)
         if self._on_new_key is not None:
             self._on_new_key(key)

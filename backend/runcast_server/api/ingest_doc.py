@@ -63,6 +63,7 @@ from runcast.limits import (
     MAX_TASK_CHARS,
     NO_NUL,
     NOT_BLANK,
+    TIMESTAMP_KEY,
     WHITESPACE,
 )
 from typing_extensions import TypeAliasType
@@ -172,11 +173,22 @@ class UpdateEvent(_Event):
     notes: _text(MAX_NOTE_CHARS) | None = None  # type: ignore[valid-type]
 
 
+# A logged metric's name: any metric name but the server's own series of step times.
+LoggedMetricName = Annotated[
+    str, Field(min_length=1, max_length=MAX_KEY_BYTES, pattern=rf"^[^{_CONTROL}]+$",
+               description=f"At most {MAX_KEY_BYTES} bytes of UTF-8; not {TIMESTAMP_KEY!r} (reserved).",
+               json_schema_extra={"not": {"const": TIMESTAMP_KEY}})
+]
+
+
 class MetricsEvent(_Event):
     type: Literal["metrics"]
     step: Step
     values: Annotated[
-        dict[MetricName, WireValue], Field(min_length=1, max_length=MAX_METRICS_PER_EVENT)  # type: ignore[valid-type]
+        dict[LoggedMetricName, WireValue],  # type: ignore[valid-type]
+        Field(min_length=1, max_length=MAX_METRICS_PER_EVENT,
+              description=f"Metric name -> value. {TIMESTAMP_KEY!r} is reserved: the server records each step's "
+                          "time (the event's ts) under it, and refuses it here (422 naming values._timestamp)."),
     ]
 
 

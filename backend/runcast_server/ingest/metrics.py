@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from math import floor
 from typing import Any, NotRequired, TypedDict
 
+from runcast.events import TIMESTAMP_KEY, is_system_event
 from sqlalchemy import Connection, Insert, bindparam, case, func, select, update
 
 from runcast_server.core import partitions
@@ -24,11 +26,18 @@ def write_metrics(
 ) -> dict[str, dict[str, tuple[int, float | None]]]:
     """Insert series, points and rollups; returns run -> key -> newest inserted (step, value).
 
-    The hot path of ingest: plain dicts and lists, one statement per table.
+    The hot path of ingest: plain dicts and lists, one statement per table. Each segment's
+    step times go in as the series ``TIMESTAMP_KEY`` (the metrics event's ``ts``), thinned:
+    a step gets a time point when its event's ``ts`` falls in a later tenth of a second
+    than the last time point the batch kept for that segment (the first event of a segment
+    in a batch always does), and when the step has none yet (points are written once).
+    A step's time is then that of the last time point at or before it, to 0.1 s.
     """
     # (segment_id, key) -> {step: value (NaN as None)}; the first occurrence in the batch wins.
     batch: dict[tuple[int, str], dict[int, float | None]] = {}
     run_of_segment: dict[int, str] = {}
+    # The steps' times (TIMESTAMP_KEY): segment id -> [its {step: ts}, tenth of a second of the last kept].
+    times: dict[int, list[Any]] = {}
     received = 0
     for e in events:
         if e["type"] != "metrics":
@@ -44,6 +53,16 @@ def write_metrics(
                 points = batch[(seg, key)] = {}
             if step not in points:
                 points[step] = None if value != value else value  # noqa: PLR0124  (NaN; the cheapest test in this loop)
+        if is_system_event(e):  # the system sampler's step is a wall-clock second, not a training step
+            continue
+        kept = times.get(seg)
+        if kept is None:
+            kept = times[seg] = [{}, -1]
+            batch[(seg, TIMESTAMP_KEY)] = kept[0]
+        tenth = floor(e["ts"] * 10)
+        if tenth > kept[1] and step not in kept[0]:
+            kept[0][step] = e["ts"]
+            kept[1] = tenth
     result.points_received = received
     if not batch:
         return {}
@@ -102,6 +121,9 @@ def write_metrics(
         change.points += n
         change.keys.add(key)
         change.changed = True
+        if key == TIMESTAMP_KEY:  # the server's own points: not the client's, nor a last value of the run
+            result.points_inserted -= n
+            continue
         per_run = newest.setdefault(run, {})
         if key not in per_run or hi > per_run[key][0]:
             per_run[key] = (hi, value)

@@ -1,5 +1,8 @@
 """Export of a run's raw points as JSONL, CSV or Parquet, streamed page by page.
 
+Every row has the step's wall time (``time``, epoch seconds: ``metrics.step_times``); the
+``_timestamp`` series those times come from is exported only when asked for by name.
+
 CSV cells that hold text (metric names) are neutralised against formula injection;
 numbers (negative ones included) and the ``NaN``/``Infinity``/``-Infinity`` markers are
 written as they are. JSONL is exact.
@@ -20,16 +23,18 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
+from runcast.events import TIMESTAMP_KEY
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from runcast_server.core.db import Database
 from runcast_server.core.errors import NotFound
 from runcast_server.core.models import Point, Run, Segment, Series
+from runcast_server.metrics.step_times import page_times
 from runcast_server.reads.values import stored_value
 
 ExportFormat = Literal["jsonl", "csv", "parquet"]
-COLUMNS: Final = ("segment", "key", "step", "value")
+COLUMNS: Final = ("segment", "key", "step", "value", "time")
 MEDIA_TYPES: Final = {
     "jsonl": "application/x-ndjson",
     "csv": "text/csv; charset=utf-8",
@@ -45,10 +50,16 @@ class SeriesRef:
     segment: int
     key: str
     upto: int | None = None  # only points of run versions up to this one (a delayed reader)
+    times: int | None = None  # the segment's ``_timestamp`` series (None: its steps have no time)
+    times_upto: int | None = None  # ``upto`` of that series
+
+
+Row = tuple[int, float | None, float | None]  # step, value (NULL = NaN), time
 
 
 def series_to_export(session: Session, run: Run, key: str | None) -> list[SeriesRef]:
-    """The run's series (of one key, if given) in (segment, key) order; ``NotFound`` for an unknown key."""
+    """The run's series (of one key, if given; ``_timestamp`` only by name) in (segment, key)
+    order, each with its segment's times; ``NotFound`` for an unknown key."""
     query = (
         select(Series.id, Segment.index, Series.key)
         .join(Segment, Segment.id == Series.segment_id)
@@ -56,8 +67,12 @@ def series_to_export(session: Session, run: Run, key: str | None) -> list[Series
         .order_by(Segment.index, Series.key)
     )
     if key is not None:
-        query = query.where(Series.key == key)
-    refs = [SeriesRef(id=i, segment=seg, key=k) for i, seg, k in session.execute(query)]
+        query = query.where(Series.key.in_(sorted({key, TIMESTAMP_KEY})))
+    rows = session.execute(query).all()
+    times = {seg: i for i, seg, k in rows if k == TIMESTAMP_KEY}
+    wanted = key or ""
+    refs = [SeriesRef(id=i, segment=seg, key=k, times=times.get(seg)) for i, seg, k in rows
+            if k == wanted or (key is None and k != TIMESTAMP_KEY)]
     if key is not None and not refs:
         raise NotFound(f"metric {key!r}", field="key")
     return refs
@@ -77,9 +92,7 @@ def _value_text(value: float | None) -> str:
     return v if isinstance(v, str) else repr(v)
 
 
-def _format_page(
-    ref: SeriesRef, rows: Sequence[tuple[int, float | None]], fmt: ExportFormat
-) -> bytes:
+def _format_page(ref: SeriesRef, rows: Sequence[Row], fmt: ExportFormat) -> bytes:
     if fmt == "jsonl":
         lines = (
             json.dumps(
@@ -88,24 +101,26 @@ def _format_page(
                     "key": ref.key,
                     "step": step,
                     "value": stored_value(value),
+                    "time": at,
                 },
                 separators=(",", ":"),
                 ensure_ascii=False,
                 allow_nan=False,
             )
-            for step, value in rows
+            for step, value, at in rows
         )
         return ("\n".join(lines) + "\n").encode()
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerows(
-        (ref.segment, csv_text(ref.key), step, _value_text(value)) for step, value in rows
+        (ref.segment, csv_text(ref.key), step, _value_text(value), "" if at is None else repr(at))
+        for step, value, at in rows
     )
     return buf.getvalue().encode()
 
 
-def series_pages(database: Database, ref: SeriesRef, page_rows: int) -> Iterator[Sequence[tuple[int, float | None]]]:
-    """The series' ``(step, value)`` rows in step order, ``page_rows`` per list (NULL = NaN)."""
+def series_pages(database: Database, ref: SeriesRef, page_rows: int) -> Iterator[Sequence[Row]]:
+    """The series' ``(step, value, time)`` rows in step order, ``page_rows`` per list (NULL = NaN)."""
     after = -1
     while True:
         with database.scope() as session:
@@ -123,6 +138,9 @@ def series_pages(database: Database, ref: SeriesRef, page_rows: int) -> Iterator
             try:
                 cursor.execute(sql)
                 rows = cursor.fetchall()
+                steps = [step for step, _ in rows]
+                times = page_times(cursor, ref.times, ref.times_upto, steps)
+                rows = [(step, value, at) for (step, value), at in zip(rows, times)]
             finally:
                 cursor.close()
         if not rows:

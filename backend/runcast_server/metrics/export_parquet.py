@@ -1,5 +1,6 @@
 """The Parquet export: columns ``segment`` (int32), ``key`` (string), ``step`` (int64),
-``value`` (float64; NaN and +-Inf as themselves), one row group per page, streamed.
+``value`` (float64; NaN and +-Inf as themselves), ``time`` (float64, epoch seconds; null for a
+step without a time), one row group per page, streamed.
 
 On PostgreSQL, pages are read with ADBC (its PostgreSQL driver, through binary COPY)
 straight into Arrow columns: no Python object per point. On SQLite they are read through
@@ -25,6 +26,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from sqlalchemy.engine import make_url
 
+from runcast_server.metrics.step_times import page_times
+
 if TYPE_CHECKING:
     from runcast_server.metrics.export import SeriesRef
 
@@ -34,10 +37,11 @@ SCHEMA: Final = pa.schema(
         pa.field("key", pa.string(), nullable=False),
         pa.field("step", pa.int64(), nullable=False),
         pa.field("value", pa.float64(), nullable=False),
+        pa.field("time", pa.float64(), nullable=True),
     ]
 )
 _NAN: Final = pa.scalar(float("nan"), pa.float64())
-_ROW: Final = pa.struct([pa.field("step", pa.int64()), pa.field("value", pa.float64())])
+_ROW: Final = pa.struct([pa.field("step", pa.int64()), pa.field("value", pa.float64()), pa.field("time", pa.float64())])
 
 
 class Chunks:
@@ -86,11 +90,11 @@ def _page(cursor: Any, series_id: int, after: int, limit: int, upto: int | None 
     return cursor.fetch_arrow_table()
 
 
-def page_of_rows(rows: Sequence[tuple[int, float | None]]) -> pa.Table:
-    """A page of ``(step, value)`` rows (NULL = NaN) as the columns ``_page`` answers."""
+def page_of_rows(rows: Sequence[tuple[int, float | None, float | None]]) -> pa.Table:
+    """A page of ``(step, value, time)`` rows (NULL value = NaN) as the columns ``_page`` answers, with ``time``."""
     # pyarrow reads the tuples in C++ (a struct per row): no Python list per column, no bool per row.
-    step, value = pa.array(rows, type=_ROW).flatten()
-    return pa.table({"step": step, "nan": value.is_null(), "value": value.fill_null(0.0)})
+    step, value, time = pa.array(rows, type=_ROW).flatten()
+    return pa.table({"step": step, "nan": value.is_null(), "value": value.fill_null(0.0), "time": time})
 
 
 def adbc_pages(database_url: str, refs: Sequence[SeriesRef], page_rows: int) -> Iterator[tuple[SeriesRef, pa.Table]]:
@@ -102,7 +106,8 @@ def adbc_pages(database_url: str, refs: Sequence[SeriesRef], page_rows: int) -> 
                 page = _page(cursor, ref.id, after, page_rows, ref.upto)
                 if page.num_rows == 0:
                     break
-                yield ref, page
+                steps = page.column("step").to_pylist()
+                yield ref, page.append_column("time", pa.array(page_times(cursor, ref.times, ref.times_upto, steps), pa.float64()))
                 if page.num_rows < page_rows:
                     break
                 after = page.column("step")[-1].as_py()
@@ -118,6 +123,7 @@ def _batch(segment: int, key: str, page: pa.Table) -> pa.RecordBatch:
             pc.fill_null(pa.nulls(n, pa.string()), key),
             pc.cast(page.column("step"), pa.int64()).combine_chunks(),
             value.combine_chunks(),
+            pc.cast(page.column("time"), pa.float64()).combine_chunks(),
         ],
         schema=SCHEMA,
     )

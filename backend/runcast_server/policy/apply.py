@@ -12,7 +12,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from runcast.policy import DEFAULT, allows
+from runcast.events import TIMESTAMP_KEY
+from runcast.policy import DEFAULT, NONE, allows
 from sqlalchemy.orm import Session
 
 from runcast_server.core.errors import NotFound
@@ -45,7 +46,11 @@ class View:
 
     # --- metrics -----------------------------------------------------------------------
     def metric(self, key: str) -> bool:
-        return self.team or allows(self.policy["metrics"], key)
+        if self.team:
+            return True
+        setting = self.policy["metrics"]
+        # The steps' times go with any metric published: withheld only with every metric.
+        return setting != NONE if key == TIMESTAMP_KEY else allows(setting, key)
 
     def require_metric(self, key: str) -> None:
         """A withheld key answers exactly as an unknown one."""

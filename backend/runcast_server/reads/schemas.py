@@ -123,7 +123,7 @@ class RunDetail(RunSummary):
     # except for a token of its project.
     public_paths: bool = False
     seed: int | None
-    keys: list[str]
+    keys: list[str] = Field(description="The metrics logged, sorted (not the server's step times, `_timestamp`: read them by name).")
     segments: list[SegmentInfo]
     notes: str | None = Field(None, description="init(notes=...).")
     summary: dict[str, Any] = Field(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from runcast.events import TIMESTAMP_KEY
 from sqlalchemy import ColumnElement, and_, func, literal, or_, select
 from sqlalchemy.orm import Session
 
@@ -229,7 +230,7 @@ def run_detail(
     h = view.horizon
     keys = session.scalars(
         select(Series.key)
-        .where(Series.run_id == run.id)
+        .where(Series.run_id == run.id, Series.key != TIMESTAMP_KEY)  # the server's step times: not a logged metric
         .distinct()
         .order_by(Series.key)
     ).all()

@@ -4,6 +4,7 @@
 // chart keeps the store's entries (and their live points) of the keys it still shows.
 
 import { MetricChart, XMap } from "../chart.js";
+import { TIMESTAMP_KEY } from "../xmap.js";
 import { el } from "../util.js";
 import { isSystemKey } from "./system.js";
 import { writeUrl } from "./url.js";
@@ -37,10 +38,11 @@ export async function setupXmaps(page) {
   const time = trainingKeys(detail).find((k) => TIME_KEY.test(k));
   select.replaceChildren(el("option", { value: "step", text: "step" }));
   if (tokens) select.append(el("option", { value: "tokens", text: "tokens seen (" + tokens + ")" }));
-  if (time) select.append(el("option", { value: "time", text: "wall time (" + time + ")" }));
-  for (const [mode, key] of [["tokens", tokens], ["time", time]]) {
-    if (key && !xmaps.has(mode)) xmaps.set(mode, new XMap(mode, key));
-  }
+  // Every run: the server's step times (a logged time key stands in for a run stored without them).
+  select.append(el("option", { value: "time", text: "wall time" }), el("option", { value: "relative", text: "relative time" }));
+  if (tokens && !xmaps.has("tokens")) xmaps.set("tokens", new XMap("tokens", tokens));
+  if (!xmaps.has("time")) xmaps.set("time", new XMap("time", TIMESTAMP_KEY, { fallback: time }));
+  if (!xmaps.has("relative")) xmaps.set("relative", new XMap("time", TIMESTAMP_KEY, { sinceStart: true, fallback: time }));
   if (!state.xChosen) {
     // The x axis the trainer declared for a loss metric (run.define_metric(key, x="tokens")).
     const declared = Object.entries(detail.metrics || {}).find(([k, d]) => isLossKey(k) && d.x !== "step");

@@ -1,5 +1,5 @@
 // The run page's view state in the URL query, so that a view can be shared as a link:
-//   keys=train/loss,val/loss  metrics on the loss chart      x=step|tokens|time  x axis
+//   keys=train/loss,val/loss  metrics on the loss chart      x=step|tokens|time|relative  x
 //   smooth=0.6                EMA strength (0 = off)         log=1               log y axis
 //   start=..&end=..           visible x range (x-axis units)  panels=lr,grad_norm only these panels
 // The compare page adds runs=a,b (the runs compared) and all=1 (every config key, not only

@@ -34,8 +34,8 @@ def _stream_to(response: httpx.Response, out: BinaryIO, bars: Bars) -> int:
     return total
 
 
-HELP = ("Stream every point of RUN (rows: segment, key, step, value), or its samples or evaluations, from the "
-        "server; or write its media (images and a manifest) into a directory.")
+HELP = ("Stream every point of RUN (rows: segment, key, step, value, time: the step's wall time), or its "
+        "samples or evaluations, from the server; or write its media (images and a manifest) into a directory.")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -54,8 +54,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Stream every point of RUN (rows: segment, key, step, value), or its samples or evaluations, from the
-    server; or write its media into a directory."""
+    """Stream every point of RUN (rows: segment, key, step, value, time: the step's wall time), or its
+    samples or evaluations, from the server; or write its media into a directory."""
     run, server, key, output, what = args.run, args.server, args.key, args.output, args.what
     token = args.token or os.environ.get("RUNCAST_TOKEN") or None
     if not ID_RE.match(run):

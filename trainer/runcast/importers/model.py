@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from runcast.events import MAX_STEP, MAX_TS, check_key
+from runcast.events import MAX_STEP, MAX_TS, TIMESTAMP_KEY, check_key
 
 # A restart opens a segment; a source whose steps go back more often than this is not
 # a run that restarted but data in another order (pass --format or fix the source).
@@ -182,6 +182,8 @@ class RunBuilder:
         if series is None:
             if key not in self._good_keys:
                 check_key(key, "metric")
+                if key == TIMESTAMP_KEY:  # the server's own series: a source's times go in ``ts``
+                    raise ValueError(f"{key!r} is the time of a step (ts), not a metric")
                 self._good_keys.add(key)
             if type(step) is not int or not 0 <= step <= MAX_STEP:
                 raise ValueError(f"step {step!r} of {key!r} is not an integer in [0, {MAX_STEP}]")

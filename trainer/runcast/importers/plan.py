@@ -20,10 +20,9 @@ Times: every event carries the source's wall time (``ts``): ``run_started`` of a
 segment the time of its first point (the run's start), ``finished`` of its last, a
 metrics event the earliest time any value of its step was recorded, a sample or media event
 its own time (else its step's, else the segment's start). The server keeps
-run and segment times from them; it keeps no time per point, so the wall time of each
-step is also written as the metric ``ELAPSED_KEY``: seconds since the run's first
-point (absolute time = the run's ``started_at`` + this value). A source without times
-gets the import's time and no such metric.
+run and segment times from them, and each step's time from its metrics event's ``ts`` (the
+series ``_timestamp``, as for a live run): the time axes, exports and ``history()`` read it.
+A source without times gets the import's time.
 """
 
 from __future__ import annotations
@@ -42,7 +41,6 @@ from typing import Any, Final
 from runcast import events
 from runcast.importers.model import Blob, ImportFailed, Segment, SourceRun
 
-ELAPSED_KEY: Final = "time/elapsed_s"
 OUTPUT_SEQ: Final = 2**51
 NOTE_SEQ: Final = 2**52
 # An update's seq is this plus a hash of its body: the same summary is stored once, a changed one
@@ -91,40 +89,26 @@ class Plan:
     started: list[dict[str, Any]]
     starts: list[float]
     ends: list[float]
-    t0: float | None  # the run's first known time; None when the source has none
 
     @property
     def blobs(self) -> dict[str, Blob]:
         """The images to upload, by SHA-256."""
         return {o.blob.sha256: o.blob for seg in self.run.segments for o in seg.outputs if o.blob is not None}
 
-    @property
-    def adds_elapsed(self) -> bool:
-        """Whether the import writes ``ELAPSED_KEY`` (the source has times and no such series)."""
-        return self.t0 is not None and not any(ELAPSED_KEY in s.series for s in self.run.segments)
-
     def points(self) -> int:
-        """The points the import stores: the source's, and an ``ELAPSED_KEY`` one per timed step."""
-        if not self.adds_elapsed:
-            return self.run.points
-        timed = sum(1 for segment in self.run.segments for _, _, t in merged_steps(segment) if not math.isnan(t))
-        return self.run.points + timed
+        """The points the import stores: the source's (the steps' times are the server's own series)."""
+        return self.run.points
 
     def point_keys(self) -> Iterator[tuple[str, int]]:
         """(metric, step) of every point the import stores (``points()`` of them)."""
-        elapsed = self.adds_elapsed
         for segment in self.run.segments:
             for key, series in segment.series.items():
                 yield from zip(repeat(key), series.steps)
-            if elapsed:
-                yield from ((ELAPSED_KEY, step) for step, _, t in merged_steps(segment) if not math.isnan(t))
 
     def body(self) -> Iterator[tuple[dict[str, Any], int]]:
         """Metrics, samples and media, notes and finished events after ``started``, each with the count of
         points it stores."""
         run = self.run
-        t0 = self.t0
-        elapsed = self.adds_elapsed
         last = len(run.segments) - 1
         for index, segment in enumerate(run.segments):
             sid = self.started[index]["segment"]
@@ -134,12 +118,9 @@ class Plan:
             times: dict[int, float] = {}
             seq = 0
             for step, values, t in merged_steps(segment):
-                known = not math.isnan(t)
-                ts = t if known else self.starts[index]
+                ts = t if not math.isnan(t) else self.starts[index]
                 if notes:
                     times[step] = ts
-                if elapsed and known and t0 is not None:  # (elapsed needs t0)
-                    values[ELAPSED_KEY] = t - t0
                 points = len(values)
                 items = [(k, events.encode_value(v)) for k, v in values.items()]
                 for start in range(0, len(items), events.MAX_METRICS_PER_EVENT):
@@ -221,7 +202,7 @@ def plan_run(run: SourceRun, target: Target, *, name: str, now: float) -> Plan:
         except events.EventError as exc:
             raise ImportFailed(f"{run.format} run {name!r}", str(exc)) from None
         started.append(event)
-    plan = Plan(run=run, run_id=rid, name=name, started=started, starts=starts, ends=ends, t0=t0)
+    plan = Plan(run=run, run_id=rid, name=name, started=started, starts=starts, ends=ends)
     if run.summary or run.define:
         try:
             events.validate_event(plan._update(started[-1]["segment"], ends[-1]))

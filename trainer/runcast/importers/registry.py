@@ -128,7 +128,7 @@ def _text_format(path: Path) -> str:
             first = json.loads(head)
         except json.JSONDecodeError:
             return training_log.NAME  # its reader names the line
-        if isinstance(first, dict) and set(first) == set(runcast_export.COLUMNS):
+        if isinstance(first, dict) and set(first) in (set(runcast_export.COLUMNS), set(runcast_export.UNTIMED)):
             return runcast_export.NAME
         return training_log.NAME
     fields = next(csv.reader([head]), None)

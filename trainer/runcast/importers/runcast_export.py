@@ -1,12 +1,16 @@
 """Runcast's own exports (``GET /api/v1/runs/{id}/export?format=jsonl|csv``), read back exactly.
 
-Rows are ``segment, key, step, value``: segment indexes, metric names, steps and values
-come back as they were, so export -> import -> export gives the same bytes (the run id
-is not in the body). Segment indexes with no rows in the export are made as empty
-segments, so the indexes match. The CSV export neutralises a metric name that starts
-with a formula character by a leading ``'``; that ``'`` is taken off again here. The
-export holds no times, config or name: the run is named after the file, unless the
-run file ``runcast export --output`` writes beside it is there (``runcast_run_file``).
+Rows are ``segment, key, step, value, time``: segment indexes, metric names, steps and values
+come back as they were, and each step's ``time`` becomes its metrics event's ``ts`` (so the
+server records it again as that step's ``_timestamp``, to the same 0.1 s); so export -> import
+-> export gives the same bytes (the run id is not in the body). Exports made before the
+``time`` column (``segment, key, step, value``) are read too, without times. Rows of the
+``_timestamp`` series itself (an export of that key alone) are left out: their times are the
+time column's. Segment indexes with no rows in the export are made as empty segments, so the
+indexes match. The CSV export neutralises a metric name that starts with a formula character
+by a leading ``'``; that ``'`` is taken off again here. The export holds no config or name: the
+run is named after the file, unless the run file ``runcast export --output`` writes beside it
+is there (``runcast_run_file``).
 """
 
 from __future__ import annotations
@@ -30,13 +34,14 @@ from runcast.importers.model import (
 )
 
 NAME: Final = "runcast"
-COLUMNS: Final = ("segment", "key", "step", "value")
+COLUMNS: Final = ("segment", "key", "step", "value", "time")
+UNTIMED: Final = COLUMNS[:4]  # exports made before the time column
 # The CSV export's formula guard (runcast_server.metrics.export.csv_text), undone.
 _FORMULA_START: Final = ("=", "+", "-", "@", "\t", "\r")
 
 
 def is_export_header(fields: list[str] | None) -> bool:
-    return fields is not None and tuple(fields) == COLUMNS
+    return fields is not None and tuple(fields) in (COLUMNS, UNTIMED)
 
 
 def read(path: Path) -> list[SourceRun]:
@@ -49,15 +54,17 @@ def read(path: Path) -> list[SourceRun]:
         if not first:
             first = json.dumps(raw)
         try:
-            segment, key, step, value = _fields(raw, good_keys)
+            segment, key, step, value, ts = _fields(raw, good_keys)
         except (TypeError, ValueError) as exc:
             raise ImportFailed(where, str(exc)) from None
+        if key == events.TIMESTAMP_KEY:
+            continue
         series = segments.setdefault(segment, Segment(label=str(segment))).series.setdefault(key, Series())
         if series.steps and step <= series.steps[-1]:
             raise ImportFailed(where, f"step {step} of {key!r} in segment {segment} is not after step {series.steps[-1]}")
         series.steps.append(step)
         series.values.append(value)
-        series.times.append(math.nan)
+        series.times.append(ts)
     if segments and max(segments) >= MAX_SEGMENTS:
         raise ImportFailed(str(path), f"segment indexes of {MAX_SEGMENTS} and above are not supported")
     ordered = [segments.get(i, Segment(label=str(i))) for i in range(max(segments) + 1)] if segments else [Segment()]
@@ -97,12 +104,14 @@ def _rows(path: Path) -> Iterator[tuple[int, Any]]:
         raise ImportFailed(str(path), f"not UTF-8 text (byte {exc.start})") from None
 
 
-def _fields(raw: Any, good_keys: set[str]) -> tuple[int, str, int, float]:
-    """(segment, key, step, value) of a JSONL object or a CSV row; TypeError or ValueError naming the field."""
+def _fields(raw: Any, good_keys: set[str]) -> tuple[int, str, int, float, float]:
+    """(segment, key, step, value, time or NaN) of a JSONL object or a CSV row; TypeError or ValueError naming the field."""
+    ts: Any = None
     if isinstance(raw, dict):
-        if set(raw) != set(COLUMNS):
-            raise ValueError(f"an export row has exactly the fields {', '.join(COLUMNS)}")
-        segment, key, step, value = (raw[c] for c in COLUMNS)
+        if set(raw) not in (set(COLUMNS), set(UNTIMED)):
+            raise ValueError(f"an export row has exactly the fields {', '.join(COLUMNS)} (or all but time)")
+        segment, key, step, value = (raw[c] for c in UNTIMED)
+        ts = raw.get("time")
         if isinstance(value, str):
             if value not in events.NONFINITE:
                 raise ValueError(f"'value' {value!r} is not a number")
@@ -110,26 +119,30 @@ def _fields(raw: Any, good_keys: set[str]) -> tuple[int, str, int, float]:
         elif isinstance(value, bool) or not isinstance(value, (int, float)):
             raise TypeError(f"'value' {value!r} is not a number")
     elif isinstance(raw, list):
-        if len(raw) != len(COLUMNS):
+        if len(raw) not in (len(COLUMNS), len(UNTIMED)):
             raise ValueError(f"expected {len(COLUMNS)} cells ({','.join(COLUMNS)}), got {len(raw)}")
-        segment, key, step, value = raw
+        segment, key, step, value = raw[:4]
+        ts = raw[4] if len(raw) > 4 and raw[4] != "" else None
         if key.startswith("'") and key[1:2] and key[1] in _FORMULA_START:
             key = key[1:]
         segment, step = _integer(segment, "segment"), _integer(step, "step")
         try:
             value = float(value)
+            ts = None if ts is None else float(ts)
         except ValueError:
-            raise ValueError(f"'value' {value!r} is not a number") from None
+            raise ValueError(f"'value' {value!r} or 'time' {ts!r} is not a number") from None
     else:
         raise TypeError("not a JSON object")
     if isinstance(segment, bool) or not isinstance(segment, int) or segment < 0:
         raise ValueError(f"'segment' {segment!r} is not an index >= 0")
     if isinstance(step, bool) or not isinstance(step, int) or not 0 <= step <= events.MAX_STEP:
         raise ValueError(f"'step' {step!r} is not an integer in [0, {events.MAX_STEP}]")
+    if ts is not None and (isinstance(ts, bool) or not isinstance(ts, (int, float)) or not 0 <= ts <= events.MAX_TS):
+        raise ValueError(f"'time' {ts!r} is not seconds since the epoch in [0, {events.MAX_TS:.0f}]")
     if key not in good_keys:
         events.check_key(key, "key")
         good_keys.add(key)
-    return segment, key, step, float(value)
+    return segment, key, step, float(value), math.nan if ts is None else float(ts)
 
 
 def _integer(text: str, field: str) -> int:

@@ -38,7 +38,7 @@ def already_stored(client: httpx.Client, server: str, plan: Plan) -> int | None:
         rows = csv.reader(response.iter_lines())  # (a metric name holds no line break)
         next(rows, None)
         for row in rows:
-            if len(row) == 4:
+            if len(row) >= 4:  # segment, key, step, value (, time)
                 key = row[1][1:] if row[1][:1] == "'" and row[1][1:2] and row[1][1] in _FORMULA_START else row[1]
                 held[(key, int(row[2]))] += 1
     if not held:

@@ -4,7 +4,9 @@ Columns: ``Step``, then ``<run> - <metric>`` for every run on the chart, each po
 followed by ``<run> - <metric>__MIN`` and ``__MAX`` (the extremes of W&B's sampling
 buckets). One Runcast run per ``<run>``; its metric is the plain column, the
 ``__MIN``/``__MAX`` columns are left out. A name is split at its last `` - ``. Empty
-cells are steps the run did not log. The export carries no times and no config.
+cells are steps the run did not log. A ``<run> - _timestamp`` column (a chart of W&B's
+``_timestamp``) gives that run's step times (each metrics event's ``ts``), never a metric;
+without one the export carries no times. It carries no config.
 
 The run's identity is its W&B name, so the CSVs of several charts of the same runs
 fill the same Runcast runs (each chart adds its metric).
@@ -13,9 +15,11 @@ fill the same Runcast runs (each chart adds its metric).
 from __future__ import annotations
 
 import csv
+import math
 from pathlib import Path
 from typing import Final
 
+from runcast.events import TIMESTAMP_KEY
 from runcast.importers.model import ImportFailed, RunBuilder, SourceRun
 
 NAME: Final = "wandb-csv"
@@ -38,10 +42,14 @@ def read(path: Path) -> list[SourceRun]:
             assert header is not None
             step_at = header.index(STEP_COLUMN)
             columns: list[tuple[int, str, str]] = []  # (index, run, metric)
+            clocks: dict[str, int] = {}  # run -> index of its ``_timestamp`` column: the steps' times
             for i, name in enumerate(header):
                 if _SEPARATOR in name and not name.endswith(_BUCKET_SUFFIXES):
                     run_name, metric = name.rsplit(_SEPARATOR, 1)
-                    columns.append((i, run_name, metric))
+                    if metric == TIMESTAMP_KEY:
+                        clocks[run_name] = i
+                    else:
+                        columns.append((i, run_name, metric))
             builders: dict[str, RunBuilder] = {}
             for row in reader:
                 where = f"{path}:{reader.line_num}"
@@ -60,7 +68,7 @@ def read(path: Path) -> list[SourceRun]:
                         raise ImportFailed(where, f"column {header[i]!r}: {cell!r} is not a number") from None
                     builder = builders.setdefault(run_name, RunBuilder())
                     try:
-                        builder.add(metric, step, value)
+                        builder.add(metric, step, value, _time(row, clocks.get(run_name), where))
                     except ValueError as exc:
                         raise ImportFailed(where, f"column {header[i]!r}: {exc}") from None
     except UnicodeDecodeError as exc:
@@ -74,6 +82,17 @@ def read(path: Path) -> list[SourceRun]:
         )
         for run_name, builder in builders.items()
     ]
+
+
+def _time(row: list[str], at: int | None, where: str) -> float:
+    """The row's ``<run> - _timestamp`` cell (epoch seconds) when the chart has one, else NaN."""
+    cell = row[at].strip() if at is not None else ""
+    if not cell:
+        return math.nan
+    try:
+        return float(cell)
+    except ValueError:
+        raise ImportFailed(where, f"{cell!r} is not a time in seconds since the epoch") from None
 
 
 def _step(cell: str, where: str) -> int:

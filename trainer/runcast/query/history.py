@@ -1,7 +1,8 @@
-"""A run's points from its export, as rows: ``{"_segment", "_step", key: value, ...}``, one per
-segment and step, in that order (a resumed run's abandoned steps stay under their segment).
-A column the export has beyond ``segment, key, step, value`` (a step's ``time``) is kept, one
-value per row under its name with a leading underscore (``_time``): the first key's that has one.
+"""A run's points from its export, as rows: ``{"_segment", "_step", "_timestamp", "_runtime", key:
+value, ...}``, one per segment and step, in that order (a resumed run's abandoned steps stay under
+their segment). ``_timestamp`` is the step's wall time as the server stores it (the export's ``time``
+column, epoch seconds); ``_runtime`` is seconds since the run started (its ``started_at``, else its
+first step time); a step without a time has neither.
 
 The points come as Parquet (``GET /runs/{id}/export?format=parquet``) when pyarrow is installed,
 else as JSONL; rows become a pandas DataFrame when pandas is installed and wanted. Neither is
@@ -21,11 +22,12 @@ from runcast.query.client import Client
 
 SEGMENT: Final = "_segment"
 STEP: Final = "_step"
+TIMESTAMP: Final = "_timestamp"
+RUNTIME: Final = "_runtime"
 SYSTEM_PREFIX: Final = "system/"
-POINT_COLUMNS: Final = ("segment", "key", "step", "value")
 
 Row = dict[str, Any]
-Point = tuple[int, str, int, float, dict[str, Any]]  # segment, key, step, value, the export's other columns
+Point = tuple[int, str, int, float, float | None]  # segment, key, step, value, time
 
 
 def installed(module: str) -> bool:
@@ -59,25 +61,44 @@ def jsonl_points(client: Client, run_id: str, keys: list[str] | None) -> Iterato
             for line in response.iter_lines():
                 if line:
                     p = json.loads(line)
-                    extra = {k: v for k, v in p.items() if k not in POINT_COLUMNS}
-                    yield p["segment"], p["key"], p["step"], float(p["value"]), extra  # "NaN", "Infinity" included
+                    yield p["segment"], p["key"], p["step"], float(p["value"]), p.get("time")  # "NaN", "Infinity" included
 
 
 def rows_of(points: Iterable[Point]) -> list[Row]:
     """Points merged into rows, sorted by segment and step."""
     rows: dict[tuple[int, int], Row] = {}
-    extras: dict[tuple[int, int], Row] = {}
-    for segment, key, step, value, extra in points:
+    for segment, key, step, value, at in points:
         row = rows.get((segment, step))
         if row is None:
             row = rows[(segment, step)] = {SEGMENT: segment, STEP: step}
-            extras[(segment, step)] = {}
+            if at is not None:
+                row[TIMESTAMP] = at
         row[key] = value
-        held = extras[(segment, step)]
-        for name, v in extra.items():
-            if v is not None:
-                held.setdefault(f"_{name}", v)
-    return [{**rows[k], **extras[k]} for k in sorted(rows)]
+    return [rows[k] for k in sorted(rows)]
+
+
+def with_runtime(rows: Iterable[Row], start: float | None) -> Iterator[Row]:
+    """Rows with ``_runtime`` (seconds since ``start``, else since the first row's time) beside ``_timestamp``."""
+    for row in rows:
+        at = row.get(TIMESTAMP)
+        if at is not None:
+            start = at if start is None else start
+            row[RUNTIME] = at - start
+        yield row
+
+
+def frame_times(frame: Any, table: Any, start: float | None) -> Any:
+    """``frame`` (of ``frame_of_table``) with ``_timestamp`` and ``_runtime`` columns from the table's
+    ``time`` column (the same for every key of a step; NaN where a step has none)."""
+    pd = importlib.import_module("pandas")
+    if "time" not in table.column_names:  # a server from before step times
+        return frame
+    times = pd.DataFrame({SEGMENT: table.column("segment").to_numpy().astype("int64"),
+                          STEP: table.column("step").to_numpy(), TIMESTAMP: table.column("time").to_numpy()})
+    frame = frame.merge(times.drop_duplicates([SEGMENT, STEP]), on=[SEGMENT, STEP], how="left")
+    stamps = frame[TIMESTAMP]
+    frame[RUNTIME] = stamps - (stamps.dropna().iloc[0] if start is None and stamps.notna().any() else start)
+    return frame
 
 
 def segment_rows(points: Iterable[Point]) -> Iterator[Row]:
@@ -90,20 +111,6 @@ def segment_rows(points: Iterable[Point]) -> Iterator[Row]:
             held = []
         held.append(point)
     yield from rows_of(held)
-
-
-def _extra_names(table: Any) -> list[str]:
-    """The Table's columns beyond a point's own (``time``...)."""
-    return [n for n in table.column_names if n not in POINT_COLUMNS]
-
-
-def _first_present(arrays: list[Any]) -> Any:
-    """Element-wise, the first of ``arrays`` (aligned) whose value is not missing (None or NaN)."""
-    pd = importlib.import_module("pandas")
-    out = pd.Series(arrays[0])
-    for other in arrays[1:]:
-        out = out.fillna(pd.Series(other)) if out.isna().any() else out
-    return out.to_numpy()
 
 
 def wanted(keys: list[str] | None, known: list[str]) -> list[str] | None:
@@ -129,9 +136,8 @@ def spaced(count: int, samples: int | None) -> list[int] | None:
     return sorted({round(i * (count - 1) / (samples - 1)) for i in range(samples)})
 
 
-def _series(table: Any) -> dict[str, tuple[Any, ...]]:
-    """Each key's ``(segments, steps, values, *extras)`` numpy arrays (extras: ``_extra_names``),
-    sorted by segment and step, from a
+def _series(table: Any) -> dict[str, tuple[Any, Any, Any]]:
+    """Each key's ``(segments, steps, values)`` numpy arrays, sorted by segment and step, from a
     long Table whose rows come grouped by segment and key, in step order (the export's order;
     one export per key concatenated keeps it per key)."""
     np = importlib.import_module("numpy")
@@ -147,7 +153,6 @@ def _series(table: Any) -> dict[str, tuple[Any, ...]]:
     labels = chunks[0].dictionary.to_pylist()
     seg = table.column("segment").to_numpy().astype(np.int64)
     step, value = table.column("step").to_numpy(), table.column("value").to_numpy()
-    extras = [table.column(n).to_numpy() for n in _extra_names(table)]
     cuts = np.flatnonzero((codes[1:] != codes[:-1]) | (seg[1:] != seg[:-1])) + 1
     pieces: dict[str, list[slice]] = {}
     for start, end in zip([0, *cuts.tolist()], [*cuts.tolist(), len(codes)]):
@@ -155,7 +160,7 @@ def _series(table: Any) -> dict[str, tuple[Any, ...]]:
     out = {}
     for key, parts in pieces.items():
         parts.sort(key=lambda p: int(seg[p.start]))
-        out[key] = tuple(np.concatenate([a[p] for p in parts]) for a in (seg, step, value, *extras))
+        out[key] = tuple(np.concatenate([a[p] for p in parts]) for a in (seg, step, value))
     return out
 
 
@@ -166,24 +171,19 @@ def frame_of_table(table: Any) -> Any:
     np = importlib.import_module("numpy")
     pd = importlib.import_module("pandas")
     series = _series(table)
-    extra = [f"_{n}" for n in _extra_names(table)]
     if not series:
         return pd.DataFrame({SEGMENT: np.array([], np.int64), STEP: np.array([], np.int64)})
-    (seg, step, *_), *rest = series.values()
-    if all(np.array_equal(s[0], seg) and np.array_equal(s[1], step) for s in rest):
-        aligned = [s[3:] for s in series.values()]
-    else:
-        index = {k: pd.MultiIndex.from_arrays(s[:2], names=[SEGMENT, STEP]) for k, s in series.items()}
-        union = pd.MultiIndex.from_arrays(
-            [np.concatenate([s[0] for s in series.values()]), np.concatenate([s[1] for s in series.values()])],
-            names=[SEGMENT, STEP],
-        ).unique().sort_values()
-        series = {k: (*s[:2], *(pd.Series(a, index=index[k]).reindex(union).to_numpy() for a in s[2:]))
-                  for k, s in series.items()}
-        seg, step = (union.get_level_values(i).to_numpy().astype(np.int64) for i in (0, 1))
-        aligned = [s[3:] for s in series.values()]
-    extras = {name: _first_present([a[i] for a in aligned]) for i, name in enumerate(extra)}
-    return pd.DataFrame({SEGMENT: seg, STEP: step, **extras, **{k: s[2] for k, s in series.items()}})
+    (seg, step, _), *rest = series.values()
+    if all(np.array_equal(s, seg) and np.array_equal(t, step) for s, t, _ in rest):
+        return pd.DataFrame({SEGMENT: seg, STEP: step, **{k: v for k, (_, _, v) in series.items()}})
+    index = {k: pd.MultiIndex.from_arrays([s, t], names=[SEGMENT, STEP]) for k, (s, t, _) in series.items()}
+    union = pd.MultiIndex.from_arrays(
+        [np.concatenate([s for s, _, _ in series.values()]), np.concatenate([t for _, t, _ in series.values()])],
+        names=[SEGMENT, STEP],
+    ).unique().sort_values()
+    columns = {k: pd.Series(v, index=index[k]).reindex(union).to_numpy() for k, (_, _, v) in series.items()}
+    frame = pd.DataFrame(columns, index=union).reset_index()
+    return frame.astype({SEGMENT: np.int64, STEP: np.int64})
 
 
 def rows_of_table(table: Any) -> list[Row]:
@@ -191,19 +191,24 @@ def rows_of_table(table: Any) -> list[Row]:
     series = _series(table) if installed("numpy") else None
     if series:
         np = importlib.import_module("numpy")
-        (seg, step, *_), *rest = series.values()
-        if not _extra_names(table) and all(np.array_equal(s[0], seg) and np.array_equal(s[1], step) for s in rest):
+        (seg, step, _), *rest = series.values()
+        if all(np.array_equal(s, seg) and np.array_equal(t, step) for s, t, _ in rest):
             names = [SEGMENT, STEP, *series]
-            columns = [seg.tolist(), step.tolist(), *(s[2].tolist() for s in series.values())]
-            return [dict(zip(names, values)) for values in zip(*columns)]
+            columns = [seg.tolist(), step.tolist(), *(v.tolist() for _, _, v in series.values())]
+            rows = [dict(zip(names, values)) for values in zip(*columns)]
+            if "time" in table.column_names:
+                at = {(s, t): a for s, t, a in zip(table.column("segment").to_pylist(), table.column("step").to_pylist(),
+                                                    table.column("time").to_pylist()) if a is not None}
+                for row in rows:
+                    if (row[SEGMENT], row[STEP]) in at:
+                        row[TIMESTAMP] = at[(row[SEGMENT], row[STEP])]
+            return rows
     columns = table.to_pydict()
-    extra = _extra_names(table)
-    extras = [dict(zip(extra, values)) for values in zip(*(columns[n] for n in extra))] if extra else None
-    return rows_of(zip(columns["segment"], columns["key"], columns["step"], columns["value"],
-                       extras if extras is not None else [{}] * table.num_rows))
+    times = columns.get("time") or [None] * table.num_rows
+    return rows_of(zip(columns["segment"], columns["key"], columns["step"], columns["value"], times))
 
 
 def frame_of_rows(rows: list[Row], keys: list[str]) -> Any:
-    """A pandas DataFrame of rows, with a column per key (NaN where absent)."""
+    """A pandas DataFrame of rows, with the time columns and a column per key (NaN where absent)."""
     pd = importlib.import_module("pandas")
-    return pd.DataFrame.from_records(rows, columns=[SEGMENT, STEP, *keys])
+    return pd.DataFrame.from_records(rows, columns=[SEGMENT, STEP, TIMESTAMP, RUNTIME, *keys])

@@ -109,25 +109,26 @@ class RemoteRun:
             params["after"] = page["next_cursor"]
 
     def history(self, keys: Iterable[str] | None = None, samples: int | None = None, pandas: bool = True) -> Any:
-        """Every point of ``keys`` (default: every metric but ``system/…``) as rows ``_segment``, ``_step``
-        and a column per key, sorted by segment and step (and any other column the export has, e.g.
-        the step's time as ``_time``): a pandas DataFrame when pandas is installed and ``pandas`` is
-        true, else a list of dicts (a key without a point at that step is absent).
-        ``samples``: at most that many rows, spread evenly (first and last kept)."""
+        """Every point of ``keys`` (default: every metric but ``system/…``) as rows ``_segment``, ``_step``,
+        ``_timestamp`` (the step's wall time, epoch seconds), ``_runtime`` (seconds since the run
+        started) and a column per key, sorted by segment and step: a pandas DataFrame when pandas is
+        installed and ``pandas`` is true, else a list of dicts (a key without a point at that step is
+        absent). ``samples``: at most that many rows, spread evenly (first and last kept)."""
         chosen = history.wanted(None if keys is None else list(keys), self.keys)
         names = chosen if chosen is not None else self.keys
         frame = pandas and history.installed("pandas")
+        start = self.info.started_at
         if history.installed("pyarrow"):
             table = history.parquet_table(self._client, self.id, chosen)
             if frame:
-                df = history.frame_of_table(table)
-                # Every key asked for (a key without points: all NaN); the export's other columns kept.
-                df = df.reindex(columns=[*(c for c in df.columns if c not in set(names)), *names])
+                df = history.frame_times(history.frame_of_table(table), table, start).reindex(
+                    columns=[history.SEGMENT, history.STEP, history.TIMESTAMP, history.RUNTIME, *names])
                 picked = history.spaced(len(df), samples)
                 return df if picked is None else df.iloc[picked].reset_index(drop=True)
             rows = history.rows_of_table(table)
         else:
             rows = history.rows_of(history.jsonl_points(self._client, self.id, chosen))
+        rows = list(history.with_runtime(rows, start))
         picked = history.spaced(len(rows), samples)
         rows = rows if picked is None else [rows[i] for i in picked]
         return history.frame_of_rows(rows, names) if frame else rows
@@ -141,7 +142,7 @@ class RemoteRun:
         else:
             wanted = None if chosen is None else set(chosen)
             points = (p for p in history.jsonl_points(self._client, self.id, None) if wanted is None or p[1] in wanted)
-        return history.segment_rows(points)
+        return history.with_runtime(history.segment_rows(points), self.info.started_at)
 
     def download_checkpoint(self, checkpoint: Checkpoint | int | str = "latest",
                             dest: str | os.PathLike[str] = ".", retries: int = 5) -> Path:

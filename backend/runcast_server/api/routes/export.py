@@ -65,7 +65,9 @@ def export_run(
         view.require_metric(key)
     refs = [r for r in series_to_export(session, run, key) if view.metric(r.key)]
     if view.horizon is not None:  # a delayed reader: only the points due (policy/delay.py)
-        refs = [replace(r, upto=view.horizon.version) if r.id in view.horizon.frontier else r for r in refs]
+        h = view.horizon
+        refs = [replace(r, upto=h.version if r.id in h.frontier else None,
+                        times_upto=h.version if r.times in h.frontier else None) for r in refs]
     return StreamingResponse(
         export_chunks(ctx.database, refs, fmt),
         media_type=MEDIA_TYPES[fmt],
