@@ -109,7 +109,9 @@ def main() -> None:
                 server_cpu, client_cpu = cpu_seconds(proc.pid), time.process_time()
                 seconds, df = median(lambda s=shape: api.run(made[s]).history(), args.repeat)
                 server_cpu, client_cpu = cpu_seconds(proc.pid) - server_cpu, time.process_time() - client_cpu
-                assert df.shape == (steps, keys + 2) and int(df.iloc[:, 2:].notna().sum().sum()) == points
+                metric_columns = [c for c in df.columns if not c.startswith("_")]  # not _segment, _step, _timestamp, _runtime
+                assert len(df) == steps and len(metric_columns) == keys
+                assert int(df[metric_columns].notna().sum().sum()) == points and df["_timestamp"].notna().all()
                 run = api.run(made[shape])  # the parts, alone
                 url = f"{server}/api/v1/runs/{run.id}/export?format=parquet"
                 download_s, body = median(lambda u=url: httpx.get(u, headers=auth, timeout=600).content, args.repeat)
