@@ -79,7 +79,8 @@ def test_ingest_publishes_one_message_per_batch(db: Any, embedded: Any) -> None:
     assert post(embedded, [metrics(100, {"loss": 0.5})], token).status_code == 202
     assert post(embedded, [metrics(100, {"loss": 0.5})], token).status_code == 202  # no change, no message
     listener.join(5)
+    # Each batch also wrote step times (the server's _timestamp series, which the stream carries).
     assert [(m["run"], m["version"], m["last_step"], m["keys"]) for m in messages] == [
-        ("run_aaaaaaaa", 1, 99, ["loss", "lr"]),
-        ("run_aaaaaaaa", 2, 100, ["loss"]),
+        ("run_aaaaaaaa", 1, 99, ["_timestamp", "loss", "lr"]),
+        ("run_aaaaaaaa", 2, 100, ["_timestamp", "loss"]),
     ]

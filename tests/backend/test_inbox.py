@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from alerts.helpers import WireRun, loss_curve
 from runcast.events import dumps_batch
+from runcast.limits import TIMESTAMP_KEY
 from runcast_server.core.auth import create_admin_token, create_token
 from runcast_server.inbox import accept as inbox_accept
 from runcast_server.inbox import process as inbox_process
@@ -182,7 +183,8 @@ def _detector_tables(db: Any) -> dict[str, Any]:
             "states": sorted(map(tuple, conn.execute(text("SELECT run_id, segment_id, key, detector, state FROM detector_states")))),
             "alerts": sorted(map(tuple, conn.execute(text("SELECT id, kind, state, step, end_step FROM alerts")))),
             "versions": sorted(map(tuple, conn.execute(text("SELECT id, version FROM runs")))),
-            "points": conn.execute(text("SELECT count(*) FROM points")).scalar_one(),
+            "points": conn.execute(text("SELECT count(*) FROM points WHERE series_id IN"
+                                        " (SELECT id FROM series WHERE key <> :t)"), {"t": TIMESTAMP_KEY}).scalar_one(),
             "events": conn.execute(text("SELECT count(*) FROM events")).scalar_one(),
         }
 

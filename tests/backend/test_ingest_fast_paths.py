@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from runcast.events import validate_event
+from runcast.limits import TIMESTAMP_KEY
 from runcast_server.core.auth import get_or_create_project
 from runcast_server.ingest.results import ForeignRun, UnknownRun
 from runcast_server.ingest.store import store_batch
@@ -47,20 +48,23 @@ def stored_state(engine: Engine, run: str) -> tuple[dict[Any, Any], dict[Any, An
         points = {
             (k, s): v
             for k, s, v in conn.execute(
-                text("SELECT s.key, p.step, p.value FROM points p JOIN series s ON s.id = p.series_id WHERE s.run_id = :r"),
-                {"r": run},
+                text("SELECT s.key, p.step, p.value FROM points p JOIN series s ON s.id = p.series_id"
+                     " WHERE s.run_id = :r AND s.key <> :t"),
+                {"r": run, "t": TIMESTAMP_KEY},
             )
         }
         rollups = {
             (r.key, r.level, r.bucket): (r.min, r.max, r.sum, r.count, r.nan_count, r.last, r.last_step)
             for r in conn.execute(
-                text("SELECT s.key, r.* FROM rollups r JOIN series s ON s.id = r.series_id WHERE s.run_id = :r"),
-                {"r": run},
+                text("SELECT s.key, r.* FROM rollups r JOIN series s ON s.id = r.series_id"
+                     " WHERE s.run_id = :r AND s.key <> :t"),
+                {"r": run, "t": TIMESTAMP_KEY},
             )
         }
         series = {
             k: (c, lo, hi)
-            for k, c, lo, hi in conn.execute(text("SELECT key, count, min_step, max_step FROM series WHERE run_id = :r"), {"r": run})
+            for k, c, lo, hi in conn.execute(text("SELECT key, count, min_step, max_step FROM series WHERE run_id = :r AND key <> :t"),
+                                           {"r": run, "t": TIMESTAMP_KEY})
         }
     return points, rollups, series
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import httpx
 from runcast import events as ev
+from runcast.limits import TIMESTAMP_KEY
 from services import ServiceError, wait_until
 from sqlalchemy import text
 
@@ -191,8 +192,8 @@ def get_run(api_url: str, run_id: str, token: str | None = None) -> httpx.Respon
 def point_count(engine: Any, run_id: str) -> int:
     with engine.connect() as conn:
         return conn.execute(
-            text("SELECT count(*) FROM points p JOIN series s ON s.id = p.series_id WHERE s.run_id = :r"),
-            {"r": run_id},
+            text("SELECT count(*) FROM points p JOIN series s ON s.id = p.series_id WHERE s.run_id = :r AND s.key <> :t"),
+            {"r": run_id, "t": TIMESTAMP_KEY},
         ).scalar_one()
 
 
@@ -214,33 +215,35 @@ def wait_points(engine: Any, run_id: str, expected: int, timeout: float = 300,
 def snapshot(engine: Any, run_id: str) -> dict[str, Any]:
     """The run's points, rollups and series, keyed by names (not ids) so two databases compare.
 
-    Points' ``version`` (which batch wrote them) depends on arrival order and is left out.
+    Points' ``version`` (which batch wrote them) depends on arrival order and is left out, and so is
+    the server's step-time series (``_timestamp``): which steps carry a time depends on the batch
+    edges (tests/api/test_step_times.py checks it).
     """
     with engine.connect() as conn:
         series = {
             row.id: (row.seg_index, row.key)
             for row in conn.execute(text(
                 "SELECT s.id, g.index AS seg_index, s.key FROM series s "
-                "JOIN segments g ON g.id = s.segment_id WHERE s.run_id = :r"), {"r": run_id})
+                "JOIN segments g ON g.id = s.segment_id WHERE s.run_id = :r AND s.key <> :t"), {"r": run_id, "t": TIMESTAMP_KEY})
         }
         series_counts = {
             (row.seg_index, row.key): (row.count, row.min_step, row.max_step)
             for row in conn.execute(text(
                 "SELECT g.index AS seg_index, s.key, s.count, s.min_step, s.max_step FROM series s "
-                "JOIN segments g ON g.id = s.segment_id WHERE s.run_id = :r"), {"r": run_id})
+                "JOIN segments g ON g.id = s.segment_id WHERE s.run_id = :r AND s.key <> :t"), {"r": run_id, "t": TIMESTAMP_KEY})
         }
         points = {
             (*series[row.series_id], row.step): row.value
             for row in conn.execute(text(
                 "SELECT p.series_id, p.step, p.value FROM points p JOIN series s ON s.id = p.series_id "
-                "WHERE s.run_id = :r"), {"r": run_id})
+                "WHERE s.run_id = :r AND s.key <> :t"), {"r": run_id, "t": TIMESTAMP_KEY})
         }
         rollups = {
             (*series[row.series_id], row.level, row.bucket): (
                 row.min, row.max, row.sum, row.count, row.nan_count, row.last, row.last_step)
             for row in conn.execute(text(
-                "SELECT r.* FROM rollups r JOIN series s ON s.id = r.series_id WHERE s.run_id = :r"),
-                {"r": run_id})
+                "SELECT r.* FROM rollups r JOIN series s ON s.id = r.series_id WHERE s.run_id = :r AND s.key <> :t"),
+                {"r": run_id, "t": TIMESTAMP_KEY})
         }
         run = conn.execute(text("SELECT status, last_step, last_values FROM runs WHERE id = :r"),
                            {"r": run_id}).one()

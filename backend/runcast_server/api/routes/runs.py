@@ -6,6 +6,7 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query
 from pydantic import StringConstraints
+from runcast.events import MAX_TS
 
 from runcast_server.alerts.service import stall_after, stall_after_sql
 from runcast_server.api.deps import SessionDep, ViewerDep
@@ -63,7 +64,7 @@ def list_runs(
         "summary.<key>, metric.<key>); runs without a value last. Pages then go by offset."))] = None,
     order: Annotated[Literal["asc", "desc"], Query(description="The sort's direction.")] = "desc",
     offset: Annotated[int, Query(ge=0, le=100_000, description="With sort or group_by: next_offset of the previous page.")] = 0,
-    as_of: Annotated[float | None, Query(ge=0, le=1e16, description=(
+    as_of: Annotated[float | None, Query(ge=0, le=MAX_TS, description=(
         "With sort or group_by: as_of of the first page, unchanged, with each offset: only runs created at or "
         "before it, so runs created while you page never shift a page."))] = None,
     group_by: Annotated[Literal["group"] | None, Query(description=(
