@@ -11,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from runcast.events import validate_event
+from runcast.limits import TIMESTAMP_KEY
 from runcast_server.core.auth import create_token, hash_token
 from runcast_server.ingest.results import ForeignRun, UnknownRun
 from runcast_server.ingest.store import store_batch
@@ -35,19 +36,27 @@ def run_row(engine: Engine, run: str = "run_aaaaaaaa") -> dict[str, Any]:
 
 
 def test_first_batch_creates_run_segment_series(engine: Engine, project_id: int) -> None:
-    result = store(engine, project_id, [started(seq=0, config={"lr": 3e-4}), metrics(10, {"loss": 2.5, "acc": "NaN"}, seq=1)])
+    logged_event = metrics(10, {"loss": 2.5, "acc": "NaN"}, seq=1)
+    result_ts = logged_event["ts"]
+    result = store(engine, project_id, [started(seq=0, config={"lr": 3e-4}), logged_event])
     assert result.points_inserted == 2 and result.events_inserted == 1
     [(run, message)] = result.messages()
     assert run == "run_aaaaaaaa"
-    assert message["version"] == 1 and message["last_step"] == 10 and message["keys"] == ["acc", "loss"]
+    assert message["version"] == 1 and message["last_step"] == 10 and message["keys"] == ["_timestamp", "acc", "loss"]
     row = run_row(engine)
     assert row["version"] == 1 and row["status"] == "running" and row["last_step"] == 10
     assert row["config"] == {"lr": 3e-4}
     assert row["last_values"] == {"loss": [10, 2.5], "acc": [10, "NaN"]}
     assert row["heartbeat_at"] == 1000.0
     with engine.connect() as conn:
-        assert conn.execute(text("SELECT step, value, version FROM points ORDER BY value NULLS FIRST")).all() == [(10, None, 1), (10, 2.5, 1)]
-        assert conn.execute(text("SELECT count, min_step, max_step FROM series")).all() == [(1, 10, 10), (1, 10, 10)]
+        logged = "series_id IN (SELECT id FROM series WHERE key <> '_timestamp')"
+        assert conn.execute(text(f"SELECT step, value, version FROM points WHERE {logged} ORDER BY value NULLS FIRST")
+                            ).all() == [(10, None, 1), (10, 2.5, 1)]
+        assert conn.execute(text("SELECT count, min_step, max_step FROM series")).all() == [(1, 10, 10)] * 3
+        # The step's wall time: the metrics event's ts, in the server's own series.
+        [(key, step, at)] = conn.execute(text(
+            "SELECT s.key, p.step, p.value FROM points p JOIN series s ON s.id = p.series_id WHERE NOT " + logged)).all()
+        assert (key, step, at) == (TIMESTAMP_KEY, 10, result_ts)
 
 
 def test_duplicate_delivery_changes_nothing(engine: Engine, project_id: int) -> None:
@@ -65,6 +74,26 @@ def test_duplicate_delivery_changes_nothing(engine: Engine, project_id: int) -> 
     assert first.points_inserted == 100
 
 
+def test_a_step_redelivered_in_another_batch_adds_no_step_time(engine: Engine, project_id: int) -> None:
+    """Step times are thinned per batch (the first step of a batch always gets one), yet a step
+    delivered again at another batch edge writes nothing: a time goes in only with a new point."""
+    first = [metrics(step, {"loss": 1.0}, seq=step) for step in range(1, 4)]
+    for event in first:
+        event["ts"] = 1000.0  # one tenth of a second: only step 1 keeps a time
+    store(engine, project_id, [started(seq=0), *first])
+    before = snapshot(engine)
+    again = store(engine, project_id, [first[2], first[1]])  # step 3 now opens a batch
+    assert (again.points_inserted, again.messages()) == (0, [])
+    assert snapshot(engine) == before
+    later = metrics(4, {"loss": 0.5}, seq=4)
+    later["ts"] = 1000.05  # the same tenth, but the first step of its batch: it gets its own time
+    store(engine, project_id, [first[0], later])
+    with engine.connect() as conn:
+        assert conn.execute(text(
+            "SELECT p.step, p.value FROM points p JOIN series s ON s.id = p.series_id WHERE s.key = :t ORDER BY p.step"),
+            {"t": TIMESTAMP_KEY}).all() == [(1, 1000.0), (4, 1000.05)]
+
+
 def test_version_bumps_once_per_changing_batch(engine: Engine, project_id: int) -> None:
     store(engine, project_id, [started(seq=0)])
     store(engine, project_id, [metrics(1, {"a": 1}, seq=1)])
@@ -72,7 +101,9 @@ def test_version_bumps_once_per_changing_batch(engine: Engine, project_id: int) 
     store(engine, project_id, [metrics(2, {"a": 1}, seq=2), metrics(3, {"b": 1}, seq=3)])
     assert run_row(engine)["version"] == 3
     with engine.connect() as conn:
-        assert conn.execute(text("SELECT step, version FROM points ORDER BY step")).all() == [(1, 2), (2, 3), (3, 3)]
+        logged = "series_id IN (SELECT id FROM series WHERE key <> '_timestamp')"  # not the step times
+        assert conn.execute(text(f"SELECT step, version FROM points WHERE {logged} ORDER BY step")).all() == [
+            (1, 2), (2, 3), (3, 3)]
 
 
 def test_last_values_only_move_forward(engine: Engine, project_id: int) -> None:
@@ -181,17 +212,20 @@ def test_rollups_match_brute_force(engine: Engine, project_id: int, points: dict
         stored = {
             (key, step): value
             for key, step, value in conn.execute(
-                text("SELECT s.key, p.step, p.value FROM points p JOIN series s ON s.id = p.series_id WHERE s.run_id = :r"), {"r": run}
+                text("SELECT s.key, p.step, p.value FROM points p JOIN series s ON s.id = p.series_id"
+                     " WHERE s.run_id = :r AND s.key <> :t"), {"r": run, "t": TIMESTAMP_KEY}
             )
         }
         rollups = {
             (r.key, r.level, r.bucket): (r.min, r.max, r.sum, r.count, r.nan_count, r.last, r.last_step)
             for r in conn.execute(
-                text("SELECT s.key, r.* FROM rollups r JOIN series s ON s.id = r.series_id WHERE s.run_id = :r"), {"r": run}
+                text("SELECT s.key, r.* FROM rollups r JOIN series s ON s.id = r.series_id"
+                     " WHERE s.run_id = :r AND s.key <> :t"), {"r": run, "t": TIMESTAMP_KEY}
             )
         }
         series = {k: (c, lo, hi) for k, c, lo, hi in conn.execute(
-            text("SELECT key, count, min_step, max_step FROM series WHERE run_id = :r"), {"r": run})}
+            text("SELECT key, count, min_step, max_step FROM series WHERE run_id = :r AND key <> :t"),
+            {"r": run, "t": TIMESTAMP_KEY})}
     assert stored.keys() == points.keys()
     for k, value in points.items():
         assert same(stored[k], None if math.isnan(value) else value), k

@@ -28,16 +28,17 @@ def write_metrics(
 
     The hot path of ingest: plain dicts and lists, one statement per table. Each segment's
     step times go in as the series ``TIMESTAMP_KEY`` (the metrics event's ``ts``), thinned:
-    a step gets a time point when its event's ``ts`` falls in a later tenth of a second
-    than the last time point the batch kept for that segment (the first event of a segment
-    in a batch always does), and when the step has none yet (points are written once).
-    A step's time is then that of the last time point at or before it, to 0.1 s.
+    among the steps of a segment that get a new logged point in this batch, in batch order, a
+    step keeps its time when it falls in a later tenth of a second than the last one kept (the
+    first always does; a step that has a time already keeps it). A step's time is then that
+    of the last time point at or before it, to 0.1 s; a batch that stores nothing new writes
+    no time either.
     """
     # (segment_id, key) -> {step: value (NaN as None)}; the first occurrence in the batch wins.
     batch: dict[tuple[int, str], dict[int, float | None]] = {}
     run_of_segment: dict[int, str] = {}
-    # The steps' times (TIMESTAMP_KEY): segment id -> [its {step: ts}, tenth of a second of the last kept].
-    times: dict[int, list[Any]] = {}
+    # The steps' times (TIMESTAMP_KEY): segment id -> {step: ts} of its first event at that step, in batch order.
+    stamps: dict[int, dict[int, float]] = {}
     received = 0
     for e in events:
         if e["type"] != "metrics":
@@ -55,48 +56,45 @@ def write_metrics(
                 points[step] = None if value != value else value  # noqa: PLR0124  (NaN; the cheapest test in this loop)
         if is_system_event(e):  # the system sampler's step is a wall-clock second, not a training step
             continue
-        kept = times.get(seg)
-        if kept is None:
-            kept = times[seg] = [{}, -1]
-            batch[(seg, TIMESTAMP_KEY)] = kept[0]
-        tenth = floor(e["ts"] * 10)
-        if tenth > kept[1] and step not in kept[0]:
-            kept[0][step] = e["ts"]
-            kept[1] = tenth
+        stamps.setdefault(seg, {}).setdefault(step, e["ts"])
     result.points_received = received
     if not batch:
         return {}
+    for seg, at in stamps.items():
+        batch[(seg, TIMESTAMP_KEY)] = _thinned(at)
 
     series = _series_ids(conn, batch, run_of_segment, blocks)
     by_id = sorted((series[k][0], k) for k in batch)
-    col_sid: list[int] = []
-    col_step: list[int] = []
-    col_value: list[float | None] = []
-    col_version: list[int] = []
+    key_of = dict(by_id)
     # True while every step of the batch is past its series' highest stored step: then no
     # point can be stored already (points are only written here, under the run's lock).
-    beyond = True
-    for sid, k in by_id:
-        points = batch[k]
-        steps = sorted(points)
-        stored_max = series[k][1]
-        if stored_max is not None and steps[0] <= stored_max:
-            beyond = False
-        col_sid.extend([sid] * len(steps))
-        col_step.extend(steps)
-        col_value.extend([points[st] for st in steps])
-        col_version.extend([result.runs[run_of_segment[k[0]]].version] * len(steps))
-    inserted = _insert_points(conn, [col_sid, col_step, col_value, col_version], beyond=beyond)
-    if inserted is None:  # the usual case: every point is new
-        result.points_inserted = len(col_sid)
-        new_points = list(zip(col_sid, col_step, col_value))
+    beyond = all(series[k][1] is None or min(batch[k]) > series[k][1] for k in batch)
+    if beyond:  # the usual case: every point is new, the step times' included
+        columns = _columns(batch, by_id, result, run_of_segment)
+        _insert_points(conn, columns, beyond=True)
+        new_keys = list(zip(columns[0], columns[1]))
     else:
-        result.points_inserted = len(inserted)
-        if not inserted:
+        logged = [(sid, k) for sid, k in by_id if k[1] != TIMESTAMP_KEY]
+        columns = _columns(batch, logged, result, run_of_segment)
+        inserted = _insert_points(conn, columns)
+        new_keys = list(zip(columns[0], columns[1])) if inserted is None else inserted
+        # A step's time goes in only with a point logged at it now, so a redelivered step (in
+        # any batch, whatever its edges) changes nothing.
+        new_steps = {(key_of[sid][0], step) for sid, step in new_keys}
+        for _, k in by_id:
+            if k[1] == TIMESTAMP_KEY:
+                batch[k] = _thinned({st: ts for st, ts in stamps[k[0]].items() if (k[0], st) in new_steps})
+        timed = [(sid, k) for sid, k in by_id if k[1] == TIMESTAMP_KEY and batch[k]]
+        if timed:
+            columns = _columns(batch, timed, result, run_of_segment)
+            inserted = _insert_points(conn, columns)
+            new_keys = [*new_keys, *(zip(columns[0], columns[1]) if inserted is None else inserted)]
+        if not new_keys:
+            result.points_inserted = 0
             return {}
-        key_of = dict(by_id)
-        inserted.sort()
-        new_points = [(sid, step, batch[key_of[sid]][step]) for sid, step in inserted]
+        new_keys.sort()
+    result.points_inserted = len(new_keys)
+    new_points = [(sid, step, batch[key_of[sid]][step]) for sid, step in new_keys]
 
     _write_rollups(conn, rollup_deltas(new_points), {sid: series[k][1] for sid, k in by_id})
 
@@ -111,7 +109,6 @@ def write_metrics(
             st[1] = min(st[1], step)
             if step > st[2]:
                 st[2], st[3] = step, value
-    key_of = dict(by_id)
     newest: dict[str, dict[str, tuple[int, float | None]]] = {}
     for sid, (n, lo, hi, value) in sorted(stats.items()):
         seg, key = key_of[sid]
@@ -139,6 +136,36 @@ def write_metrics(
         [{"sid": sid, "n": st[0], "lo": st[1], "hi": st[2]} for sid, st in sorted(stats.items())],
     )
     return newest
+
+
+def _thinned(stamps: dict[int, float]) -> dict[int, float]:
+    """The steps that keep their time (in batch order): each whose time falls in a later tenth of a
+    second than the last one kept (the first always does)."""
+    kept: dict[int, float] = {}
+    last = -1
+    for step, at in stamps.items():
+        tenth = floor(at * 10)
+        if tenth > last:
+            kept[step] = at
+            last = tenth
+    return kept
+
+
+def _columns(batch: dict[tuple[int, str], dict[int, Any]], series: list[tuple[int, tuple[int, str]]],
+             result: IngestResult, run_of_segment: dict[int, str]) -> list[list[Any]]:
+    """The point columns (series_id, step, value, version) of ``series`` (sorted by id), each in step order."""
+    col_sid: list[int] = []
+    col_step: list[int] = []
+    col_value: list[float | None] = []
+    col_version: list[int] = []
+    for sid, k in series:
+        points = batch[k]
+        steps = sorted(points)
+        col_sid.extend([sid] * len(steps))
+        col_step.extend(steps)
+        col_value.extend([points[st] for st in steps])
+        col_version.extend([result.runs[run_of_segment[k[0]]].version] * len(steps))
+    return [col_sid, col_step, col_value, col_version]
 
 
 _ROLLUP_COLUMNS = ("series_id", "level", "bucket", "min", "max", "sum", "count", "nan_count", "last", "last_step")
