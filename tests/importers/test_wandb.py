@@ -39,7 +39,11 @@ def test_offline_runs(hub, wandb_dir):
     # time/elapsed_s metric: the time axes and exports read the server's step times)
     times = hub.times(base.run_id)
     steps = [times[(0, s)] for s in range(100)]
-    assert steps[0] == pytest.approx(run["started_at"]) and steps == sorted(steps) and len(set(steps)) > 1
+    assert steps[0] == pytest.approx(run["started_at"]) and steps == sorted(steps)
+    # Each step's time is W&B's own, to the 0.1 s of the server's thinning (docs/dashboard.md, "Step times")
+    source = base.run.segments[0].series["train/loss"]
+    wandb_times = dict(zip(source.steps, source.times))
+    assert all(wandb_times[s] - 0.1 <= times[(0, s)] <= wandb_times[s] for s in range(100))
     assert "_timestamp" not in run["keys"] and "time/elapsed_s" not in run["keys"]
     assert started - 3600 < run["started_at"] < started
 
