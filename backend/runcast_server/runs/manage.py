@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from runcast.events import MAX_TAGS
+from runcast.events import MAX_TAGS, TIMESTAMP_KEY
 from sqlalchemy import CursorResult, Table, delete, func, select
 from sqlalchemy.orm import Session
 
@@ -87,21 +87,20 @@ def delete_run(session: Session, run: Run, tables: Sequence[Table], dependents: 
     the tables, the rows of other domains that have no ``run_id`` by ``dependents`` (alert
     deliveries by the run's alerts and subscriptions). A run with
     partitions of its own (PostgreSQL, ``partitions.py``) loses its points, rollups and
-    replay log by detaching them (``drop_detached`` drops them after the commit); its
-    point count is then the sum of its series' counts.
+    replay log by detaching them (``drop_detached`` drops them after the commit).
+    The answer's ``points`` counts the logged points (its series' counts), not the server's
+    step times.
     """
     series_ids = select(Series.id).where(Series.run_id == run.id).scalar_subquery()
+    points = session.scalar(select(func.coalesce(func.sum(Series.count), 0))
+                            .where(Series.run_id == run.id, Series.key != TIMESTAMP_KEY)) or 0
     if run.block:
-        points = session.scalar(select(func.coalesce(func.sum(Series.count), 0)).where(Series.run_id == run.id)) or 0
         partitions.detach(session.connection(), run.block)
     else:
         # The id range as constants too, so PostgreSQL plans (and locks) only the legacy partitions.
         lo, hi = session.execute(select(func.min(Series.id), func.max(Series.id)).where(Series.run_id == run.id)).one()
-        deleted = session.execute(
-            delete(Point).where(Point.series_id.in_(series_ids), Point.series_id.between(lo, hi))
-        ) if lo is not None else None
-        # Session.execute types its answer as a Result; a DELETE's is a CursorResult (rowcount).
-        points = deleted.rowcount if isinstance(deleted, CursorResult) else 0
+        if lo is not None:
+            session.execute(delete(Point).where(Point.series_id.in_(series_ids), Point.series_id.between(lo, hi)))
         session.execute(delete(Rollup).where(Rollup.series_id.in_(series_ids), Rollup.series_id.between(lo, hi)))
     for dependent in dependents:
         dependent(session, run.id)
