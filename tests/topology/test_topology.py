@@ -92,9 +92,18 @@ def watch(proxy_url: str, run_id: str, n: int) -> list[Viewer]:
     return viewers
 
 
+def stored_times(engine: Any, run_id: str) -> dict[int, float]:
+    """The run's step times as stored (the server's ``_timestamp`` series; one segment here)."""
+    with engine.connect() as conn:
+        return dict(conn.execute(text(
+            "SELECT p.step, p.value FROM points p JOIN series s ON s.id = p.series_id"
+            " WHERE s.run_id = :r AND s.key = '_timestamp'"), {"r": run_id}).all())
+
+
 def assert_saw_everything(viewers: list[Viewer], version: int, expected: dict[tuple[str, int], Any],
-                          notes: list[str]) -> None:
-    """Every viewer got versions 1..version once each, in order, and exactly the stored points."""
+                          notes: list[str], times: dict[int, float]) -> None:
+    """Every viewer got versions 1..version once each, in order, exactly the stored points, and
+    exactly the stored step times."""
     wire = {k: ev.encode_value(v) for k, v in expected.items()}
     for v in viewers:
         wait_until(lambda v=v: v.last >= version, 60, f"{v.name} to reach version {version} (at {v.last})")
@@ -107,6 +116,8 @@ def assert_saw_everything(viewers: list[Viewer], version: int, expected: dict[tu
         assert len(got) == len(wire), f"{v.name}: {len(got)} points, {len(wire)} stored"
         assert {(key, step): value for key, _seg, step, value in got} == wire
         assert sorted(v.notes()) == sorted(notes)
+        got_times = v.points(times=True)
+        assert len(got_times) == len(times) and {step: at for _k, _seg, step, at in got_times} == times, v.name
 
 
 def test_interleaved_batches_reach_viewers_on_both_api_processes_in_order(stack, start_nginx):
@@ -146,7 +157,7 @@ def test_interleaved_batches_reach_viewers_on_both_api_processes_in_order(stack,
     wait_until(lambda: finished(stack.engine, run.run), 60, "the run to finish")
     version = run_version(stack.engine, run.run)
     assert version == 1 + batches + 1  # one version per batch, none lost, none doubled
-    assert_saw_everything(viewers, version, expected, notes)
+    assert_saw_everything(viewers, version, expected, notes, stored_times(stack.engine, run.run))
 
     # What was stored, read back through nginx, equals what was sent; both workers took batches.
     rows = export_rows(proxy.url, run.run, token)
@@ -197,7 +208,7 @@ def test_killed_worker_and_api_process_cost_nothing_and_viewers_resume(stack, st
     time.sleep(2)  # nothing more arrives (a redelivered batch stores nothing twice)
     assert point_count(stack.engine, run_id) == len(expected)
     version = run_version(stack.engine, run_id)
-    assert_saw_everything(viewers, version, expected, [])
+    assert_saw_everything(viewers, version, expected, [], stored_times(stack.engine, run_id))
     # The viewers of the killed process came back through nginx, on the other one.
     assert sum(v.connections > 1 for v in viewers) >= counts[victim], [v.connections for v in viewers]
     assert sse_viewers(t["urls"][survivor]) == 0.0  # all closed

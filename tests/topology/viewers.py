@@ -79,13 +79,15 @@ class Viewer:
         self.stop.set()
         self.thread.join(timeout=15)
 
-    def points(self) -> list[tuple[str, int, int, Any]]:
-        """Every (key, segment, step, value) the messages carried, in delivery order."""
+    def points(self, times: bool = False) -> list[tuple[str, int, int, Any]]:
+        """Every (key, segment, step, value) the messages carried, in delivery order: the logged
+        points, or with ``times`` only the server's step times (``_timestamp``) that ride along."""
         out = []
         for m in self.received:
             if m.event == "batch":
                 for s in m.data["points"]:
-                    out.extend((s["key"], s["segment"], step, v) for step, v in zip(s["step"], s["value"]))
+                    if (s["key"] == "_timestamp") == times:
+                        out.extend((s["key"], s["segment"], step, v) for step, v in zip(s["step"], s["value"]))
         return out
 
     def notes(self) -> list[str]:
