@@ -68,7 +68,7 @@ def write_metrics(
     key_of = dict(by_id)
     # True while every step of the batch is past its series' highest stored step: then no
     # point can be stored already (points are only written here, under the run's lock).
-    beyond = all(series[k][1] is None or min(batch[k]) > series[k][1] for k in batch)
+    beyond = all((stored := series[k][1]) is None or min(batch[k]) > stored for k in batch)
     if beyond:  # the usual case: every point is new, the step times' included
         columns = _columns(batch, by_id, result, run_of_segment)
         _insert_points(conn, columns, beyond=True)
@@ -138,10 +138,10 @@ def write_metrics(
     return newest
 
 
-def _thinned(stamps: dict[int, float]) -> dict[int, float]:
+def _thinned(stamps: dict[int, float]) -> dict[int, float | None]:
     """The steps that keep their time (in batch order): each whose time falls in a later tenth of a
     second than the last one kept (the first always does)."""
-    kept: dict[int, float] = {}
+    kept: dict[int, float | None] = {}
     last = -1
     for step, at in stamps.items():
         tenth = floor(at * 10)
