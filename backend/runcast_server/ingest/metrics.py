@@ -72,7 +72,7 @@ def write_metrics(
     if beyond:  # the usual case: every point is new, the step times' included
         columns = _columns(batch, by_id, result, run_of_segment)
         _insert_points(conn, columns, beyond=True)
-        new_keys = list(zip(columns[0], columns[1]))
+        new_points = list(zip(columns[0], columns[1], columns[2]))
     else:
         logged = [(sid, k) for sid, k in by_id if k[1] != TIMESTAMP_KEY]
         columns = _columns(batch, logged, result, run_of_segment)
@@ -93,8 +93,8 @@ def write_metrics(
             result.points_inserted = 0
             return {}
         new_keys.sort()
-    result.points_inserted = len(new_keys)
-    new_points = [(sid, step, batch[key_of[sid]][step]) for sid, step in new_keys]
+        new_points = [(sid, step, batch[key_of[sid]][step]) for sid, step in new_keys]
+    result.points_inserted = len(new_points)
 
     _write_rollups(conn, rollup_deltas(new_points), {sid: series[k][1] for sid, k in by_id})
 
