@@ -29,8 +29,8 @@ from runcast_server.core.gc_policy import tune_for_serving
 from runcast_server.core.settings import Settings
 from runcast_server.frontend import Frontend
 from runcast_server.health import Liveness, Probes, Readiness, probes
+from runcast_server.inbox.gauges import InboxCollector
 from runcast_server.inbox.sweep import SweepTimer
-from runcast_server.observability.collectors import InboxCollector
 from runcast_server.observability.http import (
     RequestMetrics,
     exposition,

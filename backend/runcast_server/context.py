@@ -11,10 +11,11 @@ Whoever builds a context starts it and closes it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from runcast_server.alerts.runner import AlertRunner
-from runcast_server.artifacts.storage import Storage, storage_from_settings
+from runcast_server.artifacts.backend import storage_from_settings
+from runcast_server.artifacts.storage import Storage
+from runcast_server.core.celery_app import bind_context, context_of, unbind_context
 from runcast_server.core.db import Database
 from runcast_server.core.settings import Settings
 from runcast_server.live.fanout import Registry
@@ -60,21 +61,5 @@ class AppContext:
         self.database.engine.dispose()
 
 
-def bind_context(owner: Any, ctx: AppContext) -> None:
-    """Hand ``ctx`` to ``owner`` (the Celery app: its tasks read it there, see ``context_of``)."""
-    owner.runcast_context = ctx
 
-
-def unbind_context(owner: Any, ctx: AppContext) -> None:
-    """Take ``ctx`` back from ``owner`` when it is still the one bound (its app stopped)."""
-    if getattr(owner, "runcast_context", None) is ctx:
-        owner.runcast_context = None
-
-
-def context_of(owner: Any) -> AppContext:
-    """The context bound to ``owner`` by the process's start (worker start, app lifespan, CLI)."""
-    ctx = getattr(owner, "runcast_context", None)
-    if ctx is None:
-        raise RuntimeError("no application context bound: build one with AppContext.build(settings) where the "
-                           "process starts and bind it (context.bind_context)")
-    return ctx
+__all__ = ["AppContext", "bind_context", "context_of", "unbind_context"]

@@ -20,8 +20,9 @@ import time
 from typing import Any, Final
 
 from celery import Task
-from celery.signals import task_failure, task_retry, worker_init
+from celery.signals import after_setup_logger, after_setup_task_logger, task_failure, task_retry, worker_init
 
+from runcast_server.alerts import tasks as alert_tasks  # noqa: F401  (registers the alerts' tasks where this module is)
 from runcast_server.context import AppContext, bind_context, context_of
 from runcast_server.core.celery_app import app, app_for, settings_of
 from runcast_server.core.message_checks import Unreadable
@@ -34,7 +35,7 @@ from runcast_server.inbox.messages import CONTRACT
 from runcast_server.inbox.process import Policy, backoff, process
 from runcast_server.inbox.rows import QUARANTINED, Outcome, is_transient
 from runcast_server.ingest.results import IngestResult
-from runcast_server.observability.logs import run_scope
+from runcast_server.observability.logs import run_scope, use_json
 from runcast_server.observability.metrics import Metrics, bind_to, metrics_of
 
 INGEST_TASK: Final = "runcast.ingest_batch"
@@ -109,6 +110,14 @@ def _worker_start(sender: Any = None, **_: Any) -> None:
     ``celery -A ... worker``: the environment's, read when Celery first read its configuration)."""
     bind_metrics(Metrics())
     bind_context(app, AppContext.build(settings_of(app)).start())
+
+
+@after_setup_logger.connect
+@after_setup_task_logger.connect
+def _log_format(logger: logging.Logger | None = None, **_: Any) -> None:
+    """RUNCAST_LOG_FORMAT=json: the worker's log lines as JSON objects too (the app's settings)."""
+    if logger is not None and settings_of(app).log_format == "json":
+        use_json(logger)
 
 
 @task_failure.connect

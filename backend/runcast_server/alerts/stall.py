@@ -40,7 +40,7 @@ from runcast_server.reads.values import strict_json
 from runcast_server.runs.versions import RunChange, write_version_log
 
 if TYPE_CHECKING:
-    from runcast_server.context import AppContext
+    from runcast_server.alerts.needs import AlertContext
 
 MIN_QUIET_S = 1.0
 log = logging.getLogger(__name__)
@@ -48,7 +48,7 @@ log = logging.getLogger(__name__)
 Entries = list[dict[str, Any]]  # notification entries of the alerts opened or closed
 
 
-def _acquire(ctx: AppContext) -> Any:
+def _acquire(ctx: AlertContext) -> Any:
     """A non-blocking lock so that sweeps never pile up; None when another one runs."""
     if ctx.alerts is not None:  # embedded: the process's lock
         lock = ctx.alerts.sweep_lock
@@ -62,7 +62,7 @@ def _acquire(ctx: AppContext) -> Any:
     return None
 
 
-def sweep(ctx: AppContext, now: float | None = None) -> int:
+def sweep(ctx: AlertContext, now: float | None = None) -> int:
     """Open stall alerts and close quiet restart loops; returns how many alerts changed."""
     lock = _acquire(ctx)
     if lock is None:
@@ -74,7 +74,7 @@ def sweep(ctx: AppContext, now: float | None = None) -> int:
             lock.release()
 
 
-def _sweep(ctx: AppContext, now: float, stall_after_s: float) -> int:
+def _sweep(ctx: AlertContext, now: float, stall_after_s: float) -> int:
     from runcast_server.alerts.notify import dispatch
 
     entries: Entries = []

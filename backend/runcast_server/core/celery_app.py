@@ -14,12 +14,10 @@ from the environment then, once.
 
 from __future__ import annotations
 
-import logging
 from typing import Any, Final
 from urllib.parse import urlsplit
 
 from celery import Celery
-from celery.signals import after_setup_logger, after_setup_task_logger
 
 from runcast_server.core.settings import Settings
 
@@ -27,7 +25,7 @@ from runcast_server.core.settings import Settings
 REDIS_TRANSPORT: Final = "runcast_server.core.broker_transport:Transport"
 # Every task's messages are screened before the worker decodes them (core.screened_task).
 app = Celery("runcast", task_cls="runcast_server.core.screened_task:ScreenedTask",
-             include=["runcast_server.tasks", "runcast_server.alerts.notify"])
+             include=["runcast_server.tasks", "runcast_server.alerts.tasks"])
 
 
 def configure(settings: Settings) -> Celery:
@@ -104,11 +102,21 @@ def _configure_if_unconfigured(sender: Celery, **_: Any) -> None:
         configure(Settings())
 
 
-@after_setup_logger.connect
-@after_setup_task_logger.connect
-def _log_format(logger: logging.Logger | None = None, **_: Any) -> None:
-    """RUNCAST_LOG_FORMAT=json: the worker's log lines as JSON objects too (the app's settings)."""
-    if logger is not None and settings_of(app).log_format == "json":
-        from runcast_server.observability.logs import use_json
+def bind_context(owner: Any, ctx: Any) -> None:
+    """Hand ``ctx`` to ``owner`` (the Celery app: its tasks read it there, see ``context_of``)."""
+    owner.runcast_context = ctx
 
-        use_json(logger)
+
+def unbind_context(owner: Any, ctx: Any) -> None:
+    """Take ``ctx`` back from ``owner`` when it is still the one bound (its app stopped)."""
+    if getattr(owner, "runcast_context", None) is ctx:
+        owner.runcast_context = None
+
+
+def context_of(owner: Any) -> Any:
+    """The context bound to ``owner`` by the process's start (worker start, app lifespan, CLI)."""
+    ctx = getattr(owner, "runcast_context", None)
+    if ctx is None:
+        raise RuntimeError("no application context bound: build one with context.AppContext.build(settings) where the "
+                           "process starts and bind it (bind_context)")
+    return ctx
