@@ -11,8 +11,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from celery import Celery
+
     from runcast_server.core.db import Database
     from runcast_server.core.settings import Settings
+    from runcast_server.observability.metrics import Metrics
 
 
 class Publisher(Protocol):
@@ -33,7 +36,8 @@ class Runner(Protocol):
 
 
 class AlertContext(Protocol):
-    """The state the alerts work with: settings, database, live hub, and (embedded) the alert runner."""
+    """The state the alerts work with: settings, database, live hub, Celery app (production: the
+    tasks it sends), metrics, and (embedded) the alert runner."""
 
     @property
     def settings(self) -> Settings: ...
@@ -46,3 +50,9 @@ class AlertContext(Protocol):
 
     @property
     def alerts(self) -> Runner | None: ...
+
+    @property
+    def celery(self) -> Celery: ...
+
+    @property
+    def metrics(self) -> Metrics | None: ...

@@ -35,10 +35,8 @@ from standardwebhooks import Webhook
 from runcast_server.alerts import email, ssrf
 from runcast_server.alerts.models import Alert, AlertDelivery, Subscription
 from runcast_server.alerts.service import alert_view, summary
-from runcast_server.core.celery_app import app, app_for
 from runcast_server.core.db import upsert
 from runcast_server.core.models import Run
-from runcast_server.observability.metrics import metrics_of
 from runcast_server.policy.apply import public_policy
 
 if TYPE_CHECKING:
@@ -117,7 +115,7 @@ def start_fanout(ctx: AlertContext, alert_id: int, phase: str) -> None:
     if ctx.alerts is not None:
         ctx.alerts.submit(fanout, ctx, alert_id, phase)
     else:
-        app_for(ctx.settings).send_task(FANOUT_TASK, args=[alert_id, phase], expires=3600)
+        ctx.celery.send_task(FANOUT_TASK, args=[alert_id, phase], expires=3600)
 
 
 def schedule_delivery(ctx: AlertContext, delivery_id: int, countdown: float = 0.0) -> None:
@@ -127,7 +125,7 @@ def schedule_delivery(ctx: AlertContext, delivery_id: int, countdown: float = 0.
         else:
             ctx.alerts.later(countdown, deliver, ctx, delivery_id)
     else:
-        app_for(ctx.settings).send_task(DELIVER_TASK, args=[delivery_id], countdown=countdown, expires=24 * 3600)
+        ctx.celery.send_task(DELIVER_TASK, args=[delivery_id], countdown=countdown, expires=24 * 3600)
 
 
 # --- fan-out and delivery ---------------------------------------------------------------------
@@ -202,7 +200,7 @@ def deliver(ctx: AlertContext, delivery_id: int) -> str:
         withheld = alert is None or run is None or not public_policy(session, run.id).notified({"key": alert.key})
         if sub is None or alert is None or sub.status != "active" or withheld:
             d.status = "dropped"
-            _count(sub.channel if sub is not None else "unknown", "dropped")
+            _count(ctx, sub.channel if sub is not None else "unknown", "dropped")
             return "dropped"
         view = alert_view(session, alert, base_url=sub.base_url)  # as every reader may see it: subscribers are anonymous
         channel, target, secret, fmt_sub = sub.channel, sub.target, sub.secret, sub
@@ -232,13 +230,13 @@ def deliver(ctx: AlertContext, delivery_id: int) -> str:
     except Exception as exc:  # noqa: BLE001 - any transport failure is a failed attempt
         error = f"{type(exc).__name__}: {exc}"
     status = _record(ctx, delivery_id, error)
-    _count(channel, "retry" if status == "pending" else status)
+    _count(ctx, channel, "retry" if status == "pending" else status)
     return status
 
 
-def _count(channel: str, outcome: str) -> None:
+def _count(ctx: AlertContext, channel: str, outcome: str) -> None:
     """One delivery attempt's outcome in the process's metrics (observability.metrics)."""
-    metrics = metrics_of(app)
+    metrics = ctx.metrics
     if metrics is not None:
         metrics.alert_deliveries.labels(channel, outcome).inc()
 

@@ -1,12 +1,12 @@
 """The alerts' Celery tasks: fan-out and delivery (``notify``), the periodic check (``stall``) and
-the pruning of finished deliveries. Each runs with the context its process bound to the Celery
-app at start (``runcast_server.tasks``)."""
+the pruning of finished deliveries. Registered on every Runcast Celery app (``shared_task``); each
+runs with the context of the app it runs on (``core.celery_app.context_of``)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, cast
 
-from celery import Task
+from celery import Task, shared_task
 
 from runcast_server.alerts.notify import (
     DELIVER_TASK,
@@ -18,28 +18,28 @@ from runcast_server.alerts.notify import (
     prune_deliveries,
 )
 from runcast_server.alerts.stall import sweep
-from runcast_server.core.celery_app import app, context_of
+from runcast_server.core.celery_app import context_of
 
 if TYPE_CHECKING:
     from runcast_server.alerts.needs import AlertContext
 
 
-@app.task(name=FANOUT_TASK, bind=True, acks_late=True)
+@shared_task(name=FANOUT_TASK, bind=True, acks_late=True)
 def fanout_task(self: Task, alert_id: int, phase: str) -> int:
     return len(fanout(_context(self), alert_id, phase))
 
 
-@app.task(name=DELIVER_TASK, bind=True, acks_late=True)
+@shared_task(name=DELIVER_TASK, bind=True, acks_late=True)
 def deliver_task(self: Task, delivery_id: int) -> str:
     return deliver(_context(self), delivery_id)
 
 
-@app.task(name=SWEEP_TASK, bind=True, acks_late=True, expires=60)
+@shared_task(name=SWEEP_TASK, bind=True, acks_late=True, expires=60)
 def sweep_task(self: Task) -> int:
     return sweep(_context(self))
 
 
-@app.task(name=PRUNE_TASK, bind=True, acks_late=True, expires=3600)
+@shared_task(name=PRUNE_TASK, bind=True, acks_late=True, expires=3600)
 def prune_task(self: Task) -> int:
     return prune_deliveries(_context(self))
 
