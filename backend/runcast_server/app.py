@@ -20,13 +20,11 @@ from runcast_server.api.openapi import openapi_document, operation_id
 from runcast_server.api.routes.share import share_router
 from runcast_server.api.routes.stream import ServerSend
 from runcast_server.artifacts.s3 import parse_storage_url
-from runcast_server.assets import FileAssets
 from runcast_server.context import AppContext
 from runcast_server.core import migrate
 from runcast_server.core.errors import error_responses, install_error_handlers
 from runcast_server.core.gc_policy import tune_for_serving
 from runcast_server.core.settings import Settings
-from runcast_server.frontend import Frontend
 from runcast_server.health import Liveness, Probes, Readiness, probes
 from runcast_server.inbox.gauges import InboxCollector
 from runcast_server.inbox.sweep import SweepTimer
@@ -35,12 +33,14 @@ from runcast_server.observability.http import (
     exposition,
     scrape_registry,
 )
-from runcast_server.observability.metrics import Metrics, multiprocess_dir
-from runcast_server.pages import FrontendFiles, pages_router
+from runcast_server.observability.prometheus import Metrics, multiprocess_dir
 from runcast_server.sessions.http import PrivateWhenSignedIn
 from runcast_server.share.cors import PublicReadCors
 from runcast_server.tasks import enqueue_ingest
-from runcast_server.vendor import load_vendor
+from runcast_server.web.assets import FileAssets
+from runcast_server.web.frontend import Frontend
+from runcast_server.web.pages import FrontendFiles, pages_router
+from runcast_server.web.vendor import load_vendor
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +100,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
                 multiprocess.mark_process_dead(os.getpid())
 
-    # /docs and /redoc are pages.py's: the same UIs from local bundles instead of a CDN.
+    # /docs and /redoc are web.pages': the same UIs from local bundles instead of a CDN.
     app = FastAPI(title="Runcast", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None,
                   generate_unique_id_function=operation_id)
     app.state.metrics = metrics

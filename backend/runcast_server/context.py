@@ -23,7 +23,7 @@ from runcast_server.core.db import Database
 from runcast_server.core.settings import Settings
 from runcast_server.live.fanout import Registry
 from runcast_server.live.hub import LocalHub, make_hub
-from runcast_server.observability.metrics import Metrics
+from runcast_server.observability.prometheus import Metrics
 
 
 @dataclass(frozen=True)

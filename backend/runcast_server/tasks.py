@@ -36,7 +36,7 @@ from runcast_server.inbox.process import Policy, backoff, process
 from runcast_server.inbox.rows import QUARANTINED, Outcome, is_transient
 from runcast_server.ingest.results import IngestResult
 from runcast_server.observability.logs import run_scope, use_json
-from runcast_server.observability.metrics import Metrics
+from runcast_server.observability.prometheus import Metrics
 
 INGEST_TASK: Final = "runcast.ingest_batch"
 SWEEP_TASK: Final = "runcast.inbox.sweep"

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
     from runcast_server.core.db import Database
     from runcast_server.core.settings import Settings
-    from runcast_server.observability.metrics import Metrics
+    from runcast_server.observability.prometheus import Metrics
 
 
 class Publisher(Protocol):

@@ -235,7 +235,7 @@ def deliver(ctx: AlertContext, delivery_id: int) -> str:
 
 
 def _count(ctx: AlertContext, channel: str, outcome: str) -> None:
-    """One delivery attempt's outcome in the process's metrics (observability.metrics)."""
+    """One delivery attempt's outcome in the process's metrics (observability.prometheus)."""
     metrics = ctx.metrics
     if metrics is not None:
         metrics.alert_deliveries.labels(channel, outcome).inc()
