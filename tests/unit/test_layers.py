@@ -122,3 +122,69 @@ def test_every_server_package_has_one_place_in_the_layers() -> None:
     children = sorted(p.stem if p.is_file() else p.name for p in server.iterdir()
                       if (p.suffix == ".py" and p.stem != "__init__") or (p / "__init__.py").exists())
     assert sorted(names) == children
+
+
+def import_cycles(package: str) -> list[list[str]]:
+    """The groups of modules of ``package`` that import each other round (strongly connected, more than
+    one module), from grimp's graph (every import counts: in functions, under TYPE_CHECKING)."""
+    import grimp
+
+    graph = grimp.build_graph(package, cache_dir=None)
+    edges = {m: sorted(m2 for m2 in graph.find_modules_directly_imported_by(m) if m2.startswith(package))
+             for m in graph.modules}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    groups: list[list[str]] = []
+    for root in sorted(edges):  # Tarjan's algorithm, iterative (no recursion limit)
+        if root in index:
+            continue
+        work = [(root, iter(edges[root]))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    work.append((child, iter(edges[child])))
+                elif child in stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                group = []
+                while True:
+                    member = stack.pop()
+                    group.append(member)
+                    if member == node:
+                        break
+                if len(group) > 1:
+                    groups.append(sorted(group))
+    return groups
+
+
+def test_no_import_cycle_between_the_servers_modules() -> None:
+    """grimp: no two modules of the server import each other, directly or round a loop (on main before
+    issue 27: three groups, 8 modules: artifacts.s3/storage, alerts.notify/runner/stall with context,
+    metrics.export/export_parquet)."""
+    assert import_cycles("runcast_server") == []
+
+
+def test_the_cycle_finder_finds_a_planted_cycle(tmp_path: Path) -> None:
+    pkg = tmp_path / "loopy"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from loopy import b\n")
+    (pkg / "b.py").write_text("def f():\n    from loopy import c\n")
+    (pkg / "c.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from loopy import a\n")
+    (pkg / "d.py").write_text("from loopy import a\n")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        assert import_cycles("loopy") == [["loopy.a", "loopy.b", "loopy.c"]]
+    finally:
+        sys.path.remove(str(tmp_path))
