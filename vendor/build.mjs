@@ -10,7 +10,7 @@
 // file that went into it (and of the bundle). The server serves a page with its bundle only
 // while every one of those files is unchanged on disk; otherwise (an edited module, no
 // build at all: a pip-only install) it serves the plain modules as before
-// (backend/runcast_server/frontend.py). frontend/dist/ is not committed.
+// (backend/runcast_server/web/frontend.py). frontend/dist/ is not committed.
 
 import { createHash } from "node:crypto";
 import { mkdirSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from "node:fs";

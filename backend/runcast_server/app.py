@@ -20,28 +20,27 @@ from runcast_server.api.openapi import openapi_document, operation_id
 from runcast_server.api.routes.share import share_router
 from runcast_server.api.routes.stream import ServerSend
 from runcast_server.artifacts.s3 import parse_storage_url
-from runcast_server.assets import FileAssets
-from runcast_server.context import AppContext, bind_context, unbind_context
+from runcast_server.context import AppContext
 from runcast_server.core import migrate
-from runcast_server.core.celery_app import app as celery_app
 from runcast_server.core.errors import error_responses, install_error_handlers
 from runcast_server.core.gc_policy import tune_for_serving
 from runcast_server.core.settings import Settings
-from runcast_server.frontend import Frontend
 from runcast_server.health import Liveness, Probes, Readiness, probes
+from runcast_server.inbox.gauges import InboxCollector
 from runcast_server.inbox.sweep import SweepTimer
-from runcast_server.observability.collectors import InboxCollector
 from runcast_server.observability.http import (
     RequestMetrics,
     exposition,
     scrape_registry,
 )
-from runcast_server.observability.metrics import Metrics, multiprocess_dir
-from runcast_server.pages import FrontendFiles, pages_router
+from runcast_server.observability.prometheus import Metrics, multiprocess_dir
 from runcast_server.sessions.http import PrivateWhenSignedIn
 from runcast_server.share.cors import PublicReadCors
-from runcast_server.tasks import bind_metrics, enqueue_ingest
-from runcast_server.vendor import load_vendor
+from runcast_server.tasks import enqueue_ingest
+from runcast_server.web.assets import FileAssets
+from runcast_server.web.frontend import Frontend
+from runcast_server.web.pages import FrontendFiles, pages_router
+from runcast_server.web.vendor import load_vendor
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +73,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     if settings.storage_url:  # refused at startup, not on the first download
         parse_storage_url(settings.storage_url)
     metrics = Metrics()
-    ctx = AppContext.build(settings)  # this app's state; its threads start with the lifespan
+    ctx = AppContext.build(settings, metrics=metrics)  # this app's state; its threads start with the lifespan
     checks: Probes | None = None
     vendor = load_vendor(settings.vendor_dir)
 
@@ -87,8 +86,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             log.info(vendor.describe())
         else:  # a slower first page load: worth a line in every server log
             log.warning(vendor.describe())
-        if settings.embedded:  # the eager tasks run in this process, with this app's context
-            bind_context(celery_app, ctx)
         ctx.start()  # embedded: the alert check (stalls, quiet restart loops, delivery pruning)
         # Embedded, this process also sweeps the ingest inbox (production: Celery beat).
         timer = SweepTimer(ctx.database, settings, lambda inbox_id: enqueue_ingest(ctx, inbox_id)).start() if settings.embedded else None
@@ -98,18 +95,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             if timer is not None:
                 timer.stop()
             ctx.close()
-            unbind_context(celery_app, ctx)
             if multiprocess_dir() is not None:  # this process's live gauges (viewers) leave the sum
                 from prometheus_client import multiprocess
 
                 multiprocess.mark_process_dead(os.getpid())
 
-    # /docs and /redoc are pages.py's: the same UIs from local bundles instead of a CDN.
+    # /docs and /redoc are web.pages': the same UIs from local bundles instead of a CDN.
     app = FastAPI(title="Runcast", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None,
                   generate_unique_id_function=operation_id)
     app.state.metrics = metrics
     app.state.context = ctx  # routes: api.deps.ContextDep
-    bind_metrics(metrics)  # embedded: the eager tasks record into this registry
     install_error_handlers(app)
     app.add_middleware(
         BodyLimit,

@@ -19,11 +19,12 @@ import logging
 import time
 from typing import Any, Final
 
-from celery import Task
-from celery.signals import task_failure, task_retry, worker_init
+from celery import Celery, Task, current_app, shared_task
+from celery.signals import after_setup_logger, after_setup_task_logger, task_failure, task_retry, worker_init
 
-from runcast_server.context import AppContext, bind_context, context_of
-from runcast_server.core.celery_app import app, app_for, settings_of
+from runcast_server.alerts import tasks as alert_tasks  # noqa: F401  (registers the alerts' tasks where this module is)
+from runcast_server.context import AppContext, context_of
+from runcast_server.core.celery_app import RuncastCelery
 from runcast_server.core.message_checks import Unreadable
 from runcast_server.core.screened_task import QUARANTINE_TASK
 from runcast_server.core.settings import Settings
@@ -34,8 +35,8 @@ from runcast_server.inbox.messages import CONTRACT
 from runcast_server.inbox.process import Policy, backoff, process
 from runcast_server.inbox.rows import QUARANTINED, Outcome, is_transient
 from runcast_server.ingest.results import IngestResult
-from runcast_server.observability.logs import run_scope
-from runcast_server.observability.metrics import Metrics, bind_to, metrics_of
+from runcast_server.observability.logs import run_scope, use_json
+from runcast_server.observability.prometheus import Metrics
 
 INGEST_TASK: Final = "runcast.ingest_batch"
 SWEEP_TASK: Final = "runcast.inbox.sweep"
@@ -50,7 +51,7 @@ def policy(settings: Settings) -> Policy:
 
 # reject_on_worker_lost off: a message whose pool process dies (killed, out of memory) is
 # acknowledged, not kept to come back and kill again; its batch waits in the inbox for the sweeper.
-@app.task(name=INGEST_TASK, bind=True, acks_late=True, reject_on_worker_lost=False)
+@shared_task(name=INGEST_TASK, bind=True, acks_late=True, reject_on_worker_lost=False)
 def ingest_batch(self: Task, **message: Any) -> dict[str, Any]:
     """Store the inbox batch the message names, then run its detectors (``inbox.process.process``).
 
@@ -72,13 +73,13 @@ def store_row(ctx: AppContext, inbox_id: int, *, attempt: int = 0,
     """Process one inbox row (``inbox.process.process``) and record its metrics and log line."""
     outcome = process(ctx.database, inbox_id, policy(ctx.settings), lambda result: publish(ctx, result), attempt=attempt,
                       events=events)
-    _observe(inbox_id, outcome)
+    _observe(ctx, inbox_id, outcome)
     return outcome
 
 
-def _observe(inbox_id: int, outcome: Outcome) -> None:
+def _observe(ctx: AppContext, inbox_id: int, outcome: Outcome) -> None:
     """The batch's metrics and its log line (with the run id, when one run)."""
-    metrics = metrics_of(app)
+    metrics = ctx.metrics
     if metrics is not None:
         if outcome.lag_s is not None:
             metrics.lag.observe(outcome.lag_s)
@@ -92,36 +93,47 @@ def _observe(inbox_id: int, outcome: Outcome) -> None:
                  extra={"inbox_id": inbox_id, "run_ids": runs})
 
 
-# --- the process's metrics -----------------------------------------------------------------------
-
-
-def bind_metrics(metrics: Metrics) -> None:
-    """The instruments the tasks of this process record into (the API's when embedded)."""
-    bind_to(app, metrics)
+# --- a worker's start, and its signals ----------------------------------------------------------
 
 
 @worker_init.connect
 def _worker_start(sender: Any = None, **_: Any) -> None:
-    """A worker builds its instruments and its application context once at start (before the
-    pool forks; prometheus-client follows the fork in multiprocess mode, and the context opens
-    no connection before its first use). Its tasks find the context on the Celery app. The
-    settings are the ones the app was configured from (``runcast worker``: its command's; a bare
-    ``celery -A ... worker``: the environment's, read when Celery first read its configuration)."""
-    bind_metrics(Metrics())
-    bind_context(app, AppContext.build(settings_of(app)).start())
+    """A worker builds its instruments and its application context once at start, on its own Celery
+    app (before the pool forks; prometheus-client follows the fork in multiprocess mode, and the
+    context opens no connection before its first use), as the API's app factory does for its app.
+    The settings are the ones the app was made from (``runcast worker``: its command's; a bare
+    ``celery -A ... worker``: the environment's)."""
+    celery = getattr(sender, "app", None)
+    if isinstance(celery, RuncastCelery) and celery.context is None:
+        AppContext.build(celery.settings, metrics=Metrics(), celery=celery).start()
+
+
+@after_setup_logger.connect
+@after_setup_task_logger.connect
+def _log_format(logger: logging.Logger | None = None, **_: Any) -> None:
+    """RUNCAST_LOG_FORMAT=json: the worker's log lines as JSON objects too. Celery sets up a worker's
+    logging with that worker's app as its current one."""
+    settings = getattr(current_app, "settings", None)
+    if logger is not None and settings is not None and settings.log_format == "json":
+        use_json(logger)
+
+
+def _metrics_of(celery: Celery) -> Metrics | None:
+    ctx = getattr(celery, "context", None)
+    return ctx.metrics if isinstance(ctx, AppContext) else None
 
 
 @task_failure.connect
 def _task_failed(sender: Any = None, **_: Any) -> None:
-    metrics = metrics_of(app)
-    if metrics is not None and sender is not None:
+    metrics = _metrics_of(sender.app) if sender is not None else None
+    if metrics is not None:
         metrics.task_failures.labels(sender.name).inc()
 
 
 @task_retry.connect
 def _task_retried(sender: Any = None, **_: Any) -> None:
-    metrics = metrics_of(app)
-    if metrics is not None and sender is not None:
+    metrics = _metrics_of(sender.app) if sender is not None else None
+    if metrics is not None:
         metrics.task_retries.labels(sender.name).inc()
 
 
@@ -147,7 +159,7 @@ def _inbox_id(message: dict[str, Any], ctx: AppContext, message_id: str) -> int 
     return None
 
 
-@app.task(name=QUARANTINE_TASK, bind=True, acks_late=True)
+@shared_task(name=QUARANTINE_TASK, bind=True, acks_late=True)
 def quarantine_message(self: Task, message_id: str, task: str, reason: str, excerpt: str) -> dict[str, Any]:
     """Record a message the worker's main process refused (``core.screened_task``) as a quarantined
     inbox row; retries while the database is unavailable."""
@@ -165,7 +177,7 @@ def quarantine_message(self: Task, message_id: str, task: str, reason: str, exce
 def record_unreadable(ctx: AppContext, message_id: str, task: str, reason: str, excerpt: str) -> int:
     """A quarantined inbox row for a broker message no task could read (``inbox.accept``), counted."""
     inbox_id = quarantine_unreadable(ctx.database, message_id, task, reason, excerpt)
-    metrics = metrics_of(app)
+    metrics = ctx.metrics
     if metrics is not None:
         metrics.quarantined.inc()
     return inbox_id
@@ -210,15 +222,13 @@ def enqueue_ingest(ctx: AppContext, inbox_id: int, events: list[dict[str, Any]] 
     if settings.embedded and events is not None:
         store_row(ctx, inbox_id, events=events)
         return
-    celery = app_for(settings)  # the broker of the caller's settings
-    if settings.embedded:  # the eager task runs here, now: with the caller's context
-        bind_context(celery, ctx)
-    ingest_batch.apply_async(
+    # The caller's Celery app: its broker; embedded, the eager task runs here, now, with ``ctx``.
+    ctx.celery.tasks[INGEST_TASK].apply_async(
         kwargs={"contract": CONTRACT, "inbox_id": inbox_id}, expires=settings.ingest_task_expires_s
     )
 
 
-@app.task(name=SWEEP_TASK, bind=True, ignore_result=True)
+@shared_task(name=SWEEP_TASK, bind=True, ignore_result=True)
 def sweep_inbox(self: Task) -> dict[str, int]:
     """Periodic (Celery beat): re-enqueue inbox rows not stored in time, delete old done rows.
 

@@ -179,7 +179,6 @@ def test_delivered_header_names_the_same_event_as_the_body(embedded_env, monkeyp
 def test_finished_deliveries_are_pruned_after_the_retention(db: Any, settings: Any, embedded, monkeypatch):
     from runcast_server.alerts import notify
     from runcast_server.alerts.models import AlertDelivery
-    from runcast_server.core.celery_app import app_for
     from sqlalchemy import select
 
     monkeypatch.setattr(settings, "delivery_retention_s", 3600.0)
@@ -202,6 +201,7 @@ def test_finished_deliveries_are_pruned_after_the_retention(db: Any, settings: A
         left = sorted(session.scalars(select(AlertDelivery.last_error)))
     assert left == ["pending-old", "sent-new"]
     assert notify.prune_deliveries(embedded.app.state.context, now) == 0
-    schedule = app_for(settings).conf.beat_schedule
+    celery = embedded.app.state.context.celery  # the app's own Celery app, made from its settings
+    schedule = celery.conf.beat_schedule
     assert schedule["runcast-alerts-prune"]["task"] == notify.PRUNE_TASK == "runcast.alerts.prune"
-    assert notify.PRUNE_TASK in app_for(settings).tasks
+    assert notify.PRUNE_TASK in celery.tasks

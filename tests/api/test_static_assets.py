@@ -19,7 +19,7 @@ import brotli
 import pytest
 from fastapi.testclient import TestClient
 from runcast_server.app import FRONTEND_DIR, create_app
-from runcast_server.assets import (
+from runcast_server.web.assets import (
     IMMUTABLE,
     REVALIDATE,
     Asset,
@@ -27,9 +27,9 @@ from runcast_server.assets import (
     accepted_codings,
     choose_coding,
 )
-from runcast_server.frontend import Frontend
+from runcast_server.web.frontend import Frontend
 from runcast_server.core.settings import Settings
-from runcast_server.vendor import (
+from runcast_server.web.vendor import (
     PLOTLY_NPM_FILE,
     PLOTLY_NPM_PACKAGE,
     load_vendor,

@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 from runcast_server.core.auth import create_token
+from runcast_server.core.screened_task import QUARANTINE_TASK
 from runcast_server.inbox import quarantine
 from runcast_server.inbox.models import InboxRow
-from runcast_server.tasks import CONTRACT, INGEST_TASK, ingest_batch, quarantine_message
+from runcast_server.tasks import CONTRACT, INGEST_TASK
 
 from backend.helpers import counts, metrics, started
 
@@ -21,17 +22,28 @@ def token(db: Any, embedded: Any) -> str:
         return create_token(session, "demo")
 
 
+@pytest.fixture
+def ingest_batch(ctx: Any) -> Any:
+    """The ingest task as registered on the test app's own Celery app (it runs with that app's context)."""
+    return ctx.celery.tasks[INGEST_TASK]
+
+
+@pytest.fixture
+def quarantine_message(ctx: Any) -> Any:
+    return ctx.celery.tasks[QUARANTINE_TASK]
+
+
 def inbox_rows(db: Any) -> list[tuple[str, int, str | None]]:
     with db.scope() as session:
         return [(r.state, r.events, r.error) for r in session.query(InboxRow).order_by(InboxRow.id)]
 
 
-def test_task_name_and_contract() -> None:
+def test_task_name_and_contract(ingest_batch: Any) -> None:
     assert ingest_batch.name == INGEST_TASK == "runcast.ingest_batch"
     assert CONTRACT == 2
 
 
-def test_legacy_message_with_token_is_adopted_and_stored(db: Any, token: str) -> None:
+def test_legacy_message_with_token_is_adopted_and_stored(ingest_batch: Any, db: Any, token: str) -> None:
     """A contract-1 message (events and token in the message) goes through the inbox."""
     out = ingest_batch.apply(kwargs={"events": [started(), metrics(1, {"a": "NaN"})], "project_id": None,
                                      "token": token}).get()
@@ -40,7 +52,7 @@ def test_legacy_message_with_token_is_adopted_and_stored(db: Any, token: str) ->
     assert inbox_rows(db) == [("done", 2, None)]
 
 
-def test_legacy_message_with_bad_token_is_quarantined_not_dropped(db: Any, token: str) -> None:
+def test_legacy_message_with_bad_token_is_quarantined_not_dropped(ingest_batch: Any, db: Any, token: str) -> None:
     before = counts(db.engine)
     out = ingest_batch.apply(kwargs={"events": [started()], "project_id": None, "token": "rc_wrong"}).get()
     assert out == {"state": None}
@@ -57,7 +69,7 @@ def test_legacy_message_with_bad_token_is_quarantined_not_dropped(db: Any, token
     ],
     ids=["invalid-event", "other-project"],
 )
-def test_hopeless_events_are_quarantined_and_their_siblings_stored(db: Any,
+def test_hopeless_events_are_quarantined_and_their_siblings_stored(ingest_batch: Any, db: Any,
     token: str, events: list[dict[str, Any]], stored_points: int, bad: list[int]
 ) -> None:
     out = ingest_batch.apply(kwargs={"events": events, "project_id": None, "token": token}).get()
@@ -69,7 +81,7 @@ def test_hopeless_events_are_quarantined_and_their_siblings_stored(db: Any,
         assert row.body is not None  # kept for `runcast quarantine retry`
 
 
-def test_unknown_run_is_retried_then_quarantined(db: Any, token: str) -> None:
+def test_unknown_run_is_retried_then_quarantined(ingest_batch: Any, db: Any, token: str) -> None:
     """A legacy batch that overtook its run_started: retried (eager: the caller is told when)."""
     kwargs = {"events": [metrics(1, {"a": 1}, run="run_later001")], "project_id": None, "token": token}
     out = ingest_batch.apply(kwargs=kwargs).get()
@@ -78,7 +90,8 @@ def test_unknown_run_is_retried_then_quarantined(db: Any, token: str) -> None:
     assert [s for s, _, _ in inbox_rows(db)] == ["pending"]
 
 
-def test_unknown_contract_is_refused_loudly(db: Any, token: str, caplog: pytest.LogCaptureFixture) -> None:
+def test_unknown_contract_is_refused_loudly(ingest_batch: Any, db: Any, token: str,
+                                           caplog: pytest.LogCaptureFixture) -> None:
     before = counts(db.engine)
     assert ingest_batch.apply(kwargs={"contract": 99, "inbox_id": 1}).get() == {"state": None}
     assert counts(db.engine) == before
@@ -100,7 +113,8 @@ def test_unknown_contract_is_refused_loudly(db: Any, token: str, caplog: pytest.
         ({"events": [], "token": "t", "received_at": "now"}, "'received_at' is 'now', not a time"),
     ],
 )
-def test_an_unreadable_message_is_quarantined_once(db: Any, token: str, kwargs: dict[str, Any], error: str) -> None:
+def test_an_unreadable_message_is_quarantined_once(ingest_batch: Any, db: Any, token: str, kwargs: dict[str, Any],
+                                                   error: str) -> None:
     """Not a contract this worker reads: a quarantined row naming the message, nothing stored."""
     before = counts(db.engine)
     assert ingest_batch.apply(kwargs=kwargs, task_id="msg-1").get() == {"state": None}
@@ -110,7 +124,8 @@ def test_an_unreadable_message_is_quarantined_once(db: Any, token: str, kwargs: 
     assert text.startswith(f"unreadable broker message msg-1 of {INGEST_TASK}: {error}")
 
 
-def test_a_message_the_worker_refused_is_recorded_as_a_quarantined_row(db: Any, embedded: Any) -> None:
+def test_a_message_the_worker_refused_is_recorded_as_a_quarantined_row(quarantine_message: Any, db: Any,
+                                                                       embedded: Any) -> None:
     """What core.screened_task sends for a message it refused; NUL and lone surrogates escaped."""
     out = quarantine_message.apply(kwargs={"message_id": "m\x00\ud800", "task": INGEST_TASK,
                                            "reason": "the body nests more than 100 levels deep",

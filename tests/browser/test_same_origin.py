@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from runcast_server.core.settings import Settings
-from runcast_server.vendor import PLOTLY_NPM_FILE, PLOTLY_NPM_PACKAGE, plotly_package_bundle
+from runcast_server.web.vendor import PLOTLY_NPM_FILE, PLOTLY_NPM_PACKAGE, plotly_package_bundle
 
 from browser.conftest import open_run
 

@@ -60,7 +60,7 @@ def test_export_import_export_keeps_points_and_times(hub, source_run, tmp_path, 
 
     assert plan.run_id != source_run
     # The same bytes but the times, and each step's time to within the 0.1 s the server keeps it to
-    # (ingest/metrics.py: a batch's first step of a segment keeps its time, so batch edges may differ).
+    # (ingest/points.py: a batch's first step of a segment keeps its time, so batch edges may differ).
     points, times = _untimed(exported, fmt)
     again, times_again = _untimed(hub.export(plan.run_id, fmt), fmt)
     assert again == points and times_again.keys() == times.keys()

@@ -155,7 +155,8 @@ def test_json_logs_carry_the_run_id(processes: Any, tmp_path: Path) -> None:
     lines = [line for line in (processes.log_dir / "api.log").read_text().splitlines()[1:] if line.strip()]
     records = [json.loads(line) for line in lines]  # every line is one JSON object
     assert all({"ts", "level", "logger", "message"} <= r.keys() for r in records)
-    accepted = [r for r in records if r["logger"] == "runcast_server.api.routes.ingest"]
+    accepted = [r for r in records
+                if r["logger"] == "runcast_server.inbox.accept" and r["message"].startswith("ingest: accepted")]
     stored = [r for r in records if r["logger"] == "runcast_server.tasks" and r["message"].startswith("ingest: inbox")]
     assert accepted and stored
     assert all(r["run_id"] == run_id for r in accepted + stored)

@@ -15,6 +15,7 @@ from pathlib import Path
 from services import ROOT
 
 LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
+SERVER_LAYERS = "Server layers: every package in one order, the CLI at the top and core at the bottom"
 
 
 def lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
@@ -60,8 +61,130 @@ def test_a_domain_importing_one_above_it_or_a_sibling_breaks_the_domain_contract
 
     res = lint_imports(tmp_path)
     assert res.returncode == 1, res.stdout + res.stderr
-    assert "Server domains: each imports only the domains below it BROKEN" in res.stdout
+    assert f"{SERVER_LAYERS} BROKEN" in " ".join(res.stdout.split())
     for line in ("runcast_server.reads.offender -> runcast_server.policy.apply",
                  "runcast_server.runs.offender -> runcast_server.api.deps",
                  "runcast_server.live.offender -> runcast_server.artifacts.storage"):
         assert line in res.stdout, res.stdout
+
+
+def _copy(tmp_path: Path) -> Path:
+    """The contracts and both packages, copied to ``tmp_path``; returns the server package's copy."""
+    ignore = shutil.ignore_patterns("__pycache__")
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    shutil.copytree(ROOT / "trainer" / "runcast", tmp_path / "trainer" / "runcast", ignore=ignore)
+    shutil.copytree(ROOT / "backend" / "runcast_server", tmp_path / "backend" / "runcast_server", ignore=ignore)
+    return tmp_path / "backend" / "runcast_server"
+
+
+def test_the_detectors_importing_the_metrics_and_core_importing_the_routes_break_the_contracts(tmp_path: Path) -> None:
+    """Imports downward that no layer order can refuse (detectors -> observability: the detectors are
+    pure) and upward from the bottom (core -> api), planted in a copy of the tree."""
+    server = _copy(tmp_path)
+    (server / "detectors" / "offender.py").write_text("from runcast_server.observability import logs\n")
+    (server / "core" / "offender.py").write_text("from runcast_server.api import deps\n")
+    (server / "observability" / "offender.py").write_text("from runcast_server.inbox import models\n")
+
+    res = lint_imports(tmp_path)
+    out = " ".join(res.stdout.split())
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert "The detectors are pure: no database, web, broker, metrics or server module BROKEN" in out
+    assert f"{SERVER_LAYERS} BROKEN" in out
+    for line in ("runcast_server.detectors.offender -> runcast_server.observability.logs",
+                 "runcast_server.core.offender -> runcast_server.api.deps",
+                 "runcast_server.observability.offender -> runcast_server.inbox.models"):
+        assert line in res.stdout, res.stdout
+
+
+def test_a_package_in_no_contract_breaks_the_server_layers(tmp_path: Path) -> None:
+    """Every package and top-level module of the server has its place in the layers (``exhaustive``):
+    a new one, however innocent, is refused until it is given one."""
+    server = _copy(tmp_path)
+    (server / "newcomer").mkdir()
+    (server / "newcomer" / "__init__.py").write_text('"""Imports nothing."""\n')
+    (server / "loose.py").write_text('"""Imports nothing."""\n')
+
+    res = lint_imports(tmp_path)
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert f"{SERVER_LAYERS} BROKEN" in " ".join(res.stdout.split())
+    assert "- runcast_server.newcomer" in res.stdout and "- runcast_server.loose" in res.stdout, res.stdout
+
+
+def test_every_server_package_has_one_place_in_the_layers() -> None:
+    """The layers contract names each package of the server once (none left out, none twice)."""
+    import tomllib
+
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    layered = [c for c in contracts if c["type"] == "layers" and c.get("containers") == ["runcast_server"]]
+    assert len(layered) == 1 and layered[0].get("exhaustive") is True
+    names = [n.strip() for layer in layered[0]["layers"] for n in layer.replace(":", "|").split("|")]
+    server = ROOT / "backend" / "runcast_server"
+    children = sorted(p.stem if p.is_file() else p.name for p in server.iterdir()
+                      if (p.suffix == ".py" and p.stem != "__init__") or (p / "__init__.py").exists())
+    assert sorted(names) == children
+
+
+def import_cycles(package: str) -> list[list[str]]:
+    """The groups of modules of ``package`` that import each other round (strongly connected, more than
+    one module), from grimp's graph (every import counts: in functions, under TYPE_CHECKING)."""
+    import grimp
+
+    graph = grimp.build_graph(package, cache_dir=None)
+    edges = {m: sorted(m2 for m2 in graph.find_modules_directly_imported_by(m) if m2.startswith(package))
+             for m in graph.modules}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    groups: list[list[str]] = []
+    for root in sorted(edges):  # Tarjan's algorithm, iterative (no recursion limit)
+        if root in index:
+            continue
+        work = [(root, iter(edges[root]))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    work.append((child, iter(edges[child])))
+                elif child in stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                group = []
+                while True:
+                    member = stack.pop()
+                    group.append(member)
+                    if member == node:
+                        break
+                if len(group) > 1:
+                    groups.append(sorted(group))
+    return groups
+
+
+def test_no_import_cycle_between_the_servers_modules() -> None:
+    """grimp: no two modules of the server import each other, directly or round a loop (on main before
+    issue 27: three groups, 8 modules: artifacts.s3/storage, alerts.notify/runner/stall with context,
+    metrics.export/export_parquet)."""
+    assert import_cycles("runcast_server") == []
+
+
+def test_the_cycle_finder_finds_a_planted_cycle(tmp_path: Path) -> None:
+    pkg = tmp_path / "loopy"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from loopy import b\n")
+    (pkg / "b.py").write_text("def f():\n    from loopy import c\n")
+    (pkg / "c.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from loopy import a\n")
+    (pkg / "d.py").write_text("from loopy import a\n")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        assert import_cycles("loopy") == [["loopy.a", "loopy.b", "loopy.c"]]
+    finally:
+        sys.path.remove(str(tmp_path))

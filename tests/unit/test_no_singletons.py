@@ -1,10 +1,13 @@
-"""No hidden singletons in the server (issue 11): state is built once where a process starts and passed.
+"""No hidden singletons in the server (issues 11, 27): state is built once where a process starts and passed.
 
 The static half reads every module of backend/runcast_server: no ``functools.lru_cache`` /
-``functools.cache``, no ``global`` statement, and no module-level container that the code
-fills or changes at run time. The dynamic half builds two apps from two ``Settings`` in one
-process and checks that each reads and writes its own database only, whatever the
-environment says after they were built.
+``functools.cache``, no ``global`` statement, no module-level container that the code
+fills or changes at run time, and no attribute set on a module-level object (a framework
+object such as a Celery app, a function, a class or an imported module). The dynamic half
+builds two apps from two ``Settings`` in one process and checks that each reads and writes
+its own database only, whatever the environment says after they were built, and that no
+object held by a module of the server gained an attribute; then it runs two Celery workers
+of two settings in one process, each storing into its own database.
 """
 
 from __future__ import annotations
@@ -43,10 +46,62 @@ def _is_container(value: ast.expr) -> bool:
     return False
 
 
+def _module_names(tree: ast.Module) -> set[str]:
+    """The names a module binds at its top level (assignments, imports, functions, classes)."""
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            for t in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                names.update(n.id for n in ast.walk(t) if isinstance(n, ast.Name))
+    return names
+
+
+def _local_names(fn: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> set[str]:
+    args = fn.args
+    names = {a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg] if a}
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+    return names
+
+
+def attribute_writes(tree: ast.Module, module: str) -> list[str]:
+    """``x.attr = ...`` (or ``+=``, ``del``, ``setattr(x, ...)``) where ``x`` is one of the module's
+    top-level names and not a local of the function it is written in."""
+    top = _module_names(tree)
+    out: list[str] = []
+
+    def visit(node: ast.AST, shadowed: set[str]) -> None:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            shadowed = shadowed | _local_names(node)
+        owners: list[ast.expr] = []
+        if isinstance(node, (ast.Assign, ast.Delete)):
+            owners = [t.value for t in node.targets if isinstance(t, ast.Attribute)]
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)) and isinstance(node.target, ast.Attribute):
+            owners = [node.target.value]
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("setattr", "delattr")
+              and node.args):
+            owners = [node.args[0]]
+        for owner in owners:
+            while isinstance(owner, (ast.Attribute, ast.Subscript)):  # app.conf.x = ...: app's
+                owner = owner.value
+            if isinstance(owner, ast.Name) and owner.id in top and owner.id not in shadowed:
+                out.append(f"{module}:{node.lineno}: sets an attribute on the module-level {owner.id}")  # type: ignore[attr-defined]
+        for child in ast.iter_child_nodes(node):
+            visit(child, shadowed)
+
+    visit(tree, set())
+    return out
+
+
 def findings(source: str, module: str) -> list[str]:
     """What makes ``source`` (the module ``module``) hold process-wide state."""
     tree = ast.parse(source)
-    out: list[str] = []
+    out: list[str] = attribute_writes(tree, module)
     containers: set[str] = set()
     for node in tree.body:
         if isinstance(node, ast.Assign):
@@ -96,13 +151,24 @@ def test_every_allowed_container_still_exists() -> None:
     "_db = None\ndef bind(db):\n    global _db\n    _db = db\n",
     "_seen: dict[str, int] = {}\ndef see(k):\n    _seen[k] = 1\n",
     "_pool = []\ndef add(x):\n    _pool.append(x)\n",
+    # today's Celery app (issue 27): settings, context and metrics hung on the module's app
+    "from celery import Celery\napp = Celery('runcast')\ndef configure(settings):\n    app.runcast_settings = settings\n",
+    "import celery_app\ndef bind(ctx):\n    setattr(celery_app, 'context', ctx)\n",
+    "def handler():\n    pass\nhandler.calls = 0\n",
+    "from celery import Celery\napp = Celery('runcast')\ndef configure(url):\n    app.conf.broker_url = url\n",
 ])
 def test_the_check_bites(source: str) -> None:
     assert findings(source, "example.py")
 
 
-def test_the_check_lets_constants_be(source: str = "_CODES = {200: 'ok'}\nNAMES = ('a', 'b')\n"
-                                     "def name(c):\n    return _CODES.get(c)\n") -> None:
+@pytest.mark.parametrize("source", [
+    "_CODES = {200: 'ok'}\nNAMES = ('a', 'b')\ndef name(c):\n    return _CODES.get(c)\n",
+    # a local or a parameter of the same name as a module-level one is the function's own object
+    "app = None\ndef create():\n    app = object()\n    app.state = 1\n    return app\n",
+    "class Celery:\n    pass\ndef make(app):\n    app.context = 1\n",
+    "def build(settings):\n    ctx = object()\n    ctx.celery.context = ctx\n",
+])
+def test_the_check_lets_constants_and_locals_be(source: str) -> None:
     assert findings(source, "example.py") == []
 
 
@@ -115,6 +181,35 @@ def _batch(run: str, project: str, value: float) -> bytes:
         {**base, "type": "run_started", "seq": 0, "project": project, "name": project},
         {**base, "type": "metrics", "seq": 1, "step": 1, "values": {"loss": value}},
     ]}).encode()
+
+
+def _foreign_attributes() -> dict[tuple[str, str], set[str]]:
+    """For each object a loaded module of the server holds at its top level (a Celery app, a router,
+    a function, a class): its public attributes that its class does not define (an instance's
+    lazily cached properties are its class's), i.e. the ones someone could have set on it."""
+    import sys
+    import types
+
+    from celery.local import Proxy
+
+    out: dict[tuple[str, str], set[str]] = {}
+    for name, module in list(sys.modules.items()):
+        if not name.startswith("runcast_server") or module is None:
+            continue
+        for attr, obj in list(vars(module).items()):
+            # celery.current_app is a stand-in for the app the calling thread runs, not an object of its own
+            if isinstance(obj, (types.ModuleType, Proxy)) or attr.startswith("__"):
+                continue
+            try:
+                own = vars(obj)
+            except TypeError:  # no __dict__: nothing can be set on it
+                continue
+            if isinstance(obj, type):  # a class: what its bases define is theirs to cache (bootsteps' `requires`)
+                out[(name, attr)] = {k for k in own if not k.startswith("_")
+                                     and not any(hasattr(base, k) for base in obj.__mro__[1:])}
+            else:
+                out[(name, attr)] = {k for k in own if not k.startswith("_") and not hasattr(type(obj), k)}
+    return out
 
 
 def test_two_apps_from_two_settings_use_two_databases(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -130,6 +225,7 @@ def test_two_apps_from_two_settings_use_two_databases(tmp_path: Path, monkeypatc
     second = Settings(data_dir=tmp_path / "b", database_url=None, redis_url=None)
     # Whatever the environment says from now on, each app keeps to the settings it was built from.
     monkeypatch.setenv("RUNCAST_DATA_DIR", str(tmp_path / "elsewhere"))
+    before = _foreign_attributes()
     with TestClient(create_app(first)) as a, TestClient(create_app(second)) as b:
         apps: dict[str, Any] = {"a": a, "b": b}
         ctx = {name: client.app.state.context for name, client in apps.items()}
@@ -161,5 +257,75 @@ def test_two_apps_from_two_settings_use_two_databases(tmp_path: Path, monkeypatc
         assert b.post("/api/v1/ingest", content=_batch("run_dddddddd", "proj-a", 4.0),
                       headers={"Authorization": f"Bearer {tokens['a']}",
                                "Content-Type": "application/json"}).status_code == 401
+        # Each app sends its tasks through a Celery app of its own, which runs them with its context.
+        assert ctx["a"].celery is not ctx["b"].celery
+        assert (ctx["a"].celery.context, ctx["b"].celery.context) == (ctx["a"], ctx["b"])
+        # Nothing was hung on an object a module holds (issue 27: the module's Celery app carried
+        # the settings, the context and the metrics, and the second app's replaced the first's).
+        gained = {key: sorted(attrs - before.get(key, set())) for key, attrs in _foreign_attributes().items()}
+        assert {key: attrs for key, attrs in gained.items() if attrs} == {}
     assert (tmp_path / "a" / "runcast.db").exists() and (tmp_path / "b" / "runcast.db").exists()
     assert not (tmp_path / "elsewhere").exists()
+
+
+# --- two Celery workers, two databases, one process --------------------------------------------
+
+
+def test_two_workers_of_two_settings_in_one_process_each_use_their_own_context(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker gets its context as the API does: built once at its start (``tasks._worker_start``,
+    from the settings its Celery app was made from) and held by its own app. Two workers of two
+    settings, started in one process, each store the batches sent to them in their own database."""
+    import time
+
+    from celery.contrib.testing.worker import start_worker
+    from runcast_server.context import AppContext
+    from runcast_server.core import migrate
+    from runcast_server.core.auth import create_token
+    from runcast_server.core.celery_app import RuncastCelery
+    from runcast_server.core.settings import Settings
+    from runcast_server.tasks import INGEST_TASK
+    from sqlalchemy import text
+
+    for key in [k for k in os.environ if k.startswith("RUNCAST_")]:
+        monkeypatch.delenv(key)
+    apps: dict[str, RuncastCelery] = {}
+    for name in ("a", "b"):
+        settings = Settings(data_dir=tmp_path / name, database_url=None, redis_url=None)
+        settings.data_dir.mkdir(parents=True)
+        migrate.upgrade(settings.sqlalchemy_url)
+        celery = RuncastCelery(settings)
+        # A broker of its own, without a server: kombu's filesystem transport in the app's data dir.
+        broker = settings.data_dir / "broker"
+        broker.mkdir()
+        celery.conf.update(task_always_eager=False, broker_url="filesystem://",
+                           broker_transport_options={"data_folder_in": str(broker), "data_folder_out": str(broker)})
+        apps[name] = celery
+    before = _foreign_attributes()
+    with start_worker(apps["a"], perform_ping_check=False), start_worker(apps["b"], perform_ping_check=False):
+        ctx: dict[str, AppContext] = {name: celery.context for name, celery in apps.items()}
+        assert all(isinstance(c, AppContext) for c in ctx.values()) and ctx["a"] is not ctx["b"]
+        assert (ctx["a"].celery, ctx["b"].celery) == (apps["a"], apps["b"])
+        assert ctx["a"].metrics is not None and ctx["a"].metrics is not ctx["b"].metrics
+        for name, run, value in (("a", "run_aaaaaaaa", 1.0), ("b", "run_bbbbbbbb", 2.0), ("a", "run_cccccccc", 3.0)):
+            with ctx[name].database.scope() as session:
+                token = create_token(session, f"proj-{name}")
+            events = json.loads(_batch(run, f"proj-{name}", value))["events"]  # a message of the first contract
+            apps[name].tasks[INGEST_TASK].apply_async(kwargs={"events": events, "project_id": None, "token": token})
+
+        def stored(name: str) -> list[str]:
+            with ctx[name].database.engine.connect() as conn:
+                return sorted(conn.execute(text("SELECT id FROM runs WHERE last_step = 1")).scalars())
+
+        deadline = time.monotonic() + 30
+        while (stored("a"), stored("b")) != (["run_aaaaaaaa", "run_cccccccc"], ["run_bbbbbbbb"]):
+            assert time.monotonic() < deadline, (stored("a"), stored("b"))
+            time.sleep(0.1)
+        # Each worker counted its own batches' points in its own instruments.
+        counted = {name: c.metrics.registry.get_sample_value("runcast_ingest_points_stored_total")
+                   for name, c in ctx.items() if c.metrics is not None}
+        assert counted == {"a": 2.0, "b": 1.0}
+    for c in ctx.values():
+        c.close()
+    gained = {key: sorted(attrs - before.get(key, set())) for key, attrs in _foreign_attributes().items()}
+    assert {key: attrs for key, attrs in gained.items() if attrs} == {}

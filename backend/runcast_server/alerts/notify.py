@@ -7,7 +7,7 @@ Production: Celery tasks ``runcast.alerts.fanout`` and ``runcast.alerts.deliver`
 workers (``acks_late``; a redelivered task finds its delivery already sent). Embedded: the
 same functions on the application context's alert pool (``alerts.runner``, with timers for
 the retries), so an ingest request never waits for a webhook. Every function takes the
-context (``runcast_server.context``) it works for.
+context it works for (``alerts.needs.AlertContext``: ``runcast_server.context.AppContext`` is one).
 
 Webhooks are signed with the Standard Webhooks scheme (the ``standardwebhooks`` package):
 ``webhook-id`` (one per delivery, the same on its retries), ``webhook-timestamp`` (of the
@@ -28,7 +28,6 @@ import time
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final, cast
 
-from celery import Task
 from runcast import __version__
 from sqlalchemy import CursorResult, delete, or_, select, update
 from standardwebhooks import Webhook
@@ -36,14 +35,12 @@ from standardwebhooks import Webhook
 from runcast_server.alerts import email, ssrf
 from runcast_server.alerts.models import Alert, AlertDelivery, Subscription
 from runcast_server.alerts.service import alert_view, summary
-from runcast_server.core.celery_app import app, app_for
 from runcast_server.core.db import upsert
 from runcast_server.core.models import Run
-from runcast_server.observability.metrics import metrics_of
 from runcast_server.policy.apply import public_policy
 
 if TYPE_CHECKING:
-    from runcast_server.context import AppContext
+    from runcast_server.alerts.needs import AlertContext
 
 FANOUT_TASK: Final = "runcast.alerts.fanout"
 DELIVER_TASK: Final = "runcast.alerts.deliver"
@@ -95,7 +92,7 @@ def unsubscribe_url(sub: Subscription) -> str:
 # --- after an ingest commit --------------------------------------------------------------------
 
 
-def dispatch(ctx: AppContext, entries: list[dict[str, Any]]) -> None:
+def dispatch(ctx: AlertContext, entries: list[dict[str, Any]]) -> None:
     """Publish alert entries on the runs' live channels and start their fan-out (after commit)."""
     if not entries:
         return
@@ -113,30 +110,28 @@ def dispatch(ctx: AppContext, entries: list[dict[str, Any]]) -> None:
         start_fanout(ctx, e["id"], e["phase"])
 
 
-def start_fanout(ctx: AppContext, alert_id: int, phase: str) -> None:
+def start_fanout(ctx: AlertContext, alert_id: int, phase: str) -> None:
     """Embedded: on the context's alert pool; production: the fan-out task on a worker."""
     if ctx.alerts is not None:
         ctx.alerts.submit(fanout, ctx, alert_id, phase)
     else:
-        app_for(ctx.settings)
-        fanout_task.apply_async(args=[alert_id, phase], expires=3600)
+        ctx.celery.send_task(FANOUT_TASK, args=[alert_id, phase], expires=3600)
 
 
-def schedule_delivery(ctx: AppContext, delivery_id: int, countdown: float = 0.0) -> None:
+def schedule_delivery(ctx: AlertContext, delivery_id: int, countdown: float = 0.0) -> None:
     if ctx.alerts is not None:
         if countdown <= 0:
             ctx.alerts.submit(deliver, ctx, delivery_id)
         else:
             ctx.alerts.later(countdown, deliver, ctx, delivery_id)
     else:
-        app_for(ctx.settings)
-        deliver_task.apply_async(args=[delivery_id], countdown=countdown, expires=24 * 3600)
+        ctx.celery.send_task(DELIVER_TASK, args=[delivery_id], countdown=countdown, expires=24 * 3600)
 
 
 # --- fan-out and delivery ---------------------------------------------------------------------
 
 
-def fanout(ctx: AppContext, alert_id: int, phase: str) -> list[int]:
+def fanout(ctx: AlertContext, alert_id: int, phase: str) -> list[int]:
     """Create the deliveries of one alert phase (once each) and schedule them; returns their ids."""
     now = time.time()
     with ctx.database.scope() as session:
@@ -192,7 +187,7 @@ def render(sub: Subscription, view: dict[str, Any], phase: str) -> bytes:
     return json.dumps(body, allow_nan=False, separators=(",", ":"), default=str).encode()
 
 
-def deliver(ctx: AppContext, delivery_id: int) -> str:
+def deliver(ctx: AlertContext, delivery_id: int) -> str:
     """Send one delivery (one attempt); schedules the next attempt on failure. Returns its status."""
     settings = ctx.settings
     with ctx.database.scope() as session:
@@ -205,7 +200,7 @@ def deliver(ctx: AppContext, delivery_id: int) -> str:
         withheld = alert is None or run is None or not public_policy(session, run.id).notified({"key": alert.key})
         if sub is None or alert is None or sub.status != "active" or withheld:
             d.status = "dropped"
-            _count(sub.channel if sub is not None else "unknown", "dropped")
+            _count(ctx, sub.channel if sub is not None else "unknown", "dropped")
             return "dropped"
         view = alert_view(session, alert, base_url=sub.base_url)  # as every reader may see it: subscribers are anonymous
         channel, target, secret, fmt_sub = sub.channel, sub.target, sub.secret, sub
@@ -235,18 +230,18 @@ def deliver(ctx: AppContext, delivery_id: int) -> str:
     except Exception as exc:  # noqa: BLE001 - any transport failure is a failed attempt
         error = f"{type(exc).__name__}: {exc}"
     status = _record(ctx, delivery_id, error)
-    _count(channel, "retry" if status == "pending" else status)
+    _count(ctx, channel, "retry" if status == "pending" else status)
     return status
 
 
-def _count(channel: str, outcome: str) -> None:
-    """One delivery attempt's outcome in the process's metrics (observability.metrics)."""
-    metrics = metrics_of(app)
+def _count(ctx: AlertContext, channel: str, outcome: str) -> None:
+    """One delivery attempt's outcome in the process's metrics (observability.prometheus)."""
+    metrics = ctx.metrics
     if metrics is not None:
         metrics.alert_deliveries.labels(channel, outcome).inc()
 
 
-def _record(ctx: AppContext, delivery_id: int, error: str | None) -> str:
+def _record(ctx: AlertContext, delivery_id: int, error: str | None) -> str:
     settings = ctx.settings
     now = time.time()
     retry_in: float | None = None
@@ -277,36 +272,7 @@ def _record(ctx: AppContext, delivery_id: int, error: str | None) -> str:
     return status
 
 
-# --- Celery tasks ----------------------------------------------------------------------------
-
-
-# Each task runs with the context its process bound to the Celery app at start (tasks.py).
-
-
-@app.task(name=FANOUT_TASK, bind=True, acks_late=True)
-def fanout_task(self: Task, alert_id: int, phase: str) -> int:
-    return len(fanout(_context(self), alert_id, phase))
-
-
-@app.task(name=DELIVER_TASK, bind=True, acks_late=True)
-def deliver_task(self: Task, delivery_id: int) -> str:
-    return deliver(_context(self), delivery_id)
-
-
-@app.task(name=SWEEP_TASK, bind=True, acks_late=True, expires=60)
-def sweep_task(self: Task) -> int:
-    from runcast_server.alerts.stall import sweep
-
-    return sweep(_context(self))
-
-
-def _context(task: Task) -> AppContext:
-    from runcast_server.context import context_of
-
-    return context_of(task.app)
-
-
-def prune_deliveries(ctx: AppContext, now: float | None = None) -> int:
+def prune_deliveries(ctx: AlertContext, now: float | None = None) -> int:
     """Delete finished deliveries (sent, failed, dropped) older than the retention; returns how many.
 
     Pending ones stay whatever their age: a retry may still be due.
@@ -317,8 +283,3 @@ def prune_deliveries(ctx: AppContext, now: float | None = None) -> int:
             delete(AlertDelivery).where(AlertDelivery.status.in_(FINISHED), AlertDelivery.created_at < cutoff)
         ))
         return int(result.rowcount or 0)
-
-
-@app.task(name=PRUNE_TASK, bind=True, acks_late=True, expires=3600)
-def prune_task(self: Task) -> int:
-    return prune_deliveries(_context(self))

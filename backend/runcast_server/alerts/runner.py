@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from runcast_server.context import AppContext
+    from runcast_server.alerts.needs import AlertContext
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +54,7 @@ class AlertRunner:
             self._timers.add(timer)
         timer.start()
 
-    def start(self, ctx: AppContext) -> AlertRunner:
+    def start(self, ctx: AlertContext) -> AlertRunner:
         """Start the periodic check (every ``alert_check_interval_s``) for ``ctx``."""
         if self._thread is None:
             self._thread = threading.Thread(target=self._loop, args=(ctx,), name="runcast-alert-sweep", daemon=True)
@@ -72,7 +72,7 @@ class AlertRunner:
             self._thread.join(timeout=10)
         self.pool.shutdown(wait=False)  # what is queued still runs
 
-    def _loop(self, ctx: AppContext) -> None:
+    def _loop(self, ctx: AlertContext) -> None:
         from runcast_server.alerts.notify import prune_deliveries
         from runcast_server.alerts.stall import sweep
 

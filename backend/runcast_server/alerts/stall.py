@@ -29,18 +29,16 @@ from runcast_server.alerts.engine import (
     load_configs,
 )
 from runcast_server.alerts.models import Alert
-from runcast_server.core.celery_app import app
 from runcast_server.core.models import Run
 from runcast_server.detectors.runlevel import restart_quiet, stalled
 from runcast_server.detectors.signals import Signal
 from runcast_server.ingest.checks import take_write_lock
 from runcast_server.ingest.results import IngestResult
-from runcast_server.observability.metrics import metrics_of
 from runcast_server.reads.values import strict_json
 from runcast_server.runs.versions import RunChange, write_version_log
 
 if TYPE_CHECKING:
-    from runcast_server.context import AppContext
+    from runcast_server.alerts.needs import AlertContext
 
 MIN_QUIET_S = 1.0
 log = logging.getLogger(__name__)
@@ -48,7 +46,7 @@ log = logging.getLogger(__name__)
 Entries = list[dict[str, Any]]  # notification entries of the alerts opened or closed
 
 
-def _acquire(ctx: AppContext) -> Any:
+def _acquire(ctx: AlertContext) -> Any:
     """A non-blocking lock so that sweeps never pile up; None when another one runs."""
     if ctx.alerts is not None:  # embedded: the process's lock
         lock = ctx.alerts.sweep_lock
@@ -62,7 +60,7 @@ def _acquire(ctx: AppContext) -> Any:
     return None
 
 
-def sweep(ctx: AppContext, now: float | None = None) -> int:
+def sweep(ctx: AlertContext, now: float | None = None) -> int:
     """Open stall alerts and close quiet restart loops; returns how many alerts changed."""
     lock = _acquire(ctx)
     if lock is None:
@@ -74,7 +72,7 @@ def sweep(ctx: AppContext, now: float | None = None) -> int:
             lock.release()
 
 
-def _sweep(ctx: AppContext, now: float, stall_after_s: float) -> int:
+def _sweep(ctx: AlertContext, now: float, stall_after_s: float) -> int:
     from runcast_server.alerts.notify import dispatch
 
     entries: Entries = []
@@ -90,19 +88,19 @@ def _sweep(ctx: AppContext, now: float, stall_after_s: float) -> int:
         quiet = [r for r in rows if r.id not in open_stalls]
         configs = load_configs(conn, [r.id for r in quiet], stall_after_s)
         for rid, heartbeat_at, last_step in quiet:
-            entries += _isolated("stall", rid, partial(_stall, conn, rid, heartbeat_at, last_step, configs[rid], now))
+            entries += _isolated(ctx, "stall", rid, partial(_stall, conn, rid, heartbeat_at, last_step, configs[rid], now))
         s = STATES.c
         loops = conn.execute(
             select(s.run_id, s.state).where(s.detector == "restart_loop", s.segment_id == RUN_LEVEL, s.key == "")
         ).all()
         loop_configs = load_configs(conn, [rid for rid, _ in loops])
         for rid, state in loops:
-            entries += _isolated("restart_loop", rid, partial(_quiet_loop, conn, rid, state, loop_configs[rid], now))
+            entries += _isolated(ctx, "restart_loop", rid, partial(_quiet_loop, conn, rid, state, loop_configs[rid], now))
     dispatch(ctx, entries)
     return len(entries)
 
 
-def _isolated(check: str, run_id: str, work: Callable[[], Entries]) -> Entries:
+def _isolated(ctx: AlertContext, check: str, run_id: str, work: Callable[[], Entries]) -> Entries:
     """``work()`` for one run (which writes in a savepoint); an error is logged and counted, and
     the run's writes are rolled back to its savepoint: no entries, the other runs go on."""
     try:
@@ -110,7 +108,7 @@ def _isolated(check: str, run_id: str, work: Callable[[], Entries]) -> Entries:
     except Exception:
         log.exception("alerts: the %s check of run %s failed; the other runs were checked", check, run_id,
                       extra={"run_id": run_id})
-        metrics = metrics_of(app)
+        metrics = ctx.metrics
         if metrics is not None:
             metrics.alert_check_errors.labels(check).inc()
         return []

@@ -17,7 +17,7 @@ from runcast_server.api.routes import (
     ingest,
     manage,
     manifests,
-    metrics,
+    metric_series,
     outputs,
     policy,
     revisions,
@@ -35,7 +35,7 @@ from runcast_server.policy.schemas import PolicyChange
 
 # Any route may answer 413 (the body limit, before reading) and 503 (database or queue down).
 api_router = APIRouter(prefix="/api/v1", responses=error_responses(413, 503))
-for module in (ingest, whoami, runs, manage, tokens, metrics, events, export, stream, checkpoints, uploads, revisions,
+for module in (ingest, whoami, runs, manage, tokens, metric_series, events, export, stream, checkpoints, uploads, revisions,
                manifests):
     api_router.include_router(module.router)
 for module in (alerts, feeds, subscriptions):  # docs/alerts.md

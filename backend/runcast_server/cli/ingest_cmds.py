@@ -42,7 +42,7 @@ def worker_command(
     ),
 ) -> None:
     """Run a Celery worker for ingest and alert tasks (production mode: needs RUNCAST_REDIS_URL)."""
-    from runcast_server.core.celery_app import configure
+    from runcast_server.core.celery_app import RuncastCelery
     from runcast_server.core.settings import Settings
 
     settings = Settings()
@@ -66,7 +66,7 @@ def worker_command(
             settings.data_dir.mkdir(parents=True, exist_ok=True)
             schedule = str(settings.data_dir / "celerybeat-schedule")
         argv += ["--beat", f"--schedule={schedule}"]
-    configure(settings).worker_main(argv)  # the worker's context is built from them (tasks._worker_start)
+    RuncastCelery(settings).worker_main(argv)  # the worker's context is built from them (tasks._worker_start)
 
 
 def token_create_command(

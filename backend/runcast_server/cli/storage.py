@@ -26,7 +26,8 @@ def migrate_command(
     moves) every file a checkpoint event names elsewhere, and rewrites the events to name the
     new place. A file named by checkpoints of several projects is left alone and reported.
     """
-    from runcast_server.artifacts.storage import LocalStorage, storage_from_settings
+    from runcast_server.artifacts.backend import storage_from_settings
+    from runcast_server.artifacts.storage import LocalStorage
     from runcast_server.core.db import Database
     from runcast_server.core.settings import Settings
 

@@ -1,39 +1,61 @@
-"""The Celery app "runcast", configured from settings.
+"""The Celery app "runcast": one per process (one per API app in tests), made from settings.
 
 Production (``RUNCAST_REDIS_URL`` set): Redis is the broker and tasks run in
 ``runcast worker`` processes. Embedded: tasks run eagerly in the calling process
 and their errors propagate to the caller.
 
-Importing this module configures nothing. Whoever starts the process configures the
-app from the settings it built (``configure``: ``runcast worker``, the API's app
-factory, the CLI's commands). A bare ``celery -A runcast_server.core.celery_app
-worker|beat`` configures nobody: when Celery first reads the app's configuration
-(its ``on_configure`` signal) the app configures itself from ``Settings()``, read
-from the environment then, once.
+Nothing here is process-wide. ``RuncastCelery(settings)`` is made where a process
+builds its application context (``context.AppContext.build``: the API's app factory,
+the CLI's commands) or starts a worker (``runcast worker``); the context binds itself to
+its app (``RuncastCelery.context``) and the tasks, registered on every app (Celery's
+``shared_task``), read it from the app they run on. A bare ``celery -A
+runcast_server.core.celery_app worker|beat`` asks this module for ``app``: a new app from
+the environment's settings (``Settings()``, read then), whose worker builds its context
+at start (``tasks``).
 """
 
 from __future__ import annotations
 
-import logging
 from typing import Any, Final
 from urllib.parse import urlsplit
 
-from celery import Celery
-from celery.signals import after_setup_logger, after_setup_task_logger
+from celery import Celery, bootsteps
 
 from runcast_server.core.settings import Settings
 
 # kombu's Redis transport, dropping a queue entry that is not a kombu message instead of ending the worker.
 REDIS_TRANSPORT: Final = "runcast_server.core.broker_transport:Transport"
-# Every task's messages are screened before the worker decodes them (core.screened_task).
-app = Celery("runcast", task_cls="runcast_server.core.screened_task:ScreenedTask",
-             include=["runcast_server.tasks", "runcast_server.alerts.notify"])
+# The modules whose tasks a worker imports at start.
+TASK_MODULES: Final = ("runcast_server.tasks", "runcast_server.alerts.tasks")
 
 
-def configure(settings: Settings) -> Celery:
-    """Apply ``settings`` to the app; returns the app. ``settings_of(app)`` is then ``settings``."""
-    app.runcast_settings = settings  # read back by settings_of
-    app.conf.update(
+class _OwnAppInThisThread(bootsteps.StartStopStep):
+    """The consumer's thread resolves tasks with the worker's own app: Celery's worker looks a task
+    up on the thread's current app (else the process's default one, the last app made current), so
+    a second worker in the process would otherwise run this worker's messages with its app."""
+
+    def start(self, parent: Any) -> None:
+        parent.app.set_current()
+
+
+class RuncastCelery(Celery):
+    """A Celery app configured from ``settings``, with the application context its tasks run with."""
+
+    settings: Settings
+    context: Any = None  # the process's context.AppContext, set by AppContext.build (a worker: at its start)
+
+    def __init__(self, settings: Settings) -> None:
+        # Every task's messages are screened before the worker decodes them (core.screened_task).
+        super().__init__("runcast", task_cls="runcast_server.core.screened_task:ScreenedTask",
+                         include=list(TASK_MODULES), set_as_current=False)
+        self.settings = settings
+        self.conf.update(config(settings))
+        self.steps["consumer"].add(_OwnAppInThisThread)
+
+
+def config(settings: Settings) -> dict[str, Any]:
+    """The Celery configuration of ``settings``."""
+    return dict(
         broker_url=settings.redis_url or "memory://",
         broker_transport=REDIS_TRANSPORT if urlsplit(settings.redis_url or "").scheme in ("redis", "rediss") else None,
         result_backend=None,
@@ -77,38 +99,27 @@ def configure(settings: Settings) -> Celery:
             },
         },
     )
-    return app
 
 
 def settings_of(celery: Celery) -> Settings:
-    """The settings ``celery`` was configured from (configuring it from ``Settings()`` if nobody did)."""
-    settings: Settings | None = getattr(celery, "runcast_settings", None)
-    if settings is None:
-        celery.conf.get("broker_url")  # the first read of the configuration: _configure_if_unconfigured
-        settings = celery.runcast_settings
-    return settings
+    """The settings ``celery`` was made from."""
+    if not isinstance(celery, RuncastCelery):
+        raise TypeError(f"not a Runcast Celery app: {celery!r} (make one with RuncastCelery(settings))")
+    return celery.settings
 
 
-def app_for(settings: Settings) -> Celery:
-    """The app, configured from ``settings`` (again only when they are other settings)."""
-    if getattr(app, "runcast_settings", None) is not settings:
-        configure(settings)
-    return app
+def context_of(celery: Celery) -> Any:
+    """The application context bound to ``celery`` (``context.context_of`` types it)."""
+    ctx = getattr(celery, "context", None)
+    if ctx is None:
+        raise RuntimeError("no application context on this Celery app: build one with "
+                           "context.AppContext.build(settings, celery=app) where the process starts")
+    return ctx
 
 
-@app.on_configure.connect
-def _configure_if_unconfigured(sender: Celery, **_: Any) -> None:
-    """Celery reads the app's configuration for the first time: when no one configured it (a bare
-    ``celery -A runcast_server.core.celery_app worker|beat``), its settings are the environment's."""
-    if getattr(sender, "runcast_settings", None) is None:
-        configure(Settings())
-
-
-@after_setup_logger.connect
-@after_setup_task_logger.connect
-def _log_format(logger: logging.Logger | None = None, **_: Any) -> None:
-    """RUNCAST_LOG_FORMAT=json: the worker's log lines as JSON objects too (the app's settings)."""
-    if logger is not None and settings_of(app).log_format == "json":
-        from runcast_server.observability.logs import use_json
-
-        use_json(logger)
+def __getattr__(name: str) -> RuncastCelery:
+    """``celery -A runcast_server.core.celery_app[:app] worker|beat|inspect``: a new app, made from the
+    environment's settings when Celery asks for it (nothing is kept here)."""
+    if name in ("app", "celery"):
+        return RuncastCelery(Settings())
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -19,7 +19,6 @@ from sqlalchemy import (
     Index,
     Integer,
     MetaData,
-    SmallInteger,
     String,
     Table,
     Text,
@@ -140,35 +139,6 @@ class Run(Base):
     block: Mapped[int | None] = mapped_column(BigInteger)
 
 
-class RunTag(Base):
-    """One tag of a run: from ``init(tags=[...])``, or given by its project later (PATCH /runs/{id},
-    ``runcast runs tag``). The runs page filters by it."""
-
-    __tablename__ = "run_tags"
-
-    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True)
-    tag: Mapped[str] = mapped_column(String(64), primary_key=True, index=True)
-
-
-class RunUpdate(Base):
-    """An ``update`` event (config, summary, metric declarations), stored once per (segment, seq).
-
-    The run's ``config``, ``summary`` and ``metric_defs`` are these folded in trainer order
-    (ts, segment index, seq) over the first run_started's config, so batches may arrive in
-    any order.
-    """
-
-    __tablename__ = "run_updates"
-    __table_args__ = (UniqueConstraint("segment_id", "seq", name="uq_run_updates_segment_seq"),)
-
-    id: Mapped[int] = mapped_column(BigId, primary_key=True)
-    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
-    segment_id: Mapped[int] = mapped_column(BigInteger, ForeignKey("segments.id", ondelete="CASCADE"))
-    seq: Mapped[int] = mapped_column(BigInteger)
-    ts: Mapped[float] = mapped_column(Float)
-    body: Mapped[dict[str, Any]] = mapped_column()
-
-
 class Segment(Base):
     """One ``init()`` of a run. A resume opens a new segment at ``start_step``."""
 
@@ -226,29 +196,6 @@ class Point(Base):
     version: Mapped[int] = mapped_column(
         BigInteger
     )  # the run version of the batch that wrote it
-
-
-class Rollup(Base):
-    """Aggregates of a series over the aligned bucket ``[bucket * 2**level, (bucket+1) * 2**level)``.
-
-    ``min``/``max`` cover every non-NaN value (+-Inf included, so divergence shows);
-    ``sum``/``count`` cover finite values only; ``nan_count`` counts NaNs;
-    ``last`` is the value at ``last_step``, the highest step in the bucket.
-    """
-
-    __tablename__ = "rollups"
-    __table_args__ = {"sqlite_with_rowid": False}  # as points
-
-    series_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
-    level: Mapped[int] = mapped_column(SmallInteger, primary_key=True)
-    bucket: Mapped[int] = mapped_column(BigInteger, primary_key=True)
-    min: Mapped[float | None] = mapped_column(Float)
-    max: Mapped[float | None] = mapped_column(Float)
-    sum: Mapped[float] = mapped_column(Float, default=0.0)
-    count: Mapped[int] = mapped_column(BigInteger, default=0)
-    nan_count: Mapped[int] = mapped_column(BigInteger, default=0)
-    last: Mapped[float | None] = mapped_column(Float)
-    last_step: Mapped[int] = mapped_column(BigInteger)
 
 
 class Event(Base):

@@ -1,20 +1,29 @@
-"""Accepting a batch: the API's insert (committed before it answers 202), adopting a broker
-message of the first task contract (its events in the message), and recording a broker
-message that no task could read."""
+"""Accepting a batch: the write door (``accept_batch``: checked in full, then committed to the
+inbox before the API answers 202; ``POST /ingest`` and completed checkpoint uploads), the inbox
+insert, adopting a broker message of the first task contract (its events in the message), and
+recording a broker message that no task could read."""
 
 from __future__ import annotations
 
 import json
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
+from kombu.exceptions import OperationalError as BrokerError
+from runcast.events import EventError, validate_batch
 from sqlalchemy import insert
 from sqlalchemy.orm import Session
 
 from runcast_server.core.db import Database
-from runcast_server.inbox.rows import INBOX, MAX_ERROR_CHARS, PENDING, QUARANTINED, describe
+from runcast_server.core.disk import check_room
+from runcast_server.core.errors import ApiError
+from runcast_server.core.settings import Settings
+from runcast_server.inbox.rows import INBOX, MAX_ERROR_CHARS, PENDING, QUARANTINED, describe, parse_body
+from runcast_server.ingest.checks import check_batch, register_runs
+from runcast_server.ingest.results import IngestRejected
+from runcast_server.observability.prometheus import Metrics
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +41,48 @@ def add(session: Session, project_id: int | None, body: bytes | None, events: in
                 next_sweep_at=next_sweep_at, sweeps=0, attempts=0, error=error)
         .returning(INBOX.c.id)
     ).scalar_one()
+
+
+def _parse(body: bytes) -> Any:
+    try:
+        return parse_body(body)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ApiError(400, f"body is not valid JSON: {exc}", field="body") from exc
+    except RecursionError:
+        raise ApiError(400, "body is nested too deeply to be a batch", field="body") from None
+
+
+def accept_batch(settings: Settings, session: Session, project_id: int, body: bytes, received_at: float,
+                 metrics: Metrics, enqueue: Callable[[int, list[dict[str, Any]]], None]) -> int:
+    """The write door: parse and check the batch, register new runs, commit it to the inbox, then
+    ``enqueue(inbox_id, events)`` (the ingest task); returns the event count. Every error is an
+    ``ApiError`` naming the field, and nothing is written before every check passed.
+
+    Refused first, with ``DiskFull`` (503), while the database's disk is below ``RUNCAST_MIN_FREE_BYTES``."""
+    check_room(settings)
+    try:
+        events = validate_batch(_parse(body))
+    except EventError as exc:
+        raise ApiError(422, exc.message, field=exc.field, index=exc.index) from exc
+    try:
+        check_batch(session, project_id, events)
+    except IngestRejected as exc:
+        raise ApiError(exc.status, exc.message, field=exc.field, index=exc.index) from exc
+    register_runs(session, project_id, events, received_at=received_at)
+    inbox_id = add(session, project_id, body, len(events), received_at,
+                         next_sweep_at=received_at + settings.inbox_redeliver_after_s)
+    session.commit()  # durable from here on; visible to the task and to the next batch's checks
+    points = metrics.accepted(events)
+    runs = sorted({e["run"] for e in events})
+    log.info("ingest: accepted inbox %d: %d events, %d points", inbox_id, len(events), points,
+             extra={"run_id": runs[0] if len(runs) == 1 else None, "run_ids": runs, "inbox_id": inbox_id})
+    try:
+        enqueue(inbox_id, events)
+    except BrokerError as exc:
+        log.warning("ingest: broker unreachable (%s); inbox %d waits for the sweeper", exc, inbox_id)
+    except Exception:  # embedded: the task ran here and failed; the timer sweeps the row again
+        log.exception("ingest: inbox %d could not be stored now; the sweeper will retry", inbox_id)
+    return len(events)
 
 
 def adopt_legacy(db: Database, events: Sequence[Any], project_id: int | None, token: str | None, received_at: float | None,

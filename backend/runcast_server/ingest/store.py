@@ -19,7 +19,7 @@ from runcast_server.ingest.checks import (
     started_segments,
     take_write_lock,
 )
-from runcast_server.ingest.metrics import write_metrics
+from runcast_server.ingest.points import write_metrics
 from runcast_server.ingest.results import IngestResult
 from runcast_server.ingest.state import update_runs, write_lost
 from runcast_server.ingest.tables import SEGMENTS

@@ -4,14 +4,8 @@ from __future__ import annotations
 
 from sqlalchemy import Table
 
-from runcast_server.core.models import (
-    Event,
-    Point,
-    Rollup,
-    Run,
-    Segment,
-    Series,
-)
+from runcast_server.core.models import Event, Point, Run, Segment, Series
+from runcast_server.metrics.models import Rollup
 
 RUNS: Table = Run.__table__
 SEGMENTS: Table = Segment.__table__

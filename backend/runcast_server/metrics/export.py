@@ -20,7 +20,6 @@ import csv
 import io
 import json
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from runcast.events import TIMESTAMP_KEY
@@ -30,6 +29,7 @@ from sqlalchemy.orm import Session
 from runcast_server.core.db import Database
 from runcast_server.core.errors import NotFound
 from runcast_server.core.models import Point, Run, Segment, Series
+from runcast_server.metrics.series_ref import SeriesRef
 from runcast_server.metrics.step_times import page_times
 from runcast_server.reads.values import stored_value
 
@@ -42,16 +42,6 @@ MEDIA_TYPES: Final = {
 }
 PAGE_ROWS: Final = 10_000
 PARQUET_PAGE_ROWS: Final = 1 << 17  # one Parquet row group
-
-
-@dataclass(frozen=True)
-class SeriesRef:
-    id: int
-    segment: int
-    key: str
-    upto: int | None = None  # only points of run versions up to this one (a delayed reader)
-    times: int | None = None  # the segment's ``_timestamp`` series (None: its steps have no time)
-    times_upto: int | None = None  # ``upto`` of that series
 
 
 Row = tuple[int, float | None, float | None]  # step, value (NULL = NaN), time

@@ -29,7 +29,7 @@ from sqlalchemy.engine import make_url
 from runcast_server.metrics.step_times import page_times
 
 if TYPE_CHECKING:
-    from runcast_server.metrics.export import SeriesRef
+    from runcast_server.metrics.series_ref import SeriesRef
 
 SCHEMA: Final = pa.schema(
     [

@@ -1,6 +1,6 @@
 """The wall time of exported steps: for each step, the segment's last ``_timestamp`` point at or
 before it (ingest keeps a step's time when it falls in a later tenth of a second than the last
-kept one, ingest/metrics.py), read one page of steps at a time on a DB-API cursor."""
+kept one, ingest/points.py), read one page of steps at a time on a DB-API cursor."""
 
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from runcast_server.observability.metrics import (
+from runcast_server.observability.prometheus import (
     Metrics,
     multiprocess_dir,
     reject_reason,

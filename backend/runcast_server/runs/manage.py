@@ -17,7 +17,9 @@ from sqlalchemy.orm import Session
 
 from runcast_server.core import partitions
 from runcast_server.core.errors import Invalid, NotFound
-from runcast_server.core.models import Point, Project, Rollup, Run, RunTag, Segment, Series
+from runcast_server.core.models import Point, Project, Run, Segment, Series
+from runcast_server.metrics.models import Rollup
+from runcast_server.runs.models import RunTag
 
 RunRows = Callable[[Session, str], object]
 """Deletes the rows of one run (by id) that another domain keeps without a ``run_id`` column."""

@@ -1,7 +1,7 @@
 """A metric's chart as a figure file (SVG or PNG), drawn with matplotlib from a /metrics answer.
 
 The answer is the one the run page's chart gets for the same range and pixel budget
-(rollups: ``reads/metrics.py``), and it is drawn the same way: per segment its own colour,
+(rollups: ``metrics/queries.py``), and it is drawn the same way: per segment its own colour,
 the part a later segment replaced (``metrics/branch.py``: steps after its start) in grey, and when the
 answer is bucketed a min–max band under the bucket means, so a one-step spike shows at any
 range. NaN and ±Infinity are gaps, as on the page.

@@ -23,9 +23,7 @@ from runcast_server.api.read_deps import RUN_ERRORS, ReadableRunDep, ViewDep
 from runcast_server.core.errors import ApiError
 from runcast_server.core.models import Segment
 from runcast_server.core.settings import Settings
-from runcast_server.frontend import Frontend
 from runcast_server.metrics.queries import query_metrics
-from runcast_server.pages import page_response
 from runcast_server.reads.schemas import MAX_SEGMENT
 from runcast_server.runs.queries import summarize
 from runcast_server.share.badge import TextMeter, run_badge
@@ -44,6 +42,8 @@ from runcast_server.share.plot import (
     PlotterBusy,
     budget,
 )
+from runcast_server.web.frontend import Frontend
+from runcast_server.web.pages import page_response
 
 _GET = ["GET", "HEAD"]
 KeyQuery = Annotated[str, Query(min_length=1, max_length=200, description="The metric name.")]

@@ -30,7 +30,7 @@ from runcast_server.live.fanout import Viewer
 from runcast_server.live.schemas import StreamBatch, StreamReset
 from runcast_server.live.stream import viewer_frames
 from runcast_server.observability.logs import run_scope
-from runcast_server.observability.metrics import Metrics
+from runcast_server.observability.prometheus import Metrics
 from runcast_server.policy.apply import public_policy
 from runcast_server.reads.access import readable_run
 from runcast_server.reads.published import is_project_reader

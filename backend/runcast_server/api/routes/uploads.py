@@ -8,6 +8,7 @@ is written before every check passed.
 from __future__ import annotations
 
 import time
+from functools import partial
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Header, Path, Query, Request
@@ -18,7 +19,6 @@ from sqlalchemy.orm import Session
 from runcast_server.api.deps import SessionDep, WriterDep
 from runcast_server.api.documented import json_body, ref
 from runcast_server.api.read_deps import SettingsDep, StorageDep
-from runcast_server.api.routes.ingest import accept_batch
 from runcast_server.api.upload_doc import UploadBegin
 from runcast_server.artifacts import uploads
 from runcast_server.artifacts.models import Upload
@@ -32,6 +32,8 @@ from runcast_server.artifacts.upload_store import upload_store_for
 from runcast_server.core.errors import ApiError, NotFound, error_responses
 from runcast_server.core.models import Project, Run
 from runcast_server.core.settings import Settings
+from runcast_server.inbox.accept import accept_batch
+from runcast_server.tasks import enqueue_ingest
 
 router = APIRouter(tags=["artifacts"])
 
@@ -59,8 +61,9 @@ def _record(session: Session, row: Upload, project_id: int, request: Request) ->
     """Mark the upload done and record its checkpoint event through the ingest inbox (commits)."""
     row.state = "done"
     row.completed_at = time.time()
-    accept_batch(request.app.state.context, session, project_id, dumps_batch([row.event]), time.time(),
-                 request.app.state.metrics)
+    ctx = request.app.state.context
+    accept_batch(ctx.settings, session, project_id, dumps_batch([row.event]), time.time(), request.app.state.metrics,
+                 partial(enqueue_ingest, ctx))
 
 
 @router.get("/storage", response_model=StorageCapabilities)

@@ -23,9 +23,9 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.types import Receive, Scope, Send
 
-from runcast_server.assets import IMMUTABLE, REVALIDATE, Asset, asset_response
-from runcast_server.frontend import Frontend
-from runcast_server.vendor import REDOC_JS, SWAGGER_CSS, SWAGGER_JS, Vendor
+from runcast_server.web.assets import IMMUTABLE, REVALIDATE, Asset, asset_response
+from runcast_server.web.frontend import Frontend
+from runcast_server.web.vendor import REDOC_JS, SWAGGER_CSS, SWAGGER_JS, Vendor
 
 _GET = ["GET", "HEAD"]
 # Swagger UI's defaults ask validator.swagger.io about the spec; Runcast asks nobody.

@@ -1,4 +1,5 @@
-"""Gauges read from the database at scrape time: exact across every process and host."""
+"""The ingest inbox as Prometheus gauges, read from the database at scrape time: exact across every
+process and host. The app hands the collector to ``/metrics`` at start (``observability.http.scrape_registry``)."""
 
 from __future__ import annotations
 

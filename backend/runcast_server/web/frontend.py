@@ -29,8 +29,8 @@ import posixpath
 import re
 import threading
 
-from runcast_server.assets import Asset, FileAssets
-from runcast_server.vendor import Vendor
+from runcast_server.web.assets import Asset, FileAssets
+from runcast_server.web.vendor import Vendor
 
 log = logging.getLogger(__name__)
 

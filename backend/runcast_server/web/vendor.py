@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from importlib.resources import files
 from pathlib import Path
 
-from runcast_server.assets import Asset, media_type_of
+from runcast_server.web.assets import Asset, media_type_of
 
 log = logging.getLogger(__name__)
 

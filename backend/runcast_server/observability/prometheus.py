@@ -1,11 +1,12 @@
 """The process's Prometheus instruments (docs/operations.md lists them for Grafana).
 
 ``Metrics`` is built once per process on its own ``CollectorRegistry`` (the API at app
-start, onto ``app.state.metrics``; a worker at Celery's ``worker_init``, onto the Celery
-app) and handed to whatever records. With ``PROMETHEUS_MULTIPROC_DIR`` set (production:
-several API processes and workers of one host), prometheus-client writes every value to
-that directory and ``/metrics`` sums the files of all processes; counts that are the
-database's (the inbox) are read from the database at scrape time instead (``collectors``).
+start, onto ``app.state.metrics``; a worker at Celery's ``worker_init``), kept in the
+process's application context (``AppContext.metrics``) and handed to whatever records.
+With ``PROMETHEUS_MULTIPROC_DIR`` set (production: several API processes and workers of
+one host), prometheus-client writes every value to that directory and ``/metrics`` sums
+the files of all processes; counts that are the database's (the inbox) are read from the
+database at scrape time instead (``inbox.gauges``).
 """
 
 from __future__ import annotations
@@ -89,12 +90,3 @@ class Metrics:
         self.points_accepted.inc(points)
         return points
 
-
-def bind_to(owner: Any, metrics: Metrics) -> None:
-    """Hand ``metrics`` to ``owner`` (the Celery app: its tasks record there)."""
-    owner.runcast_metrics = metrics
-
-
-def metrics_of(owner: Any) -> Metrics | None:
-    """The instruments bound to ``owner``; None: nothing is recorded (e.g. a bare script)."""
-    return getattr(owner, "runcast_metrics", None)

@@ -1,0 +1,15 @@
+"""One series of a run as an export reads it (``export``, ``export_parquet``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class SeriesRef:
+    id: int
+    segment: int
+    key: str
+    upto: int | None = None  # only points of run versions up to this one (a delayed reader)
+    times: int | None = None  # the segment's ``_timestamp`` series (None: its steps have no time)
+    times_upto: int | None = None  # ``upto`` of that series
