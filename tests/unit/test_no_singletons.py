@@ -299,7 +299,9 @@ def test_two_workers_of_two_settings_in_one_process_each_use_their_own_context(
         broker = settings.data_dir / "broker"
         broker.mkdir()
         celery.conf.update(task_always_eager=False, broker_url="filesystem://",
-                           broker_transport_options={"data_folder_in": str(broker), "data_folder_out": str(broker)})
+                           broker_transport_options={"data_folder_in": str(broker), "data_folder_out": str(broker),
+                                                     # else kombu writes its control exchange to ./control
+                                                     "control_folder": str(broker / "control")})
         apps[name] = celery
     before = _foreign_attributes()
     with start_worker(apps["a"], perform_ping_check=False), start_worker(apps["b"], perform_ping_check=False):
