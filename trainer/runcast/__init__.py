@@ -27,12 +27,13 @@ from typing import Any
 from . import start as _start
 from .current import Current
 from .handshake import InitError
+from .init_options import InitOptions
 from .media import Histogram, Image, Table
 from .run import Run, RunStats
 
 __version__ = "0.1.0"
 
-__all__ = ["Api", "ApiError", "Histogram", "Image", "InitError", "Run", "RunStats", "Table", "__version__", "config",
+__all__ = ["Api", "ApiError", "Histogram", "Image", "InitError", "InitOptions", "Run", "RunStats", "Table", "__version__", "config",
            "define_metric", "finish", "init", "log", "run", "summary"]
 
 # The run the last init() made: state set by init() and cleared by finish(), nothing at import.
