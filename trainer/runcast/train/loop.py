@@ -10,16 +10,14 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
 from runcast.train import checkpoint as ckpt
+from runcast.train.config import TrainConfig
 from runcast.train.data import Corpus, Sampler, val_batches
 from runcast.train.showcase import log_checkpoint_outputs
-
-if TYPE_CHECKING:
-    from runcast.train.trainer import TrainConfig
 
 
 @dataclass
