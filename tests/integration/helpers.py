@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from runcast import events as ev
+from runcast.wire import events as ev
 from services import ServiceError, wait_until
 from sqlalchemy import text
 

@@ -7,7 +7,7 @@ import time
 
 import pytest
 import runcast
-from runcast import events
+from runcast.wire import events
 
 
 def test_batches_by_count(make_run, receiver):

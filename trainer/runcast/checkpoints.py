@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from .checkpoint_files import tree_files, tree_size
+from .sender.upload import Uploader
+from .sender.upload_jobs import Job, UploadStats
 from .steps import checked_step
-from .upload import Uploader
-from .upload_jobs import Job, UploadStats
 from .values import wire_numbers
 
 log = logging.getLogger("runcast")

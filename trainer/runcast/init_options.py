@@ -12,15 +12,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from . import events, system
+from . import system
 from .handshake import DEFAULT_START_TIMEOUT
-from .policy import check_policy
-from .spool import default_dir
+from .sender.spool import default_dir
 from .steps import checked_step
 from .values import json_object
+from .wire import events
+from .wire.policy import check_policy
 
 if TYPE_CHECKING:
-    from .transport import Transport
+    from .sender.transport import Transport
 
 __all__ = ["MODES", "InitOptions", "Resolved", "resolve", "signature"]
 
@@ -43,7 +44,7 @@ class InitOptions:
     server: str | None = None
     """``http(s)://host:port`` the run is sent to; ``RUNCAST_SERVER``."""
     transport: str | Transport | None = None
-    """Instead of ``server``: an ``http(s)://`` URL or a ``runcast.transport.Transport``."""
+    """Instead of ``server``: an ``http(s)://`` URL or a ``runcast.sender.transport.Transport``."""
     token: str | None = None
     """The project's ingest token; ``RUNCAST_TOKEN``. Never written to disk."""
     mode: str | None = None

@@ -9,14 +9,15 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from . import events, runtime, system
-from .blob_http import BlobClient
-from .events import new_id
+from . import runtime, system
 from .handshake import Identity, InitError, whoami
 from .init_options import MODES, InitOptions, Resolved, resolve, signature
 from .run import Run
-from .transport import Transport, make_transport, public_url
-from .upload_jobs import UploadConfig
+from .sender.blob_http import BlobClient
+from .sender.transport import Transport, make_transport, public_url
+from .sender.upload_jobs import UploadConfig
+from .wire import events
+from .wire.events import new_id
 
 log = logging.getLogger("runcast")
 

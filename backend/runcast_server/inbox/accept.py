@@ -43,7 +43,7 @@ def adopt_legacy(db: Database, events: Sequence[Any], project_id: int | None, to
     invalid: then the row is quarantined at once (visible to an operator, never lost
     silently).
     """
-    from runcast.events import dumps_batch
+    from runcast.wire.events import dumps_batch
 
     from runcast_server.core.auth import project_for_token
 

@@ -23,7 +23,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from runcast.events import TIMESTAMP_KEY
+from runcast.wire.events import TIMESTAMP_KEY
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 

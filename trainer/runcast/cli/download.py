@@ -38,7 +38,7 @@ from runcast.cli.exits import (
 )
 from runcast.cli.progress import Bars, wanted
 from runcast.cli.sdk import UsageError
-from runcast.events import ID_RE
+from runcast.wire.events import ID_RE
 
 if TYPE_CHECKING:
     from _hashlib import HASH

@@ -15,8 +15,8 @@ import httpx
 from runcast.cli.exits import EXIT_FAILED, exit_status, server_message
 from runcast.cli.progress import Bars, wanted
 from runcast.cli.sdk import UsageError
-from runcast.events import ID_RE
 from runcast.importers import runcast_run_file
+from runcast.wire.events import ID_RE
 
 DEFAULT_SERVER = "http://127.0.0.1:8000"
 FORMATS: Final = ("jsonl", "csv", "parquet")

@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING
 from runcast.cli.exits import EXIT_FAILED, EXIT_REFUSED, exit_status
 from runcast.cli.progress import Bars, wanted
 from runcast.cli.sdk import UsageError
-from runcast.events import VISIBILITIES
 from runcast.handshake import DEFAULT_START_TIMEOUT, InitError, whoami
 from runcast.importers.registry import FORMATS
+from runcast.wire.events import VISIBILITIES
 
 if TYPE_CHECKING:
     from runcast.importers.plan import Plan
@@ -46,8 +46,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Import the runs of every PATH: read and check them all, then send."""
     from runcast import importers
-    from runcast.blob_http import BlobClient
-    from runcast.transport import make_transport
+    from runcast.sender.blob_http import BlobClient
+    from runcast.sender.transport import make_transport
 
     server = args.server or os.environ.get("RUNCAST_SERVER") or None
     token = args.token or os.environ.get("RUNCAST_TOKEN") or None

@@ -23,7 +23,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final
 
-from runcast import events
 from runcast.importers import runcast_run_file
 from runcast.importers.model import (
     MAX_SEGMENTS,
@@ -32,6 +31,7 @@ from runcast.importers.model import (
     Series,
     SourceRun,
 )
+from runcast.wire import events
 
 NAME: Final = "runcast"
 COLUMNS: Final = ("segment", "key", "step", "value", "time")

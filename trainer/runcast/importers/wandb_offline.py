@@ -36,7 +36,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from runcast.events import NONFINITE
 from runcast.importers import run_fields, wandb_media
 from runcast.importers.model import (
     ImportFailed,
@@ -44,6 +43,7 @@ from runcast.importers.model import (
     RunBuilder,
     SourceRun,
 )
+from runcast.wire.events import NONFINITE
 
 NAME: Final = "wandb"
 _INSPECT_TIMEOUT_S: Final = 600

@@ -19,7 +19,7 @@ from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
 from kombu.exceptions import OperationalError as BrokerError
 from pydantic import BaseModel
-from runcast.events import EventError, validate_batch
+from runcast.wire.events import EventError, validate_batch
 from sqlalchemy.orm import Session
 
 from runcast_server.api.deps import ContextDep, SessionDep, WriterDep

@@ -24,7 +24,7 @@ from runcast_server.runs.columns import COLUMN_PATTERN, parse_column, parse_filt
 from runcast_server.runs.table import Table
 
 router = APIRouter(tags=["runs"])
-TEXT_FILTER = r"^[^\x00-\x1f\x7f]+$"  # what a tag or group can hold (runcast.events)
+TEXT_FILTER = r"^[^\x00-\x1f\x7f]+$"  # what a tag or group can hold (runcast.wire.events)
 MAX_COLUMNS = 30
 MAX_FILTERS = 20
 

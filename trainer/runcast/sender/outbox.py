@@ -17,8 +17,8 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
+from ..values import read_deferred
 from .overflow import Overflow
-from .values import read_deferred
 
 log = logging.getLogger("runcast")
 

@@ -17,9 +17,9 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from . import events as schema
+from ..image_codec import image_header
+from ..wire import events as schema
 from .blob_http import BlobClient, NotYet
-from .image_codec import image_header
 from .spool import BLOBS
 from .transport import Rejected, Transport
 

@@ -27,19 +27,19 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
-from . import events
+from ..wire import events
 from .backoff import Backoff
 from .batches import batch_bodies
 from .blob_http import BlobClient
+from .config import SenderConfig
+from .encode import to_wire
 from .outbox import Counters, Item, Wakeup
 from .overflow import Overflow
 from .renames import Renames
-from .sender_config import SenderConfig
 from .spool import Spool
 from .spool_blobs import SPOOLED
 from .spool_replay import replay
 from .transport import Rejected, Retryable, Transport
-from .wire import to_wire
 
 log = logging.getLogger("runcast")
 

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import events as schema
+from ..wire import events as schema
 from .batches import Batch, batch_bodies
 from .blob_http import BlobClient
 from .renames import Renames
