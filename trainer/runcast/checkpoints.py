@@ -1,5 +1,5 @@
 """``run.checkpoint()``: a checkpoint reported by its path, copied into ``checkpoint_dir``, or
-published over HTTP by the upload worker (``upload.py``).
+published over HTTP by the upload worker (``sender/upload.py``).
 
 The training thread only reads sizes and makes hard links here; hashing, copying and
 uploading happen on the sender thread or the upload worker. A pruned report waits for

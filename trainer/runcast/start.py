@@ -12,7 +12,7 @@ from typing import Any
 from . import runtime, system
 from .handshake import Identity, InitError, whoami
 from .init_options import MODES, InitOptions, Resolved, resolve, signature
-from .run import Run
+from .run_handle import Run
 from .sender.blob_http import BlobClient
 from .sender.transport import Transport, make_transport, public_url
 from .sender.upload_jobs import UploadConfig

@@ -1,8 +1,8 @@
 """``Run``: what a training job holds to broadcast itself (``runcast.init`` makes one, ``start.py``).
 
 Every verb validates its arguments on the caller's thread (a mistake raises there)
-and then only appends to a bounded in-memory queue (``outbox.py``): no I/O, no JSON,
-no lock beyond the queue's own, no device sync. The sender thread (``sender.py``) does
+and then only appends to a bounded in-memory queue (``sender/outbox.py``): no I/O, no JSON,
+no lock beyond the queue's own, no device sync. The sender thread (``sender/thread.py``) does
 the rest. Service problems never reach the caller: they end in the spool, or as counted
 drops. What ``log()`` keeps is decided in ``steps.py``; checkpoints in ``checkpoints.py``;
 samples, evaluations and media in ``outputs.py`` (images and histograms on the media worker);
