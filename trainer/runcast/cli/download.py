@@ -34,10 +34,10 @@ from runcast.cli.exits import (
     EXIT_NOT_FOUND,
     EXIT_REFUSED,
     EXIT_USAGE,
+    UsageError,
     exit_status,
 )
 from runcast.cli.progress import Bars, wanted
-from runcast.cli.sdk import UsageError
 from runcast.wire.events import ID_RE
 
 if TYPE_CHECKING:

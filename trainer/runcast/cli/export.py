@@ -12,9 +12,8 @@ from typing import Any, BinaryIO, Final
 
 import httpx
 
-from runcast.cli.exits import EXIT_FAILED, exit_status, server_message
+from runcast.cli.exits import EXIT_FAILED, UsageError, exit_status, server_message
 from runcast.cli.progress import Bars, wanted
-from runcast.cli.sdk import UsageError
 from runcast.importers import runcast_run_file
 from runcast.wire.events import ID_RE
 

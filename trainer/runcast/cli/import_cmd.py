@@ -8,9 +8,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from runcast.cli.exits import EXIT_FAILED, EXIT_REFUSED, exit_status
+from runcast.cli.exits import EXIT_FAILED, EXIT_REFUSED, UsageError, exit_status
 from runcast.cli.progress import Bars, wanted
-from runcast.cli.sdk import UsageError
 from runcast.handshake import DEFAULT_START_TIMEOUT, InitError, whoami
 from runcast.importers.registry import FORMATS
 from runcast.wire.events import VISIBILITIES

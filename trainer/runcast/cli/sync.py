@@ -26,8 +26,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from runcast.cli.exits import UsageError
 from runcast.cli.progress import Bars, wanted
-from runcast.cli.sdk import UsageError
 from runcast.handshake import InitError, whoami
 from runcast.sender.blob_http import BlobClient
 from runcast.sender.renames import Renames

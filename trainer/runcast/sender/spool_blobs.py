@@ -24,7 +24,7 @@ from .spool import BLOBS
 from .transport import Rejected, Transport
 
 if TYPE_CHECKING:
-    from .spool_replay import Parts
+    from .spool_parts import Parts
 
 SPOOLED: Final = "_spooled_blob"  # marks a queued media event whose image waits in the spool (the sender spools it)
 
