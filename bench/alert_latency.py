@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 import httpx
 import services
 from alerts.helpers import Receiver, WireRun
-from runcast import events as ev
+from runcast.wire import events as ev
 
 
 def main() -> None:

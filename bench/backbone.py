@@ -427,7 +427,7 @@ def load_series(stack: Stack, points: int, batch_events: int) -> tuple[str, floa
     from sqlalchemy import select
     from sqlalchemy.orm import Session
 
-    from runcast import events as ev
+    from runcast.wire import events as ev
     from runcast_server.core.db import make_engine
     from runcast_server.ingest.store import store_batch
     from runcast_server.core.models import Project, Run, Series

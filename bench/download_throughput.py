@@ -61,7 +61,7 @@ def write_checkpoint(path: Path, size: int) -> str:
 def seed_run(data_dir: Path, storage: Path, size: int, sha: str) -> str:
     os.environ["RUNCAST_DATA_DIR"] = str(data_dir)
     os.environ["RUNCAST_STORAGE_ROOT"] = str(storage)
-    from runcast import events as ev
+    from runcast.wire import events as ev
     from runcast_server.core import migrate
     from runcast_server.core.auth import get_or_create_project
     from runcast_server.core.db import Database

@@ -61,7 +61,7 @@ MEASURE = """() => {
 
 def fill(data_dir: Path, points: int) -> float:
     """One run of ``points`` steps of KEY (detectors off: this measures reads); returns seconds."""
-    from runcast import events as ev
+    from runcast.wire import events as ev
     from runcast_server.core import migrate
     from runcast_server.core.auth import create_token
     from runcast_server.core.db import make_engine

@@ -143,7 +143,7 @@ class socket_port:
 
 def run_import(source: str) -> dict[str, float]:
     from runcast import importers
-    from runcast.transport import HttpTransport
+    from runcast.sender.transport import HttpTransport
 
     server = Server()
     try:

@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from runcast import events as ev
+from runcast.wire import events as ev
 from runcast_server.core import migrate
 from runcast_server.core.auth import create_token
 from runcast_server.core.db import make_engine

@@ -51,7 +51,7 @@ sys.path.insert(0, str(ROOT / "tests"))  # services.py: the test suite's server 
 
 import httpx  # noqa: E402
 import services  # noqa: E402
-from runcast import events as ev  # noqa: E402
+from runcast.wire import events as ev  # noqa: E402
 
 SAMPLES_RUN = "outputs-bench-samples"
 IMAGES_RUN = "outputs-bench-images"

@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # services.py: the test suite's server helpers
 
 import services
-from runcast import events as ev
+from runcast.wire import events as ev
 from runcast_server import tables
 from runcast_server.runs import manage
 from runcast_server.core import migrate

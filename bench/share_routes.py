@@ -17,7 +17,7 @@ import tempfile
 import time
 from typing import Any
 
-from runcast import events as ev
+from runcast.wire import events as ev
 
 BATCH = 1000
 

@@ -44,7 +44,7 @@ def client(args: argparse.Namespace) -> None:
     import types
 
     import runcast
-    import runcast.run  # noqa: F401  (its module: ``runcast.run`` the attribute is the current run)
+    import runcast.run_handle  # noqa: F401  (the module of Run; ``runcast.run`` is the current run)
 
     [case] = args.case
     keys, interval = CASES[case]
@@ -54,7 +54,7 @@ def client(args: argparse.Namespace) -> None:
     if interval is not None:  # only the metrics events' clock: the transport keeps the real one
         fake = types.SimpleNamespace(**{k: getattr(time, k) for k in dir(time) if not k.startswith("__")})
         fake.time = lambda: t0 + clock["step"] * interval
-        sys.modules["runcast.run"].time = fake  # type: ignore[attr-defined]
+        sys.modules["runcast.run_handle"].time = fake  # type: ignore[attr-defined]
     with tempfile.TemporaryDirectory() as spool:
         run = runcast.init("bench", f"step-times-{case}", server=args.server, token=args.token, spool_dir=spool,
                            capture_code=False, heartbeat_interval=3600, max_queue=args.steps * keys + 10)

@@ -153,7 +153,7 @@ def _timing(flush: float | None) -> dict[str, Any]:
 
 def _timed_transport(url: str, token: str) -> Any:
     """The SDK's HTTP transport, keeping the duration of every request it makes (``durations``, s)."""
-    from runcast.transport import HttpTransport
+    from runcast.sender.transport import HttpTransport
 
     class Timed(HttpTransport):
         def __init__(self) -> None:
@@ -364,7 +364,7 @@ def run_latency(args: argparse.Namespace) -> None:
 
 
 def run_ingest_cost(args: argparse.Namespace) -> None:
-    from runcast import events as ev
+    from runcast.wire import events as ev
     from runcast_server.core import migrate
     from runcast_server.core.auth import get_or_create_project
     from runcast_server.core.db import make_engine

@@ -37,7 +37,7 @@ import psycopg  # noqa: E402
 import services  # noqa: E402
 from backbone import KEYS, Stack, _tree_cpu  # noqa: E402
 from integration.helpers import WireRun  # noqa: E402
-from runcast import events as ev  # noqa: E402
+from runcast.wire import events as ev  # noqa: E402
 
 STEPS_PER_BATCH = 5000
 

@@ -10,7 +10,7 @@ import threading
 import time
 from typing import Any
 
-from runcast import events as ev
+from runcast.wire import events as ev
 
 
 class WireRun:

@@ -7,7 +7,7 @@ import json
 import math
 
 import pytest
-from runcast.limits import MAX_INT
+from runcast.wire.limits import MAX_INT
 from runcast_server.detectors import config as dconfig
 from runcast_server.detectors.core import SegmentRunner, inherit
 from runcast_server.detectors.runlevel import restart, restart_quiet, stalled

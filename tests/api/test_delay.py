@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 import pytest
-from runcast.policy import DEFAULT, PolicyError, check_policy
+from runcast.wire.policy import DEFAULT, PolicyError, check_policy
 
 from api.test_policy import Trainer, _put, _readers
 

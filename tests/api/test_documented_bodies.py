@@ -14,8 +14,8 @@ import jsonschema_rs
 import pytest
 from jsonschema import Draft202012Validator
 from pydantic import Field, TypeAdapter, ValidationError
-from runcast.events import EVENT_TYPES, MAX_INT, EventError, validate_event
-from runcast.limits import NOT_BLANK
+from runcast.wire.events import EVENT_TYPES, MAX_INT, EventError, validate_event
+from runcast.wire.limits import NOT_BLANK
 from runcast_server.artifacts.uploads import (
     NAME_PATTERN,
     RELATIVE_PATH_PATTERN,

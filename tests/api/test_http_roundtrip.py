@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 
-from runcast import events as ev
+from runcast.wire import events as ev
 
 
 def test_ingest_over_http_then_read_everything(client, seed, auth):

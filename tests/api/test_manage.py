@@ -137,8 +137,8 @@ def _state(client: Any, run: str) -> dict[str, Any]:
 
 
 def test_a_run_started_with_the_most_tags_init_takes_can_still_be_retagged(client, seed):
-    """One limit for tags (runcast.limits.MAX_TAGS): what init() stores, PATCH can change."""
-    from runcast.events import MAX_TAGS
+    """One limit for tags (runcast.wire.limits.MAX_TAGS): what init() stores, PATCH can change."""
+    from runcast.wire.events import MAX_TAGS
 
     sim = seed.run("tagged", name="full").start(tags=[f"t{i:02d}" for i in range(MAX_TAGS)])
     token = seed.token("tagged")

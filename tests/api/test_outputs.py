@@ -10,7 +10,7 @@ import time
 from typing import Any
 
 import pytest
-from runcast import events as ev
+from runcast.wire import events as ev
 
 from api.outputs_data import (
     CONFIG,

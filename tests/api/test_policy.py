@@ -10,8 +10,8 @@ import time
 from typing import Any
 
 import pytest
-from runcast import events as ev
-from runcast.policy import DEFAULT
+from runcast.wire import events as ev
+from runcast.wire.policy import DEFAULT
 
 WITHHOLD_ALL = {"metrics": ["train/*"], "config": ["lr"], "env": "hidden", "code": "sha", "data_mix": "hidden",
                 "manifests": "summary", "notes": "hidden", "checkpoints": "metadata", "alerts": "team"}

@@ -14,7 +14,7 @@ import time
 from typing import Any
 
 import pytest
-from runcast import events as ev
+from runcast.wire import events as ev
 from sqlalchemy import event
 
 from alerts.helpers import WireRun

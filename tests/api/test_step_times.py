@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 import pyarrow.parquet as pq
-from runcast import events as ev
+from runcast.wire import events as ev
 from runcast_server.core.models import Series
 from runcast_server.metrics.export import SeriesRef, export_chunks
 

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Mapping
 from contextlib import AbstractContextManager
 from typing import Any
 
-from runcast import events as ev
+from runcast.wire import events as ev
 from runcast_server.core.auth import create_token
 from runcast_server.ingest.store import store_batch
 from runcast_server.core.models import Project

@@ -1,9 +1,9 @@
-"""The scrubber on realistic text: what is caught and what is kept (rules in runcast/scrub.py)."""
+"""The scrubber on realistic text: what is caught and what is kept (rules in runcast/wire/scrub.py)."""
 
 from __future__ import annotations
 
 import pytest
-from runcast.scrub import scrub, scrub_counts, scrub_credentials, scrub_tree
+from runcast.wire.scrub import scrub, scrub_counts, scrub_credentials, scrub_tree
 
 CAUGHT = {
     "visa spaced": ("pay with 4111 1111 1111 1111 today", "pay with [CARD] today"),

@@ -6,7 +6,7 @@ import itertools
 import time
 from typing import Any
 
-from runcast.limits import TIMESTAMP_KEY
+from runcast.wire.limits import TIMESTAMP_KEY
 from sqlalchemy import Engine, text
 
 TABLES = ("projects", "ingest_tokens", "runs", "segments", "series", "points", "rollups", "events", "run_tags",
@@ -29,7 +29,7 @@ def metrics(step: int, values: dict[str, Any], run: str = "run_aaaaaaaa", segmen
     return wire("metrics", run, segment, step=step, values=values, **kw)
 
 
-# The rows of the server's own step-time series (runcast.limits.TIMESTAMP_KEY): left out of ``counts``,
+# The rows of the server's own step-time series (runcast.wire.limits.TIMESTAMP_KEY): left out of ``counts``,
 # which counts what the trainer logged; tests/api/test_step_times.py checks them.
 _LOGGED = {
     "series": f"SELECT count(*) FROM series WHERE key <> '{TIMESTAMP_KEY}'",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from runcast.events import validate_event
+from runcast.wire.events import validate_event
 from runcast_server.ingest.store import store_batch
 from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session

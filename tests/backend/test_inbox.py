@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 from alerts.helpers import WireRun, loss_curve
-from runcast.events import dumps_batch
-from runcast.limits import TIMESTAMP_KEY
+from runcast.wire.events import dumps_batch
+from runcast.wire.limits import TIMESTAMP_KEY
 from runcast_server.core.auth import create_admin_token, create_token
 from runcast_server.inbox import accept as inbox_accept
 from runcast_server.inbox import process as inbox_process

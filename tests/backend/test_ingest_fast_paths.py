@@ -16,8 +16,8 @@ import random
 from typing import Any
 
 import pytest
-from runcast.events import validate_event
-from runcast.limits import TIMESTAMP_KEY
+from runcast.wire.events import validate_event
+from runcast.wire.limits import TIMESTAMP_KEY
 from runcast_server.core.auth import get_or_create_project
 from runcast_server.ingest.results import ForeignRun, UnknownRun
 from runcast_server.ingest.store import store_batch

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 import pytest
-from runcast.events import MAX_BATCH_EVENTS
+from runcast.wire.events import MAX_BATCH_EVENTS
 from runcast_server.core.auth import create_token
 
 from backend.helpers import counts, metrics, started, wire

@@ -56,7 +56,7 @@ def test_a_deep_config_is_refused_without_recursion(levels: int) -> None:
 
 
 def test_the_deepest_valid_batch_passes_and_one_level_more_of_message_is_refused() -> None:
-    config = deep_text(64)  # runcast.limits.MAX_JSON_DEPTH
+    config = deep_text(64)  # runcast.wire.limits.MAX_JSON_DEPTH
     check_body(task_body(legacy_kwargs(config)), JSON, MB)
     assert nesting_depth(task_body(legacy_kwargs(config)), MAX_DEPTH) == 4 + 64
     at_limit = b"[" * MAX_DEPTH + b"]" * MAX_DEPTH

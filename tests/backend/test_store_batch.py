@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from runcast.events import validate_event
-from runcast.limits import TIMESTAMP_KEY
+from runcast.wire.events import validate_event
+from runcast.wire.limits import TIMESTAMP_KEY
 from runcast_server.core.auth import create_token, hash_token
 from runcast_server.ingest.results import ForeignRun, UnknownRun
 from runcast_server.ingest.store import store_batch

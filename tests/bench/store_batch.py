@@ -15,7 +15,7 @@ import secrets
 import statistics
 import time
 
-from runcast.events import validate_event
+from runcast.wire.events import validate_event
 from runcast_server.core import migrate
 from runcast_server.core.auth import get_or_create_project
 from runcast_server.core.db import make_engine

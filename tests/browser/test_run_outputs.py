@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import numpy as np
 import runcast
-from runcast import events as ev
+from runcast.wire import events as ev
 
 from .conftest import open_run
 

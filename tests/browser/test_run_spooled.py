@@ -7,7 +7,7 @@ import subprocess
 
 import httpx
 import services
-from runcast.spool import find_spools
+from runcast.sender.spool import find_spools
 
 from .conftest import open_run
 

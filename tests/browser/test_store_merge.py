@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 import httpx
-from runcast import events as ev
+from runcast.wire import events as ev
 
 from .conftest import open_run
 from .truth import assert_page_tells_the_truth

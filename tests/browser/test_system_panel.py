@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 from runcast import system
-from runcast.transport import make_transport
+from runcast.sender.transport import make_transport
 
 from .conftest import open_run
 

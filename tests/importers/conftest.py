@@ -16,7 +16,7 @@ import pytest
 import services
 from runcast import importers
 from runcast.importers.plan import Plan
-from runcast.transport import Rejected, Retryable
+from runcast.sender.transport import Rejected, Retryable
 from runcast_server.core.auth import create_token
 
 from importers.tools import run_python
@@ -47,7 +47,7 @@ class AppTransport:
 
 
 class AppBlobs:
-    """Images to the app through its TestClient: ``HEAD``, then ``PUT`` what it lacks (``runcast.blob_http``'s calls)."""
+    """Images to the app through its TestClient: ``HEAD``, then ``PUT`` what it lacks (``runcast.sender.blob_http``'s calls)."""
 
     def __init__(self, client: Any, token: str) -> None:
         self.client = client

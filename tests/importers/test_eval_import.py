@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from outputs_core import needs_outputs_core
-from runcast import events
+from runcast.wire import events
 from runcast.cli.eval_cmd import stored_run, summary
 from runcast.importers import ImportFailed, send
 from runcast.importers.eval_plan import BLOCK, EvalPlan, EvalRequest, eval_segment, plan_evals

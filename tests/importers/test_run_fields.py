@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from runcast.events import MAX_NOTE_CHARS, MAX_TAGS
+from runcast.wire.events import MAX_NOTE_CHARS, MAX_TAGS
 from runcast.importers.run_fields import clean_summary, clip_notes, split_tags
 
 

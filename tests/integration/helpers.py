@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from runcast import events as ev
-from runcast.limits import TIMESTAMP_KEY
+from runcast.wire import events as ev
+from runcast.wire.limits import TIMESTAMP_KEY
 from services import ServiceError, wait_until
 from sqlalchemy import text
 

@@ -63,7 +63,7 @@ def _upload(case: Case) -> None:
 
 def _ingest(case: Case) -> None:
     """A table row holds one cell per column; a histogram's edges increase strictly and it has one
-    count per bin (runcast.model_outputs)."""
+    count per bin (runcast.wire.model_outputs)."""
     body = case.body
     for event in body.get("events", []) if isinstance(body, dict) else []:
         if not isinstance(event, dict) or event.get("type") != "media":

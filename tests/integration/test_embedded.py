@@ -72,7 +72,7 @@ def test_runcast_serve_embedded_with_sdk(processes):
 
 def test_embedded_app_in_process_ingest_and_read(db: Any, embedded):
     """The `embedded` fixture: TestClient on create_app(), eager ingest, reads."""
-    from runcast import events as ev
+    from runcast.wire import events as ev
     from runcast_server.core.auth import create_token
     from sqlalchemy.orm import Session
 

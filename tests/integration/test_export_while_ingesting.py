@@ -18,7 +18,7 @@ from pathlib import Path
 
 import httpx
 import pyarrow.parquet as pq
-from runcast import events as ev
+from runcast.wire import events as ev
 from services import BIN, child_env, start_api
 
 from integration.helpers import WireRun

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 import runcast
 from PIL import Image
-from runcast.spool import find_spools
+from runcast.sender.spool import find_spools
 from runcast_server.core.db import make_engine
 from runcast_server.core.models import Segment
 from runcast_server.outputs.models import Blob, Media

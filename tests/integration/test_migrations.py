@@ -304,7 +304,7 @@ def test_partitions_upgrade_from_0012_keeps_every_point_and_downgrades(empty_pg)
 
 def _store_two_runs(url: str) -> None:
     """One batch of 3 points for the legacy run and for a new run of project 1."""
-    from runcast.events import validate_event
+    from runcast.wire.events import validate_event
     from runcast_server.ingest.store import store_batch
     from sqlalchemy.orm import Session
 

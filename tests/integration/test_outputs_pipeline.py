@@ -10,7 +10,7 @@ import time
 from typing import Any
 
 import httpx
-from runcast import events as ev
+from runcast.wire import events as ev
 from sqlalchemy import text
 
 from integration.helpers import WireRun, export_rows, post_batch, wait_points

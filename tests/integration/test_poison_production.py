@@ -13,7 +13,7 @@ import threading
 
 import httpx
 import pytest
-from runcast import events as ev
+from runcast.wire import events as ev
 
 from integration.helpers import Driver, export_rows, wait_points
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
-from runcast import events as ev
+from runcast.wire import events as ev
 from services import PostgresServer, RedisServer
 
 pytestmark = pytest.mark.services

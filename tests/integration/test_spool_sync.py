@@ -24,8 +24,8 @@ from typing import Any
 
 import httpx
 import pytest
-from runcast import overflow
-from runcast.spool import Spool, find_spools
+from runcast.sender import overflow
+from runcast.sender.spool import Spool, find_spools
 from services import BIN, child_env
 
 from integration.helpers import export_rows, get_run

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
-from runcast import events as ev
+from runcast.wire import events as ev
 
 
 @dataclass

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from runcast import events as ev
+from runcast.wire import events as ev
 from runcast_server.core.auth import get_or_create_project
 from runcast_server.ingest.store import store_batch
 from runcast_server.live.replay import _scan_groups, read_versions

@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 from conftest import Processes
-from runcast import events as ev
+from runcast.wire import events as ev
 
 from topology.nginx import Nginx
 

@@ -29,7 +29,7 @@ from integration.helpers import (
     value_at,
     wait_points,
 )
-from runcast import events as ev
+from runcast.wire import events as ev
 from services import free_port, wait_until
 from sqlalchemy import text
 

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from runcast.events import MAX_MANIFEST_BYTES
+from runcast.wire.events import MAX_MANIFEST_BYTES
 from runcast.train import data
 from runcast.train.data import Sampler, build_corpus, mix_at, parse_mix
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from runcast.scrub import scrub, scrub_counts
+from runcast.wire.scrub import scrub, scrub_counts
 
 
 def test_mail_header_and_signature():

@@ -178,7 +178,7 @@ def test_disabled_mode_sends_nothing_and_starts_nothing(server, tmp_path, api, m
 def test_a_backlog_leaves_in_batches_as_large_as_the_server_takes(server, tmp_path, api, monkeypatch):
     """whoami names the server's largest batch (5000 events): a backlog goes in batches that size, and
     every point is stored once."""
-    from runcast.transport import HttpTransport
+    from runcast.sender.transport import HttpTransport
 
     url, mine, _, _ = server
     sizes: list[int] = []

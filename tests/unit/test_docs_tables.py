@@ -27,7 +27,7 @@ def test_the_docs_tables_match_the_code() -> None:
 
 
 def test_a_changed_limit_makes_the_check_fail(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    from runcast import limits
+    from runcast.wire import limits
 
     monkeypatch.setattr(limits, "MAX_TAGS", limits.MAX_TAGS + 1)
     assert _tables().main(["--check"]) == 1

@@ -9,7 +9,7 @@ import json
 import numpy as np
 import runcast
 from runcast.cli.main import app
-from runcast.spool import REFUSED, find_spools
+from runcast.sender.spool import REFUSED, find_spools
 from sdk_receiver import Receiver
 from typer.testing import CliRunner
 

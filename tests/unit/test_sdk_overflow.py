@@ -10,9 +10,9 @@ import subprocess
 import sys
 import time
 
-from runcast import overflow
+from runcast.sender import overflow
 from runcast.cli.main import app
-from runcast.spool import find_spools
+from runcast.sender.spool import find_spools
 from sdk_receiver import Receiver, free_port
 from typer.testing import CliRunner
 

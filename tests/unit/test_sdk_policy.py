@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import runcast
-from runcast.policy import DEFAULT, PolicyError, allows, check_policy, effective
+from runcast.wire.policy import DEFAULT, PolicyError, allows, check_policy, effective
 
 
 def test_check_policy_accepts_each_setting_and_names_the_bad_one():

@@ -6,7 +6,7 @@ import random
 import statistics
 
 import pytest
-from runcast.backoff import Backoff
+from runcast.sender.backoff import Backoff
 
 
 def metric_bodies(receiver) -> list[list[int]]:

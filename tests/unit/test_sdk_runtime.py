@@ -9,7 +9,7 @@ import sys
 import pytest
 import runcast
 from runcast import runtime
-from runcast.transport import public_url
+from runcast.sender.transport import public_url
 
 
 def _git(repo, *args):
@@ -69,7 +69,7 @@ def test_sync_of_a_spool_recorded_for_redis_says_to_pass_the_http_server(tmp_pat
     """A spool left by an SDK of the previous release that sent to redis://: nothing lost,
     and the message names what to do."""
     from runcast.cli.main import app
-    from runcast.spool import Spool
+    from runcast.sender.spool import Spool
     from typer.testing import CliRunner
 
     spool = Spool.create(tmp_path, {"run": "run-aaaaaaaa", "segment": "seg-bbbbbbbb", "url": "redis://redis:6379/0"})

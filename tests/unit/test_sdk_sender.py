@@ -7,7 +7,7 @@ import time
 
 import pytest
 import runcast
-from runcast import events
+from runcast.wire import events
 
 
 def test_batches_by_count(make_run, receiver):
@@ -194,3 +194,25 @@ def test_transport_may_be_an_http_url(make_run, receiver):
     run.finish()
     assert run.url == f"{receiver.url}/runs/{run.id}"
     assert [e["type"] for e in receiver.events()] == ["run_started", "metrics", "finished"]
+
+
+def test_the_senders_state_is_one_object_through_an_outage(make_run, receiver, caplog):
+    """What the sender changes as it runs lives in ``run._sender.state`` (a SenderState): spooling
+    during an outage, the outage warned about once, cleared when the spool is replayed."""
+    from runcast.sender.state import SenderState
+
+    run = make_run(retry_initial=0.05, retry_max=0.1)
+    state = run._sender.state
+    assert isinstance(state, SenderState) and not state.spooling
+    receiver.mode = "fail"
+    with caplog.at_level(logging.WARNING, logger="runcast"):
+        for step in range(3):
+            run.log({"loss": float(step)}, step=step)
+            run.flush(timeout=5)
+    assert state.spooling and state.spooled_events >= 1 and "outage" in state.told
+    assert sum("cannot reach" in r.getMessage() for r in caplog.records) == 1
+    receiver.mode = "ok"
+    receiver.wait_for(lambda: not state.spooling)
+    assert state.spooled_events == 0 and "outage" not in state.told
+    run.finish()
+    assert [e["step"] for e in receiver.of_type("metrics")] == [0, 1, 2]

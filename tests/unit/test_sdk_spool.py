@@ -8,11 +8,11 @@ import re
 
 import pytest
 import runcast
-from runcast import events
+from runcast.wire import events
 from runcast.cli.main import app
-from runcast.spool import REFUSED, Spool, find_spools
-from runcast.spool_replay import replay
-from runcast.transport import HttpTransport
+from runcast.sender.spool import REFUSED, Spool, find_spools
+from runcast.sender.spool_replay import replay
+from runcast.sender.transport import HttpTransport
 from sdk_receiver import Receiver, free_port
 from typer.testing import CliRunner
 

@@ -1,11 +1,11 @@
-"""The SDK refuses at the call what the server would refuse (one validation: runcast.events),
+"""The SDK refuses at the call what the server would refuse (one validation: runcast.wire.events),
 with a message naming the argument; what the SDK captures itself (host, git diff) is made
 storable instead, so a service-side rule can never stop a training job."""
 
 from __future__ import annotations
 
 import pytest
-from runcast import events as ev
+from runcast.wire import events as ev
 
 S = "\ud800"
 

@@ -9,8 +9,9 @@ import types
 from typing import Any
 
 import pytest
-from runcast import events, system
-from runcast.transport import Rejected, Retryable
+from runcast.wire import events
+from runcast import system
+from runcast.sender.transport import Rejected, Retryable
 
 
 def test_interval_from_option_and_environment(monkeypatch: pytest.MonkeyPatch) -> None:

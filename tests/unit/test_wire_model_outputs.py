@@ -8,8 +8,8 @@ import math
 from typing import Any
 
 import pytest
-from runcast import events
-from runcast.checks import EventError
+from runcast.wire import events
+from runcast.wire.checks import EventError
 
 ENVELOPE = {"v": 1, "run": "run_aaaaaaaa", "segment": "seg_aaaaaaaa", "seq": 1, "ts": 1.0}
 SAMPLE = {**ENVELOPE, "type": "sample", "step": 10, "key": "samples", "prompt_id": "p-1", "prompt": "Hi",

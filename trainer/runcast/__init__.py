@@ -22,29 +22,35 @@ import functools
 import importlib
 import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import start as _start
-from .current import Current
+from .current import ModuleRun
 from .handshake import InitError
+from .init_options import InitOptions
 from .media import Histogram, Image, Table
-from .run import Run, RunStats
+from .run_handle import Run, RunStats
 
 __version__ = "0.1.0"
 
-__all__ = ["Api", "ApiError", "Histogram", "Image", "InitError", "Run", "RunStats", "Table", "__version__", "config",
+__all__ = ["Api", "ApiError", "Histogram", "Image", "InitError", "InitOptions", "Run", "RunStats", "Table", "__version__", "config",
            "define_metric", "finish", "init", "log", "run", "summary"]
 
-# The run the last init() made: state set by init() and cleared by finish(), nothing at import.
-# (This name shadows the submodule runcast.run as an attribute; import from it with
-# ``from runcast.run import ...``. ``init`` itself lives in runcast.start.)
-run: Run | None = None
-config = Current("config", lambda: run)  # runcast.run.config of the current run
-summary = Current("summary", lambda: run)
+# The module API's state, in one object: runcast.run (the run the last init() made: set by init(),
+# cleared by finish(), None at import) and the config and summary proxies. ``Run`` lives in
+# runcast.run_handle, ``init`` in runcast.start.
+_module = ModuleRun()
+config = _module.config  # runcast.run.config of the current run
+summary = _module.summary
+if TYPE_CHECKING:
+    run: Run | None  # runcast.run: read through __getattr__, so it is always _module.run
 
 
 def __getattr__(name: str) -> Any:
-    """``runcast.Api`` and ``runcast.ApiError``, imported on first use (``import runcast`` stays light)."""
+    """``runcast.run`` (the current run), and ``runcast.Api`` and ``runcast.ApiError``, imported on
+    first use (``import runcast`` stays light)."""
+    if name == "run":
+        return _module.run
     if name in ("Api", "ApiError"):
         # By name, not an import statement: the package that trainers and integrations import
         # does not depend on the query client (which reuses runcast.cli.download) until it is used.
@@ -61,20 +67,19 @@ def init(*args: Any, reinit: str | bool = "finish_previous", **kwargs: Any) -> R
     ``reinit`` (W&B's keyword): ``"finish_previous"`` (default; ``True`` too) finishes the run
     ``runcast.run`` holds when it is still open; ``"create_new"`` leaves it open (several runs in
     one process; finish each yourself)."""
-    global run
     if reinit is True:
         reinit = "finish_previous"
     if reinit not in REINIT:
         raise ValueError(f"reinit must be one of {', '.join(map(repr, REINIT))}, got {reinit!r}")
-    previous = run
+    previous = _module.run
     if reinit == "finish_previous" and previous is not None and not previous.finished:
         logging.getLogger("runcast").warning(
             "runcast: init() while run %s is open: finishing run %s first (call finish() to end a run)",
             previous.id, previous.id)
         previous.finish()
-    run = None
+    _module.run = None
     made = _start.init(*args, **kwargs)
-    run = made
+    _module.run = made
     return made
 
 
@@ -84,23 +89,16 @@ functools.update_wrapper(init, _start.init, assigned=(), updated=())  # __wrappe
 
 def log(metrics: Mapping[str, Any], step: int | None = None, commit: bool | None = None) -> None:
     """``runcast.run.log(metrics, step, commit)``; RuntimeError before ``runcast.init``."""
-    _current("log").log(metrics, step, commit)
+    _module.required("log").log(metrics, step, commit)
 
 
 def define_metric(name: str, step_metric: str | None = None, **declaration: Any) -> None:
     """``runcast.run.define_metric(name, step_metric, ...)``; RuntimeError before ``runcast.init``."""
-    _current("define_metric").define_metric(name, step_metric, **declaration)
-
-
-def _current(verb: str) -> Run:
-    if run is None:
-        raise RuntimeError(f"runcast.{verb}() needs a run: call runcast.init(...) first")
-    return run
+    _module.required("define_metric").define_metric(name, step_metric, **declaration)
 
 
 def finish(status: str = "finished", timeout: float | None = None) -> None:
     """Finish ``runcast.run`` (if any) and clear it."""
-    global run
-    current, run = run, None
+    current, _module.run = _module.run, None
     if current is not None:
         current.finish(status, timeout)

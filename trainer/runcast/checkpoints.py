@@ -1,5 +1,5 @@
 """``run.checkpoint()``: a checkpoint reported by its path, copied into ``checkpoint_dir``, or
-published over HTTP by the upload worker (``upload.py``).
+published over HTTP by the upload worker (``sender/upload.py``).
 
 The training thread only reads sizes and makes hard links here; hashing, copying and
 uploading happen on the sender thread or the upload worker. A pruned report waits for
@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from .checkpoint_files import tree_files, tree_size
+from .sender.upload import Uploader
+from .sender.upload_jobs import Job, UploadStats
 from .steps import checked_step
-from .upload import Uploader
-from .upload_jobs import Job, UploadStats
 from .values import wire_numbers
 
 log = logging.getLogger("runcast")

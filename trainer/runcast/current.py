@@ -1,15 +1,39 @@
-"""``runcast.config`` and ``runcast.summary``: the current run's mappings, as ``wandb.config`` is.
+"""The W&B-style module API's state, in one object: ``ModuleRun`` holds the current run
+(``runcast.run``) and the ``runcast.config`` and ``runcast.summary`` proxies.
 
-Each is a proxy that reads and writes ``runcast.run.config`` (or ``summary``) of whatever run
+Each proxy reads and writes ``runcast.run.config`` (or ``summary``) of whatever run
 ``runcast.init`` made last; before ``init`` (and after ``finish``) any use raises RuntimeError.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, MutableMapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .record import Synced
+
+if TYPE_CHECKING:
+    from .run_handle import Run
+
+
+class ModuleRun:
+    """The one piece of module-level state the SDK keeps: the run the last ``runcast.init`` made
+    (``runcast.run``; None before it and after ``runcast.finish``) and the proxies to its
+    ``config`` and ``summary``. Nothing else in the SDK is module-level and mutable but the
+    process's exit hooks (``lifecycle``)."""
+
+    __slots__ = ("config", "run", "summary")
+
+    def __init__(self) -> None:
+        self.run: Run | None = None
+        self.config = Current("config", lambda: self.run)
+        self.summary = Current("summary", lambda: self.run)
+
+    def required(self, verb: str) -> Run:
+        """The current run; RuntimeError naming ``runcast.<verb>()`` when there is none."""
+        if self.run is None:
+            raise RuntimeError(f"runcast.{verb}() needs a run: call runcast.init(...) first")
+        return self.run
 
 
 class Current(MutableMapping[str, Any]):

@@ -9,8 +9,8 @@ import logging
 from dataclasses import dataclass
 from typing import Final
 
-from .limits import COMPATIBLE_BATCH_EVENTS, MAX_BATCH_BYTES, MAX_BATCH_EVENTS
-from .transport import _error_message, public_url
+from .sender.transport import _error_message, public_url
+from .wire.limits import COMPATIBLE_BATCH_EVENTS, MAX_BATCH_BYTES, MAX_BATCH_EVENTS
 
 WHOAMI_PATH: Final = "/api/v1/whoami"
 DEFAULT_START_TIMEOUT: Final = 5.0

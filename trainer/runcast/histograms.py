@@ -17,7 +17,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
-from .limits import MAX_HISTOGRAM_BINS
+from .wire.limits import MAX_HISTOGRAM_BINS
 
 
 class Bins(NamedTuple):

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from .image_codec import encode_png, image_header
-from .limits import MAX_IMAGE_SIDE
+from .wire.limits import MAX_IMAGE_SIDE
 
 
 class Encoded(NamedTuple):

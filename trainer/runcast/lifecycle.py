@@ -27,69 +27,69 @@ class Finishable(Protocol):
     def finish(self, status: str = "finished", timeout: float | None = None) -> None: ...
 
 
-_open: dict[int, Finishable] = {}
-_installed = False
-_sigterm_installed = False
-_exit_status = "finished"
-_previous_excepthook = sys.excepthook
-_previous_sigterm: Any = signal.SIG_DFL
+class ExitHooks:
+    """The process's open runs and the hooks that finish them, installed once (the atexit hook, the
+    wrapped ``sys.excepthook``, the SIGTERM handler) with what they replaced."""
+
+    def __init__(self) -> None:
+        self.open: dict[int, Finishable] = {}
+        self.installed = False
+        self.sigterm_installed = False
+        self.exit_status = "finished"  # how open runs finish at exit: "failed" after an uncaught exception
+        self.previous_excepthook = sys.excepthook
+        self.previous_sigterm: Any = signal.SIG_DFL
+
+    def finish_all(self, status: str) -> None:
+        for run in list(self.open.values()):
+            try:
+                run.finish(status)
+            except Exception:  # one run's failure must not stop the others
+                log.warning("runcast: finishing a run as %r at exit failed", status, exc_info=True)
+
+    def install(self) -> None:
+        if not self.installed:
+            self.installed = True
+            self.previous_excepthook = sys.excepthook
+            sys.excepthook = self.excepthook
+            atexit.register(self.at_exit)
+        if not self.sigterm_installed and threading.current_thread() is threading.main_thread():
+            self.install_sigterm()
+
+    def install_sigterm(self) -> None:
+        previous = signal.getsignal(signal.SIGTERM)
+        if previous in (signal.SIG_IGN, None):  # ignored, or owned by non-Python code: leave it alone
+            return
+        self.previous_sigterm = previous
+        signal.signal(signal.SIGTERM, self.on_sigterm)
+        self.sigterm_installed = True
+
+    def excepthook(self, kind: type[BaseException], value: BaseException, tb: TracebackType | None) -> None:
+        self.exit_status = "killed" if issubclass(kind, KeyboardInterrupt) else "failed"
+        self.previous_excepthook(kind, value, tb)
+
+    def at_exit(self) -> None:
+        self.finish_all(self.exit_status)
+
+    def on_sigterm(self, signum: int, frame: FrameType | None) -> None:
+        self.finish_all("killed")
+        previous = self.previous_sigterm
+        if callable(previous):
+            previous(signum, frame)
+            return
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+# Process-wide by nature: atexit, sys.excepthook and signal handlers belong to the process.
+_hooks = ExitHooks()
 
 
 def register(run: Finishable) -> None:
     """Finish ``run`` when the process ends, unless it was finished before."""
-    _install()
-    _open[id(run)] = run
+    _hooks.install()
+    _hooks.open[id(run)] = run
 
 
 def unregister(run: Finishable) -> None:
     """``run`` is finished: forget it."""
-    _open.pop(id(run), None)
-
-
-def _finish_all(status: str) -> None:
-    for run in list(_open.values()):
-        try:
-            run.finish(status)
-        except Exception:  # one run's failure must not stop the others
-            log.warning("runcast: finishing a run as %r at exit failed", status, exc_info=True)
-
-
-def _install() -> None:
-    global _installed, _previous_excepthook
-    if not _installed:
-        _installed = True
-        _previous_excepthook = sys.excepthook
-        sys.excepthook = _excepthook
-        atexit.register(_at_exit)
-    if not _sigterm_installed and threading.current_thread() is threading.main_thread():
-        _install_sigterm()
-
-
-def _install_sigterm() -> None:
-    global _sigterm_installed, _previous_sigterm
-    previous = signal.getsignal(signal.SIGTERM)
-    if previous in (signal.SIG_IGN, None):  # ignored, or owned by non-Python code: leave it alone
-        return
-    _previous_sigterm = previous
-    signal.signal(signal.SIGTERM, _on_sigterm)
-    _sigterm_installed = True
-
-
-def _excepthook(kind: type[BaseException], value: BaseException, tb: TracebackType | None) -> None:
-    global _exit_status
-    _exit_status = "killed" if issubclass(kind, KeyboardInterrupt) else "failed"
-    _previous_excepthook(kind, value, tb)
-
-
-def _at_exit() -> None:
-    _finish_all(_exit_status)
-
-
-def _on_sigterm(signum: int, frame: FrameType | None) -> None:
-    _finish_all("killed")
-    previous = _previous_sigterm
-    if callable(previous):
-        previous(signum, frame)
-        return
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    os.kill(os.getpid(), signal.SIGTERM)
+    _hooks.open.pop(id(run), None)

@@ -13,8 +13,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from . import histograms, images
-from .checks import EventError
-from .model_outputs import media_body
+from .wire.checks import EventError
+from .wire.model_outputs import media_body
 
 # The media worker's side of a snapshot: the event body's kind fields, made off the training thread
 # (an image: the encoded bytes and their header; a histogram: the bins).

@@ -27,15 +27,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from .backoff import Backoff
-from .blob_http import BlobClient, NotYet
-from .checks import EventError
-from .events import validate_event
 from .images import Encoded
 from .media import Prepared
-from .outbox import Item, Wakeup
-from .spool_blobs import SPOOLED, write_blob
-from .transport import Rejected, Retryable
+from .sender.backoff import Backoff
+from .sender.blob_http import BlobClient, NotYet
+from .sender.outbox import Item, Wakeup
+from .sender.spool_blobs import SPOOLED, write_blob
+from .sender.transport import Rejected, Retryable
+from .wire.checks import EventError
+from .wire.events import validate_event
 
 log = logging.getLogger("runcast")
 

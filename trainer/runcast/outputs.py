@@ -18,11 +18,11 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from .checks import EventError, check_key
 from .media import Media
 from .media_worker import MediaStats, MediaWorker
 from .steps import checked_step
 from .values import json_object, wire_numbers
+from .wire.checks import EventError, check_key
 
 log = logging.getLogger("runcast")
 

@@ -13,9 +13,9 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from . import events
-from .events import EventError
 from .record import Synced
+from .wire import events
+from .wire.events import EventError
 
 GOALS = {"minimize": "min", "maximize": "max"}  # W&B's define_metric(goal=) as the summary it picks
 

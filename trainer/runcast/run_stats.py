@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .media_worker import MediaStats
-from .upload_jobs import UploadStats
+from .sender.upload_jobs import UploadStats
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ import subprocess
 import sys
 from typing import Any, Final
 
-from .transport import public_url
+from .sender.transport import public_url
 
 log = logging.getLogger("runcast")
 

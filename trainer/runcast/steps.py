@@ -14,10 +14,10 @@ import operator
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal, overload
 
-from .checks import EventError, check_key, check_step
-from .limits import MAX_METRICS_PER_EVENT, MAX_STEP, TIMESTAMP_KEY
 from .media import Media
 from .values import Deferred, coerce, int_to_float
+from .wire.checks import EventError, check_key, check_step
+from .wire.limits import MAX_METRICS_PER_EVENT, MAX_STEP, TIMESTAMP_KEY
 
 log = logging.getLogger("runcast")
 

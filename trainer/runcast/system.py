@@ -40,8 +40,8 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Final
 
-from . import events
-from .transport import Rejected, Retryable, Transport
+from .sender.transport import Rejected, Retryable, Transport
+from .wire import events
 
 log = logging.getLogger("runcast")
 
@@ -377,7 +377,7 @@ def start(
     collector = make_collector(_int_env("LOCAL_RANK"))
     if collector is None:
         return None
-    from .transport import make_transport
+    from .sender.transport import make_transport
 
     sampler = SystemSampler(
         run=run,

@@ -20,8 +20,8 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from .checks import check_key, encode_value
-from .limits import MAX_JSON_DEPTH
+from .wire.checks import check_key, encode_value
+from .wire.limits import MAX_JSON_DEPTH
 
 log = logging.getLogger("runcast")
 

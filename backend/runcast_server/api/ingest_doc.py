@@ -1,6 +1,6 @@
 """The ingest body as the OpenAPI document states it: a batch of events, one model per type.
 
-The route reads and checks the body itself with ``runcast.events`` (strict JSON, one error
+The route reads and checks the body itself with ``runcast.wire.events`` (strict JSON, one error
 naming the field and the event's index), not through FastAPI; these models state the same
 rules, from the same limits, for the document. What JSON Schema cannot state is left to that
 check: sizes in bytes (a metric name's 200, a JSON object's, a table's), the depth of a JSON
@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
-from runcast.events import (
+from runcast.wire.events import (
     CHECKPOINT_STATUSES,
     FINAL_STATUSES,
     ID_RE,
@@ -41,7 +41,7 @@ from runcast.events import (
     VISIBILITIES,
     X_AXES,
 )
-from runcast.limits import (
+from runcast.wire.limits import (
     CONTROL_RE,
     IMAGE_TYPES,
     MAX_CAPTION_CHARS,
@@ -80,7 +80,7 @@ MetricName = Annotated[
                description=f"At most {MAX_KEY_BYTES} bytes of UTF-8.")
 ]
 # A metric value: a number, or NaN and +-Inf as strings (strict JSON).
-WireValue = float | Literal[tuple(NONFINITE)]  # type: ignore[valid-type]  # runcast.events' values, at runtime
+WireValue = float | Literal[tuple(NONFINITE)]  # type: ignore[valid-type]  # runcast.wire.events' values, at runtime
 Tag = Annotated[
     str, Field(max_length=MAX_TAG_CHARS, pattern=rf"^[^{_CONTROL},]*[^{WHITESPACE}{_CONTROL},][^{_CONTROL},]*$")
 ]

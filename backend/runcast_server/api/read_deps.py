@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import Depends, Path, Query, Request
-from runcast.events import ID_RE
+from runcast.wire.events import ID_RE
 
 from runcast_server.api.deps import SessionDep, ViewerDep
 from runcast_server.artifacts.storage import Storage

@@ -1,6 +1,6 @@
 """The body of ``POST /runs/{id}/uploads`` (begin a checkpoint upload) as the OpenAPI document
 states it; ``artifacts.uploads`` checks the body itself (``check_manifest``, then the checkpoint
-event through ``runcast.events``).
+event through ``runcast.wire.events``).
 
 Left to that check, which JSON Schema cannot state: a file checkpoint's one entry is named like
 the checkpoint; no path is listed twice or is both a file and a directory; the sizes stay
@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
-from runcast.events import MAX_METRICS_PER_EVENT, MAX_SEQ, MAX_TS, SHA256_RE
+from runcast.wire.events import MAX_METRICS_PER_EVENT, MAX_SEQ, MAX_TS, SHA256_RE
 
 from runcast_server.api.ingest_doc import Count, MetricName, Step, WireValue
 from runcast_server.artifacts.uploads import MAX_NAME_BYTES, MAX_PATH_BYTES, NAME_PATTERN, RELATIVE_PATH_PATTERN

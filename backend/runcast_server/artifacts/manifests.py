@@ -13,7 +13,7 @@ A manifest is free-form JSON; the diff understands these shapes (docs/artifacts.
   source; else the data_mix event in force at the manifest's step.
 
 Every string of a manifest goes through the scrubber on the way out
-(``runcast.scrub.scrub_tree``), so a manifest sent by a client that did not scrub its
+(``runcast.wire.scrub.scrub_tree``), so a manifest sent by a client that did not scrub its
 sample previews is still published scrubbed; ``scrubbed`` counts what was replaced.
 """
 
@@ -23,7 +23,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from runcast.scrub import scrub_tree
+from runcast.wire.scrub import scrub_tree
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 

@@ -6,7 +6,7 @@ segment's records a code change at its start step. A revision's id is the id of 
 run_started event that first recorded it.
 
 Diffs are served as text with credentials of a recognisable shape replaced by
-``[SECRET]`` (``runcast.scrub.scrub_credentials``): vendor-prefixed keys and values
+``[SECRET]`` (``runcast.wire.scrub.scrub_credentials``): vendor-prefixed keys and values
 assigned to key/token/password names. Nothing else in a diff is changed.
 """
 
@@ -19,7 +19,7 @@ from itertools import pairwise
 from typing import Any
 from urllib.parse import urlsplit
 
-from runcast.scrub import scrub_credentials
+from runcast.wire.scrub import scrub_credentials
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 

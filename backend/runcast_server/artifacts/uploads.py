@@ -25,7 +25,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Final
 
-from runcast.events import MAX_INT, SCHEMA_VERSION, SHA256_RE, EventError, validate_event
+from runcast.wire.events import MAX_INT, SCHEMA_VERSION, SHA256_RE, EventError, validate_event
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 

@@ -80,7 +80,7 @@ def token_create_command(
     else RUNCAST_DATA_DIR's SQLite: the one `runcast serve` and `runcast demo` use); which one
     is said on stderr.
     """
-    from runcast.events import PROJECT_RE
+    from runcast.wire.events import PROJECT_RE
 
     from runcast_server.core.auth import create_admin_token, create_token
     from runcast_server.core.settings import Settings

@@ -15,7 +15,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, Final
 
-# A batch's JSON objects nest at most 64 levels (runcast.limits.MAX_JSON_DEPTH), 4 levels down in
+# A batch's JSON objects nest at most 64 levels (runcast.wire.limits.MAX_JSON_DEPTH), 4 levels down in
 # a task message ([args, kwargs, options] > kwargs > events > event); decoding and pickling
 # recurse into trouble near 1000 levels.
 MAX_DEPTH: Final = 100

@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 from typing import Any, Final
 
-from runcast.limits import MAX_INT
+from runcast.wire.limits import MAX_INT
 
 # Which metric names feed which role: the first names a run logs are used.
 DEFAULT_KEYS: Final[dict[str, list[str]]] = {
@@ -168,7 +168,7 @@ def validate_overrides(overrides: Any) -> dict[str, Any]:
 def overrides_schema() -> dict[str, Any]:
     """The JSON Schema of the overrides ``validate_overrides`` accepts, from ``DEFAULTS`` (the body of
     ``PUT /runs/{id}/alerts/config`` in the OpenAPI document), within what the route's JSON check
-    (``runcast.events.check_json``) lets through: no NUL character, integers up to ``MAX_INT``."""
+    (``runcast.wire.events.check_json``) lets through: no NUL character, integers up to ``MAX_INT``."""
     name = {"type": "string", "minLength": 1, "pattern": r"^[^\x00]*$"}
     keys = {role: {"anyOf": [name, {"type": "array", "items": name, "maxItems": MAX_KEY_NAMES}]} for role in ROLES}
     properties: dict[str, Any] = {

@@ -9,7 +9,7 @@ from runcast_server.detectors.signals import Signal
 
 
 def _fin(x: float) -> float | str:
-    """A float as JSON can hold it (``runcast.events.encode_value``, whose module imports httpx)."""
+    """A float as JSON can hold it (``runcast.wire.events.encode_value``, whose module imports httpx)."""
     if math.isfinite(x):
         return x
     return "NaN" if math.isnan(x) else ("Infinity" if x > 0 else "-Infinity")

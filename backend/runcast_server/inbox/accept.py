@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from kombu.exceptions import OperationalError as BrokerError
-from runcast.events import EventError, validate_batch
+from runcast.wire.events import EventError, validate_batch
 from sqlalchemy import insert
 from sqlalchemy.orm import Session
 
@@ -94,7 +94,7 @@ def adopt_legacy(db: Database, events: Sequence[Any], project_id: int | None, to
     invalid: then the row is quarantined at once (visible to an operator, never lost
     silently).
     """
-    from runcast.events import dumps_batch
+    from runcast.wire.events import dumps_batch
 
     from runcast_server.core.auth import project_for_token
 

@@ -29,7 +29,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Final
 
-from runcast.events import validate_batch
+from runcast.wire.events import validate_batch
 from sqlalchemy import update
 
 from runcast_server.alerts.engine import detect_batch

@@ -6,7 +6,7 @@ import logging
 import time
 from typing import Any
 
-from runcast.events import validate_event
+from runcast.wire.events import validate_event
 from sqlalchemy import select
 
 from runcast_server.alerts.engine import detect_batch

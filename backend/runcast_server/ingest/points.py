@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from math import floor
 from typing import Any, NotRequired, TypedDict
 
-from runcast.events import TIMESTAMP_KEY, is_system_event
+from runcast.wire.events import TIMESTAMP_KEY, is_system_event
 from sqlalchemy import Connection, Insert, bindparam, case, func, select, update
 
 from runcast_server.core import partitions

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from runcast.events import SYSTEM_PREFIX, encode_value, is_system_event
+from runcast.wire.events import SYSTEM_PREFIX, encode_value, is_system_event
 from sqlalchemy import BindParameter, Connection, bindparam, select, update
 
 from runcast_server.ingest.results import IngestResult

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from runcast.events import encode_event
+from runcast.wire.events import encode_event
 from sqlalchemy import Connection
 
 from runcast_server.core.db import upsert

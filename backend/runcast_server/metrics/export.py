@@ -22,7 +22,7 @@ import json
 from collections.abc import Iterator, Sequence
 from typing import Any, Final, Literal
 
-from runcast.events import TIMESTAMP_KEY
+from runcast.wire.events import TIMESTAMP_KEY
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 

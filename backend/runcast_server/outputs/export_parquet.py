@@ -14,7 +14,7 @@ from typing import Any, Final
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from runcast.events import NONFINITE
+from runcast.wire.events import NONFINITE
 
 from runcast_server.metrics.export_parquet import Chunks
 from runcast_server.outputs.export import OutputKind

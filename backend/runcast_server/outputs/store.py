@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from runcast.events import encode_event
+from runcast.wire.events import encode_event
 from sqlalchemy import Connection, Table, select
 
 from runcast_server.core.db import upsert

@@ -12,8 +12,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from runcast.events import TIMESTAMP_KEY
-from runcast.policy import DEFAULT, NONE, allows
+from runcast.wire.events import TIMESTAMP_KEY
+from runcast.wire.policy import DEFAULT, NONE, allows
 from sqlalchemy.orm import Session
 
 from runcast_server.core.errors import NotFound

@@ -11,7 +11,7 @@ from runcast_server.core.models import Base
 
 
 class ProjectPolicy(Base):
-    """A project's default policy (only the fields it sets; runcast.policy.check_policy)."""
+    """A project's default policy (only the fields it sets; runcast.wire.policy.check_policy)."""
 
     __tablename__ = "project_policies"
 

@@ -1,6 +1,6 @@
 """Response models of the policy API (docs/api.md#publication-policy).
 
-``policy`` is every setting in force (``runcast.policy.effective``); ``*_settings`` the
+``policy`` is every setting in force (``runcast.wire.policy.effective``); ``*_settings`` the
 settings a layer sets itself.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
-from runcast.policy import CHOICES, DELAY, FIELDS, LISTS, MAX_DELAY_S, MAX_PATTERN_CHARS, MAX_PATTERNS
+from runcast.wire.policy import CHOICES, DELAY, FIELDS, LISTS, MAX_DELAY_S, MAX_PATTERN_CHARS, MAX_PATTERNS
 
 
 class RunPolicyView(BaseModel):
@@ -43,7 +43,7 @@ def _setting(name: str) -> Any:
         return Literal["all", "none"] | _PATTERNS | None
     if name == DELAY:
         return Annotated[float, Field(ge=0, le=MAX_DELAY_S)] | None
-    return Literal[CHOICES[name]] | None  # runcast.policy's values, read at runtime
+    return Literal[CHOICES[name]] | None  # runcast.wire.policy's values, read at runtime
 
 
 _SETTINGS: dict[str, Any] = {name: (_setting(name), None) for name in FIELDS}
@@ -53,5 +53,5 @@ PolicyChange = create_model(
     __doc__="Settings to change (docs/api.md#publication-policy); a setting left out stays as it is.",
     **_SETTINGS,
 )
-"""The body of a policy PUT and ``run_started.policy``, for the OpenAPI document: runcast.policy's
+"""The body of a policy PUT and ``run_started.policy``, for the OpenAPI document: runcast.wire.policy's
 settings, one field each (``check_policy`` checks the body itself and names the setting at fault)."""

@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from runcast.policy import effective
+from runcast.wire.policy import effective
 from sqlalchemy import Connection, select, update
 from sqlalchemy.orm import Session
 

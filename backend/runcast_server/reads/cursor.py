@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from runcast.events import ID_RE
+from runcast.wire.events import ID_RE
 
 NEXT_ID: Final = r"^[0-9]{1,18}$"
 STEP_CURSOR: Final = r"^[0-9]{1,16}_[0-9]{1,18}$"

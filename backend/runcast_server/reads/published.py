@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 from typing import Any, Final
 
-from runcast.scrub import scrub_credentials, scrub_tree
+from runcast.wire.scrub import scrub_credentials, scrub_tree
 
 from runcast_server.core.models import Project, Run
 

@@ -7,7 +7,7 @@ segment's ``last_step`` reads only the other series.
 
 from __future__ import annotations
 
-from runcast.events import SYSTEM_PREFIX
+from runcast.wire.events import SYSTEM_PREFIX
 from sqlalchemy import ColumnElement
 
 from runcast_server.core.models import Series

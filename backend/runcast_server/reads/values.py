@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from runcast.events import encode_value
+from runcast.wire.events import encode_value
 
 
 def stored_value(value: float | None) -> float | str:

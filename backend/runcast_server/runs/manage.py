@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from runcast.events import MAX_TAGS, TIMESTAMP_KEY
+from runcast.wire.events import MAX_TAGS, TIMESTAMP_KEY
 from sqlalchemy import CursorResult, Table, delete, func, select
 from sqlalchemy.orm import Session
 

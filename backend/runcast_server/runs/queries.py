@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from runcast.events import TIMESTAMP_KEY
+from runcast.wire.events import TIMESTAMP_KEY
 from sqlalchemy import ColumnElement, and_, func, literal, or_, select
 from sqlalchemy.orm import Session
 

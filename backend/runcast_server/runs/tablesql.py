@@ -17,7 +17,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from runcast.policy import allows, effective
+from runcast.wire.policy import allows, effective
 from sqlalchemy import ColumnElement, Float, and_, case, cast, false, func, literal, or_, select, true
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Session

@@ -34,11 +34,11 @@ from runcast.cli.exits import (
     EXIT_NOT_FOUND,
     EXIT_REFUSED,
     EXIT_USAGE,
+    UsageError,
     exit_status,
 )
 from runcast.cli.progress import Bars, wanted
-from runcast.cli.sdk import UsageError
-from runcast.events import ID_RE
+from runcast.wire.events import ID_RE
 
 if TYPE_CHECKING:
     from _hashlib import HASH

@@ -13,7 +13,7 @@ from runcast.cli.remote import SERVER_HELP, Api, check_run_id
 from runcast.importers import ImportFailed, SendFailed, send
 from runcast.importers.eval_plan import EvalRequest, StoredRun, plan_evals
 from runcast.importers.lm_eval_results import SUITE, HarnessResults, read
-from runcast.limits import MAX_SUITE_CHARS, MAX_TS
+from runcast.wire.limits import MAX_SUITE_CHARS, MAX_TS
 
 eval_app = typer.Typer(help="Evaluations of runs: import the results of an evaluation harness.", no_args_is_help=True)
 
@@ -63,7 +63,7 @@ def import_command(
     except ImportFailed as exc:
         typer.echo(f"error: {results}: {exc}", err=True)
         raise typer.Exit(EXIT_USAGE) from None
-    from runcast.transport import make_transport
+    from runcast.sender.transport import make_transport
 
     transport = make_transport(base, token)
     try:

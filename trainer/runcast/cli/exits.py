@@ -43,3 +43,11 @@ def server_message(response: httpx.Response) -> str:
         return f"{message} ({error['field']})" if error.get("field") else message
     except (ValueError, KeyError, TypeError):
         return text.strip()[:300] or response.reason_phrase
+
+
+class UsageError(Exception):
+    """A flag or argument the verb cannot use; ``flag`` names it."""
+
+    def __init__(self, flag: str, message: str) -> None:
+        super().__init__(f"{flag}: {message}")
+        self.flag = flag

@@ -12,11 +12,10 @@ from typing import Any, BinaryIO, Final
 
 import httpx
 
-from runcast.cli.exits import EXIT_FAILED, exit_status, server_message
+from runcast.cli.exits import EXIT_FAILED, UsageError, exit_status, server_message
 from runcast.cli.progress import Bars, wanted
-from runcast.cli.sdk import UsageError
-from runcast.events import ID_RE
 from runcast.importers import runcast_run_file
+from runcast.wire.events import ID_RE
 
 DEFAULT_SERVER = "http://127.0.0.1:8000"
 FORMATS: Final = ("jsonl", "csv", "parquet")
@@ -56,59 +55,76 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Stream every point of RUN (rows: segment, key, step, value, time: the step's wall time), or its
     samples or evaluations, from the server; or write its media into a directory."""
-    run, server, key, output, what = args.run, args.server, args.key, args.output, args.what
     token = args.token or os.environ.get("RUNCAST_TOKEN") or None
-    if not ID_RE.match(run):
-        raise UsageError("RUN", "must be 8-64 characters of A-Z, a-z, 0-9, '_' or '-'")
-    base = (server or os.environ.get("RUNCAST_SERVER") or DEFAULT_SERVER).rstrip("/")
-    if not base.startswith(("http://", "https://")):
-        raise UsageError("--server", f"{base!r} is not an http:// or https:// address")
-    if key is not None and not key:
-        raise UsageError("--key", "must not be empty")
-    if what == "media":
-        return _media(args, base, run, key, token)
-    if what != "metrics" and args.fmt == "csv":
-        raise UsageError("--format", f"{what} export as jsonl or parquet")
-    if what == "evals" and key is not None:
-        raise UsageError("--key", "selects metrics or samples, not evaluations")
-    if args.fmt == "parquet" and output is None and sys.stdout.isatty():
-        raise UsageError("--output", "Parquet is binary: write it to a file with --output FILE")
-    params = {"format": args.fmt, **({"key": key} if key else {}), **({"what": what} if what != "metrics" else {})}
+    base = _checked(args)
+    if args.what == "media":
+        return _media(args, base, args.run, args.key, token)
+    _check_points(args)
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    url = f"{base}/api/v1/runs/{run}/export"
-    partial = output.with_name(output.name + ".part") if output else None
-    described: dict[str, Any] | None = None
+    partial = args.output.with_name(args.output.name + ".part") if args.output else None
     try:
-        if output is not None and what == "metrics" and args.fmt != "parquet":  # runcast import reads it back
-            found = httpx.get(f"{base}/api/v1/runs/{run}", headers=headers, timeout=httpx.Timeout(30.0))
+        described = None
+        if args.output is not None and args.what == "metrics" and args.fmt != "parquet":  # runcast import reads it
+            found = httpx.get(f"{base}/api/v1/runs/{args.run}", headers=headers, timeout=httpx.Timeout(30.0))
             if found.status_code >= 400:
                 print(f"error: {found.url} answered {found.status_code}: {server_message(found)}", file=sys.stderr)
                 return exit_status(found.status_code)
             described = runcast_run_file.describe(found.json())
-        with Bars(wanted(args.quiet) and output is not None) as bars, httpx.stream(
-            "GET", url, params=params, headers=headers, timeout=httpx.Timeout(30.0)
-        ) as response:
-            if response.status_code >= 400:
-                print(f"error: {url} answered {response.status_code}: {server_message(response)}", file=sys.stderr)
-                return exit_status(response.status_code)
-            if partial is None:
-                _stream_to(response, sys.stdout.buffer, bars)
-                sys.stdout.buffer.flush()
-            else:
-                with partial.open("wb") as out:
-                    size = _stream_to(response, out, bars)
-                partial.replace(output)
-                print(f"wrote {size} bytes to {output}", file=sys.stderr)
-            if output is not None and described is not None:
-                beside = runcast_run_file.path_for(output)
-                beside.write_text(json.dumps(described, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-                print(f"wrote the run (name, config, summary, tags, times, segments) to {beside}", file=sys.stderr)
+        return _stream(args, base, headers, partial, described)
     except httpx.HTTPError as exc:
         print(f"error: could not export from {base}: {exc}", file=sys.stderr)
         return EXIT_FAILED
     finally:
         if partial is not None and partial.exists():
             partial.unlink()
+
+
+def _checked(args: argparse.Namespace) -> str:
+    """The server's address, after the checks every ``--what`` shares (UsageError naming the flag)."""
+    if not ID_RE.match(args.run):
+        raise UsageError("RUN", "must be 8-64 characters of A-Z, a-z, 0-9, '_' or '-'")
+    base: str = (args.server or os.environ.get("RUNCAST_SERVER") or DEFAULT_SERVER).rstrip("/")
+    if not base.startswith(("http://", "https://")):
+        raise UsageError("--server", f"{base!r} is not an http:// or https:// address")
+    if args.key is not None and not args.key:
+        raise UsageError("--key", "must not be empty")
+    return base
+
+
+def _check_points(args: argparse.Namespace) -> None:
+    """The checks of a points, samples or evaluations export."""
+    if args.what != "metrics" and args.fmt == "csv":
+        raise UsageError("--format", f"{args.what} export as jsonl or parquet")
+    if args.what == "evals" and args.key is not None:
+        raise UsageError("--key", "selects metrics or samples, not evaluations")
+    if args.fmt == "parquet" and args.output is None and sys.stdout.isatty():
+        raise UsageError("--output", "Parquet is binary: write it to a file with --output FILE")
+
+
+def _stream(args: argparse.Namespace, base: str, headers: dict[str, str], partial: Path | None,
+            described: dict[str, Any] | None) -> int:
+    """The export streamed to standard output, or to ``--output`` through ``partial`` (and the run beside it)."""
+    key, output, what = args.key, args.output, args.what
+    params = {"format": args.fmt, **({"key": key} if key else {}), **({"what": what} if what != "metrics" else {})}
+    url = f"{base}/api/v1/runs/{args.run}/export"
+    with Bars(wanted(args.quiet) and output is not None) as bars, httpx.stream(
+        "GET", url, params=params, headers=headers, timeout=httpx.Timeout(30.0)
+    ) as response:
+        if response.status_code >= 400:
+            print(f"error: {url} answered {response.status_code}: {server_message(response)}", file=sys.stderr)
+            return exit_status(response.status_code)
+        if partial is None:
+            _stream_to(response, sys.stdout.buffer, bars)
+            sys.stdout.buffer.flush()
+            return 0
+        with partial.open("wb") as out:
+            size = _stream_to(response, out, bars)
+        partial.replace(output)
+        print(f"wrote {size} bytes to {output}", file=sys.stderr)
+        if described is not None:
+            beside = runcast_run_file.path_for(output)
+            beside.write_text(json.dumps(described, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+            print(f"wrote the run (name, config, summary, tags, times, segments) to {beside}", file=sys.stderr)
     return 0
 
 

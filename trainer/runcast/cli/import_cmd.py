@@ -8,14 +8,14 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from runcast.cli.exits import EXIT_FAILED, EXIT_REFUSED, exit_status
+from runcast.cli.exits import EXIT_FAILED, EXIT_REFUSED, UsageError, exit_status
 from runcast.cli.progress import Bars, wanted
-from runcast.cli.sdk import UsageError
-from runcast.events import VISIBILITIES
 from runcast.handshake import DEFAULT_START_TIMEOUT, InitError, whoami
 from runcast.importers.registry import FORMATS
+from runcast.wire.events import VISIBILITIES
 
 if TYPE_CHECKING:
+    from runcast.importers.model import SourceRun
     from runcast.importers.plan import Plan
 
 HELP = "Import finished runs from TensorBoard, MLflow, W&B, training logs or Runcast exports."
@@ -46,8 +46,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Import the runs of every PATH: read and check them all, then send."""
     from runcast import importers
-    from runcast.blob_http import BlobClient
-    from runcast.transport import make_transport
 
     server = args.server or os.environ.get("RUNCAST_SERVER") or None
     token = args.token or os.environ.get("RUNCAST_TOKEN") or None
@@ -57,49 +55,73 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--server", f"{server!r} is not an http:// or https:// address")
     project = args.project or os.environ.get("RUNCAST_PROJECT") or None
     if project is None:  # the token's: the run ids are made from it, so it is asked before anything is read
-        try:
-            who = whoami(server, token, None, DEFAULT_START_TIMEOUT, warn_unreachable=False)
-        except InitError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return EXIT_REFUSED
-        if who is None:
-            print(f"error: cannot learn the token's project from {server} (unreachable, or a server that does "
-                  "not say): pass --project", file=sys.stderr)
-            return EXIT_FAILED
-        project = who.project
-    progress = Bars(wanted(args.quiet))
-    target = importers.Target(project=project, visibility=args.visibility, alerts=args.alerts)
+        project = _token_project(server, token)
+        if isinstance(project, int):
+            return project
     try:
-        with progress:
-            reading = progress.task("reading", total=None)
-            options = importers.ReadOptions(
-                events_path=args.events, experiments=tuple(args.experiment or ()), on_points=lambda n: progress.advance(reading, n)
-            )
-            runs = importers.read_all(args.sources, args.fmt, options)
-            plans = importers.plan_all(runs, target, name=args.name)
-            total = sum(run.points for run in runs)
-            progress.finish(reading, total)
-            if total == 0 and not any(run.outputs for run in runs):
-                raise importers.ImportFailed(
-                    ", ".join(args.sources),
-                    "no points to import; nothing was sent" + ("" if args.fmt else " (is --format right?)"),
-                )
-            stored = [plan.points() for plan in plans]  # the source's points and the elapsed times derived from them
-            held = _held(server, token, plans)  # of those, what the server holds already (a repeated import)
-            sending = progress.task("sending", total=sum(stored))
-            transport = make_transport(server, token)
-            blobs = BlobClient(server, token) if any(plan.blobs for plan in plans) else None
-            try:
-                importers.send(plans, transport, blobs=blobs,
-                               on_batch=lambda batch: progress.advance(sending, batch.points))
-            finally:
-                transport.close()
-                if blobs is not None:
-                    blobs.close()
+        runs, plans, stored, held = _read_and_send(args, server, token, project)
     except (importers.ImportFailed, importers.SendFailed) as exc:
         print(f"error: {exc}", file=sys.stderr)
         status = getattr(exc, "status", None)
         return exit_status(status) if status else EXIT_FAILED
+    _report(runs, plans, stored, held)
+    return 0
+
+
+def _token_project(server: str, token: str | None) -> str | int:
+    """The token's project, asked of the server; or the exit status, the reason printed."""
+    try:
+        who = whoami(server, token, None, DEFAULT_START_TIMEOUT, warn_unreachable=False)
+    except InitError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_REFUSED
+    if who is None:
+        print(f"error: cannot learn the token's project from {server} (unreachable, or a server that does "
+              "not say): pass --project", file=sys.stderr)
+        return EXIT_FAILED
+    return who.project
+
+
+def _read_and_send(args: argparse.Namespace, server: str, token: str | None,
+                   project: str) -> tuple[list[SourceRun], list[Plan], list[int], list[int | None]]:
+    """Read and check every source, then send the plans: the runs, the plans, each plan's points and
+    what the server held of them before (``_held``). Raises ImportFailed or SendFailed."""
+    from runcast import importers
+    from runcast.sender.blob_http import BlobClient
+    from runcast.sender.transport import make_transport
+
+    progress = Bars(wanted(args.quiet))
+    target = importers.Target(project=project, visibility=args.visibility, alerts=args.alerts)
+    with progress:
+        reading = progress.task("reading", total=None)
+        options = importers.ReadOptions(
+            events_path=args.events, experiments=tuple(args.experiment or ()), on_points=lambda n: progress.advance(reading, n)
+        )
+        runs = importers.read_all(args.sources, args.fmt, options)
+        plans = importers.plan_all(runs, target, name=args.name)
+        total = sum(run.points for run in runs)
+        progress.finish(reading, total)
+        if total == 0 and not any(run.outputs for run in runs):
+            raise importers.ImportFailed(
+                ", ".join(args.sources),
+                "no points to import; nothing was sent" + ("" if args.fmt else " (is --format right?)"),
+            )
+        stored = [plan.points() for plan in plans]  # the source's points and the elapsed times derived from them
+        held = _held(server, token, plans)  # of those, what the server holds already (a repeated import)
+        sending = progress.task("sending", total=sum(stored))
+        transport = make_transport(server, token)
+        blobs = BlobClient(server, token) if any(plan.blobs for plan in plans) else None
+        try:
+            importers.send(plans, transport, blobs=blobs, on_batch=lambda batch: progress.advance(sending, batch.points))
+        finally:
+            transport.close()
+            if blobs is not None:
+                blobs.close()
+    return runs, plans, stored, held
+
+
+def _report(runs: list[SourceRun], plans: list[Plan], stored: list[int], held: list[int | None]) -> None:
+    """A line per run, then the totals (points the server held before are not counted again)."""
     known = [old is not None for old in held]  # runs the server held before: their outputs may be stored already
     olds = [old or 0 for old in held]
     for plan, points, old, was in zip(plans, stored, olds, known):
@@ -111,7 +133,6 @@ def run(args: argparse.Namespace) -> int:
         f"{len(plans)} run(s), {sum(len(r.segments) for r in runs)} segment(s), {sum(len(r.notes) for r in runs)} note(s)"
         + _already(sum(olds)) + (f"; {repeats} repeated point(s) left out" if repeats else "")
     )
-    return 0
 
 
 def _held(server: str, token: str | None, plans: list[Plan]) -> list[int | None]:

@@ -12,7 +12,7 @@ import typer
 
 from runcast.cli.exits import server_message
 from runcast.cli.export import DEFAULT_SERVER
-from runcast.events import ID_RE
+from runcast.wire.events import ID_RE
 
 FORMATS = (".svg", ".png")
 

@@ -11,7 +11,7 @@ import httpx
 import typer
 
 from runcast.cli.exits import EXIT_FAILED, exit_status, server_message
-from runcast.events import ID_RE
+from runcast.wire.events import ID_RE
 
 DEFAULT_SERVER: Final = "http://127.0.0.1:8000"
 

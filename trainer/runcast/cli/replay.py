@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -66,113 +67,143 @@ def replay(
     """
     if events_path is None:
         events_path = path.with_name(path.name.rsplit(".", 1)[0] + ".events.json")
-    events = load_events(events_path)
-    samples = load_samples(samples_path_of(path))
-    sent_samples: set[int] = set()
-    base_name = name or path.name.rsplit(".", 1)[0]
-    run_ids: dict[str, str] = {}  # run column value -> Runcast run id
-    current: Any = None
-    key: tuple[str, str] | None = None
-    pending: list[dict[str, Any]] = []
-    last_step = -1
-    last_time: float | None = None
-    counts = {"rows": 0, "skipped": 0, "runs": 0, "segments": 0, "notes": 0, "samples": 0}
+    r = _Replay(path=path, init=init, project=project, base_name=name or path.name.rsplit(".", 1)[0], log=log,
+                events=load_events(events_path), samples=load_samples(samples_path_of(path)),
+                rows=[row for _, row in read_rows(path)])
+    for done, row in enumerate(r.rows):
+        if on_progress is not None and done % 1000 == 0:
+            on_progress(done, len(r.rows))
+        step_value = number(row.get("step"))
+        if step_value is None:
+            r.counts["skipped"] += 1
+            continue
+        step = int(step_value)
+        run_value, segment = str(row.get("run") or ""), str(row.get("segment") or "")
+        if (run_value, segment) != r.key:
+            r.end_segment(run_value)
+            r.start_segment(run_value, segment, step)
+        if step <= r.last_step:
+            r.counts["skipped"] += 1
+            continue
+        r.pace(row, step, speed, seconds_per_step, max_gap, sleep)
+        r.send_row(row, step)
+    r.end_segment(None)
+    if on_progress is not None:
+        on_progress(len(r.rows), len(r.rows))
+    return r.counts
 
-    def events_for(run_value: str, segment: str) -> list[dict[str, Any]]:
-        mine = [e for e in events if e.get("segment") == segment and (not has_run_column or e.get("run") == run_value)]
+
+@dataclass
+class _Replay:
+    """One replay: the log's rows, events and samples, the run being sent and what has been sent."""
+
+    path: Path
+    init: Callable[..., Any]
+    project: str | None
+    base_name: str
+    log: Callable[[str], None]
+    events: list[dict[str, Any]]
+    samples: list[SampleRow]
+    rows: list[dict[str, Any]]
+    current: Any = None
+    key: tuple[str, str] | None = None  # (run column value, segment) of the rows being sent
+    pending: list[dict[str, Any]] = field(default_factory=list)  # the events of the key, sent as steps pass
+    last_step: int = -1
+    last_time: float | None = None
+    run_ids: dict[str, str] = field(default_factory=dict)  # run column value -> Runcast run id
+    sent_samples: set[int] = field(default_factory=set)
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(
+        ("rows", "skipped", "runs", "segments", "notes", "samples"), 0))
+
+    def __post_init__(self) -> None:
+        self.has_run_column = any("run" in row for row in self.rows[:1])
+        self.present = {(str(r.get("run") or ""), str(r.get("segment") or "")) for r in self.rows}
+
+    def events_for(self, run_value: str, segment: str) -> list[dict[str, Any]]:
+        mine = [e for e in self.events
+                if e.get("segment") == segment and (not self.has_run_column or e.get("run") == run_value)]
         return sorted(mine, key=lambda e: (e.get("step") is not None, e.get("step") or 0))
 
-    rows = [row for _, row in read_rows(path)]
-    has_run_column = any("run" in row for row in rows[:1])
-    present = {(str(r.get("run") or ""), str(r.get("segment") or "")) for r in rows}
-
-    def orphans(run_value: str) -> list[dict[str, Any]]:
+    def orphans(self, run_value: str) -> list[dict[str, Any]]:
         """Events of this run whose segment has no rows in the log: sent when the run's rows end."""
         mine = [
-            e for e in events
-            if (str(e.get("run") or "") if has_run_column else "", str(e.get("segment") or "")) not in present
-            and (not has_run_column or e.get("run") == run_value)
+            e for e in self.events
+            if (str(e.get("run") or "") if self.has_run_column else "", str(e.get("segment") or "")) not in self.present
+            and (not self.has_run_column or e.get("run") == run_value)
         ]
         return sorted(mine, key=lambda e: (e.get("step") is not None, e.get("step") or 0))
 
-    def send_notes(upto: float) -> None:
-        while pending and (pending[0].get("step") is None or pending[0]["step"] <= upto):
-            event = pending.pop(0)
-            current.note(note_text(event), step=event.get("step"))
-            counts["notes"] += 1
+    def send_notes(self, upto: float) -> None:
+        while self.pending and (self.pending[0].get("step") is None or self.pending[0]["step"] <= upto):
+            event = self.pending.pop(0)
+            self.current.note(note_text(event), step=event.get("step"))
+            self.counts["notes"] += 1
 
-    def send_samples(upto: float, explicit_only: bool = False) -> None:
+    def send_samples(self, upto: float, explicit_only: bool = False) -> None:
         """Samples of the current run and segment up to step ``upto`` (``explicit_only``: those naming it)."""
-        assert key is not None
-        due = [x for x in samples if x.line not in sent_samples and x.step <= upto and _belongs(x, key, has_run_column)
+        assert self.key is not None
+        due = [x for x in self.samples
+               if x.line not in self.sent_samples and x.step <= upto and _belongs(x, self.key, self.has_run_column)
                and (x.segment is not None or not explicit_only)]
         for sample in sorted(due, key=lambda x: (x.step, x.line)):
-            current.log_samples([sample.row], step=sample.step, key=sample.key)
-            sent_samples.add(sample.line)
-            counts["samples"] += 1
+            self.current.log_samples([sample.row], step=sample.step, key=sample.key)
+            self.sent_samples.add(sample.line)
+            self.counts["samples"] += 1
 
-    for done, row in enumerate(rows):
-        if on_progress is not None and done % 1000 == 0:
-            on_progress(done, len(rows))
-        step_value = number(row.get("step"))
-        if step_value is None:
-            counts["skipped"] += 1
-            continue
-        step = int(step_value)
-        run_value = str(row.get("run") or "")
-        segment = str(row.get("segment") or "")
-        if (run_value, segment) != key:
-            if current is not None and key is not None:  # (key is set with current)
-                same_run = key[0] == run_value
-                if not same_run:
-                    pending.extend(orphans(key[0]))
-                send_notes(math.inf)
-                send_samples(math.inf, explicit_only=same_run)
-                current.finish("killed" if same_run else "finished")
-            resume = run_ids.get(run_value)
-            label = base_name if not run_value else f"{base_name}:{run_value}"
-            config = {"replayed_from": path.name, "run": run_value or None, "segment": segment or None}
-            if resume is None:
-                current = init(project=project, name=label[:200], config=config)
-                run_ids[run_value] = current.id
-                counts["runs"] += 1
-                log(f"replaying {label} as run {current.id}")
-            else:
-                current = init(project=project, name=label[:200], config=config, resume=resume,
-                               resume_step=max(0, step - 1))
-                log(f"segment {segment!r}: resume at step {max(0, step - 1)}")
-            counts["segments"] += 1
-            key, last_step, pending = (run_value, segment), -1, events_for(run_value, segment)
-        if step <= last_step:
-            counts["skipped"] += 1
-            continue
-        # pacing: recorded time between rows, divided by the speed-up
+    def end_segment(self, next_run: str | None) -> None:
+        """What is left of the segment sent, and its run finished: "killed" when the same run goes on in a
+        new segment (a resume), "finished" when another run follows or the log ends (``next_run`` None)."""
+        if self.current is None or self.key is None:  # (key is set with current)
+            return
+        same_run = self.key[0] == next_run
+        if not same_run:
+            self.pending.extend(self.orphans(self.key[0]))
+        self.send_notes(math.inf)
+        self.send_samples(math.inf, explicit_only=same_run)
+        self.current.finish("killed" if same_run else "finished")
+
+    def start_segment(self, run_value: str, segment: str, step: int) -> None:
+        """A new run for a new run value, else a resume of its run from the step before ``step``."""
+        resume = self.run_ids.get(run_value)
+        label = self.base_name if not run_value else f"{self.base_name}:{run_value}"
+        config = {"replayed_from": self.path.name, "run": run_value or None, "segment": segment or None}
+        if resume is None:
+            self.current = self.init(project=self.project, name=label[:200], config=config)
+            self.run_ids[run_value] = self.current.id
+            self.counts["runs"] += 1
+            self.log(f"replaying {label} as run {self.current.id}")
+        else:
+            self.current = self.init(project=self.project, name=label[:200], config=config, resume=resume,
+                                     resume_step=max(0, step - 1))
+            self.log(f"segment {segment!r}: resume at step {max(0, step - 1)}")
+        self.counts["segments"] += 1
+        self.key, self.last_step, self.pending = (run_value, segment), -1, self.events_for(run_value, segment)
+
+    def pace(self, row: dict[str, Any], step: int, speed: float, seconds_per_step: float, max_gap: float,
+             sleep: Callable[[float], None]) -> None:
+        """Wait the recorded time between rows, divided by the speed-up (capped at ``max_gap``)."""
         now = timestamp(row.get("timestamp"))
         if speed > 0:
             if now is None:
-                now = (last_time or 0.0) + (seconds_per_step * (step - last_step) if last_step >= 0 else 0.0)
-            if last_time is not None:
-                sleep(min(max_gap, max(0.0, now - last_time) / speed))
-        last_time = now
-        send_notes(step)
-        send_samples(step)
+                now = (self.last_time or 0.0) + (seconds_per_step * (step - self.last_step) if self.last_step >= 0
+                                                 else 0.0)
+            if self.last_time is not None:
+                sleep(min(max_gap, max(0.0, now - self.last_time) / speed))
+        self.last_time = now
+
+    def send_row(self, row: dict[str, Any], step: int) -> None:
+        """The notes and samples due by ``step``, then the row's metrics."""
+        self.send_notes(step)
+        self.send_samples(step)
         values = metrics_of(row)
         if values:
-            current.log(values, step=step)
-            counts["rows"] += 1
+            self.current.log(values, step=step)
+            self.counts["rows"] += 1
         else:
-            counts["skipped"] += 1
-        last_step = step
-        if values and counts["rows"] % 10_000 == 0:
-            current.flush(60)  # keep the SDK queue short at --speed 0
-    if current is not None and key is not None:
-        pending.extend(orphans(key[0]))
-        send_notes(math.inf)
-        send_samples(math.inf)
-        current.finish("finished")
-    if on_progress is not None:
-        on_progress(len(rows), len(rows))
-    return counts
+            self.counts["skipped"] += 1
+        self.last_step = step
+        if values and self.counts["rows"] % 10_000 == 0:
+            self.current.flush(60)  # keep the SDK queue short at --speed 0
 
 
 def _belongs(sample: SampleRow, key: tuple[str, str], has_run_column: bool) -> bool:

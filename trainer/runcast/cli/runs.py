@@ -14,9 +14,9 @@ from typing import Annotated, Any
 
 import typer
 
-from runcast.checks import EventError, check_tags
 from runcast.cli.exits import EXIT_USAGE
 from runcast.cli.remote import SERVER_HELP, Api, check_run_id, print_json
+from runcast.wire.checks import EventError, check_tags
 
 runs_app = typer.Typer(help="List, show, rename, tag, archive and delete runs on a server, and set what the public sees of them.", no_args_is_help=True)
 
@@ -259,7 +259,7 @@ def policy_command(
 
     Without a setting it prints the policy in force. The team (a token of the project) always sees everything.
     """
-    from runcast.policy import FIELDS, PolicyError, check_policy
+    from runcast.wire.policy import FIELDS, PolicyError, check_policy
 
     if (run is None) == (project is None):
         raise typer.BadParameter("give RUN or --project NAME (not both)", param_hint="RUN")

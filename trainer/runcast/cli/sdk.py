@@ -18,13 +18,9 @@ from collections.abc import Sequence
 from types import ModuleType
 from typing import Final, NoReturn
 
+from runcast.cli.exits import UsageError
 
-class UsageError(Exception):
-    """A flag or argument the verb cannot use; ``flag`` names it."""
-
-    def __init__(self, flag: str, message: str) -> None:
-        super().__init__(f"{flag}: {message}")
-        self.flag = flag
+__all__ = ["VERBS", "UsageError", "help_line", "main", "parser_for"]
 
 
 def _verbs() -> dict[str, ModuleType]:

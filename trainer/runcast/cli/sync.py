@@ -26,16 +26,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from runcast.blob_http import BlobClient
+from runcast.cli.exits import UsageError
 from runcast.cli.progress import Bars, wanted
-from runcast.cli.sdk import UsageError
 from runcast.handshake import InitError, whoami
-from runcast.limits import COMPATIBLE_BATCH_EVENTS, MAX_BATCH_BYTES
-from runcast.renames import Renames
-from runcast.spool import REFUSED, Spool, SpoolBusy, absorb_overflow, default_dir, find_spools
-from runcast.spool_replay import replay
-from runcast.spool_report import report_spooled
-from runcast.transport import Transport, make_transport
+from runcast.sender.blob_http import BlobClient
+from runcast.sender.renames import Renames
+from runcast.sender.spool import REFUSED, Spool, SpoolBusy, absorb_overflow, default_dir, find_spools
+from runcast.sender.spool_replay import replay
+from runcast.sender.spool_report import report_spooled
+from runcast.sender.transport import Transport, make_transport
+from runcast.wire.limits import COMPATIBLE_BATCH_EVENTS, MAX_BATCH_BYTES
 
 HELP = "Replay every spool found under DIRECTORY, in order, and report what was sent."
 STOP_ON = (401, 403)  # the token, not the data: stop without setting anything aside

@@ -25,9 +25,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Final
 
-from runcast import events
 from runcast.importers.lm_eval_results import HarnessResults
 from runcast.importers.model import Blob, ImportFailed
+from runcast.wire import events
 
 BLOCK: Final = 4096
 _BLOCK_BYTES: Final = 5  # 2^40 blocks of 4,096: every seq below 2^52

@@ -31,11 +31,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from runcast.checks import EventError, check_key, check_text
-from runcast.events import encode_value
 from runcast.importers.model import ImportFailed
-from runcast.limits import MAX_EVAL_CONFIG_BYTES, MAX_EVAL_METRICS, MAX_EVAL_VERSIONS_BYTES
 from runcast.values import json_object
+from runcast.wire.checks import EventError, check_key, check_text
+from runcast.wire.events import encode_value
+from runcast.wire.limits import MAX_EVAL_CONFIG_BYTES, MAX_EVAL_METRICS, MAX_EVAL_VERSIONS_BYTES
 
 SUITE: Final = "lm-eval-harness"
 BOOKKEEPING: Final = frozenset({"alias", "name", "sample_len", "samples", "sample_count"})

@@ -240,6 +240,6 @@ def _is_sqlite(path: Path) -> bool:
 
 
 def _public(uri: str) -> str:
-    from runcast.transport import public_url
+    from runcast.sender.transport import public_url
 
     return public_url(uri)

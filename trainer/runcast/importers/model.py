@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from runcast.events import MAX_STEP, MAX_TS, TIMESTAMP_KEY, check_key
+from runcast.wire.events import MAX_STEP, MAX_TS, TIMESTAMP_KEY, check_key
 
 # A restart opens a segment; a source whose steps go back more often than this is not
 # a run that restarted but data in another order (pass --format or fix the source).

@@ -38,8 +38,8 @@ from dataclasses import dataclass
 from itertools import repeat
 from typing import Any, Final
 
-from runcast import events
 from runcast.importers.model import Blob, ImportFailed, Segment, SourceRun
+from runcast.wire import events
 
 OUTPUT_SEQ: Final = 2**51
 NOTE_SEQ: Final = 2**52

@@ -13,7 +13,7 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from runcast.events import MAX_NOTE_CHARS, MAX_SUMMARY_BYTES, MAX_TAGS, EventError, check_json, check_tags
+from runcast.wire.events import MAX_NOTE_CHARS, MAX_SUMMARY_BYTES, MAX_TAGS, EventError, check_json, check_tags
 
 
 def split_tags(candidates: Iterable[str]) -> tuple[list[str], list[str]]:

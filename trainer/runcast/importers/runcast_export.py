@@ -23,7 +23,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final
 
-from runcast import events
 from runcast.importers import runcast_run_file
 from runcast.importers.model import (
     MAX_SEGMENTS,
@@ -32,6 +31,7 @@ from runcast.importers.model import (
     Series,
     SourceRun,
 )
+from runcast.wire import events
 
 NAME: Final = "runcast"
 COLUMNS: Final = ("segment", "key", "step", "value", "time")
@@ -106,31 +106,10 @@ def _rows(path: Path) -> Iterator[tuple[int, Any]]:
 
 def _fields(raw: Any, good_keys: set[str]) -> tuple[int, str, int, float, float]:
     """(segment, key, step, value, time or NaN) of a JSONL object or a CSV row; TypeError or ValueError naming the field."""
-    ts: Any = None
     if isinstance(raw, dict):
-        if set(raw) not in (set(COLUMNS), set(UNTIMED)):
-            raise ValueError(f"an export row has exactly the fields {', '.join(COLUMNS)} (or all but time)")
-        segment, key, step, value = (raw[c] for c in UNTIMED)
-        ts = raw.get("time")
-        if isinstance(value, str):
-            if value not in events.NONFINITE:
-                raise ValueError(f"'value' {value!r} is not a number")
-            value = events.NONFINITE[value]
-        elif isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise TypeError(f"'value' {value!r} is not a number")
+        segment, key, step, value, ts = _from_object(raw)
     elif isinstance(raw, list):
-        if len(raw) not in (len(COLUMNS), len(UNTIMED)):
-            raise ValueError(f"expected {len(COLUMNS)} cells ({','.join(COLUMNS)}), got {len(raw)}")
-        segment, key, step, value = raw[:4]
-        ts = raw[4] if len(raw) > 4 and raw[4] != "" else None
-        if key.startswith("'") and key[1:2] and key[1] in _FORMULA_START:
-            key = key[1:]
-        segment, step = _integer(segment, "segment"), _integer(step, "step")
-        try:
-            value = float(value)
-            ts = None if ts is None else float(ts)
-        except ValueError:
-            raise ValueError(f"'value' {value!r} or 'time' {ts!r} is not a number") from None
+        segment, key, step, value, ts = _from_cells(raw)
     else:
         raise TypeError("not a JSON object")
     if isinstance(segment, bool) or not isinstance(segment, int) or segment < 0:
@@ -143,6 +122,37 @@ def _fields(raw: Any, good_keys: set[str]) -> tuple[int, str, int, float, float]
         events.check_key(key, "key")
         good_keys.add(key)
     return segment, key, step, float(value), math.nan if ts is None else float(ts)
+
+
+def _from_object(raw: dict[str, Any]) -> tuple[Any, Any, Any, Any, Any]:
+    """The fields of a JSONL object as given, its value a number (NaN and the infinities by name)."""
+    if set(raw) not in (set(COLUMNS), set(UNTIMED)):
+        raise ValueError(f"an export row has exactly the fields {', '.join(COLUMNS)} (or all but time)")
+    segment, key, step, value = (raw[c] for c in UNTIMED)
+    if isinstance(value, str):
+        if value not in events.NONFINITE:
+            raise ValueError(f"'value' {value!r} is not a number")
+        value = events.NONFINITE[value]
+    elif isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"'value' {value!r} is not a number")
+    return segment, key, step, value, raw.get("time")
+
+
+def _from_cells(raw: list[Any]) -> tuple[Any, Any, Any, Any, Any]:
+    """The fields of a CSV row parsed (the quote that kept a key from being read as a formula removed)."""
+    if len(raw) not in (len(COLUMNS), len(UNTIMED)):
+        raise ValueError(f"expected {len(COLUMNS)} cells ({','.join(COLUMNS)}), got {len(raw)}")
+    segment, key, step, value = raw[:4]
+    ts = raw[4] if len(raw) > 4 and raw[4] != "" else None
+    if key.startswith("'") and key[1:2] and key[1] in _FORMULA_START:
+        key = key[1:]
+    segment, step = _integer(segment, "segment"), _integer(step, "step")
+    try:
+        value = float(value)
+        ts = None if ts is None else float(ts)
+    except ValueError:
+        raise ValueError(f"'value' {value!r} or 'time' {ts!r} is not a number") from None
+    return segment, key, step, value, ts
 
 
 def _integer(text: str, field: str) -> int:

@@ -15,10 +15,10 @@ import math
 from pathlib import Path
 from typing import Any, Final
 
-from runcast import events
 from runcast.importers import run_fields
 from runcast.importers.model import ImportFailed, Segment, SourceRun
 from runcast.importers.plan import clean_name
+from runcast.wire import events
 
 SUFFIX: Final = ".run.json"
 RUN_FIELDS: Final = ("name", "status", "started_at", "finished_at", "config", "summary", "metrics", "tags", "group",

@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Final, Protocol
 
-from runcast import events
 from runcast.importers.model import Blob
-from runcast.transport import Rejected, Retryable, Transport
+from runcast.sender.transport import Rejected, Retryable, Transport
+from runcast.wire import events
 
 BACKOFF_S: Final = (0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0)
 SEND_TIMEOUT_S: Final = 60.0
@@ -54,7 +54,7 @@ class Planned(Protocol):
 
 
 class Blobs(Protocol):
-    """Where images go (``runcast.blob_http.BlobClient``)."""
+    """Where images go (``runcast.sender.blob_http.BlobClient``)."""
 
     url: str
 

@@ -18,17 +18,17 @@ from pathlib import Path
 from typing import Any, Final
 
 from runcast import images
-from runcast.checks import EventError
 from runcast.importers.model import Blob, Output
-from runcast.limits import (
+from runcast.outputs import prompt_id as hashed_prompt_id
+from runcast.wire.checks import EventError
+from runcast.wire.limits import (
     MAX_CAPTION_CHARS,
     MAX_HISTOGRAM_BINS,
     MAX_OUTPUT_CHARS,
     MAX_PROMPT_CHARS,
     MAX_PROMPT_ID_CHARS,
 )
-from runcast.model_outputs import media_body, sample_body
-from runcast.outputs import prompt_id as hashed_prompt_id
+from runcast.wire.model_outputs import media_body, sample_body
 
 SAMPLES_KEY: Final = "samples"  # the key samples of other tools are kept under (the SDK's default)
 _CLIPPED: Final = "…"

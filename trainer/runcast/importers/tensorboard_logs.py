@@ -26,9 +26,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
-from runcast.events import encode_value
 from runcast.importers.model import ImportFailed, MissingExtra, RunBuilder, SourceRun
 from runcast.importers.tensorboard_outputs import outputs_of
+from runcast.wire.events import encode_value
 
 NAME: Final = "tensorboard"
 _HPARAMS_PLUGIN: Final = "hparams"

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from runcast.checks import EventError
 from runcast.importers.model import ImportFailed, Output
-from runcast.model_outputs import sample_body
 from runcast.outputs import prompt_id
+from runcast.wire.checks import EventError
+from runcast.wire.model_outputs import sample_body
 
 SAMPLE_FIELDS: Final = frozenset({"prompt", "output", "prompt_id", "reference", "scores", "settings"})
 PLACE_FIELDS: Final = frozenset({"step", "key", "run", "segment"})

@@ -19,8 +19,8 @@ import math
 from pathlib import Path
 from typing import Final
 
-from runcast.events import TIMESTAMP_KEY
 from runcast.importers.model import ImportFailed, RunBuilder, SourceRun
+from runcast.wire.events import TIMESTAMP_KEY
 
 NAME: Final = "wandb-csv"
 STEP_COLUMN: Final = "Step"

@@ -36,7 +36,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from runcast.events import NONFINITE
 from runcast.importers import run_fields, wandb_media
 from runcast.importers.model import (
     ImportFailed,
@@ -44,6 +43,7 @@ from runcast.importers.model import (
     RunBuilder,
     SourceRun,
 )
+from runcast.wire.events import NONFINITE
 
 NAME: Final = "wandb"
 _INSPECT_TIMEOUT_S: Final = 600
@@ -170,34 +170,43 @@ def _take(log: _Log, record: dict[str, Any], path: Path) -> None:
     if not isinstance(body, dict):
         return
     if kind == "run":
-        log.run_id = str(body.get("run_id") or "")
-        log.project = str(body.get("project") or "")
-        log.name = str(body.get("display_name") or "")
-        log.start = str(body.get("start_time") or "")
-        log.tags = [str(t) for t in body.get("tags") or []]
-        log.notes = str(body.get("notes") or "")
-        _update_config(log, body.get("config"))
+        _take_run(log, body)
     elif kind == "config":
         _update_config(log, body)
     elif kind == "history":
-        item = body.get("item") or {}
-        step = (body.get("step") or {}).get("num", item.get("_step", 0))
-        if not isinstance(step, int):
-            raise ImportFailed(f"{path} (record {record.get('num')})", f"history step {step!r} is not an integer")
-        ts = item.get("_timestamp")
-        when = float(ts) if isinstance(ts, (int, float)) else math.nan
-        objects = wandb_media.objects(item)
-        owned = {f"{key}.{name}" for key, fields in objects.items() for name in fields}
-        values = {k: v for k, raw in item.items()
-                  if not k.startswith("_") and k not in owned and (v := _number(raw)) is not None}
-        if values:
-            log.rows.append((step, when, values))
-        log.media.extend((step, when, key, fields) for key, fields in objects.items())
+        _take_history(log, body, f"{path} (record {record.get('num')})")
     elif kind == "summary":
         _update_summary(log, body)
     elif kind == "exit":
         code = body.get("exit_code", 0)
         log.exit_code = code if isinstance(code, int) else 1
+
+
+def _take_run(log: _Log, body: dict[str, Any]) -> None:
+    log.run_id = str(body.get("run_id") or "")
+    log.project = str(body.get("project") or "")
+    log.name = str(body.get("display_name") or "")
+    log.start = str(body.get("start_time") or "")
+    log.tags = [str(t) for t in body.get("tags") or []]
+    log.notes = str(body.get("notes") or "")
+    _update_config(log, body.get("config"))
+
+
+def _take_history(log: _Log, body: dict[str, Any], where: str) -> None:
+    """A history record: its numbers as a row, its media objects apart (``where`` names it in an error)."""
+    item = body.get("item") or {}
+    step = (body.get("step") or {}).get("num", item.get("_step", 0))
+    if not isinstance(step, int):
+        raise ImportFailed(where, f"history step {step!r} is not an integer")
+    ts = item.get("_timestamp")
+    when = float(ts) if isinstance(ts, (int, float)) else math.nan
+    objects = wandb_media.objects(item)
+    owned = {f"{key}.{name}" for key, fields in objects.items() for name in fields}
+    values = {k: v for k, raw in item.items()
+              if not k.startswith("_") and k not in owned and (v := _number(raw)) is not None}
+    if values:
+        log.rows.append((step, when, values))
+    log.media.extend((step, when, key, fields) for key, fields in objects.items())
 
 
 def _update_config(log: _Log, config: Any) -> None:

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any, Final, Self
 
-from runcast.events import ID_RE
 from runcast.query.client import Client
 from runcast.query.run import RemoteRun
+from runcast.wire.events import ID_RE
 
 ORDERS: Final = ("-created_at", "+created_at", "created_at")
 STATUSES: Final = ("running", "finished", "failed", "killed", "stalled")

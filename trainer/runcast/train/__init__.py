@@ -3,6 +3,7 @@
 Torch is imported only when this package is; ``import runcast`` stays light.
 """
 
-from runcast.train.trainer import TrainConfig, get_lr, train
+from runcast.train.config import TrainConfig, get_lr
+from runcast.train.trainer import train
 
 __all__ = ["TrainConfig", "get_lr", "train"]

@@ -38,7 +38,7 @@ from typing import Any, TypeVar
 import numpy as np
 import torch
 
-from runcast.scrub import RULE_DESCRIPTIONS, scrub
+from runcast.wire.scrub import RULE_DESCRIPTIONS, scrub
 
 T = TypeVar("T")
 

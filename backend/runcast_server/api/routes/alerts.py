@@ -7,7 +7,7 @@ import time
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Query, Request
-from runcast.events import MAX_ALERTS_BYTES, check_json
+from runcast.wire.events import MAX_ALERTS_BYTES, check_json
 
 from runcast_server.alerts import service
 from runcast_server.alerts.models import AlertConfig

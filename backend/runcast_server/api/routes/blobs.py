@@ -13,7 +13,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, Response
-from runcast.events import ID_RE
+from runcast.wire.events import ID_RE
 from sqlalchemy.orm import Session
 
 from runcast_server.api.deps import SessionDep, WriterDep

@@ -11,7 +11,7 @@ from xml.etree import ElementTree as ET
 from fastapi import APIRouter, Path, Request
 from fastapi.responses import Response
 from runcast import __version__
-from runcast.events import PROJECT_RE
+from runcast.wire.events import PROJECT_RE
 from sqlalchemy import select
 
 from runcast_server.alerts.models import Alert

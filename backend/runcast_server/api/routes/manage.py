@@ -11,8 +11,8 @@ from typing import Annotated, Any, Final
 
 from fastapi import APIRouter, Path
 from pydantic import BaseModel, ConfigDict, Field, field_validator
-from runcast.events import ID_RE, MAX_NAME_CHARS, MAX_NOTE_CHARS, MAX_STEP, MAX_TAG_CHARS, MAX_TAGS, check_text
-from runcast.limits import CONTROL_RE, NOT_BLANK, WHITESPACE
+from runcast.wire.events import ID_RE, MAX_NAME_CHARS, MAX_NOTE_CHARS, MAX_STEP, MAX_TAG_CHARS, MAX_TAGS, check_text
+from runcast.wire.limits import CONTROL_RE, NOT_BLANK, WHITESPACE
 
 from runcast_server import tables
 from runcast_server.alerts.service import stall_after
@@ -32,7 +32,7 @@ SegmentIdPath = Annotated[str, Path(description="The segment id the SDK made (on
 _CONTROL = CONTROL_RE.pattern.strip("[]")
 # Not blank and no control character; a lone surrogate, which no pattern can name, is check_text's.
 TAG_PATTERN: Final = rf"^[^{_CONTROL}]*[^{WHITESPACE}{_CONTROL}][^{_CONTROL}]*$"
-# A tag to add follows the SDK's rule (runcast.checks.check_tags): no comma either.
+# A tag to add follows the SDK's rule (runcast.wire.checks.check_tags): no comma either.
 NEW_TAG_PATTERN: Final = rf"^[^{_CONTROL},]*[^{WHITESPACE}{_CONTROL},][^{_CONTROL},]*$"
 
 Tag = Annotated[str, Field(min_length=1, max_length=MAX_TAG_CHARS, pattern=TAG_PATTERN)]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Query
-from runcast.events import MAX_STEP
+from runcast.wire.events import MAX_STEP
 
 from runcast_server.api.deps import SessionDep
 from runcast_server.api.read_deps import RUN_ERRORS, ReadableRunDep, ViewDep

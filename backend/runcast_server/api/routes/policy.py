@@ -1,7 +1,7 @@
 """``GET/PUT /runs/{run_id}/policy`` and ``GET/PUT /projects/{project}/policy``: a token of the
 run's (project's) project only; another project's token gets the 404 of an unknown id.
 
-A PUT body holds the settings to change (``runcast.policy``); ``null`` returns a setting to
+A PUT body holds the settings to change (``runcast.wire.policy``); ``null`` returns a setting to
 the layer below (the project's default, then everything public). The change takes effect
 at once: the run's live viewers get ``event: reset`` and reload under it.
 """
@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Path
-from runcast.events import ID_RE, PROJECT_RE
-from runcast.policy import PolicyError, check_policy, effective
+from runcast.wire.events import ID_RE, PROJECT_RE
+from runcast.wire.policy import PolicyError, check_policy, effective
 
 from runcast_server.api.deps import ContextDep, SessionDep, WriterDep
 from runcast_server.api.documented import json_body, ref
@@ -24,7 +24,7 @@ from runcast_server.runs import manage
 
 router = APIRouter(tags=["policy"])
 ERRORS = error_responses(401, 404, 422)
-# Read as any JSON: runcast.policy.check_policy answers every bad body with a 422 naming the setting.
+# Read as any JSON: runcast.wire.policy.check_policy answers every bad body with a 422 naming the setting.
 # The document declares it as PolicyChange (DOCUMENTED in api/__init__.py).
 PolicyBody = Annotated[Any, Body(description="Settings to change, e.g. {\"metrics\": [\"train/*\"]} "
                                              "(docs/api.md#publication-policy).")]

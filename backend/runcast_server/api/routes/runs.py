@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query
 from pydantic import StringConstraints
-from runcast.events import MAX_TS
+from runcast.wire.events import MAX_TS
 
 from runcast_server.alerts.service import stall_after, stall_after_sql
 from runcast_server.api.deps import SessionDep, ViewerDep
@@ -25,7 +25,7 @@ from runcast_server.runs.columns import COLUMN_PATTERN, parse_column, parse_filt
 from runcast_server.runs.table import Table
 
 router = APIRouter(tags=["runs"])
-TEXT_FILTER = r"^[^\x00-\x1f\x7f]+$"  # what a tag or group can hold (runcast.events)
+TEXT_FILTER = r"^[^\x00-\x1f\x7f]+$"  # what a tag or group can hold (runcast.wire.events)
 MAX_COLUMNS = 30
 MAX_FILTERS = 20
 

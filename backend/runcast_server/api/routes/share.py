@@ -14,7 +14,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
 from runcast import __version__
-from runcast.events import MAX_STEP
+from runcast.wire.events import MAX_STEP
 from sqlalchemy import select
 
 from runcast_server.alerts.service import stall_after

@@ -16,7 +16,7 @@ from typing import Annotated, Any, Final
 
 from fastapi import APIRouter, Header, Path, Query, Request
 from pydantic import BaseModel
-from runcast.events import ID_RE
+from runcast.wire.events import ID_RE
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send

@@ -14,8 +14,8 @@ from typing import Annotated, Any, Final, Literal
 
 from fastapi import APIRouter, Path, Query, Request
 from pydantic import BaseModel, ConfigDict, Field, field_validator
-from runcast.events import ID_RE, PROJECT_RE, check_text
-from runcast.limits import NO_NUL, WHITESPACE
+from runcast.wire.events import ID_RE, PROJECT_RE, check_text
+from runcast.wire.limits import NO_NUL, WHITESPACE
 from sqlalchemy import select
 
 from runcast_server.alerts import email, ssrf

@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Header, Path, Query, Request
 from fastapi.concurrency import run_in_threadpool
-from runcast.events import ID_RE, dumps_batch
+from runcast.wire.events import ID_RE, dumps_batch
 from sqlalchemy.orm import Session
 
 from runcast_server.api.deps import SessionDep, WriterDep

@@ -7,7 +7,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
-from runcast.events import ID_RE, MAX_BATCH_EVENTS
+from runcast.wire.events import ID_RE, MAX_BATCH_EVENTS
 from sqlalchemy import select
 
 from runcast_server.api.deps import SessionDep, WriterDep

@@ -31,7 +31,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any, Final
 
-from .events import SCHEMA_VERSION, encode_value
+from ..wire.events import SCHEMA_VERSION, encode_value
 
 FILE: Final = "overflow.bin"
 OFFSET: Final = "overflow.offset"

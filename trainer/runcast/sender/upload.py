@@ -31,7 +31,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final, cast
 
-from .checkpoint_files import hash_file, tree_files
+from ..checkpoint_files import hash_file, tree_files
 from .upload_jobs import Job, UploadConfig, UploadStats
 
 log = logging.getLogger("runcast")

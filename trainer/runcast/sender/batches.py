@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import events as schema
+from ..wire import events as schema
 
 Batch = tuple[bytes, list[dict[str, Any]]]  # (the body, its events)
 

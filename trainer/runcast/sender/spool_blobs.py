@@ -17,14 +17,14 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from . import events as schema
+from ..image_codec import image_header
+from ..wire import events as schema
 from .blob_http import BlobClient, NotYet
-from .image_codec import image_header
 from .spool import BLOBS
 from .transport import Rejected, Transport
 
 if TYPE_CHECKING:
-    from .spool_replay import Parts
+    from .spool_parts import Parts
 
 SPOOLED: Final = "_spooled_blob"  # marks a queued media event whose image waits in the spool (the sender spools it)
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import events
+from ..wire import events
 
 
 @dataclass(frozen=True)

@@ -7,14 +7,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
-from . import events as schema
-from .batches import Batch, batch_bodies
+from ..wire import events as schema
 from .blob_http import BlobClient
 from .renames import Renames
 from .spool import Spool
 from .spool_blobs import send_with_blobs
+from .spool_parts import Parts
 from .transport import Rejected, Retryable, Transport
 
 
@@ -82,46 +81,3 @@ def replay(
         spool.ack(end)
     result.done = True
     return result
-
-
-class Parts:
-    """Sends batches in parts the service takes; learns its limit from its answers."""
-
-    def __init__(self, max_events: int, max_bytes: int = schema.MAX_BATCH_BYTES,
-                 renames: Renames | None = None) -> None:
-        self.limit = max(1, max_events)
-        self.max_bytes = max_bytes
-        self.renames = renames
-
-    def send(
-        self, transport: Transport, body: bytes, events: list[dict[str, Any]], timeout: float, stop_on: tuple[int, ...]
-    ) -> tuple[int, list[tuple[bytes, int, Rejected]]]:
-        """(events stored, the parts refused for good with the service's answer); raises Retryable,
-        and Rejected for a status in ``stop_on``."""
-        todo: list[Batch] = [(body, events)] if len(events) <= self.limit and len(body) <= self.max_bytes \
-            else batch_bodies(events, self.limit, self.max_bytes)
-        todo.reverse()  # a stack: the next part last
-        sent = 0
-        refused: list[tuple[bytes, int, Rejected]] = []
-        while todo:
-            part_body, part = todo.pop()
-            try:
-                transport.send(part_body, part, timeout)
-            except Rejected as exc:
-                if exc.status in stop_on:
-                    raise
-                if exc.too_large and len(part) > 1:
-                    if exc.status == 413:  # too many bytes
-                        self.max_bytes = min(self.max_bytes, len(part_body) // 2)
-                    else:  # too many events
-                        self.limit = min(self.limit, len(part) // 2)
-                    todo.extend(reversed(batch_bodies(part, self.limit, self.max_bytes)))
-                    continue
-                kept = self.renames.retry(part, exc) if self.renames is not None else None
-                if kept is not None:  # an old server refused a rename: the rest goes without it
-                    todo.extend(reversed(batch_bodies(kept, self.limit, self.max_bytes)) if kept else [])
-                    continue
-                refused.append((part_body, len(part), exc))
-            else:
-                sent += len(part)
-        return sent, refused

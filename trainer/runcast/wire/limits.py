@@ -1,4 +1,4 @@
-"""The schema's numbers and patterns: every limit of ``runcast.events`` (which re-exports them).
+"""The schema's numbers and patterns: every limit of ``runcast.wire.events`` (which re-exports them).
 
 This module uses only the standard library: the SDK and the backend import it.
 """

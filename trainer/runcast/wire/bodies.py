@@ -1,5 +1,5 @@
 """The body of each event type: its fields checked and normalised (``validate_event`` in
-``runcast.events`` checks the envelope and calls ``BODY_VALIDATORS[type]``).
+``runcast.wire.events`` checks the envelope and calls ``BODY_VALIDATORS[type]``).
 
 This module uses only the standard library: the SDK and the backend import it.
 """

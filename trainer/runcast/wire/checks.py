@@ -1,4 +1,4 @@
-"""The checks of single fields, shared by every event type (``runcast.bodies``) and by the
+"""The checks of single fields, shared by every event type (``runcast.wire.bodies``) and by the
 SDK's verbs: ``EventError``, the wire form of floats, and the checks of metric names, text,
 integers, steps, JSON objects, tags and metric declarations.
 

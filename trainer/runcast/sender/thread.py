@@ -27,19 +27,20 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
-from . import events
+from ..wire import events
 from .backoff import Backoff
 from .batches import batch_bodies
 from .blob_http import BlobClient
+from .config import SenderConfig
+from .encode import to_wire
 from .outbox import Counters, Item, Wakeup
 from .overflow import Overflow
 from .renames import Renames
-from .sender_config import SenderConfig
 from .spool import Spool
 from .spool_blobs import SPOOLED
 from .spool_replay import replay
+from .state import SenderState
 from .transport import Rejected, Retryable, Transport
-from .wire import to_wire
 
 log = logging.getLogger("runcast")
 
@@ -77,22 +78,10 @@ class Sender:
         self._overflow = overflow
         self._blobs = blobs
         self._lost = lost or (lambda: counters.dropped + counters.dropped_full)
-        self._lost_reported = 0
-        self._spool: Spool | None = spool  # made by the run, so its directory exists from the start
-        self._spooling = transport is None
-        self._spooled_events = 0  # events in the spool's unsent batches
         self._backoff = Backoff(config.retry_initial, config.retry_max, rng or random.Random())
-        self._retry_at = 0.0
-        self._last_sent = float("-inf")  # when events last left the queue
-        self._rejected_logged = False
-        self._offline_logged = False
-        self._failure_logged = False
-        self._spool_error_logged = False
-        self._deadline: float | None = None
         self._renames = Renames(transport.url if transport is not None else "?")
-        self._cond = threading.Condition()
-        self._requested = 0
-        self._served = 0
+        # the spool is made by the run, so its directory exists from the start
+        self.state = SenderState(spooling=transport is None, spool=spool)
         self._thread = threading.Thread(target=self._main, name=f"runcast-sender-{config.run}", daemon=True)
 
     # --- the training thread's side ------------------------------------------------
@@ -102,20 +91,20 @@ class Sender:
 
     def flush(self, timeout: float | None) -> bool:
         """Ship everything queued so far (sent or spooled); True if nothing is left unsent."""
-        with self._cond:
-            self._requested += 1
-            ticket = self._requested
+        with self.state.cond:
+            self.state.requested += 1
+            ticket = self.state.requested
         self._wake.set()
-        with self._cond:
-            self._cond.wait_for(lambda: self._served >= ticket or not self._thread.is_alive(), timeout)
-        return not self._queue and not self._overflow_pending() and not self._spooling
+        with self.state.cond:
+            self.state.cond.wait_for(lambda: self.state.served >= ticket or not self._thread.is_alive(), timeout)
+        return not self._queue and not self._overflow_pending() and not self.state.spooling
 
     def close(self, timeout: float) -> bool:
         """Send what is queued within ``timeout`` seconds, spool the rest, stop the thread.
 
         Returns True if everything was delivered.
         """
-        self._deadline = time.monotonic() + timeout
+        self.state.deadline = time.monotonic() + timeout
         self._wake.set()
         self._thread.join(timeout + 2.0)
         if self._thread.is_alive():
@@ -132,14 +121,14 @@ class Sender:
     @property
     def unsent_dir(self) -> Path | None:
         """The spool directory still holding unsent events after ``close``, if any."""
-        if self._spool is None or not (self._spooling or self._overflow_pending()):
+        if self.state.spool is None or not (self.state.spooling or self._overflow_pending()):
             return None
-        return self._spool.path
+        return self.state.spool.path
 
     @property
     def unsent_events(self) -> int:
         """Events left on disk for ``runcast sync`` (the spool's and the overflow file's), after ``close``."""
-        return self._spooled_events + self._overflow_pending() if self.unsent_dir is not None else 0
+        return self.state.spooled_events + self._overflow_pending() if self.unsent_dir is not None else 0
 
     def _overflow_pending(self) -> int:
         return self._overflow.pending() if self._overflow is not None else 0
@@ -148,64 +137,79 @@ class Sender:
 
     def _interval(self) -> float:
         """How long events gather before a send (0: none)."""
-        return max(self.config.flush_interval, SPOOL_INTERVAL) if self._spooling else self.config.flush_interval
+        return max(self.config.flush_interval, SPOOL_INTERVAL) if self.state.spooling else self.config.flush_interval
 
     def _main(self) -> None:
-        cfg = self.config
-        last_flush = last_sync = time.monotonic()
-        next_heartbeat = last_flush + cfg.heartbeat_interval
+        st = self.state
+        st.last_flush = st.last_sync = time.monotonic()
+        st.next_heartbeat = st.last_flush + self.config.heartbeat_interval
         while True:
-            self._wake.wait(self._wait_time(last_flush, next_heartbeat))
-            with self._cond:
-                serving = self._requested
+            self._wake.wait(self._wait_time())
+            with st.cond:
+                serving = st.requested
             now = time.monotonic()
-            closing = self._deadline is not None
+            closing = st.deadline is not None
+            due = closing or serving > st.served
             try:
-                if self._spooling and self._spool is None:
-                    self._spooling = self._transport is None  # the spool could not be written: go live
-                if self._spooling and self._transport is not None and now >= self._retry_at:
-                    self._replay()
-                interval = self._interval()
-                ready = now - last_flush >= interval if interval > 0 else now - self._last_sent >= MIN_SEND_GAP
-                due = closing or serving > self._served or ready
-                lost = self._lost()
-                beat = not closing and not self._spooling and (now >= next_heartbeat or lost > self._lost_reported)
-                if beat:
-                    next_heartbeat = now + cfg.heartbeat_interval
-                    self._lost_reported = lost  # a hole is reported at once, not at the next heartbeat
-                    due = True  # after everything queued before it
-                pending: list[Item] = []
-                available = len(self._queue)
-                take = available if due else available - available % cfg.batch_size
-                if take:
-                    self._last_sent = now
-                for _ in range(take):
-                    pending.append(self._queue.popleft())
-                    if len(pending) >= self._batch_limit():
-                        self._ship(pending)
-                        pending = []
-                if beat:
-                    pending.append(self._heartbeat())
-                    self._counters.logged += 1
-                if pending:
-                    self._ship(pending)
-                if not self._queue and self._overflow is not None:
-                    self._ship_overflow(self._overflow, closing)
-                    if closing or now - last_sync >= SYNC_INTERVAL:
-                        last_sync = now
-                        self._overflow.sync()
+                due = self._pass(now, closing, due)
             except Exception:  # the sender must outlive any bug
                 log.exception("runcast: internal error in the sender thread")
                 self._wake.wait(0.5)  # never a busy loop of errors
             if due:
-                last_flush = now
+                st.last_flush = now
                 if closing or not (self._queue or self._overflow_pending()):
-                    with self._cond:
-                        self._served = serving
-                        self._cond.notify_all()
+                    with st.cond:
+                        st.served = serving
+                        st.cond.notify_all()
             if closing and not self._queue and self._finished_closing():
                 break
         self._shutdown()
+
+    def _pass(self, now: float, closing: bool, due: bool) -> bool:
+        """Replay the spool when it is time, send what is due (and a heartbeat), then the overflow file.
+        True when a flush was due (``due``, the interval passed, or a heartbeat)."""
+        st = self.state
+        if st.spooling and st.spool is None:
+            st.spooling = self._transport is None  # the spool could not be written: go live
+        if st.spooling and self._transport is not None and now >= st.retry_at:
+            self._replay()
+        interval = self._interval()
+        due = due or (now - st.last_flush >= interval if interval > 0 else now - st.last_sent >= MIN_SEND_GAP)
+        beat = self._heartbeat_due(now, closing)
+        self._send_queue(now, due or beat, beat)  # a heartbeat goes after everything queued before it
+        if not self._queue and self._overflow is not None:
+            self._ship_overflow(self._overflow, closing)
+            if closing or now - st.last_sync >= SYNC_INTERVAL:
+                st.last_sync = now
+                self._overflow.sync()
+        return due or beat
+
+    def _heartbeat_due(self, now: float, closing: bool) -> bool:
+        """A heartbeat is due: its interval passed, or events were lost since the last one (reported at once)."""
+        st, lost = self.state, self._lost()
+        beat = not closing and not st.spooling and (now >= st.next_heartbeat or lost > st.lost_reported)
+        if beat:
+            st.next_heartbeat = now + self.config.heartbeat_interval
+            st.lost_reported = lost
+        return beat
+
+    def _send_queue(self, now: float, due: bool, beat: bool) -> None:
+        """Ship the queue: all of it when due, else only whole batches; then the heartbeat."""
+        pending: list[Item] = []
+        available = len(self._queue)
+        take = available if due else available - available % self.config.batch_size
+        if take:
+            self.state.last_sent = now
+        for _ in range(take):
+            pending.append(self._queue.popleft())
+            if len(pending) >= self._batch_limit():
+                self._ship(pending)
+                pending = []
+        if beat:
+            pending.append(self._heartbeat())
+            self._counters.logged += 1
+        if pending:
+            self._ship(pending)
 
     def _ship_overflow(self, overflow: Overflow, closing: bool) -> None:
         """Send (or spool) a few batches of the overflow file, in order."""
@@ -219,13 +223,13 @@ class Sender:
             self._ship([(r[0], r[1], r[2], r[3], r[4]) for r in records])
             overflow.mark_shipped(len(records), used)
 
-    def _wait_time(self, last_flush: float, next_heartbeat: float) -> float:
-        now = time.monotonic()
-        if self._deadline is not None:
-            if self._queue or self._overflow_pending() or not self._spooling or self._transport is None \
-                    or now >= self._deadline:
+    def _wait_time(self) -> float:
+        now, last_flush, next_heartbeat = time.monotonic(), self.state.last_flush, self.state.next_heartbeat
+        if self.state.deadline is not None:
+            if self._queue or self._overflow_pending() or not self.state.spooling or self._transport is None \
+                    or now >= self.state.deadline:
                 return 0.0
-            return max(0.0, min(self._retry_at, self._deadline) - now)
+            return max(0.0, min(self.state.retry_at, self.state.deadline) - now)
         if self._overflow is not None and self._overflow.written > self._overflow.shipped:
             return 0.0  # a backlog on disk: keep going
         until = next_heartbeat
@@ -233,40 +237,40 @@ class Sender:
         if interval > 0:
             until = min(until, last_flush + interval)
         elif self._queue:  # arrived while we were sending: the next batch leaves now, or at the gap's end
-            return max(0.0, self._last_sent + MIN_SEND_GAP - now)
-        if self._spooling and self._transport is not None:
-            until = min(until, self._retry_at)
+            return max(0.0, self.state.last_sent + MIN_SEND_GAP - now)
+        if self.state.spooling and self._transport is not None:
+            until = min(until, self.state.retry_at)
         return max(0.0, until - now)
 
     def _finished_closing(self) -> bool:
-        assert self._deadline is not None
-        if time.monotonic() >= self._deadline:
+        assert self.state.deadline is not None
+        if time.monotonic() >= self.state.deadline:
             return True
         if self._overflow_pending():
             return False
-        return not self._spooling or self._transport is None
+        return not self.state.spooling or self._transport is None
 
     def _shutdown(self) -> None:
-        with self._cond:
-            self._served = self._requested
-            self._cond.notify_all()
+        with self.state.cond:
+            self.state.served = self.state.requested
+            self.state.cond.notify_all()
         if self._overflow is not None:
             self._overflow.write()
             self._overflow.sync()
             self._overflow.try_close()  # nothing left in it: its file goes (the training thread is done)
-        if self._spool is not None:
-            if self._spooling or self._overflow_pending():
-                self._spool.close()
+        if self.state.spool is not None:
+            if self.state.spooling or self._overflow_pending():
+                self.state.spool.close()
             else:
-                self._spool.remove()
+                self.state.spool.remove()
         if self._transport is not None:
             self._transport.close()
 
     # --- batches ----------------------------------------------------------------------
 
     def _ship(self, items: list[Item]) -> None:
-        if not self._spooling and any(item[1] == "media" and SPOOLED in item[4] for item in items):
-            self._spooling = True  # an image waits in the spool: the replay stores it before its event
+        if not self.state.spooling and any(item[1] == "media" and SPOOLED in item[4] for item in items):
+            self.state.spooling = True  # an image waits in the spool: the replay stores it before its event
             self._schedule_retry(None)
         wire: list[dict[str, Any]] = []
         for item in items:
@@ -279,7 +283,7 @@ class Sender:
             self._deliver(body, batch)
 
     def _deliver(self, body: bytes, batch: list[dict[str, Any]]) -> None:
-        if self._spooling or self._past_deadline():
+        if self.state.spooling or self._past_deadline():
             self._to_spool(body, len(batch))
             return
         assert self._transport is not None
@@ -303,39 +307,36 @@ class Sender:
 
     def _to_spool(self, body: bytes, count: int) -> None:
         try:
-            if self._spool is None:
-                self._spool = Spool.create(self.config.spool_dir, self.config.spool_meta)
-            if self._transport is None and not self._offline_logged:
-                self._offline_logged = True
-                log.warning("runcast: the run is recorded offline; spooling events to %s", self._spool.path)
-            self._spool.append(body)
+            if self.state.spool is None:
+                self.state.spool = Spool.create(self.config.spool_dir, self.config.spool_meta)
+            if self._transport is None and self.state.first("offline"):
+                log.warning("runcast: the run is recorded offline; spooling events to %s", self.state.spool.path)
+            self.state.spool.append(body)
         except OSError as exc:
-            if not self._spool_error_logged:
-                self._spool_error_logged = True
+            if self.state.first("spool_error"):
                 log.error("runcast: cannot write the spool under %s (%s); events are dropped", self.config.spool_dir,
                           exc)
             self._drop(count)
             return
-        self._spooling = True
-        self._spooled_events += count
+        self.state.spooling = True
+        self.state.spooled_events += count
         self._counters.spooled += count
 
     def _start_outage(self, exc: Retryable) -> None:
-        self._spooling = True
+        self.state.spooling = True
         self._schedule_retry(exc.retry_after)
-        if not self._failure_logged:
-            self._failure_logged = True
+        if self.state.first("outage"):
             log.warning("runcast: cannot reach %s (%s); spooling to %s/%s.%s and retrying",
                         self._transport.url if self._transport else "?", exc, self.config.spool_dir, self.config.run,
                         self.config.segment)
 
     def _schedule_retry(self, hint: float | None) -> None:
-        self._retry_at = time.monotonic() + self._backoff.next(hint)
+        self.state.retry_at = time.monotonic() + self._backoff.next(hint)
 
     def _replay(self) -> None:
-        assert self._spool is not None and self._transport is not None
+        assert self.state.spool is not None and self._transport is not None
         result = replay(
-            self._spool,
+            self.state.spool,
             self._transport,
             timeout=self._send_timeout(),
             max_batches=REPLAY_BATCHES_PER_PASS,
@@ -345,7 +346,7 @@ class Sender:
             blob_wait=2.0,
             renames=self._renames,
         )
-        self._spooled_events = max(0, self._spooled_events - result.sent_events - result.rejected_events)
+        self.state.spooled_events = max(0, self.state.spooled_events - result.sent_events - result.rejected_events)
         self._counters.sent += result.sent_events
         self._counters.replayed += result.sent_events
         for message in result.rejections:
@@ -356,13 +357,13 @@ class Sender:
             self._schedule_retry(result.retry_after)
         elif result.done:
             log.info("runcast: %s is reachable again; the spool was replayed", self._transport.url)
-            self._spool.reset()
-            self._spooled_events = 0
-            self._spooling = False
+            self.state.spool.reset()
+            self.state.spooled_events = 0
+            self.state.spooling = False
             self._backoff.reset()
-            self._failure_logged = False
+            self.state.told.discard("outage")
         else:
-            self._retry_at = 0.0  # more to replay: continue on the next pass
+            self.state.retry_at = 0.0  # more to replay: continue on the next pass
 
     def _drop(self, count: int) -> None:
         self._counters.dropped += count
@@ -370,8 +371,7 @@ class Sender:
     def _rejected(self, message: str, count: int) -> None:
         if count:
             self._drop(count)
-        if not self._rejected_logged:
-            self._rejected_logged = True
+        if self.state.first("rejected"):
             log.error("runcast: the service rejected a batch; its events are dropped: %s", message)
         else:
             log.debug("runcast: batch rejected: %s", message)
@@ -381,9 +381,9 @@ class Sender:
         return min(self.config.batch_size, events.MAX_BATCH_EVENTS)
 
     def _past_deadline(self) -> bool:
-        return self._deadline is not None and time.monotonic() >= self._deadline
+        return self.state.deadline is not None and time.monotonic() >= self.state.deadline
 
     def _send_timeout(self) -> float:
-        if self._deadline is None:
+        if self.state.deadline is None:
             return DEFAULT_SEND_TIMEOUT
-        return max(0.05, min(DEFAULT_SEND_TIMEOUT, self._deadline - time.monotonic()))
+        return max(0.05, min(DEFAULT_SEND_TIMEOUT, self.state.deadline - time.monotonic()))

@@ -47,10 +47,10 @@ as first written):
   run's project see them, docs/sdk.md), ``tags`` (optional list of at most ``MAX_TAGS``
   distinct tags, each 1..64 characters without control characters or commas),
   ``group`` (optional, <= 128 chars), ``job_type`` (optional, <= 64 chars), ``notes``
-  (optional, <= 10,000 chars), ``policy`` (optional publication policy, ``runcast.policy``;
+  (optional, <= 10,000 chars), ``policy`` (optional publication policy, ``runcast.wire.policy``;
   stored with the run, before any of its data). A resumed segment's values are ignored: the first wins.
 * ``sample``, ``eval``, ``media`` (append-only, once per (segment, seq)): what the model says
-  and scores, docs/samples.md (the fields and their limits; ``runcast.model_outputs``).
+  and scores, docs/samples.md (the fields and their limits; ``runcast.wire.model_outputs``).
 * ``update`` (append-only; the run's state is the updates folded in trainer order):
   ``config`` (JSON object: top-level keys replace the run's config keys), ``summary``
   (JSON object: top-level keys replace the run's summary keys; <= 64 KiB encoded),
@@ -82,9 +82,9 @@ A batch (the body of ``POST /api/v1/ingest``) is ``{"v": 1, "events": [...]}``
 with at most ``MAX_BATCH_EVENTS`` events and ``MAX_BATCH_BYTES`` bytes.
 
 The schema is kept in four modules, all re-exported here (import them from
-``runcast.events``): ``runcast.limits`` (the numbers and patterns above),
-``runcast.checks`` (``EventError``, the wire form of floats, the checks of single
-fields), ``runcast.bodies`` (each type's body check) and this one (ids, the envelope,
+``runcast.wire.events``): ``runcast.wire.limits`` (the numbers and patterns above),
+``runcast.wire.checks`` (``EventError``, the wire form of floats, the checks of single
+fields), ``runcast.wire.bodies`` (each type's body check) and this one (ids, the envelope,
 batches).
 
 This module uses only the standard library: it is imported by the SDK inside

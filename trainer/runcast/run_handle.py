@@ -1,8 +1,8 @@
 """``Run``: what a training job holds to broadcast itself (``runcast.init`` makes one, ``start.py``).
 
 Every verb validates its arguments on the caller's thread (a mistake raises there)
-and then only appends to a bounded in-memory queue (``outbox.py``): no I/O, no JSON,
-no lock beyond the queue's own, no device sync. The sender thread (``sender.py``) does
+and then only appends to a bounded in-memory queue (``sender/outbox.py``): no I/O, no JSON,
+no lock beyond the queue's own, no device sync. The sender thread (``sender/thread.py``) does
 the rest. Service problems never reach the caller: they end in the spool, or as counted
 drops. What ``log()`` keeps is decided in ``steps.py``; checkpoints in ``checkpoints.py``;
 samples, evaluations and media in ``outputs.py`` (images and histograms on the media worker);
@@ -20,30 +20,31 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
-from . import events, lifecycle, system
-from .blob_http import BlobClient
+from . import lifecycle, system
 from .checkpoints import Checkpoints
-from .events import new_id
 from .handshake import InitError, whoami
 from .media import Media
 from .media_worker import MediaWorker
-from .outbox import Item, Outbox
 from .outputs import Outputs
-from .overflow import FORMAT as OVERFLOW_FORMAT
-from .overflow import Overflow
 from .pending import Pending
-from .policy import check_policy, put_policy
 from .run_details import Details
 from .run_stats import RunStats
-from .sender import Sender
-from .sender_config import SenderConfig
-from .spool import Spool
-from .spool_report import REPORT_TIMEOUT, announce_unsent
+from .sender.blob_http import BlobClient
+from .sender.config import SenderConfig
+from .sender.outbox import Item, Outbox
+from .sender.overflow import FORMAT as OVERFLOW_FORMAT
+from .sender.overflow import Overflow
+from .sender.spool import Spool
+from .sender.spool_report import REPORT_TIMEOUT, announce_unsent
+from .sender.thread import Sender
+from .sender.transport import Transport
+from .sender.upload import Uploader
+from .sender.upload_jobs import UploadConfig
 from .steps import Steps, checked_step
-from .transport import Transport
-from .upload import Uploader
-from .upload_jobs import UploadConfig
 from .values import json_object, wire_numbers
+from .wire import events
+from .wire.events import new_id
+from .wire.policy import check_policy, put_policy
 
 log = logging.getLogger("runcast")
 
@@ -243,7 +244,7 @@ class Run(Details):
 
     def set_policy(self, policy: Mapping[str, Any] | None = None, /, *, timeout: float = 10.0,
                    **settings: Any) -> dict[str, Any] | None:
-        """Change what the public sees of this run, now (``runcast.policy``; e.g.
+        """Change what the public sees of this run, now (``runcast.wire.policy``; e.g.
         ``run.set_policy(metrics=["train/*"], checkpoints="metadata")``; ``None`` returns a
         setting to the project's default). Returns the policy in force; None for a disabled run.
 

@@ -3,7 +3,7 @@
 The training thread only appends numbered items (``seq``) and, when the queue is full
 or the sender has fallen behind, writes them to the overflow file instead
 (``overflow.py``), in order, until the sender has read all of it back. The sender
-thread (``sender.py``) is the only consumer; ``Counters`` and ``Wakeup`` are what the
+thread (``thread.py``) is the only consumer; ``Counters`` and ``Wakeup`` are what the
 two threads share.
 """
 
@@ -17,8 +17,8 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
+from ..values import read_deferred
 from .overflow import Overflow
-from .values import read_deferred
 
 log = logging.getLogger("runcast")
 

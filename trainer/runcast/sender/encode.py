@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from . import checkpoint_files
-from .checks import encode_value
-from .limits import SCHEMA_VERSION
+from .. import checkpoint_files
+from ..values import read_deferred
+from ..wire.checks import encode_value
+from ..wire.limits import SCHEMA_VERSION
 from .outbox import Item
-from .values import read_deferred
 
 
 def to_wire(item: Item, run: str, segment: str, stop: Callable[[], bool]) -> dict[str, Any] | None:
