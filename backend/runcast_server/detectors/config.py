@@ -119,50 +119,61 @@ def validate_overrides(overrides: Any) -> dict[str, Any]:
                 raise ConfigError("alerts.enabled", "must be true or false")
             out[name] = value
         elif name == "keys":
-            if not isinstance(value, dict):
-                raise ConfigError("alerts.keys", "must map a role to a list of metric names")
-            keys: dict[str, list[str]] = {}
-            for role, names in value.items():
-                if role not in ROLES:
-                    raise ConfigError(f"alerts.keys.{role}", f"unknown role; one of {', '.join(ROLES)}")
-                if isinstance(names, str):
-                    names = [names]
-                if (not isinstance(names, list) or not all(isinstance(n, str) and n for n in names)
-                        or len(names) > MAX_KEY_NAMES):
-                    raise ConfigError(f"alerts.keys.{role}",
-                                      f"must be a metric name or a list of up to {MAX_KEY_NAMES}")
-                keys[role] = list(names)
-            out[name] = keys
+            out[name] = _checked_keys(value)
         elif name in DETECTORS:
-            if isinstance(value, bool):  # "spike": false
-                out[name] = {"enabled": value}
-                continue
-            if not isinstance(value, dict):
-                raise ConfigError(f"alerts.{name}", "must be an object of parameters (or true/false)")
-            params: dict[str, Any] = {}
-            for param, raw in value.items():
-                default = DEFAULTS[name].get(param)
-                field = f"alerts.{name}.{param}"
-                if param not in DEFAULTS[name]:
-                    raise ConfigError(field, f"unknown parameter; one of {', '.join(DEFAULTS[name])}")
-                if isinstance(default, bool):
-                    if not isinstance(raw, bool):
-                        raise ConfigError(field, "must be true or false")
-                elif isinstance(default, int):
-                    if isinstance(raw, bool) or not isinstance(raw, int) or raw < 1:
-                        raise ConfigError(field, "must be a positive integer")
-                    if param in MAX_INT_PARAM and raw > MAX_INT_PARAM[param]:
-                        raise ConfigError(field, f"must be at most {MAX_INT_PARAM[param]}")
-                else:
-                    if (isinstance(raw, bool) or not isinstance(raw, (int, float)) or not raw >= 0
-                            or raw > MAX_NUMBER_PARAM):
-                        raise ConfigError(field, "must be a non-negative number")
-                    raw = float(raw)
-                params[param] = raw
-            out[name] = params
+            out[name] = _checked_detector(name, value)
         else:
             raise ConfigError(f"alerts.{name}", f"unknown detector; one of {', '.join(DETECTORS)}")
     return out
+
+
+def _checked_keys(value: Any) -> dict[str, list[str]]:
+    """``alerts.keys``: each role to a metric name or a list of them."""
+    if not isinstance(value, dict):
+        raise ConfigError("alerts.keys", "must map a role to a list of metric names")
+    keys: dict[str, list[str]] = {}
+    for role, names in value.items():
+        if role not in ROLES:
+            raise ConfigError(f"alerts.keys.{role}", f"unknown role; one of {', '.join(ROLES)}")
+        if isinstance(names, str):
+            names = [names]
+        if (not isinstance(names, list) or not all(isinstance(n, str) and n for n in names)
+                or len(names) > MAX_KEY_NAMES):
+            raise ConfigError(f"alerts.keys.{role}", f"must be a metric name or a list of up to {MAX_KEY_NAMES}")
+        keys[role] = list(names)
+    return keys
+
+
+def _checked_detector(name: str, value: Any) -> dict[str, Any]:
+    """``alerts.<detector>``: true/false, or an object of its parameters."""
+    if isinstance(value, bool):  # "spike": false
+        return {"enabled": value}
+    if not isinstance(value, dict):
+        raise ConfigError(f"alerts.{name}", "must be an object of parameters (or true/false)")
+    params: dict[str, Any] = {}
+    for param, raw in value.items():
+        field = f"alerts.{name}.{param}"
+        if param not in DEFAULTS[name]:
+            raise ConfigError(field, f"unknown parameter; one of {', '.join(DEFAULTS[name])}")
+        params[param] = _checked_param(field, param, DEFAULTS[name][param], raw)
+    return params
+
+
+def _checked_param(field: str, param: str, default: Any, raw: Any) -> Any:
+    """One detector parameter, of the type of its default."""
+    if isinstance(default, bool):
+        if not isinstance(raw, bool):
+            raise ConfigError(field, "must be true or false")
+        return raw
+    if isinstance(default, int):
+        if isinstance(raw, bool) or not isinstance(raw, int) or raw < 1:
+            raise ConfigError(field, "must be a positive integer")
+        if param in MAX_INT_PARAM and raw > MAX_INT_PARAM[param]:
+            raise ConfigError(field, f"must be at most {MAX_INT_PARAM[param]}")
+        return raw
+    if isinstance(raw, bool) or not isinstance(raw, (int, float)) or not raw >= 0 or raw > MAX_NUMBER_PARAM:
+        raise ConfigError(field, "must be a non-negative number")
+    return float(raw)
 
 
 def overrides_schema() -> dict[str, Any]:
