@@ -53,7 +53,6 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import httpx  # noqa: E402
 import psycopg  # noqa: E402
-
 import runcast  # noqa: E402
 import sdk_log_cost  # noqa: E402
 import services  # noqa: E402
@@ -167,10 +166,9 @@ class Stack:
             return None
 
     def _token(self) -> str:
-        from sqlalchemy.orm import Session
-
         from runcast_server.core.auth import create_token
         from runcast_server.core.db import make_engine
+        from sqlalchemy.orm import Session
 
         engine = make_engine(self.pg_url)
         with Session(engine) as session:
@@ -424,13 +422,13 @@ def load_series(stack: Stack, points: int, batch_events: int) -> tuple[str, floa
     Reused when a run of that name already holds the series (``--pg-url`` on a kept
     database). Returns the run id and the seconds the load took (0 when reused).
     """
-    from sqlalchemy import select
-    from sqlalchemy.orm import Session
-
     from runcast.wire import events as ev
     from runcast_server.core.db import make_engine
+    from runcast_server.core.models import Project
     from runcast_server.ingest.store import store_batch
-    from runcast_server.core.models import Project, Run, Series
+    from runcast_server.record.models import Run, Series
+    from sqlalchemy import select
+    from sqlalchemy.orm import Session
 
     run_id = f"bench-query-{points}"
     engine = make_engine(stack.pg_url)

@@ -20,9 +20,10 @@ from runcast.wire import events as ev
 from runcast_server.core import migrate
 from runcast_server.core.auth import create_token
 from runcast_server.core.db import make_engine
-from runcast_server.core.models import Project, Run
+from runcast_server.core.models import Project
 from runcast_server.ingest.store import store_batch
 from runcast_server.metrics.queries import query_metrics
+from runcast_server.record.models import Run
 from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session
 
@@ -115,8 +116,8 @@ def main() -> None:
             f"filled {args.points:,} points via store_batch in {seconds:.1f} s ({args.points / seconds:,.0f}/s)"
         )
     with Session(engine) as session:
-        from runcast_server.core.models import Point
         from runcast_server.metrics.models import Rollup
+        from runcast_server.record.models import Point
 
         n_points = session.scalar(select(func.count()).select_from(Point))
         n_rollups = session.scalar(select(func.count()).select_from(Rollup))

@@ -43,15 +43,16 @@ sys.path.insert(0, str(ROOT / "tests"))  # services.py: the test suite's server 
 import services
 from runcast.wire import events as ev
 from runcast_server import tables
-from runcast_server.runs import manage
 from runcast_server.core import migrate
-from runcast_server.core import partitions
 from runcast_server.core.auth import create_token
 from runcast_server.core.db import make_engine
+from runcast_server.core.models import Project
 from runcast_server.ingest.store import store_batch
-from runcast_server.core.models import Project, Run, Series
 from runcast_server.metrics.queries import query_metrics
 from runcast_server.metrics.rollups import LEVELS
+from runcast_server.record import partitions
+from runcast_server.record.models import Run, Series
+from runcast_server.runs import manage
 from sqlalchemy import Engine, select, text
 from sqlalchemy.orm import Session
 

@@ -35,8 +35,9 @@ from runcast_server.alerts.service import stall_after_sql
 from runcast_server.core import migrate
 from runcast_server.core.auth import create_token
 from runcast_server.core.db import make_engine
-from runcast_server.core.models import Project, Run
+from runcast_server.core.models import Project
 from runcast_server.policy.models import ProjectPolicy
+from runcast_server.record.models import Run
 from runcast_server.runs.columns import parse_column, parse_filter
 from runcast_server.runs.models import RunTag
 from runcast_server.runs.queries import list_runs

@@ -1,6 +1,6 @@
-"""Every domain's tables on the one ``MetaData``: core's (projects, tokens, and the run, segment,
-series, point, event and version tables that every domain reads), and each domain's own ``models``;
-and the run delete over all of them.
+"""Every domain's tables on the one ``MetaData``: core's (projects and tokens), the run record's
+(``record.models``: the run, segment, series, point, event and version tables every domain reads),
+and each domain's own ``models``; and the run delete over all of them.
 
 Importing this module registers them all; the run delete walks them (children before
 parents) and the migrations compare against them. Core never imports a domain, so the
@@ -15,11 +15,12 @@ from sqlalchemy.orm import Session
 
 from runcast_server.alerts import models as _alert_models  # (alerts tables, migration 0003)
 from runcast_server.artifacts import models as _artifact_models  # noqa: F401  (checkpoint uploads, migration 0008)
-from runcast_server.core.models import Base, Run
+from runcast_server.core.models import Base
 from runcast_server.inbox import models as _inbox_models  # noqa: F401  (ingest inbox, migration 0006)
 from runcast_server.metrics import models as _metric_models  # noqa: F401  (rollups)
 from runcast_server.outputs import models as _output_models  # noqa: F401  (samples, evals, media, blobs: 0016)
 from runcast_server.policy import models as _policy_models  # noqa: F401  (publication policies, migration 0011)
+from runcast_server.record.models import Run
 from runcast_server.runs import manage
 from runcast_server.runs import models as _run_models  # noqa: F401  (run tags, run updates)
 from runcast_server.sessions import models as _session_models  # noqa: F401  (dashboard sign-in, migration 0010)

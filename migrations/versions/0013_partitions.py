@@ -1,6 +1,6 @@
 """Partitions: points, rollups and run_versions partitioned per run on PostgreSQL.
 
-``runs.block`` numbers a run's partitions (runcast_server/core/partitions.py). On PostgreSQL
+``runs.block`` numbers a run's partitions (runcast_server/record/partitions.py). On PostgreSQL
 each of the three tables becomes a partitioned table and the table as it was becomes
 its ``*_legacy`` partition (renamed and attached, no row copied; attaching checks its
 rows against the bound with one sequential scan): ``points`` and ``rollups`` by range

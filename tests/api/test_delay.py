@@ -157,8 +157,8 @@ def test_sdk_and_cli_accept_the_delay():
 
 def test_alerts_of_a_delayed_run_as_they_were_and_not_sent(db: Any, client, seed):
     from runcast_server.alerts.models import Alert
-    from runcast_server.core.models import Run
     from runcast_server.policy.apply import public_policy
+    from runcast_server.record.models import Run
 
     token, other = seed.token("team"), seed.token("rivals")
     t = Trainer(client, token).start()

@@ -163,7 +163,7 @@ def test_export_pages_by_keyset(db: Any, client, seed):
     detail = client.get(f"{API}/{run.run}").json()
     assert detail["keys"] == ["x"]
     # The same series exported in pages of 7 rows gives the same bytes.
-    from runcast_server.core.models import Series
+    from runcast_server.record.models import Series
 
     with db.scope() as session:
         ids = dict(session.query(Series.key, Series.id).filter(Series.run_id == run.run))

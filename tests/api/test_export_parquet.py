@@ -12,8 +12,8 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
-from runcast_server.core.models import Series
 from runcast_server.metrics.export import SeriesRef, export_chunks
+from runcast_server.record.models import Series
 
 from api.test_events_export import export_run
 

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from runcast_server.core.models import Run
 from runcast_server.metrics.queries import plan_level, query_metrics
+from runcast_server.record.models import Run
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 

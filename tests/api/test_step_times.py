@@ -13,8 +13,8 @@ from typing import Any
 
 import pyarrow.parquet as pq
 from runcast.wire import events as ev
-from runcast_server.core.models import Series
 from runcast_server.metrics.export import SeriesRef, export_chunks
+from runcast_server.record.models import Series
 
 from api.test_policy import _put
 

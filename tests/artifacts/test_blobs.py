@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 from PIL import Image
-from runcast_server.core.models import Segment
 from runcast_server.outputs.models import Blob, Media
+from runcast_server.record.models import Segment
 from sqlalchemy import func, select
 
 from artifacts.blob_images import HTML, SVG, gif, jpeg, png, png_bomb, sha

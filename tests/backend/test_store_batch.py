@@ -15,8 +15,8 @@ from runcast.wire.limits import TIMESTAMP_KEY
 from runcast_server.core.auth import create_token, hash_token
 from runcast_server.ingest.results import ForeignRun, UnknownRun
 from runcast_server.ingest.store import store_batch
-from runcast_server.core.models import Run
 from runcast_server.metrics.rollups import LEVELS
+from runcast_server.record.models import Run
 from sqlalchemy import Engine, select, text
 from sqlalchemy.orm import Session
 

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 from runcast import importers
-from runcast_server.core.models import Run, RunVersion
+from runcast_server.record.models import Run, RunVersion
 from sqlalchemy import func, select
 from tensorboard.backend.event_processing import event_accumulator
 from torch.utils.tensorboard import SummaryWriter

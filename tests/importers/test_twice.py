@@ -7,8 +7,8 @@ from typing import Any
 
 from mlflow import MlflowClient
 from mlflow.entities import Metric
-from runcast_server.core.models import Event, Point, Run, RunVersion, Segment, Series
 from runcast_server.metrics.models import Rollup
+from runcast_server.record.models import Event, Point, Run, RunVersion, Segment, Series
 from sqlalchemy import func, select
 from torch.utils.tensorboard import SummaryWriter
 

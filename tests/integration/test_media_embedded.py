@@ -19,16 +19,16 @@ import httpx
 import numpy as np
 import pytest
 import runcast
+from artifacts.blob_images import HTML, SVG, jpeg, png, png_bomb, sha
 from PIL import Image
 from runcast.sender.spool import find_spools
 from runcast_server.core.db import make_engine
-from runcast_server.core.models import Segment
 from runcast_server.outputs.models import Blob, Media
+from runcast_server.record.models import Segment
 from services import free_port
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from artifacts.blob_images import HTML, SVG, jpeg, png, png_bomb, sha
 from integration.helpers import export_rows, get_run
 from integration.test_embedded import make_token
 

@@ -116,8 +116,8 @@ def test_two_runs_own_partitions_delete_drops_only_ones_own_and_reads_prune(stac
 def test_making_a_runs_partitions_waits_for_no_other_runs_batch(pg_url):
     """``partitions.create`` beside an open transaction that is storing a batch of another run
     (it updated ``runs``, wrote ``points``, read ``run_versions``) waits for none of its locks."""
-    from runcast_server.core import partitions
     from runcast_server.core.db import make_engine
+    from runcast_server.record import partitions
 
     engine = make_engine(pg_url)
     try:

@@ -9,7 +9,7 @@ from runcast.wire import events as ev
 from runcast_server.core.auth import get_or_create_project
 from runcast_server.ingest.store import store_batch
 from runcast_server.live.replay import _scan_groups, read_versions
-from runcast_server.core.models import RunVersion
+from runcast_server.record.models import RunVersion
 from sqlalchemy import Engine, delete
 from sqlalchemy.orm import Session
 

@@ -21,7 +21,6 @@ from sqlalchemy import Connection, Table, bindparam, select, update
 
 from runcast_server.alerts.models import Alert, AlertConfig, DetectorState
 from runcast_server.core.db import upsert
-from runcast_server.core.models import Event, Run, Segment
 from runcast_server.detectors import config as dconfig
 from runcast_server.detectors.core import SegmentRunner, inherit
 from runcast_server.detectors.runlevel import restart
@@ -30,6 +29,7 @@ from runcast_server.detectors.stats import stored_state
 from runcast_server.ingest.checks import lock_runs, take_write_lock
 from runcast_server.ingest.results import IngestResult
 from runcast_server.reads.values import strict_json
+from runcast_server.record.models import Event, Run, Segment
 from runcast_server.runs.versions import RunChange, write_version_log
 
 ALERTS: Table = Alert.__table__

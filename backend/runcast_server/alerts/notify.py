@@ -36,8 +36,8 @@ from runcast_server.alerts import email, ssrf
 from runcast_server.alerts.models import Alert, AlertDelivery, Subscription
 from runcast_server.alerts.service import alert_view, summary
 from runcast_server.core.db import upsert
-from runcast_server.core.models import Run
 from runcast_server.policy.apply import public_policy
+from runcast_server.record.models import Run
 
 if TYPE_CHECKING:
     from runcast_server.alerts.needs import AlertContext

@@ -10,8 +10,9 @@ from sqlalchemy import ColumnElement, func, select
 from sqlalchemy.orm import Session
 
 from runcast_server.alerts.models import Alert, AlertConfig
-from runcast_server.core.models import Event, Project, Run, Segment
+from runcast_server.core.models import Project
 from runcast_server.reads.published import published_checkpoint, sees_everything
+from runcast_server.record.models import Event, Run, Segment
 
 KINDS = ("spike", "nonfinite", "grad_norm", "plateau", "divergence", "throughput", "stall", "restart_loop")
 STATES = ("open", "closed")

@@ -29,12 +29,12 @@ from runcast_server.alerts.engine import (
     load_configs,
 )
 from runcast_server.alerts.models import Alert
-from runcast_server.core.models import Run
 from runcast_server.detectors.runlevel import restart_quiet, stalled
 from runcast_server.detectors.signals import Signal
 from runcast_server.ingest.checks import take_write_lock
 from runcast_server.ingest.results import IngestResult
 from runcast_server.reads.values import strict_json
+from runcast_server.record.models import Run
 from runcast_server.runs.versions import RunChange, write_version_log
 
 if TYPE_CHECKING:

@@ -10,12 +10,12 @@ from runcast.wire.events import ID_RE
 from runcast_server.api.deps import SessionDep, ViewerDep
 from runcast_server.artifacts.storage import Storage
 from runcast_server.core.errors import NotFound, error_responses
-from runcast_server.core.models import Run
 from runcast_server.core.settings import Settings
 from runcast_server.policy.apply import View, view_for
 from runcast_server.reads.access import readable_run
 from runcast_server.reads.cursor import NEXT_ID
 from runcast_server.reads.published import sees_everything
+from runcast_server.record.models import Run
 
 
 def app_settings(request: Request) -> Settings:

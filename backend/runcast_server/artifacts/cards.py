@@ -22,9 +22,9 @@ from runcast_server.artifacts.checkpoints import CheckpointRecord, filename_for
 from runcast_server.artifacts.lineage import SegmentRef, Window, in_lineage, lineage
 from runcast_server.artifacts.manifests import ManifestEvent, MixEvent, in_force
 from runcast_server.artifacts.revisions import Revision, code_link
-from runcast_server.core.models import Event, Point, Run, Series
 from runcast_server.reads.published import published_config, published_remote
 from runcast_server.reads.values import stored_value, strict_json
+from runcast_server.record.models import Event, Point, Run, Series
 
 CARD_VERSION = 1
 TOKEN_KEYS = ("tokens_seen", "train/tokens_seen", "tokens", "train/tokens", "data/tokens_seen", "consumed_tokens")

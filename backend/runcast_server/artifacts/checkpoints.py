@@ -29,8 +29,9 @@ from runcast_server.artifacts.storage import (
     StoredObject,
     UnsafePath,
 )
-from runcast_server.core.models import Event, Project, Run, Segment
+from runcast_server.core.models import Project
 from runcast_server.policy.delay import Horizon
+from runcast_server.record.models import Event, Run, Segment
 
 Status = Literal["available", "pruned", "private", "missing"]
 

@@ -21,7 +21,8 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from runcast_server.artifacts.storage import LocalStorage, UnsafePath, safe_relative
-from runcast_server.core.models import Event, Project, Run
+from runcast_server.core.models import Project
+from runcast_server.record.models import Event, Run
 
 
 @dataclass

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from runcast_server.core.models import Segment
+from runcast_server.record.models import Segment
 
 INF = 2**63
 

@@ -28,9 +28,9 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from runcast_server.artifacts.lineage import SegmentRef, lineage
-from runcast_server.core.models import Event, Segment
 from runcast_server.policy.delay import Horizon
 from runcast_server.reads.values import strict_json
+from runcast_server.record.models import Event, Segment
 
 
 @dataclass

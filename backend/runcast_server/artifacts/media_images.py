@@ -15,10 +15,10 @@ from sqlalchemy.orm import Session
 from runcast_server.artifacts.blob_store import BlobStore, blob_key
 from runcast_server.artifacts.thumbnails import THUMB_TYPE, thumbnail
 from runcast_server.core.errors import NotFound
-from runcast_server.core.models import Run
 from runcast_server.outputs.access import output_visible
 from runcast_server.outputs.models import Blob, Media
 from runcast_server.policy.apply import View
+from runcast_server.record.models import Run
 
 YEAR_S = 365 * 24 * 3600
 

@@ -23,8 +23,8 @@ from runcast.wire.scrub import scrub_credentials
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from runcast_server.core.models import Event, Segment
 from runcast_server.policy.delay import Horizon
+from runcast_server.record.models import Event, Segment
 
 _SCP_LIKE = re.compile(r"^(?:[\w.-]+@)?(?P<host>[\w.-]+):(?!//)(?P<path>.+)$")  # git@github.com:org/repo.git
 

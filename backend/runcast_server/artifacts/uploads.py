@@ -37,7 +37,7 @@ from runcast_server.artifacts.upload_store import (
     UploadStore,
     file_target,
 )
-from runcast_server.core.models import Run, Segment
+from runcast_server.record.models import Run, Segment
 
 MAX_NAME_BYTES: Final = 255
 MAX_PATH_BYTES: Final = 1024

@@ -9,12 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Table, create_engine, event, update
+from sqlalchemy import Connection, Engine, Table, column, create_engine, event, table, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, sessionmaker
-
-from runcast_server.core.models import Run
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000  # how long a SQLite writer waits for the write lock
 
@@ -106,7 +104,7 @@ def noop_write(conn: Connection) -> None:
     """A write that changes nothing (``UPDATE runs ... WHERE id = ''``) but is a write all the
     same: it takes SQLite's write lock (pysqlite begins the transaction here), and it fails in
     a read-only database or transaction."""
-    runs = Run.__table__
+    runs = table("runs", column("id"), column("version"))  # core sits below the run record's models
     conn.execute(update(runs).where(runs.c.id == "").values(version=runs.c.version))
 
 

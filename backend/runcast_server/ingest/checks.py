@@ -10,9 +10,7 @@ from sqlalchemy import Connection, select
 from sqlalchemy.orm import Session
 
 from runcast_server.core.db import noop_write, upsert
-from runcast_server.core.models import (
-    Project,
-)
+from runcast_server.core.models import Project
 from runcast_server.ingest.bulk import is_sqlite
 from runcast_server.ingest.results import ForeignRun, TakenRun, UnknownBlob, UnknownRun, WrongProject
 from runcast_server.ingest.tables import RUNS, SEGMENTS

@@ -9,12 +9,12 @@ from typing import Any, NotRequired, TypedDict
 from runcast.wire.events import TIMESTAMP_KEY, is_system_event
 from sqlalchemy import Connection, Insert, bindparam, case, func, select, update
 
-from runcast_server.core import partitions
 from runcast_server.core.db import upsert
 from runcast_server.ingest.bulk import DialectInsert, append_rows, bulk_insert
 from runcast_server.ingest.results import IngestResult
 from runcast_server.ingest.tables import POINTS, ROLLUPS, SERIES
 from runcast_server.metrics.rollups import merge_set, rollup_deltas
+from runcast_server.record import partitions
 
 
 def write_metrics(

@@ -9,7 +9,6 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from runcast_server.core import partitions
 from runcast_server.ingest.checks import (
     check_batch,
     check_blobs,
@@ -25,6 +24,7 @@ from runcast_server.ingest.state import update_runs, write_lost
 from runcast_server.ingest.tables import SEGMENTS
 from runcast_server.ingest.timeline import write_events
 from runcast_server.outputs.store import write_outputs
+from runcast_server.record import partitions
 from runcast_server.runs.updates import write_updates
 from runcast_server.runs.versions import RunChange, write_version_log
 

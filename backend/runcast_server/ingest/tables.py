@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from sqlalchemy import Table
 
-from runcast_server.core.models import Event, Point, Run, Segment, Series
 from runcast_server.metrics.models import Rollup
+from runcast_server.record.models import Event, Point, Run, Segment, Series
 
 RUNS: Table = Run.__table__
 SEGMENTS: Table = Segment.__table__

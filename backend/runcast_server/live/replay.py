@@ -11,11 +11,11 @@ from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
 from runcast_server.core.db import Database
-from runcast_server.core.models import Event, Point, Run, RunVersion, Segment, Series
 from runcast_server.core.settings import Settings
 from runcast_server.outputs.stream import KINDS, stream_entries
 from runcast_server.policy.apply import TEAM, View, public_policy
 from runcast_server.reads.values import stored_value, strict_json
+from runcast_server.record.models import Event, Point, Run, RunVersion, Segment, Series
 
 _RANGES_PER_QUERY: Final = 50
 _FIELDS: Final = Settings.model_fields  # the defaults of RUNCAST_STREAM_REPLAY_MAX_*

@@ -28,10 +28,10 @@ from sqlalchemy.orm import Session
 
 from runcast_server.core.db import Database
 from runcast_server.core.errors import NotFound
-from runcast_server.core.models import Point, Run, Segment, Series
 from runcast_server.metrics.series_ref import SeriesRef
 from runcast_server.metrics.step_times import page_times
 from runcast_server.reads.values import stored_value
+from runcast_server.record.models import Point, Run, Segment, Series
 
 ExportFormat = Literal["jsonl", "csv", "parquet"]
 COLUMNS: Final = ("segment", "key", "step", "value", "time")

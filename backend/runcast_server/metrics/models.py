@@ -1,5 +1,6 @@
 """The metrics domain's own table: the rollups of each series. The series and their points are
-core's (``core.models``): the publication policy and the read helpers below this domain read them."""
+the run record's (``record.models``): the publication policy and the read helpers below this domain
+read them."""
 
 from __future__ import annotations
 

@@ -29,12 +29,12 @@ from sqlalchemy.orm import Session, aliased
 
 from runcast_server.core.db import read_snapshot
 from runcast_server.core.errors import Invalid, NotFound
-from runcast_server.core.models import Point, Run, Segment, Series
 from runcast_server.metrics.models import Rollup
 from runcast_server.metrics.rollups import LEVELS
 from runcast_server.policy.delay import Horizon, due_last_point
 from runcast_server.reads.schemas import MetricSeries, MetricsResponse
 from runcast_server.reads.values import aggregate_value, stored_value
+from runcast_server.record.models import Point, Run, Segment, Series
 
 _FMAX = sys.float_info.max
 

@@ -13,10 +13,10 @@ from typing import Any
 from sqlalchemy import ColumnElement, and_, or_, select
 from sqlalchemy.orm import Session
 
-from runcast_server.core.models import Run, Segment
 from runcast_server.outputs.access import due
 from runcast_server.outputs.models import Evaluation
 from runcast_server.policy.apply import View
+from runcast_server.record.models import Run, Segment
 
 _FIELDS = ("id", "segment", "step", "checkpoint", "suite", "task", "metrics", "n")
 _COLUMNS = (Evaluation.id, Segment.index, Evaluation.step, Evaluation.checkpoint, Evaluation.suite, Evaluation.task,

@@ -18,10 +18,10 @@ from sqlalchemy.orm import Session
 
 from runcast_server.core.db import Database
 from runcast_server.core.errors import NotFound
-from runcast_server.core.models import Segment
 from runcast_server.outputs.access import due
 from runcast_server.outputs.models import Evaluation, Sample
 from runcast_server.policy.apply import View
+from runcast_server.record.models import Segment
 
 OutputKind = Literal["samples", "evals"]
 OutputFormat = Literal["jsonl", "parquet"]

@@ -7,11 +7,11 @@ from typing import Any
 from sqlalchemy import and_, func, or_, select
 from sqlalchemy.orm import Session
 
-from runcast_server.core.models import Run, Segment
 from runcast_server.outputs.access import due
 from runcast_server.outputs.models import Media
 from runcast_server.policy.apply import View
 from runcast_server.reads.cursor import encode_step_cursor
+from runcast_server.record.models import Run, Segment
 
 _OPTIONAL = {"image": ("caption",), "table": ("caption",), "histogram": ("caption", "nan", "inf", "neg_inf")}
 

@@ -12,12 +12,12 @@ from sqlalchemy import and_, func, or_, select
 from sqlalchemy.orm import Session
 
 from runcast_server.core.errors import NotFound
-from runcast_server.core.models import Run, Segment
 from runcast_server.outputs.access import due, output_visible
 from runcast_server.outputs.models import Sample
 from runcast_server.outputs.schemas import PROMPT_CLIP, TEXT_CLIP
 from runcast_server.policy.apply import View
 from runcast_server.reads.cursor import encode_step_cursor
+from runcast_server.record.models import Run, Segment
 
 
 def list_prompts(session: Session, run: Run, view: View, key: str | None) -> dict[str, Any]:

@@ -12,8 +12,8 @@ from typing import Any, Final
 from sqlalchemy import select
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
-from runcast_server.core.models import Segment
 from runcast_server.outputs.models import Evaluation, Media, Sample
+from runcast_server.record.models import Segment
 
 # Table (= policy kind = message field) -> its model and the columns an entry carries besides id,
 # segment and step.

@@ -17,9 +17,10 @@ from runcast.wire.policy import DEFAULT, NONE, allows
 from sqlalchemy.orm import Session
 
 from runcast_server.core.errors import NotFound
-from runcast_server.core.models import Project, Run
+from runcast_server.core.models import Project
 from runcast_server.policy.delay import Horizon, horizon
 from runcast_server.policy.store import run_policies, run_policy
+from runcast_server.record.models import Run
 
 # Which policy field decides whether a timeline event type is shown at all.
 _EVENT_FIELD: Final = {"checkpoint": "checkpoints", "data_mix": "data_mix", "manifest": "manifests",

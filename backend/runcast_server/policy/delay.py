@@ -20,9 +20,9 @@ from typing import Any
 from sqlalchemy import ColumnElement, and_, or_, select
 from sqlalchemy.orm import Session
 
-from runcast_server.core.models import Event, Point, Run, RunVersion, Series
 from runcast_server.reads.steps import training_series
 from runcast_server.reads.values import stored_value
+from runcast_server.record.models import Event, Point, Run, RunVersion, Series
 
 
 @dataclass(frozen=True)

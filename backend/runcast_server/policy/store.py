@@ -13,8 +13,8 @@ from sqlalchemy import Connection, select, update
 from sqlalchemy.orm import Session
 
 from runcast_server.core.db import upsert
-from runcast_server.core.models import Run
 from runcast_server.policy.models import ProjectPolicy, RunPolicy
+from runcast_server.record.models import Run
 
 Publish = Callable[[str, dict[str, Any]], None]
 

@@ -12,7 +12,8 @@ from sqlalchemy import ColumnElement, or_, select
 from sqlalchemy.orm import Session
 
 from runcast_server.core.errors import NotFound
-from runcast_server.core.models import Project, Run
+from runcast_server.core.models import Project
+from runcast_server.record.models import Run
 
 
 def can_read(run: Run, viewer: Project | None) -> bool:

@@ -29,7 +29,8 @@ from typing import Any, Final
 
 from runcast.wire.scrub import scrub_credentials, scrub_tree
 
-from runcast_server.core.models import Project, Run
+from runcast_server.core.models import Project
+from runcast_server.record.models import Run
 
 WITHHELD: Final = "[withheld]"
 PATH_TAG: Final = "[path]"

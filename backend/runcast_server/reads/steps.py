@@ -10,7 +10,7 @@ from __future__ import annotations
 from runcast.wire.events import SYSTEM_PREFIX
 from sqlalchemy import ColumnElement
 
-from runcast_server.core.models import Series
+from runcast_server.record.models import Series
 
 
 def training_series() -> ColumnElement[bool]:

@@ -5,11 +5,11 @@ from __future__ import annotations
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from runcast_server.core.models import Event, Run, Segment
 from runcast_server.policy.apply import TEAM, View
 from runcast_server.reads.published import published_payload
 from runcast_server.reads.schemas import EventList, TimelineEvent
 from runcast_server.reads.values import strict_json
+from runcast_server.record.models import Event, Run, Segment
 
 
 def list_events(

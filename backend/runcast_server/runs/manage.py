@@ -15,10 +15,11 @@ from runcast.wire.events import MAX_TAGS, TIMESTAMP_KEY
 from sqlalchemy import CursorResult, Table, delete, func, select
 from sqlalchemy.orm import Session
 
-from runcast_server.core import partitions
 from runcast_server.core.errors import Invalid, NotFound
-from runcast_server.core.models import Point, Project, Run, Segment, Series
+from runcast_server.core.models import Project
 from runcast_server.metrics.models import Rollup
+from runcast_server.record import partitions
+from runcast_server.record.models import Point, Run, Segment, Series
 from runcast_server.runs.models import RunTag
 
 RunRows = Callable[[Session, str], object]

@@ -1,5 +1,5 @@
 """The runs domain's own tables: a run's tags and its update events (``run_updates``). The run
-itself, its segments and events are core's (``core.models``): every domain reads them."""
+itself, its segments and events are the run record's (``record.models``): every domain reads them."""
 
 from __future__ import annotations
 

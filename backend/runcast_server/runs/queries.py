@@ -10,7 +10,7 @@ from sqlalchemy import ColumnElement, and_, func, literal, or_, select
 from sqlalchemy.orm import Session
 
 from runcast_server.core.errors import Invalid
-from runcast_server.core.models import Project, Run, Segment, Series
+from runcast_server.core.models import Project
 from runcast_server.metrics.models import Rollup
 from runcast_server.metrics.rollups import LEVELS
 from runcast_server.policy.apply import TEAM, View, public_policy, views_for
@@ -33,6 +33,7 @@ from runcast_server.reads.schemas import (
 )
 from runcast_server.reads.steps import training_series
 from runcast_server.reads.values import strict_json
+from runcast_server.record.models import Run, Segment, Series
 from runcast_server.runs.models import RunTag
 from runcast_server.runs.table import Table, cells, groups, ordering, page_keys
 from runcast_server.runs.table import conditions as table_conditions

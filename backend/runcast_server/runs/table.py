@@ -9,11 +9,12 @@ from typing import Any, Final, Literal
 from sqlalchemy import ColumnElement, Select, func, select
 from sqlalchemy.orm import Session
 
-from runcast_server.core.models import Project, Run
+from runcast_server.core.models import Project
 from runcast_server.policy.apply import View
 from runcast_server.reads.published import published_config
 from runcast_server.reads.schemas import Aggregate, RunGroup, RunSummary, TableKeys
 from runcast_server.reads.values import strict_json
+from runcast_server.record.models import Run
 from runcast_server.runs.columns import Column, Filter
 from runcast_server.runs.tablesql import Values
 

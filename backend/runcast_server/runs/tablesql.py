@@ -22,9 +22,10 @@ from sqlalchemy import ColumnElement, Float, and_, case, cast, false, func, lite
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Session
 
-from runcast_server.core.models import Project, Run
+from runcast_server.core.models import Project
 from runcast_server.policy.models import ProjectPolicy, RunPolicy
 from runcast_server.reads.published import path_key
+from runcast_server.record.models import Run
 from runcast_server.runs.columns import Column, Filter
 
 _FIELDS: Final[dict[str, Any]] = {

@@ -18,7 +18,7 @@ from typing import Any
 from sqlalchemy import Connection, Table, delete, select, update
 
 from runcast_server.core.db import upsert
-from runcast_server.core.models import Event, Run, Segment
+from runcast_server.record.models import Event, Run, Segment
 from runcast_server.runs.models import RunTag, RunUpdate
 
 RUNS: Table = Run.__table__

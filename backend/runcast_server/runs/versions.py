@@ -15,7 +15,7 @@ from typing import Any, Protocol
 from sqlalchemy import Connection, Table
 
 from runcast_server.core.db import upsert
-from runcast_server.core.models import RunVersion
+from runcast_server.record.models import RunVersion
 
 RUN_VERSIONS: Table = RunVersion.__table__
 

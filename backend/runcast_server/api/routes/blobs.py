@@ -29,9 +29,10 @@ from runcast_server.artifacts.media_images import (
 )
 from runcast_server.artifacts.schemas import BlobStored
 from runcast_server.core.errors import ApiError, ErrorBody, NotFound, error_responses
-from runcast_server.core.models import Project, Run
+from runcast_server.core.models import Project
 from runcast_server.outputs.access import output_visible
 from runcast_server.policy.apply import public_view
+from runcast_server.record.models import Run
 from runcast_server.share.http import fresh
 
 router = APIRouter(tags=["artifacts"])

@@ -26,8 +26,9 @@ from runcast_server.api.read_deps import (
 )
 from runcast_server.api.routes.alerts import base_url
 from runcast_server.core.errors import NotFound, error_responses
-from runcast_server.core.models import Project, Run
+from runcast_server.core.models import Project
 from runcast_server.policy.apply import View, public_view
+from runcast_server.record.models import Run
 
 router = APIRouter(tags=["alerts"])
 ATOM = "http://www.w3.org/2005/Atom"

@@ -19,8 +19,8 @@ from runcast_server.alerts.service import stall_after
 from runcast_server.api.deps import SessionDep, WriterDep
 from runcast_server.api.read_deps import SettingsDep
 from runcast_server.core.errors import NotFound, error_responses
-from runcast_server.core.models import Run
 from runcast_server.reads.schemas import RunSummary
+from runcast_server.record.models import Run
 from runcast_server.runs import manage
 from runcast_server.runs import queries as reads
 

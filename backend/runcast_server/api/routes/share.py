@@ -21,10 +21,10 @@ from runcast_server.alerts.service import stall_after
 from runcast_server.api.deps import SessionDep, ViewerDep
 from runcast_server.api.read_deps import RUN_ERRORS, ReadableRunDep, ViewDep
 from runcast_server.core.errors import ApiError
-from runcast_server.core.models import Segment
 from runcast_server.core.settings import Settings
 from runcast_server.metrics.queries import query_metrics
 from runcast_server.reads.schemas import MAX_SEGMENT
+from runcast_server.record.models import Segment
 from runcast_server.runs.queries import summarize
 from runcast_server.share.badge import TextMeter, run_badge
 from runcast_server.share.http import (

@@ -30,9 +30,10 @@ from runcast_server.artifacts.schemas import (
 )
 from runcast_server.artifacts.upload_store import upload_store_for
 from runcast_server.core.errors import ApiError, NotFound, error_responses
-from runcast_server.core.models import Project, Run
+from runcast_server.core.models import Project
 from runcast_server.core.settings import Settings
 from runcast_server.inbox.accept import accept_batch
+from runcast_server.record.models import Run
 from runcast_server.tasks import enqueue_ingest
 
 router = APIRouter(tags=["artifacts"])

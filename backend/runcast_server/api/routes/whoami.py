@@ -13,7 +13,7 @@ from sqlalchemy import select
 from runcast_server.api.deps import SessionDep, WriterDep
 from runcast_server.api.read_deps import SettingsDep
 from runcast_server.core.errors import ApiError, error_responses
-from runcast_server.core.models import Run
+from runcast_server.record.models import Run
 
 router = APIRouter(tags=["ingest"])
 

@@ -20,7 +20,7 @@ from typing import Any, Final
 from psycopg import sql
 from sqlalchemy import Connection, Table, text, update
 
-from runcast_server.core.models import Run
+from runcast_server.record.models import Run
 
 SERIES_BITS: Final = 24  # series per run: 2**24 - 1
 FIRST_BLOCK: Final = 1 << 16  # the least first block: series ids below 2**40 are legacy
