@@ -96,6 +96,16 @@ def check_reads(world: World, tmp: Path, monkeypatch: pytest.MonkeyPatch) -> Non
         with pytest.raises(ValueError, match="order must be"):
             api.runs(order="name")
 
+        # W&B's habits: api.run("entity/project/run_id"), api.runs("entity/project")
+        assert api.run(f"alpha/{RUN}").id == RUN and api.run(f"someone/alpha/{RUN}").id == RUN
+        assert [r.id for r in api.runs("someone/alpha")] == listed
+        with pytest.raises(ApiError) as wrong:
+            api.run(f"beta/{RUN}")
+        assert (wrong.value.status, wrong.value.field) == (404, "path")
+        for bad in ("", "alpha/", f"a/b/c/{RUN}", "alpha/short", f"/{RUN}"):
+            with pytest.raises(ValueError, match="a run is its id"):
+                api.run(bad)
+
 
 def check_walls(world: World) -> None:
     for token in (None, world.other):

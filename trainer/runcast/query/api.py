@@ -6,6 +6,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any, Final, Self
 
 from runcast.query.client import Client
+from runcast.query.errors import ApiError
 from runcast.query.run import RemoteRun
 from runcast.wire.events import ID_RE
 
@@ -40,12 +41,17 @@ class Api:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def run(self, run_id: str) -> RemoteRun:
-        """One run by id; ``ApiError`` with status 404 for an unknown run or one hidden from this token."""
-        if not isinstance(run_id, str) or not ID_RE.match(run_id):
-            raise ValueError(f"a run id is 8-64 characters of A-Z, a-z, 0-9, '_' or '-', got {run_id!r}")
+    def run(self, path: str) -> RemoteRun:
+        """One run by id, or by W&B's kind of path: ``"project/run_id"`` or ``"entity/project/run_id"``
+        (the entity is ignored: a server's projects have no owner above them). ``ApiError`` with
+        status 404 for an unknown run, one hidden from this token, or one of another project than
+        the path names."""
+        project, run_id = _run_path(path)
         detail = self._client.call("GET", f"/runs/{run_id}")
-        return RemoteRun(self._client, detail, detail)
+        found = RemoteRun(self._client, detail, detail)
+        if project is not None and found.project != project:
+            raise ApiError(f"run {run_id} is not in project {project!r}", 404, "path")
+        return found
 
     def runs(
         self,
@@ -60,8 +66,10 @@ class Api:
     ) -> Iterator[RemoteRun]:
         """The runs this token may see (public ones, and every run of its project), page by page:
         newest first (``order="-created_at"``) or oldest first (``"+created_at"``: every page is read
-        before the first run is yielded). ``tags``: runs holding all of them; ``archived``:
-        ``exclude``, ``include`` or ``only``."""
+        before the first run is yielded). ``project`` may be W&B's ``"entity/project"``; ``tags``: runs
+        holding all of them; ``archived``: ``exclude``, ``include`` or ``only``."""
+        if project is not None and "/" in project:  # W&B's "entity/project"
+            project = project.rpartition("/")[2]
         if order not in ORDERS:
             raise ValueError(f"order must be one of {', '.join(ORDERS)}, got {order!r}")
         if status is not None and status not in STATUSES:
@@ -85,3 +93,12 @@ class Api:
             if not page.get("next_cursor"):
                 return
             params = {**params, "cursor": page["next_cursor"]}
+
+
+def _run_path(path: str) -> tuple[str | None, str]:
+    """``run_id``, ``project/run_id`` or ``entity/project/run_id`` as (project or None, run id)."""
+    parts = path.split("/") if isinstance(path, str) else []
+    if not 1 <= len(parts) <= 3 or not ID_RE.match(parts[-1]) or not all(parts):
+        raise ValueError("a run is its id (8-64 characters of A-Z, a-z, 0-9, '_' or '-'), 'project/id' or "
+                         f"'entity/project/id', got {path!r}")
+    return (parts[-2] if len(parts) > 1 else None), parts[-1]
