@@ -188,3 +188,25 @@ def test_the_cycle_finder_finds_a_planted_cycle(tmp_path: Path) -> None:
         assert import_cycles("loopy") == [["loopy.a", "loopy.b", "loopy.c"]]
     finally:
         sys.path.remove(str(tmp_path))
+
+
+# What the server may import of the SDK: the wire protocol, the two computations both sides make, and
+# the version. Everything else of the SDK (its sender, its run, its applications) is the trainer's.
+SDK_SHARED = ("runcast.wire", "runcast.estimate", "runcast.image_codec")
+
+
+def test_the_server_imports_the_sdk_only_through_what_it_shares() -> None:
+    """Every direct import of an SDK module by a server module (grimp: in functions and under
+    TYPE_CHECKING too) is of ``runcast.wire`` (the wire protocol both sides check), ``runcast.estimate``,
+    ``runcast.image_codec``, or ``runcast`` itself for ``__version__``: a new SDK module is outside by
+    default, so the server cannot grow a dependency on the trainer's side unseen."""
+    import grimp
+
+    graph = grimp.build_graph("runcast_server", "runcast", cache_dir=None)
+    imports = {(m, t) for m in graph.modules if m.startswith("runcast_server")
+               for t in graph.find_modules_directly_imported_by(m) if t == "runcast" or t.startswith("runcast.")}
+    assert imports, "no import of the SDK found: the graph is wrong"
+    outside = sorted((m, t) for m, t in imports
+                     if t != "runcast" and not any(t == s or t.startswith(s + ".") for s in SDK_SHARED))
+    assert outside == []
+
