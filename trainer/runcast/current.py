@@ -19,8 +19,10 @@ if TYPE_CHECKING:
 class ModuleRun:
     """The one piece of module-level state the SDK keeps: the run the last ``runcast.init`` made
     (``runcast.run``; None before it and after ``runcast.finish``) and the proxies to its
-    ``config`` and ``summary``. Nothing else in the SDK is module-level and mutable but the
-    process's exit hooks (``lifecycle``)."""
+    ``config`` and ``summary``. Besides it the SDK keeps three process-wide things, each in its
+    module: the exit hooks (``lifecycle``), the count of ``init()`` calls per launch id (``system``:
+    the n-th call of every rank derives the same run) and the bounded memo of metric names and ids
+    already checked (``wire.checks``, a pure check's cache)."""
 
     __slots__ = ("config", "run", "summary")
 
