@@ -26,6 +26,20 @@ def lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
     )  # fmt: skip
 
 
+def copy_tree(tmp_path: Path) -> Path:
+    """The contracts and both packages, copied to ``tmp_path`` (where ``lint_imports`` reads them)."""
+    ignore = shutil.ignore_patterns("__pycache__")
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    shutil.copytree(ROOT / "trainer" / "runcast", tmp_path / "trainer" / "runcast", ignore=ignore)
+    shutil.copytree(ROOT / "backend" / "runcast_server", tmp_path / "backend" / "runcast_server", ignore=ignore)
+    return tmp_path
+
+
+def _copy(tmp_path: Path) -> Path:
+    """The tree copied; returns the server package's copy."""
+    return copy_tree(tmp_path) / "backend" / "runcast_server"
+
+
 def test_every_import_contract_is_kept() -> None:
     res = lint_imports(ROOT)
     assert res.returncode == 0, res.stdout + res.stderr
@@ -34,11 +48,7 @@ def test_every_import_contract_is_kept() -> None:
 
 def test_an_sdk_module_importing_the_server_breaks_the_contract(tmp_path: Path) -> None:
     """The same contracts over a copy of the tree where one SDK module imports the server."""
-    ignore = shutil.ignore_patterns("__pycache__")
-    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
-    shutil.copytree(ROOT / "trainer" / "runcast", tmp_path / "trainer" / "runcast", ignore=ignore)
-    shutil.copytree(ROOT / "backend" / "runcast_server", tmp_path / "backend" / "runcast_server", ignore=ignore)
-    (tmp_path / "trainer" / "runcast" / "offender.py").write_text("from runcast_server.core import db\n")
+    (copy_tree(tmp_path) / "trainer" / "runcast" / "offender.py").write_text("from runcast_server.core import db\n")
 
     res = lint_imports(tmp_path)
     assert res.returncode == 1, res.stdout + res.stderr
@@ -50,11 +60,7 @@ def test_a_domain_importing_one_above_it_or_a_sibling_breaks_the_domain_contract
     """The domains' layers contract over a copy of the tree where a lower domain imports a higher
     one (reads -> policy), one imports the HTTP layer (runs -> api) and one imports an
     independent sibling (live -> artifacts)."""
-    ignore = shutil.ignore_patterns("__pycache__")
-    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
-    shutil.copytree(ROOT / "trainer" / "runcast", tmp_path / "trainer" / "runcast", ignore=ignore)
-    shutil.copytree(ROOT / "backend" / "runcast_server", tmp_path / "backend" / "runcast_server", ignore=ignore)
-    server = tmp_path / "backend" / "runcast_server"
+    server = _copy(tmp_path)
     (server / "reads" / "offender.py").write_text("from runcast_server.policy import apply\n")
     (server / "runs" / "offender.py").write_text("from runcast_server.api import deps\n")
     (server / "live" / "offender.py").write_text("from runcast_server.artifacts import storage\n")
@@ -66,15 +72,6 @@ def test_a_domain_importing_one_above_it_or_a_sibling_breaks_the_domain_contract
                  "runcast_server.runs.offender -> runcast_server.api.deps",
                  "runcast_server.live.offender -> runcast_server.artifacts.storage"):
         assert line in res.stdout, res.stdout
-
-
-def _copy(tmp_path: Path) -> Path:
-    """The contracts and both packages, copied to ``tmp_path``; returns the server package's copy."""
-    ignore = shutil.ignore_patterns("__pycache__")
-    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
-    shutil.copytree(ROOT / "trainer" / "runcast", tmp_path / "trainer" / "runcast", ignore=ignore)
-    shutil.copytree(ROOT / "backend" / "runcast_server", tmp_path / "backend" / "runcast_server", ignore=ignore)
-    return tmp_path / "backend" / "runcast_server"
 
 
 def test_the_detectors_importing_the_metrics_and_core_importing_the_routes_break_the_contracts(tmp_path: Path) -> None:

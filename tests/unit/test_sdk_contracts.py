@@ -4,19 +4,14 @@ without being named in pyproject.toml."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
-from services import ROOT
-from test_layers import lint_imports
+from test_layers import copy_tree, lint_imports
 
 
 def _copy(tmp_path: Path) -> Path:
-    ignore = shutil.ignore_patterns("__pycache__")
-    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
-    shutil.copytree(ROOT / "trainer" / "runcast", tmp_path / "trainer" / "runcast", ignore=ignore)
-    shutil.copytree(ROOT / "backend" / "runcast_server", tmp_path / "backend" / "runcast_server", ignore=ignore)
-    return tmp_path / "trainer" / "runcast"
+    """The tree copied; returns the SDK package's copy."""
+    return copy_tree(tmp_path) / "trainer" / "runcast"
 
 
 def test_a_new_core_module_importing_an_application_or_its_libraries_breaks_the_contracts(tmp_path: Path) -> None:
