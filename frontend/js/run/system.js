@@ -4,7 +4,8 @@
 // one rank, a shaded min/max band across the ranks at each second behind the lines. Its x axis
 // is the time of day, its zoom its own (the training charts' x is the step).
 
-import { MetricChart, XMap } from "../chart.js";
+import { MetricChart } from "../chart.js";
+import { XMap } from "../xmap.js";
 import { el } from "../util.js";
 
 const $ = (id) => document.getElementById(id);
