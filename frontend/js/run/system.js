@@ -70,7 +70,7 @@ export function buildSystem(page) {
     log: false,
     range: null,
     colorBy: "source",
-    band: true, // the min/max across the sources behind them (chart.js)
+    band: true, // the min/max across the sources behind them (chart/traces.js)
     xmapFor: () => clock,
     segmentsOf: () => (page.detail ? page.detail.segments : []),
     onRange(range) {
