@@ -7,8 +7,9 @@
 // Like the run page, one store holds what the charts draw: each run's /metrics answer plus its
 // live stream's messages after the answer's version. The page's state is made once.
 import { ApiError, getJSON, getMetrics, getRun } from "./api.js";
-import { DEFAULT_SMOOTHING, MetricChart, XMap, rangesEqual } from "./chart.js";
-import { TIMESTAMP_KEY, shareUnit } from "./xmap.js";
+import { MetricChart } from "./chart.js";
+import { DEFAULT_SMOOTHING } from "./chart/smoothing.js";
+import { TIMESTAMP_KEY, XMap, rangesEqual, shareUnit } from "./xmap.js";
 import { LiveStream } from "./live.js";
 import { MetricStore } from "./store.js";
 import { color, debounce, el, lastLossKey, statusBadge } from "./util.js";

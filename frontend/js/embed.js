@@ -4,7 +4,9 @@
 // run page feeds it, drawn by the same MetricChart (chart.js). Optional: &log=1, &smooth=0..0.99.
 
 import { ApiError, getMetrics, getRun } from "./api.js";
-import { MetricChart, XMap, DEFAULT_SMOOTHING } from "./chart.js";
+import { MetricChart } from "./chart.js";
+import { DEFAULT_SMOOTHING } from "./chart/smoothing.js";
+import { XMap } from "./xmap.js";
 import { LiveStream } from "./live.js";
 import { MetricStore } from "./store.js";
 import { debounce, LIVE_MAX_WAIT_MS } from "./util.js";

@@ -3,8 +3,8 @@
 // panel loads when it scrolls into view. Charts draw from the page's store; rebuilding a
 // chart keeps the store's entries (and their live points) of the keys it still shows.
 
-import { MetricChart, XMap } from "../chart.js";
-import { TIMESTAMP_KEY } from "../xmap.js";
+import { MetricChart } from "../chart.js";
+import { TIMESTAMP_KEY, XMap } from "../xmap.js";
 import { el } from "../util.js";
 import { isSystemKey } from "./system.js";
 import { writeUrl } from "./url.js";

@@ -3,7 +3,7 @@
 
 /* global Plotly */
 import { decode } from "../api.js";
-import { plotConfig, whenPlotly } from "../chart.js";
+import { plotConfig, whenPlotly } from "../chart/plotly.js";
 import { rangesEqual } from "../xmap.js";
 import { isAbandoned } from "../branch.js";
 import { color, escapeHtml, theme } from "../util.js";

@@ -4,7 +4,8 @@
 // one rank, a shaded min/max band across the ranks at each second behind the lines. Its x axis
 // is the time of day, its zoom its own (the training charts' x is the step).
 
-import { MetricChart, XMap } from "../chart.js";
+import { MetricChart } from "../chart.js";
+import { XMap } from "../xmap.js";
 import { el } from "../util.js";
 
 const $ = (id) => document.getElementById(id);
@@ -69,7 +70,7 @@ export function buildSystem(page) {
     log: false,
     range: null,
     colorBy: "source",
-    band: true, // the min/max across the sources behind them (chart.js)
+    band: true, // the min/max across the sources behind them (chart/traces.js)
     xmapFor: () => clock,
     segmentsOf: () => (page.detail ? page.detail.segments : []),
     onRange(range) {

@@ -3,7 +3,7 @@
 // Events change markers only; the charts' data comes from the store.
 
 import { decode } from "../api.js";
-import { markerStyle } from "../chart.js";
+import { markerStyle } from "../chart/markers.js";
 import { el, formatBytes, formatTime, formatValue } from "../util.js";
 import { alertOf, alertState, describeAlert, evidenceText } from "./alerts.js";
 

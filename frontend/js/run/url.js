@@ -5,7 +5,7 @@
 // The compare page adds runs=a,b (the runs compared) and all=1 (every config key, not only
 // those that differ).
 
-import { DEFAULT_SMOOTHING } from "../chart.js";
+import { DEFAULT_SMOOTHING } from "../chart/smoothing.js";
 
 export function readUrl(search) {
   const q = new URLSearchParams(search);
