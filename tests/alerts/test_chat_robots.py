@@ -25,7 +25,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from alerts.helpers import WireRun, loss_curve, post, wait
-from alerts.test_embedded import log_curve, make_client  # noqa: F401 - the fixture
+from alerts.test_embedded import log_curve
 
 HOSTILE_KEY = '@all <at user_id="all"></at> [x](http://evil)'
 HOSTILE_NAME = "<@all> @13800000000 ![img](http://evil/i.png) <at user_id=\"all\">all</at>"

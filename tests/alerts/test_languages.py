@@ -9,7 +9,7 @@ from typing import Any
 from xml.etree import ElementTree as ET
 
 from alerts.helpers import WireRun, loss_curve, post, wait
-from alerts.test_embedded import log_curve, mail_text, make_client  # noqa: F401 - the fixture
+from alerts.test_embedded import log_curve, mail_text
 
 ATOM = "{http://www.w3.org/2005/Atom}"
 ZH = {"Accept-Language": "zh-CN,zh;q=0.9,en;q=0.8"}
