@@ -121,8 +121,9 @@ class Plotter:
         # English labels rather than draw empty boxes (an SVG keeps text: the viewer's fonts draw it).
         language = figure.language if fmt == "svg" or self._has_glyphs(figure.language) else SOURCE
         t = messages(language)
+        cjk = language != SOURCE and self._has_glyphs(language)  # fallbacks named only when installed
         with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "runcast",
-                                    "font.family": ["DejaVu Sans", *(CJK_FONTS if language != SOURCE else ())],
+                                    "font.family": ["DejaVu Sans", *(CJK_FONTS if cjk else ())],
                                     "font.size": 10}):
             fig = MplFigure(figsize=(figure.width / DPI, figure.height / DPI), dpi=DPI, layout="constrained")
             ax = fig.add_subplot()
