@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Annotated
 
-from fastapi import Depends, Request
+from fastapi import Depends, Query, Request
 from fastapi.responses import Response
 from fastapi.security import HTTPBearer
 from sqlalchemy.orm import Session
@@ -13,10 +13,24 @@ from sqlalchemy.orm import Session
 from runcast_server.alerts import ratelimit
 from runcast_server.context import AppContext
 from runcast_server.core.auth import is_admin_token, project_for_token
-from runcast_server.core.errors import ApiError, error_body, error_response
+from runcast_server.core.errors import ApiError, error_body, error_response, request_language
 from runcast_server.core.models import Project
 from runcast_server.sessions.service import COOKIE as SESSION_COOKIE
 from runcast_server.sessions.service import lookup as lookup_session
+
+
+def reader_language(
+    request: Request,
+    response: Response,
+    lang: Annotated[str | None, Query(max_length=35, description="Language of the text (en, zh-CN); default: "
+                                      "from Accept-Language, else English.")] = None,
+) -> str:
+    """The language the reader asked for (``?lang=``, else ``Accept-Language``); the answer varies with it."""
+    response.headers["Vary"] = "Accept-Language"
+    return request_language(request)
+
+
+LanguageDep = Annotated[str, Depends(reader_language)]
 
 
 def app_context(request: Request) -> AppContext:
