@@ -6,7 +6,6 @@ import logging
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI
@@ -25,6 +24,7 @@ from runcast_server.core import migrate
 from runcast_server.core.errors import error_responses, install_error_handlers
 from runcast_server.core.gc_policy import tune_for_serving
 from runcast_server.core.settings import Settings
+from runcast_server.core.shipped import frontend_dir
 from runcast_server.health import Liveness, Probes, Readiness, probes
 from runcast_server.inbox.gauges import InboxCollector
 from runcast_server.inbox.sweep import SweepTimer
@@ -44,7 +44,7 @@ from runcast_server.web.vendor import load_vendor
 
 log = logging.getLogger(__name__)
 
-FRONTEND_DIR = Path(__file__).resolve().parents[2] / "frontend"
+FRONTEND_DIR = frontend_dir()
 INGEST_PATH = "/api/v1/ingest"
 
 

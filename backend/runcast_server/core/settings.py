@@ -14,6 +14,8 @@ from typing import Literal
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from runcast_server.core import shipped
+
 # One source of a CSP frame-ancestors list: a keyword, a scheme, or a host with optional scheme, port, path.
 _ORIGIN = re.compile(r"https?://[A-Za-z0-9.-]+(:\d+)?|https?://\[[0-9A-Fa-f:.]+\](:\d+)?")
 _CSP_SOURCE = re.compile(r"'self'|'none'|\*|[a-z][a-z0-9+.-]*:|([a-z][a-z0-9+.-]*://)?(\*\.)?[A-Za-z0-9.-]+(:(\d+|\*))?(/[A-Za-z0-9._~/-]*)?")
@@ -21,11 +23,6 @@ _CSP_SOURCE = re.compile(r"'self'|'none'|\*|[a-z][a-z0-9+.-]*:|([a-z][a-z0-9+.-]
 
 def _default_data_dir() -> Path:
     return Path.home() / ".local" / "share" / "runcast"
-
-
-def _default_vendor_dir() -> Path:
-    """Where ``scripts/install`` (npm) puts the browser bundles: vendor/node_modules of the checkout."""
-    return Path(__file__).resolve().parents[3] / "vendor" / "node_modules"
 
 
 class Settings(BaseSettings):
@@ -107,9 +104,10 @@ class Settings(BaseSettings):
         default=64 * 1024, ge=1, description="Largest request body of every other route."
     )
     vendor_dir: Path = Field(
-        default_factory=_default_vendor_dir,
+        default_factory=shipped.vendor_dir,
         description="The node_modules directory holding the npm-installed Plotly.js partial bundle "
-        "(plotly.js-basic-dist-min); without it the pages get the plotly package's full bundle.",
+        "(plotly.js-basic-dist-min); default: the installed package's copy, or vendor/node_modules of the "
+        "checkout. Without it the pages get the plotly package's full bundle.",
     )
     page_bundles: bool = Field(
         default=True,
