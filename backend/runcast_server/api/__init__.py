@@ -17,6 +17,7 @@ from runcast_server.api.routes import (
     ingest,
     manage,
     manifests,
+    members,
     metric_series,
     outputs,
     policy,
@@ -45,6 +46,7 @@ api_router.include_router(estimate.router)  # the ZeRO memory estimate (runcast.
 api_router.include_router(policy.router)  # publication policies (docs/api.md)
 api_router.include_router(admin.router)  # the ingest inbox for operators (docs/api.md)
 api_router.include_router(session_routes.router)  # dashboard sign-in (docs/auth.md)
+api_router.include_router(members.router)  # people's roles in projects (docs/auth.md)
 api_router.include_router(blobs.router)  # images of runs: uploads and thumbnails (docs/samples.md)
 
 # Models of bodies the routes read or write themselves, named in the document by documented.ref.

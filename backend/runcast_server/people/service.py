@@ -131,14 +131,14 @@ def members(session: Session, project_id: int) -> list[tuple[User, str]]:
     """The project's people and their roles, by name."""
     rows = session.execute(select(User, Membership.role).join(Membership, Membership.user_id == User.id)
                            .where(Membership.project_id == project_id).order_by(User.name))
-    return [(user, role) for user, role in rows.tuples()]
+    return [(user, role) for user, role in rows]
 
 
 def projects_of(session: Session, user_id: int) -> list[tuple[str, str]]:
     """(project name, role) of each project ``user_id`` has a role in, by name."""
     rows = session.execute(select(Project.name, Membership.role).join(Membership, Membership.project_id == Project.id)
                            .where(Membership.user_id == user_id).order_by(Project.name))
-    return [(name, role) for name, role in rows.tuples()]
+    return [(name, role) for name, role in rows]
 
 
 def all_users(session: Session) -> list[User]:
