@@ -118,10 +118,10 @@ def sign_in(request: Request, response: Response, session: SessionDep, settings:
     return session_view(session, signed_in)
 
 
-@router.post("/session/password", response_model=SessionView, operation_id="sign_in_with_password",
+@router.post("/session/password", response_model=SessionView,
              responses=error_responses(400, 401, 403, 415, 422, 429),
              dependencies=[Depends(_same_origin), Depends(_json_only)])
-def sign_in_password(request: Request, response: Response, session: SessionDep, settings: SettingsDep,
+def sign_in_with_password(request: Request, response: Response, session: SessionDep, settings: SettingsDep,
                      body: PasswordBody) -> Any:
     """Sign in as a person with a local account (``runcast user create``): the same cookie as a
     token's sign-in, acting with the person's roles. A wrong name or password is one 401 naming
