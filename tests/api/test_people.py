@@ -9,12 +9,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from backend.helpers import metrics
 from fastapi.testclient import TestClient
 from runcast_server.core.auth import get_or_create_project
 from runcast_server.people import service as people
 from sqlalchemy import text
-
-from backend.helpers import metrics
 
 API = "/api/v1"
 SAME = {"Sec-Fetch-Site": "same-origin"}

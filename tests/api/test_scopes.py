@@ -11,12 +11,11 @@ from typing import Any
 
 import pytest
 import runcast
+from artifacts.live import LiveServer
 from runcast.handshake import InitError
 from runcast_server.core.auth import create_token
 from sqlalchemy import text
 from typer.testing import CliRunner
-
-from artifacts.live import LiveServer
 
 API = "/api/v1"
 
