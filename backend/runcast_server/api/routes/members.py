@@ -42,10 +42,10 @@ def _owned(request: Request, session: Session, token: str | None, name: str) -> 
     """The project ``name`` if the caller manages its members (a team token of it, or its owner's
     session from this site); 404 otherwise."""
     if token is not None:
-        project = access.check_scope(token_grant_dep(session, token), "team")
-        if project.name != name:
+        own = access.check_scope(token_grant_dep(session, token), "team")
+        if own.name != name:
             raise NotFound("project", field="project")
-        return project
+        return own
     found = lookup(session, request.cookies.get(SESSION_COOKIE))
     if found is None or found.user is None:
         raise ApiError(401, "sign in as an owner of the project, or send a token with the 'team' scope",

@@ -25,6 +25,7 @@ from runcast_server.api.deps import SESSION_COOKIE, ContextDep, TokenDep, sessio
 from runcast_server.api.documented import ref
 from runcast_server.core.db import Database
 from runcast_server.core.errors import NotFound, error_responses
+from runcast_server.core.models import Project
 from runcast_server.live.fanout import Viewer
 from runcast_server.live.schemas import StreamBatch, StreamReset
 from runcast_server.live.stream import viewer_frames
@@ -133,6 +134,7 @@ def _check_access(database: Database, run_id: str, token: str | None, cookie: st
     (its token, or without one a dashboard session cookie), and the run's public policy
     (``View.key``) now."""
     with database.scope() as session:
+        viewer: Project | None
         if token is not None:
             viewer = token_reader(session, token)
         else:
