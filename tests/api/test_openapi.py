@@ -79,6 +79,11 @@ OPERATION_IDS = {
     "GET /api/v1/admin/inbox/stats": "get_inbox_stats", "GET /api/v1/admin/inbox": "list_inbox",
     "GET /api/v1/admin/inbox/{inbox_id}": "get_inbox_row", "POST /api/v1/admin/inbox/{inbox_id}/retry": "retry_inbox",
     "GET /api/v1/session": "get_session", "POST /api/v1/session": "sign_in", "DELETE /api/v1/session": "sign_out",
+    "POST /api/v1/session/password": "sign_in_with_password", "GET /api/v1/session/providers": "list_providers",
+    "GET /api/v1/session/oidc/{provider}/login": "oidc_login",
+    "GET /api/v1/session/oidc/{provider}/callback": "oidc_callback",
+    "GET /api/v1/projects/{project}/members": "list_members", "PUT /api/v1/projects/{project}/members/{user}": "put_member",
+    "DELETE /api/v1/projects/{project}/members/{user}": "delete_member",
     "GET /badge/runs/{run_id}.svg": "get_run_badge",
     "GET /api/v1/runs/{run_id}/plot.svg": "get_plot_svg", "GET /api/v1/runs/{run_id}/plot.png": "get_plot_png",
 }

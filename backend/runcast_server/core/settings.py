@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import BaseModel, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from runcast_server.core import shipped
@@ -23,6 +23,19 @@ _CSP_SOURCE = re.compile(r"'self'|'none'|\*|[a-z][a-z0-9+.-]*:|([a-z][a-z0-9+.-]
 
 def _default_data_dir() -> Path:
     return Path.home() / ".local" / "share" / "runcast"
+
+
+class OidcProvider(BaseModel):
+    """One OpenID Connect provider people may sign in with (docs/auth.md#openid-connect)."""
+
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,39}$", description="Its id in URLs: the redirect URI to "
+                      "register is <public URL>/api/v1/session/oidc/<name>/callback.")
+    display_name: str = Field(max_length=100, description="What the sign-in button says: 'Sign in with <display_name>'.")
+    issuer: str = Field(pattern=r"^https?://", description="The issuer URL; its /.well-known/openid-configuration "
+                        "is read for the endpoints and keys.")
+    client_id: str
+    client_secret: SecretStr
+    scope: str = Field(default="openid profile email", description="The scopes asked for ('openid' among them).")
 
 
 class Settings(BaseSettings):
@@ -222,6 +235,15 @@ class Settings(BaseSettings):
     )
     signin_rate_limit: int = Field(default=20, ge=1, description="Sign-in attempts one client IP may make per window.")
     signin_rate_window_s: int = Field(default=300, ge=1, description="The sign-in rate limit's fixed window.")
+    oidc_providers: list[OidcProvider] = Field(
+        default=[], description="OpenID Connect providers as a JSON list of {name, display_name, issuer, client_id, "
+        "client_secret, scope?}; empty: only local accounts and tokens sign in (docs/auth.md).",
+    )
+    oidc_state_secret: SecretStr | None = Field(
+        default=None, description="Signs the short-lived cookie that carries an OpenID Connect sign-in's state, nonce "
+        "and PKCE verifier to the callback. Unset: a random one per process (set it when several API processes "
+        "serve one site).",
+    )
 
     # --- the operator's view (docs/operations.md) ---
     log_format: Literal["text", "json"] = Field(
