@@ -46,7 +46,7 @@ def test_a_public_follower_holds_exactly_the_api_points(small_pieces: Any) -> No
         if i % 3 == 0:
             live.poll()
     _resume(w, 20)  # a new segment that replaces steps 20.. of the first
-    for i in range(6):
+    for _ in range(6):
         w.batch(2, KEYS[:2])
         live.poll()
     live.poll()

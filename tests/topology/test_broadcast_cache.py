@@ -16,9 +16,9 @@ from typing import Any
 import httpx
 import pytest
 from conftest import Processes
-
 from stream.broadcast_follower import Follower, api_points
 from stream.helpers import RunWriter
+
 from topology.nginx import Nginx
 
 P = 4

@@ -9,7 +9,7 @@ requests that does not grow with it. A request with a token or a session cookie 
 
 from __future__ import annotations
 
-from typing import Annotated, Final
+from typing import Annotated, Any, Final
 
 from fastapi import APIRouter, Path, Query, Request, Response
 
@@ -32,7 +32,7 @@ NO_STORE: Final = "no-store"
 VARY: Final = "Authorization, Cookie"
 FINGERPRINT: Final = r"^[0-9a-f]{16}$"
 MAX_PIECE: Final = 10**15
-_NOT_MODIFIED = {304: {"description": "The caller's If-None-Match names the current ETag."}}
+_NOT_MODIFIED: dict[int | str, dict[str, Any]] = {304: {"description": "The caller's If-None-Match names the current ETag."}}
 
 
 def _credentialed(request: Request, token: str | None) -> bool:
