@@ -24,6 +24,17 @@ def _put(server: Any, run: str, body: dict[str, Any]) -> None:
     assert r.status_code == 200, r.text
 
 
+def _settle(server: Any, run: str, version: int) -> None:
+    """Wait until ``version`` is stored (production stores batches after the 202, in a worker)."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        r = server.api.get(f"/api/v1/runs/{run}/broadcast/edge", headers={"Authorization": f"Bearer {server.token}"})
+        if r.json()["version"] >= version:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"version {version} not stored in 30 s")
+
+
 def _resume(w: Any, at_step: int) -> None:
     """What ``runcast.init(resume=...)`` sends: the run again, in a new segment opened at ``at_step``."""
     w.segment = ev.new_id()
@@ -49,6 +60,7 @@ def test_a_public_follower_holds_exactly_the_api_points(small_pieces: Any) -> No
     for _ in range(6):
         w.batch(2, KEYS[:2])
         live.poll()
+    _settle(server, w.run, 1 + 11 + 1 + 6)
     live.poll()
     truth = api_points(server.api, w.run, KEYS)
     assert {k[1] for k in truth} == {0, 1}
@@ -71,6 +83,7 @@ def test_cache_headers_anonymous_shared_and_credentialed_private(small_pieces: A
     w = server.writer().start()
     for _ in range(5):
         w.batch(2, KEYS[:1])
+    _settle(server, w.run, 6)
     edge = server.api.get(f"/api/v1/runs/{w.run}/broadcast/edge")
     assert edge.status_code == 200
     assert edge.headers["cache-control"] == "public, max-age=1, stale-while-revalidate=1"
@@ -105,12 +118,14 @@ def test_withheld_kinds_and_a_policy_change_reach_the_follower(small_pieces: Any
     follower = Follower(server.api, w.run)
     for i in range(6):
         w.batch(2, KEYS, note=f"n{i}")
+    _settle(server, w.run, 7)
     follower.poll()
     old = follower.policy
     assert {k[0] for k in follower.points} == set(KEYS) and follower.notes
     _put(server, w.run, {"metrics": ["lr"], "notes": "hidden"})
     for _ in range(3):
         w.batch(2, KEYS)
+    _settle(server, w.run, 11)
     follower.poll()
     assert follower.resets == 1 and follower.policy != old
     assert {k[0] for k in follower.points} == {"lr"} and follower.notes == []
