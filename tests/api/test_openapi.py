@@ -40,6 +40,8 @@ OPERATION_IDS = {
     "GET /api/v1/tokens": "list_tokens", "DELETE /api/v1/tokens/{token_id}": "revoke_token",
     "GET /api/v1/runs/{run_id}/metrics": "get_metrics", "GET /api/v1/runs/{run_id}/events": "get_events",
     "GET /api/v1/runs/{run_id}/export": "export_run", "GET /api/v1/runs/{run_id}/stream": "stream_run",
+    "GET /api/v1/runs/{run_id}/broadcast/edge": "get_broadcast_edge",
+    "GET /api/v1/runs/{run_id}/broadcast/pieces/{piece}": "get_broadcast_piece",
     "GET /api/v1/runs/{run_id}/checkpoints": "list_checkpoints",
     "GET /api/v1/runs/{run_id}/checkpoints/{cid}/download": "get_checkpoint_download",
     "HEAD /api/v1/runs/{run_id}/checkpoints/{cid}/download": "head_checkpoint_download",

@@ -9,6 +9,7 @@ from runcast_server.api.routes import (
     admin,
     alerts,
     blobs,
+    broadcast,
     checkpoints,
     estimate,
     events,
@@ -50,6 +51,7 @@ api_router.include_router(session_routes.router)  # dashboard sign-in (docs/auth
 api_router.include_router(oidc.router)  # OpenID Connect sign-in (docs/auth.md)
 api_router.include_router(members.router)  # people's roles in projects (docs/auth.md)
 api_router.include_router(blobs.router)  # images of runs: uploads and thumbnails (docs/samples.md)
+api_router.include_router(broadcast.router)  # the cacheable broadcast (docs/live.md)
 
 # Models of bodies the routes read or write themselves, named in the document by documented.ref.
 DOCUMENTED_REQUESTS = (IngestBatch, PolicyChange, UploadBegin)

@@ -89,6 +89,10 @@ class Settings(BaseSettings):
         default=256, ge=0, description="Messages a channel keeps to resume viewers without the database."
     )
     stream_linger_s: float = Field(default=10.0, ge=0, description="A channel without viewers stays subscribed this long.")
+    broadcast_piece_versions: int = Field(
+        default=32, ge=1, le=1000,
+        description="Run versions per sealed piece of the cacheable broadcast (part of its URLs' contract).",
+    )
 
     # --- the ingest inbox (docs/ingest.md) ---
     inbox_redeliver_after_s: float = Field(
