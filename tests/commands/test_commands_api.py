@@ -8,11 +8,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from commands.helpers import API, Trainer
 from fastapi.testclient import TestClient
 from runcast_server.core.auth import create_token, get_or_create_project
 from runcast_server.people import service as people
 from sqlalchemy import text
+
+from commands.helpers import API, Trainer
 
 SAME = {"Sec-Fetch-Site": "same-origin"}
 PASSWORD = "correct horse battery"

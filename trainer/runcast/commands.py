@@ -95,7 +95,7 @@ class Inbox:
             if not self.opted_in:
                 log.warning("runcast: %s asked this run to %s (%s); it does not take commands (run.on_command)",
                             command.sender, command.kind, command.reason)
-                command.refuse(NOT_TAKEN, self._current())
+                command.refuse(NOT_TAKEN, self.current())
                 continue
             with self._lock:
                 self._waiting.append(command)
@@ -108,14 +108,15 @@ class Inbox:
             taken, self._waiting = list(self._waiting), deque()
         return [c for c in taken if c.expires_at > now]
 
-    def _current(self) -> int | None:
+    def current(self) -> int | None:
+        """The run's step (None before the first)."""
         step = self._step()
         return step if step >= 0 else None
 
     def _answered(self, command: Command, step: int | None, outcome: str, message: str) -> None:
         if outcome == "applied" and command.kind == "set" and command.name in self.tunables:
             self.tunables[command.name].value = float(command.value)
-        self._ack(command.id, step if step is not None else self._current(), outcome, message)
+        self._ack(command.id, step if step is not None else self.current(), outcome, message)
 
 
 class Commanded:
@@ -123,7 +124,6 @@ class Commanded:
 
     _inbox: Inbox
     config: Any
-    step: int
 
     def flush(self, timeout: float | None = 10.0) -> bool:
         raise NotImplementedError
@@ -171,14 +171,14 @@ class Commanded:
             if self._handler is not None:
                 self._handler(command)
                 if not command.answered:
-                    command.ack(self.step)
+                    command.ack(self._inbox.current())
             elif command.kind == "stop":
                 self._stop(command)
             else:
-                command.refuse(f"this script has no handler for {command.kind!r}", self.step)
+                command.refuse(f"this script has no handler for {command.kind!r}", self._inbox.current())
 
     def _stop(self, command: Command) -> None:
-        step = self.step
+        step = self._inbox.current() or 0
         if self._stop_checkpoint is not None:
             self._stop_checkpoint(step)
         command.ack(step, f"stopped at step {step}" + (" after a checkpoint" if self._stop_checkpoint else ""))
