@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 
 from runcast_server.alerts import models as _alert_models  # (alerts tables, migration 0003)
 from runcast_server.artifacts import models as _artifact_models  # noqa: F401  (checkpoint uploads, migration 0008)
+from runcast_server.commands import models as _command_models  # noqa: F401  (commands to trainers, migration 0022)
 from runcast_server.core.models import Base
 from runcast_server.inbox import models as _inbox_models  # noqa: F401  (ingest inbox, migration 0006)
 from runcast_server.metrics import models as _metric_models  # noqa: F401  (rollups)

@@ -22,6 +22,7 @@ from typing import Any, Self
 
 from . import lifecycle, system
 from .checkpoints import Checkpoints
+from .commands import Commanded, Inbox
 from .handshake import InitError, whoami
 from .media import Media
 from .media_worker import MediaWorker
@@ -51,7 +52,7 @@ log = logging.getLogger("runcast")
 __all__ = ["InitError", "Run", "RunStats"]
 
 
-class Run(Details):
+class Run(Details, Commanded):
     """A run segment being broadcast. Make one with ``runcast.init``."""
 
     def __init__(
@@ -102,6 +103,7 @@ class Run(Details):
         self._blobs = blobs  # images to the server: the media worker, and the sender's replay of the spool
         self._outputs = Outputs(put=self._put, check=self._check, seq=self._outbox.seq, step=lambda: self._steps.step,
                                 live=lambda: self._live)
+        self._inbox = Inbox(self._ack_command, lambda: self._steps.step)  # the team's commands (commands.py)
         if not enabled:
             return
         self._put("run_started", time.time(), None, started)
@@ -124,7 +126,7 @@ class Run(Details):
             self._checkpoints.snapshots = spool.path / "checkpoints"
         self._sender = Sender(
             config, outbox.queue, outbox.wake, transport, outbox.counters, self._heartbeat, outbox.overflow,
-            outbox.lost, spool, blobs=blobs,
+            outbox.lost, spool, blobs=blobs, on_commands=self._inbox.receive,
         )
         self._sender.start()
         if upload is not None:
@@ -158,6 +160,7 @@ class Run(Details):
                 self._put("metrics", time.time(), accepted[0], accepted[1])
             if accepted[2]:  # runcast.Image, Table, Histogram: media events (outputs.py)
                 self._outputs.media(accepted[2], accepted[0])
+            self._dispatch()
 
     def log_samples(self, rows: Sequence[Mapping[str, Any]], step: int | None = None, key: str = "samples") -> None:
         """Record text generations at ``step`` (default: the run's current step), one ``sample`` event per row:
@@ -375,6 +378,10 @@ class Run(Details):
         events.validate_event(
             {"type": kind, "run": self.id, "segment": self.segment, "seq": 0, "ts": time.time(), **body}
         )
+
+    def _ack_command(self, command: str, step: int | None, outcome: str, message: str) -> None:
+        body = {"command": command, "step": step, "outcome": outcome, "message": message[:1000]}
+        self._put("command_ack", time.time(), None, body)
 
     def _heartbeat(self) -> Item:
         step = self._steps.step

@@ -94,6 +94,12 @@ class Settings(BaseSettings):
         description="Run versions per sealed piece of the cacheable broadcast (part of its URLs' contract).",
     )
 
+    # --- commands to live trainers (docs/commands.md) ---
+    command_expire_s: float = Field(
+        default=600.0, gt=0, le=7 * 24 * 3600,
+        description="A command the trainer has not acknowledged this long after it was sent expires.",
+    )
+
     # --- the ingest inbox (docs/ingest.md) ---
     inbox_redeliver_after_s: float = Field(
         default=30.0, gt=0,

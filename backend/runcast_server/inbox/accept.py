@@ -9,13 +9,15 @@ import json
 import logging
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from kombu.exceptions import OperationalError as BrokerError
 from runcast.wire.events import EventError, validate_batch
 from sqlalchemy import insert
 from sqlalchemy.orm import Session
 
+from runcast_server.commands import acks
+from runcast_server.commands.service import deliver
 from runcast_server.core.db import Database
 from runcast_server.core.disk import check_room
 from runcast_server.core.errors import ApiError
@@ -52,11 +54,19 @@ def _parse(body: bytes) -> Any:
         raise ApiError(400, "body is nested too deeply to be a batch", field="body") from None
 
 
+class Accepted(NamedTuple):
+    """An accepted batch: its event count, and the commands waiting for its runs (docs/commands.md)."""
+
+    count: int
+    commands: list[dict[str, Any]]
+
+
 def accept_batch(settings: Settings, session: Session, project_id: int, body: bytes, received_at: float,
-                 metrics: Metrics, enqueue: Callable[[int, list[dict[str, Any]]], None]) -> int:
+                 metrics: Metrics, enqueue: Callable[[int, list[dict[str, Any]]], None]) -> Accepted:
     """The write door: parse and check the batch, register new runs, commit it to the inbox, then
-    ``enqueue(inbox_id, events)`` (the ingest task); returns the event count. Every error is an
-    ``ApiError`` naming the field, and nothing is written before every check passed.
+    ``enqueue(inbox_id, events)`` (the ingest task); returns the event count and the commands to
+    deliver. Every error is an ``ApiError`` naming the field, and nothing is written before every
+    check passed (command acknowledgements included: ``commands.acks``).
 
     Refused first, with ``DiskFull`` (503), while the database's disk is below ``RUNCAST_MIN_FREE_BYTES``."""
     check_room(settings)
@@ -65,10 +75,13 @@ def accept_batch(settings: Settings, session: Session, project_id: int, body: by
     except EventError as exc:
         raise ApiError(422, exc.message, field=exc.field, index=exc.index) from exc
     try:
-        check_batch(session, project_id, events)
+        waiting = check_batch(session, project_id, events)
     except IngestRejected as exc:
         raise ApiError(exc.status, exc.message, field=exc.field, index=exc.index) from exc
+    acked = acks.check(session, events, received_at)
     register_runs(session, project_id, events, received_at=received_at)
+    acks.apply(session, events, acked, received_at)
+    commands = deliver(session, waiting, received_at)
     inbox_id = add(session, project_id, body, len(events), received_at,
                          next_sweep_at=received_at + settings.inbox_redeliver_after_s)
     session.commit()  # durable from here on; visible to the task and to the next batch's checks
@@ -82,7 +95,7 @@ def accept_batch(settings: Settings, session: Session, project_id: int, body: by
         log.warning("ingest: broker unreachable (%s); inbox %d waits for the sweeper", exc, inbox_id)
     except Exception:  # embedded: the task ran here and failed; the timer sweeps the row again
         log.exception("ingest: inbox %d could not be stored now; the sweeper will retry", inbox_id)
-    return len(events)
+    return Accepted(len(events), commands)
 
 
 def adopt_legacy(db: Database, events: Sequence[Any], project_id: int | None, token: str | None, received_at: float | None,

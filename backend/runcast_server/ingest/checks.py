@@ -28,12 +28,13 @@ def started_segments(events: Sequence[dict[str, Any]]) -> dict[tuple[str, str], 
     return out
 
 
-def check_batch(session: Session, project_id: int, events: Sequence[dict[str, Any]]) -> None:
+def check_batch(session: Session, project_id: int, events: Sequence[dict[str, Any]]) -> set[str]:
     """Raise ForeignRun or UnknownRun for the first event the project may not write.
 
     Every event's run must be stored under ``project_id`` or started in this
     batch, every event's segment stored or started in this batch, and every image's
-    blob held by the project (``UnknownBlob``). Reads only.
+    blob held by the project (``UnknownBlob``). Reads only. Returns the batch's runs that have
+    commands waiting (``runs.commands_pending``, read with the runs' owners: no query of its own).
     """
     conn = session.connection()
     started = started_segments(events)
@@ -47,7 +48,8 @@ def check_batch(session: Session, project_id: int, events: Sequence[dict[str, An
                     index=i,
                 )
     run_ids = sorted({e["run"] for e in events})
-    owner = dict(conn.execute(select(RUNS.c.id, RUNS.c.project_id).where(RUNS.c.id.in_(run_ids))).all())
+    rows = conn.execute(select(RUNS.c.id, RUNS.c.project_id, RUNS.c.commands_pending).where(RUNS.c.id.in_(run_ids))).all()
+    owner = {row.id: row.project_id for row in rows}
     stored_segments: set[tuple[str, str]] = set()
     if owner:
         stored_segments = {
@@ -58,6 +60,7 @@ def check_batch(session: Session, project_id: int, events: Sequence[dict[str, An
         }
     check_owners(events, project_id, owner, stored_segments, started)
     check_blobs(conn, project_id, events)
+    return {row.id for row in rows if row.commands_pending}
 
 
 def check_blobs(conn: Connection, project_id: int, events: Sequence[dict[str, Any]]) -> None:

@@ -24,8 +24,10 @@ from runcast_server.record.models import Run
 
 # Which policy field decides whether a timeline event type is shown at all.
 _EVENT_FIELD: Final = {"checkpoint": "checkpoints", "data_mix": "data_mix", "manifest": "manifests",
-                       "note": "notes", "anomaly": "alerts"}
-_HIDDEN: Final = {"checkpoints": "none", "data_mix": "hidden", "manifests": "none", "notes": "hidden", "alerts": "team"}
+                       "note": "notes", "anomaly": "alerts",
+                       "command": "commands"}
+_HIDDEN: Final = {"checkpoints": "none", "data_mix": "hidden", "manifests": "none", "notes": "hidden", "alerts": "team",
+                    "commands": "hidden"}
 _SHA_FIELDS: Final = ("sha", "branch", "dirty")
 
 

@@ -14,7 +14,7 @@ MAX_SEGMENT: Final = 2**31 - 1  # segments.index is a 32-bit column
 Value = float | str | None
 RunStatus = Literal["running", "finished", "failed", "killed", "stalled"]
 TimelineType = Literal[
-    "run_started", "checkpoint", "data_mix", "manifest", "note", "finished", "anomaly"
+    "run_started", "checkpoint", "data_mix", "manifest", "note", "finished", "anomaly", "command"
 ]
 
 

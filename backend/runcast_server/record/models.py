@@ -77,6 +77,9 @@ class Run(Base):
     last_values_jsonb: Mapped[dict[str, Any] | None] = mapped_column(_JSONB, Computed("last_values"), deferred=True)
     # Archived runs are left out of the run list unless asked for; still readable by id.
     archived_at: Mapped[float | None] = mapped_column(Float)
+    # The run has commands not yet acknowledged or expired (commands/, migration 0022): only then
+    # does an ingest batch look for commands to deliver in its answer.
+    commands_pending: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     # PostgreSQL: the run's partitions and series ids (partitions.py); 0 = stored before
     # migration 0013 (legacy partitions), NULL = nothing stored yet, or SQLite.
     block: Mapped[int | None] = mapped_column(BigInteger)

@@ -68,7 +68,9 @@ class Sender:
         spool: Spool | None = None,
         rng: random.Random | None = None,
         blobs: BlobClient | None = None,  # stores the spool's images before the events showing them (replay)
+        on_commands: Callable[[list[dict[str, Any]]], None] | None = None,  # the team's commands in an answer
     ) -> None:
+        self._on_commands = on_commands
         self.config = config
         self._queue = queue
         self._wake = wake
@@ -288,14 +290,16 @@ class Sender:
             return
         assert self._transport is not None
         try:
-            self._transport.send(body, batch, self._send_timeout())
+            commands = self._transport.send(body, batch, self._send_timeout())
         except Retryable as exc:
             self._start_outage(exc)
             self._to_spool(body, len(batch))
         except Rejected as exc:
             # The server takes less than it said: halve, never drop. An old server refused a rename: the rest goes.
+            # A command acknowledgement it refused (the command expired meanwhile): the rest goes.
             halve = exc.too_large and len(batch) > 1
-            kept = batch if halve else self._renames.retry(batch, exc)
+            kept = batch if halve else self._renames.retry(batch, exc) if exc.field != "command" else (
+                [e for i, e in enumerate(batch) if i != exc.index] if exc.index is not None and len(batch) > 1 else None)
             if kept is None:
                 self._rejected(str(exc), len(batch))
                 return
@@ -304,6 +308,8 @@ class Sender:
                 self._deliver(part_body, part)
         else:
             self._counters.sent += len(batch)
+            if commands and self._on_commands is not None:
+                self._on_commands(commands)
 
     def _to_spool(self, body: bytes, count: int) -> None:
         try:

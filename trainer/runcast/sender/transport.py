@@ -53,8 +53,9 @@ class Transport(Protocol):
 
     url: str
 
-    def send(self, body: bytes, events: list[dict[str, Any]], timeout: float) -> None:
-        """Deliver one batch (``body`` is ``events`` encoded by ``events.dumps_batch``)."""
+    def send(self, body: bytes, events: list[dict[str, Any]], timeout: float) -> list[dict[str, Any]] | None:
+        """Deliver one batch (``body`` is ``events`` encoded by ``events.dumps_batch``); returns the
+        commands the answer carries for the run (docs/commands.md), if any."""
 
     def close(self) -> None:
         """Release connections."""
@@ -96,7 +97,7 @@ class HttpTransport:
         self._endpoint = server.rstrip("/") + INGEST_PATH
         self._timeout = timeout
 
-    def send(self, body: bytes, events: list[dict[str, Any]], timeout: float) -> None:
+    def send(self, body: bytes, events: list[dict[str, Any]], timeout: float) -> list[dict[str, Any]] | None:
         httpx = self._httpx
         try:
             response = self._client.post(self._endpoint, content=body, timeout=min(timeout, self._timeout))
@@ -104,7 +105,7 @@ class HttpTransport:
             raise Retryable(f"{type(exc).__name__}: {exc}") from exc
         status = response.status_code
         if status < 300:
-            return
+            return _commands(response.content)
         message = _error_message(response.content) or f"HTTP {status}"
         if status in (408, 429) or status >= 500:
             raise Retryable(f"HTTP {status}: {message}", _retry_after(response.headers.get("Retry-After")))
@@ -112,6 +113,15 @@ class HttpTransport:
 
     def close(self) -> None:
         self._client.close()
+
+
+def _commands(content: bytes) -> list[dict[str, Any]] | None:
+    """The ``commands`` of an ingest answer (a server older than commands sends none)."""
+    try:
+        commands = json.loads(content).get("commands")
+    except (ValueError, AttributeError):
+        return None
+    return [c for c in commands if isinstance(c, dict)] if isinstance(commands, list) else None
 
 
 def _error_message(content: bytes) -> str:

@@ -23,10 +23,13 @@ from .checks import (
 )
 from .limits import (
     CHECKPOINT_STATUSES,
+    COMMAND_ID_RE,
+    COMMAND_OUTCOMES,
     CONTROL_RE,
     FINAL_STATUSES,
     MAX_ALERTS_BYTES,
     MAX_CODE_BYTES,
+    MAX_COMMAND_MESSAGE_CHARS,
     MAX_CONFIG_BYTES,
     MAX_ENV_BYTES,
     MAX_GROUP_CHARS,
@@ -195,6 +198,15 @@ def _finished(e: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _command_ack(e: Mapping[str, Any]) -> dict[str, Any]:
+    command = e.get("command")
+    if not isinstance(command, str) or not COMMAND_ID_RE.match(command):
+        raise EventError("command", "must be a command id (cmd_ and 8-60 characters of A-Z, a-z, 0-9, '_' or '-')")
+    message = text_field(e, "message", MAX_COMMAND_MESSAGE_CHARS) if e.get("message") is not None else ""
+    return {"step": check_step(e.get("step"), optional=True), "command": command,
+            "outcome": choice(e, "outcome", COMMAND_OUTCOMES), "message": message}
+
+
 # Each event type's body check: the event in, its normalised body fields out.
 BODY_VALIDATORS: Final[dict[str, Callable[[Mapping[str, Any]], dict[str, Any]]]] = {
     "run_started": _run_started,
@@ -209,5 +221,6 @@ BODY_VALIDATORS: Final[dict[str, Callable[[Mapping[str, Any]], dict[str, Any]]]]
     "sample": sample_body,
     "eval": eval_body,
     "media": media_body,
+    "command_ack": _command_ack,
 }
 

@@ -75,6 +75,9 @@ as first written):
 * ``note``: ``step`` (or null), ``text`` (1..10,000 chars).
 * ``heartbeat``: ``step`` (or null), ``lost`` (optional int >= 0: events of this
   segment the SDK could not keep so far, e.g. with the disk full; a hole in the run).
+* ``command_ack`` (once per command, docs/commands.md): ``command`` (the id the server gave the
+  command, ``cmd_...``), ``step`` (or null: where the trainer applied it), ``outcome`` (``applied`` |
+  ``refused``), ``message`` (optional, <= 1,000 chars: what the trainer did or why it refused).
 * ``finished``: ``step`` (or null), ``status`` (one of ``FINAL_STATUSES``), ``lost``
   (as in ``heartbeat``).
 
@@ -116,6 +119,9 @@ from .checks import (
 )
 from .limits import (
     CHECKPOINT_STATUSES,
+    COMMAND_ID_RE,
+    COMMAND_KINDS,
+    COMMAND_OUTCOMES,
     COMPATIBLE_BATCH_EVENTS,
     EVENT_TYPES,
     FINAL_STATUSES,
@@ -158,6 +164,9 @@ from .limits import (
 # The schema's public names, wherever they are defined (the backend and the SDK import them from here).
 __all__ = [
     "CHECKPOINT_STATUSES",
+    "COMMAND_ID_RE",
+    "COMMAND_KINDS",
+    "COMMAND_OUTCOMES",
     "COMPATIBLE_BATCH_EVENTS",
     "EVENT_TYPES",
     "EventError",

@@ -23,10 +23,16 @@ EVENT_TYPES: Final = (
     "sample",
     "eval",
     "media",
+    "command_ack",
 )
 FINAL_STATUSES: Final = ("finished", "failed", "killed")
 VISIBILITIES: Final = ("public", "unlisted", "private")
 CHECKPOINT_STATUSES: Final = ("available", "pruned")
+# A command from the team (docs/commands.md): what it asks, and what the trainer answers.
+COMMAND_KINDS: Final = ("stop", "checkpoint", "pause", "resume", "set")
+COMMAND_OUTCOMES: Final = ("applied", "refused")
+MAX_COMMAND_MESSAGE_CHARS: Final = 1000
+COMMAND_ID_RE: Final = re.compile(r"^cmd_[A-Za-z0-9_-]{8,60}$")
 
 MAX_BATCH_EVENTS: Final = 5000  # the most events one batch may hold (the server refuses more)
 # What every server accepts, releases before 5000 included: a sender cuts batches at this size

@@ -21,6 +21,8 @@ field           values
 ``samples``     ``"shown"`` | ``"hidden"`` (text generations, docs/samples.md)
 ``evals``       ``"shown"`` | ``"hidden"`` (evaluation scores, on checkpoints too)
 ``media``       ``"shown"`` | ``"hidden"`` (images, tables, histograms)
+``commands``    ``"shown"`` | ``"hidden"`` (the team's commands to the trainer and their
+                acknowledgements, docs/commands.md)
 ``delay_s``     seconds (0..604800, default 0): the public sees the run as it was
                 this long ago (the broadcast delay; one delay for the whole run)
 ==============  ===============================================================
@@ -50,6 +52,7 @@ CHOICES: Final[dict[str, tuple[str, ...]]] = {
     "samples": ("shown", "hidden"),
     "evals": ("shown", "hidden"),
     "media": ("shown", "hidden"),
+    "commands": ("shown", "hidden"),
 }
 LISTS: Final = ("metrics", "config")  # "all", "none" or a list of glob patterns
 DELAY: Final = "delay_s"
@@ -59,7 +62,7 @@ FIELDS: Final = (*LISTS, *CHOICES, DELAY)
 DEFAULT: Final[dict[str, Any]] = {
     "metrics": ALL, "config": ALL, "env": "shown", "code": "diff", "data_mix": "shown",
     "manifests": "previews", "notes": "shown", "checkpoints": "downloadable", "alerts": "public",
-    "samples": "shown", "evals": "shown", "media": "shown", DELAY: 0,
+    "samples": "shown", "evals": "shown", "media": "shown", "commands": "shown", DELAY: 0,
 }
 
 

@@ -17,11 +17,12 @@ from functools import partial
 
 from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from runcast_server.api.deps import ContextDep, IngestDep, SessionDep
 from runcast_server.api.documented import json_body, ref
 from runcast_server.api.ingest_doc import IngestBatch
+from runcast_server.commands.schemas import DeliveredCommand
 from runcast_server.core.errors import error_responses
 from runcast_server.inbox.accept import accept_batch
 from runcast_server.tasks import enqueue_ingest
@@ -31,6 +32,10 @@ router = APIRouter(tags=["ingest"])
 
 class Accepted(BaseModel):
     accepted: int
+    commands: list[DeliveredCommand] = Field(
+        default_factory=list,
+        description="Commands from the team waiting for the batch's runs (docs/commands.md): the trainer "
+        "acts on each id once and acknowledges it with a command_ack event.")
 
 
 @router.post("/ingest", status_code=202, response_model=Accepted,
@@ -38,7 +43,8 @@ class Accepted(BaseModel):
 async def ingest(request: Request, project: IngestDep, session: SessionDep, ctx: ContextDep) -> Accepted:
     """Accept a batch ``{"v": 1, "events": [...]}`` for the token's project.
 
-    202: the batch is committed to the ingest inbox and will be stored. Errors are
+    202: the batch is committed to the ingest inbox and will be stored; the answer carries the
+    commands waiting for its runs (docs/commands.md). Errors are
     ``{"error": {"message", "field", "index"?}}``: 400 not JSON, 401 token, 403 a
     run_started naming another project, 404 unknown run or segment (another project's
     run answers exactly the same), 409 a run_started for an id another project holds,
@@ -48,6 +54,6 @@ async def ingest(request: Request, project: IngestDep, session: SessionDep, ctx:
     """
     received_at = time.time()
     body = await request.body()  # at most RUNCAST_MAX_BODY_BYTES: api.limits.BodyLimit
-    count = await run_in_threadpool(accept_batch, ctx.settings, session, project.id, body, received_at,
-                                    request.app.state.metrics, partial(enqueue_ingest, ctx))
-    return Accepted(accepted=count)
+    done = await run_in_threadpool(accept_batch, ctx.settings, session, project.id, body, received_at,
+                                   request.app.state.metrics, partial(enqueue_ingest, ctx))
+    return Accepted(accepted=done.count, commands=[DeliveredCommand(**c) for c in done.commands])
