@@ -11,6 +11,7 @@ from runcast_server.api.routes import (
     blobs,
     broadcast,
     checkpoints,
+    comments,
     estimate,
     events,
     export,
@@ -52,6 +53,7 @@ api_router.include_router(oidc.router)  # OpenID Connect sign-in (docs/auth.md)
 api_router.include_router(members.router)  # people's roles in projects (docs/auth.md)
 api_router.include_router(blobs.router)  # images of runs: uploads and thumbnails (docs/samples.md)
 api_router.include_router(broadcast.router)  # the cacheable broadcast (docs/live.md)
+api_router.include_router(comments.router)  # comments on runs (docs/comments.md)
 
 # Models of bodies the routes read or write themselves, named in the document by documented.ref.
 DOCUMENTED_REQUESTS = (IngestBatch, PolicyChange, UploadBegin)
