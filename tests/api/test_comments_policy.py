@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from api.test_comments import PASSWORD, bearer, browser, post, step
 from runcast_server.people import service as people
 from sqlalchemy import text
+
+from api.test_comments import PASSWORD, bearer, browser, post, step
 
 API = "/api/v1"
 

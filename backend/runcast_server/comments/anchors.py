@@ -73,8 +73,8 @@ def resolve(session: Session, run: Run, view: View, anchor: AnchorIn, *, team: b
                 view.until is not None and alert.opened_at > view.until):
             raise NotFound("alert", field="anchor.id")
         return Anchor("alert", alert.key or None, alert.id, alert.step)
-    model = Sample if anchor.kind == "sample" else Evaluation
-    row = session.get(model, anchor.id)
+    row: Sample | Evaluation | None = (session.get(Sample, anchor.id) if anchor.kind == "sample"
+                                       else session.get(Evaluation, anchor.id))
     due = row is not None and (view.horizon is None or row.version is None or row.version <= view.horizon.version)
     if row is None or row.run_id != run.id or not view.output_shown(f"{anchor.kind}s") or not due:
         raise NotFound(anchor.kind, field="anchor.id")

@@ -12,8 +12,8 @@ from typing import Any
 
 import nh3
 from markdown_it import MarkdownIt
-from markdown_it.token import Token
 from markdown_it.common.utils import escapeHtml
+from markdown_it.token import Token
 from markdown_it.utils import EnvType, OptionsDict
 
 TAGS = frozenset({"p", "br", "hr", "em", "strong", "del", "s", "code", "pre", "blockquote", "ul", "ol", "li",

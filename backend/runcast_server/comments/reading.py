@@ -7,7 +7,6 @@ comment they see and whose anchor the run's publication policy shows them (comme
 
 from __future__ import annotations
 
-
 from runcast_server.comments.anchors import shown
 from runcast_server.comments.models import Comment
 from runcast_server.comments.schemas import AnchorOut, Author, CommentOut

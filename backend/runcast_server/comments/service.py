@@ -101,7 +101,7 @@ def run_comments(session: Session, run_id: str) -> list[tuple[Comment, User | No
 
 
 def report_counts(session: Session, run_id: str) -> dict[int, int]:
-    return dict(session.execute(  # type: ignore[arg-type]
+    return dict(session.execute(
         select(CommentReport.comment_id, func.count()).join(Comment, Comment.id == CommentReport.comment_id)
         .where(Comment.run_id == run_id).group_by(CommentReport.comment_id)).all())
 
