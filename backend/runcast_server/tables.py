@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 from runcast_server.alerts import models as _alert_models  # (alerts tables, migration 0003)
 from runcast_server.artifacts import models as _artifact_models  # noqa: F401  (checkpoint uploads, migration 0008)
 from runcast_server.commands import models as _command_models  # noqa: F401  (commands to trainers, migration 0022)
+from runcast_server.comments import models as _comment_models  # (comments, migration 0023)
 from runcast_server.core.models import Base
 from runcast_server.inbox import models as _inbox_models  # noqa: F401  (ingest inbox, migration 0006)
 from runcast_server.metrics import models as _metric_models  # noqa: F401  (rollups)
@@ -33,4 +34,5 @@ METADATA: MetaData = Base.metadata
 def delete_run(session: Session, run: Run) -> manage.Deleted:
     """Delete ``run`` and every row of every domain that belongs to it, in the caller's transaction
     (``runs.manage.delete_run``; then ``manage.drop_detached`` after the commit)."""
-    return manage.delete_run(session, run, METADATA.sorted_tables, dependents=(_alert_models.delete_run_deliveries,))
+    return manage.delete_run(session, run, METADATA.sorted_tables, dependents=(_alert_models.delete_run_deliveries,
+                                                                                 _comment_models.delete_run_comment_rows))

@@ -12,6 +12,7 @@ from runcast_server.api.routes import (
     broadcast,
     checkpoints,
     commands,
+    comments,
     estimate,
     events,
     export,
@@ -54,6 +55,7 @@ api_router.include_router(members.router)  # people's roles in projects (docs/au
 api_router.include_router(blobs.router)  # images of runs: uploads and thumbnails (docs/samples.md)
 api_router.include_router(broadcast.router)  # the cacheable broadcast (docs/live.md)
 api_router.include_router(commands.router)  # the team's commands to live trainers (docs/commands.md)
+api_router.include_router(comments.router)  # comments on runs (docs/comments.md)
 
 # Models of bodies the routes read or write themselves, named in the document by documented.ref.
 DOCUMENTED_REQUESTS = (IngestBatch, PolicyChange, UploadBegin)

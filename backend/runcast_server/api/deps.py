@@ -16,6 +16,7 @@ from runcast_server.context import AppContext
 from runcast_server.core.auth import Grant, is_admin_token, project_for_token, token_grant
 from runcast_server.core.errors import ApiError, error_body, error_response, request_language
 from runcast_server.core.models import Project
+from runcast_server.people.models import User
 from runcast_server.sessions.service import COOKIE as SESSION_COOKIE
 from runcast_server.sessions.service import lookup as lookup_session
 
@@ -154,6 +155,14 @@ def require_team_token(session: SessionDep, token: TokenDep) -> Project:
     return access.check_scope(token_grant_dep(session, token), "team")
 
 
+def signed_in_person(request: Request, session: SessionDep) -> User | None:
+    """The person whose session cookie the request carries; None for anyone else (anonymous, a
+    project token's session, a stale cookie)."""
+    found = lookup_session(session, request.cookies.get(SESSION_COOKIE))
+    return None if found is None else found.user
+
+
+PersonDep = Annotated[User | None, Depends(signed_in_person)]
 ViewerDep = Annotated[Project | None, Depends(viewer_project)]
 ReaderDep = Annotated[Project, Depends(require_read)]
 IngestDep = Annotated[Project, Depends(require_ingest)]

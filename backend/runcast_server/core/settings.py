@@ -245,6 +245,11 @@ class Settings(BaseSettings):
     )
     signin_rate_limit: int = Field(default=20, ge=1, description="Sign-in attempts one client IP may make per window.")
     signin_rate_window_s: int = Field(default=300, ge=1, description="The sign-in rate limit's fixed window.")
+    comment_rate_limit: int = Field(default=10, ge=1, description="Comments (and reports) one signed-in person "
+                                    "may write per window (docs/comments.md).")
+    comment_address_rate_limit: int = Field(default=30, ge=1, description="Comments (and reports) one client IP may "
+                                            "write per window, whoever is signed in.")
+    comment_rate_window_s: int = Field(default=60, ge=1, description="The comment rate limits' fixed window.")
     oidc_providers: list[OidcProvider] = Field(
         default=[], description="OpenID Connect providers as a JSON list of {name, display_name, issuer, client_id, "
         "client_secret, scope?}; empty: only local accounts and tokens sign in (docs/auth.md).",

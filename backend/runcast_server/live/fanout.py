@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 
 from runcast_server.core.db import Database
 from runcast_server.core.settings import Settings
-from runcast_server.live.frames import Frame, batch_frame, reset_frame
+from runcast_server.live.frames import Frame, batch_frame, comments_frame, reset_frame
 from runcast_server.live.hub import DEFAULT_MAXSIZE, LocalHub
 from runcast_server.live.replay import Replay, current_version, db, read_versions
 from runcast_server.policy.apply import public_policy
@@ -152,6 +152,13 @@ class RunChannel:
             if viewer.closed:
                 self.viewers.discard(viewer)
 
+    def _notify(self, frame: Frame) -> None:
+        """A notice (``Frame.notice``) to every viewer now: it carries no record, only "read again"."""
+        for viewer in list(self.viewers):
+            viewer.offer(frame)
+            if viewer.closed:
+                self.viewers.discard(viewer)
+
     def _offer_public(self, frame: Frame) -> None:
         for viewer in list(self.viewers):
             if not viewer.project_reader:
@@ -280,6 +287,10 @@ class RunChannel:
                             continue
                         except StopAsyncIteration:
                             break  # the hub dropped us (lagged): resubscribe, then catch up
+                        if isinstance(message.get("comments"), dict):
+                            self._notify(comments_frame(self.run_id, int(message["comments"].get("id", 0)),
+                                                        str(message["comments"].get("change", ""))))
+                            continue
                         if int(message.get("version", 0)) > self.queued:
                             await self._catch_up()
                 finally:

@@ -23,6 +23,7 @@ class Frame:
     project: bytes | None = None  # for readers with a token of the run's project, when it differs
     policy: str = ""  # the publication policy ``data`` was built under (View.key)
     committed_at: float = 0.0  # when the version was stored (a delayed run's public copy is due delay_s later)
+    notice: bool = False  # outside the version sequence (``comments_frame``): sent as is to every viewer
 
     def for_reader(self, project_reader: bool) -> bytes:
         return self.project if project_reader and self.project is not None else self.data
@@ -66,5 +67,12 @@ def batch_frame(message: dict[str, Any], public_paths: bool = False, policy: Vie
 def reset_frame(version: int) -> Frame:
     """``event: reset``: the client should reload through REST; live batches after ``version`` follow."""
     return Frame(version, f"id: {version}\nevent: reset\ndata: {_dumps({'version': version})}\n\n".encode(), True)
+def comments_frame(run_id: str, comment_id: int, change: str) -> Frame:
+    """``event: comments``: the run's comments changed; the page reads them again through REST
+    (which applies the reader's rights and the run's policy). No ``id:``: the resume point stays."""
+    data = _dumps({"run": run_id, "comment": comment_id, "change": change})
+    return Frame(0, f"event: comments\ndata: {data}\n\n".encode(), notice=True)
+
+
 KEEPALIVE: Final = b": keep-alive\n\n"
 PREAMBLE: Final = f"retry: {RETRY_MS}\n\n".encode()

@@ -66,6 +66,15 @@ class StreamBatch(BaseModel):
                                         "read GET /runs/{id} again.")
 
 
+class StreamComments(BaseModel):
+    """``event: comments`` (no ``id``): the run's comments changed; read GET /runs/{id}/comments again
+    (it applies the reader's rights and the run's policy; the message carries no text)."""
+
+    run: str
+    comment: int = Field(description="The comment that changed.")
+    change: Literal["new", "edited", "deleted", "moderated"]
+
+
 class StreamReset(BaseModel):
     """``event: reset``: reload through REST, then apply the batches after ``version``."""
 

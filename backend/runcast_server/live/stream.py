@@ -58,7 +58,9 @@ async def viewer_frames(reg: Registry, run_id: str, last_event_id: int | None, v
             chunk = []  # what is queued goes in one write
             while viewer.frames:
                 frame = viewer.frames.popleft()
-                if frame.reset or frame.version > sent:
+                if frame.notice:
+                    chunk.append(frame.data)
+                elif frame.reset or frame.version > sent:
                     sent = frame.version
                     chunk.append(frame.for_reader(viewer.project_reader))
             if viewer.keepalive_due and not chunk:

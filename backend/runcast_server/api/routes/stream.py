@@ -27,7 +27,7 @@ from runcast_server.core.db import Database
 from runcast_server.core.errors import NotFound, error_responses
 from runcast_server.core.models import Project
 from runcast_server.live.fanout import Viewer
-from runcast_server.live.schemas import StreamBatch, StreamReset
+from runcast_server.live.schemas import StreamBatch, StreamComments, StreamReset
 from runcast_server.live.stream import viewer_frames
 from runcast_server.observability.logs import run_scope
 from runcast_server.observability.prometheus import Metrics
@@ -143,12 +143,12 @@ def _check_access(database: Database, run_id: str, token: str | None, cookie: st
         return is_project_reader(run, viewer), public_policy(session, run.id).key
 
 
-def _message(event: str, data: type[BaseModel]) -> dict[str, Any]:
+def _message(event: str, data: type[BaseModel], *, versioned: bool = True) -> dict[str, Any]:
     """One SSE message as its fields (FastAPI's SSE item schema): ``event``, ``id`` (the run
-    version) and ``data``, the JSON of ``data``."""
+    version; none on a notice, ``versioned=False``) and ``data``, the JSON of ``data``."""
     return {
         "type": "object",
-        "required": ["event", "id", "data"],
+        "required": ["event", "id", "data"] if versioned else ["event", "data"],
         "properties": {
             "event": {"const": event},
             "id": {"type": "string", "pattern": r"^[0-9]+$"},
@@ -159,8 +159,9 @@ def _message(event: str, data: type[BaseModel]) -> dict[str, Any]:
 
 
 # The models the stream's item schema names (the app adds them to the document's components).
-DOCUMENTED: Final = (StreamBatch, StreamReset)
-STREAM_ITEM: Final = {"oneOf": [_message("batch", StreamBatch), _message("reset", StreamReset)]}
+DOCUMENTED: Final = (StreamBatch, StreamReset, StreamComments)
+STREAM_ITEM: Final = {"oneOf": [_message("batch", StreamBatch), _message("reset", StreamReset),
+                                _message("comments", StreamComments, versioned=False)]}
 
 
 @router.get(

@@ -1,0 +1,278 @@
+"""``/api/v1/runs/{run_id}/comments``: comments on a run, anchored to the curve (docs/comments.md).
+
+Anyone who may read the run reads its comments (under the run's publication policy); a signed-in
+person writes them (from this site's pages only); the team (a member's or owner's session, or a
+token with the ``team`` scope of the run's project) also answers as the team, moderates, reads
+reports and earlier versions, and sets hold-for-approval. Each change is announced on the run's
+live channel (``event: comments``, docs/live.md) after its commit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import APIRouter, Path, Request, Response
+from runcast.wire.events import ID_RE
+from sqlalchemy.orm import Session
+
+from runcast_server.alerts import ratelimit
+from runcast_server.api import access
+from runcast_server.api.deps import (
+    SESSION_COOKIE,
+    ContextDep,
+    PersonDep,
+    SessionDep,
+    TokenDep,
+    over_rate_limit,
+    session_viewer,
+    token_grant_dep,
+)
+from runcast_server.comments import service
+from runcast_server.comments.anchors import Anchor, resolve
+from runcast_server.comments.models import Comment
+from runcast_server.comments.reading import find_visible, visible
+from runcast_server.comments.schemas import (
+    CommentEdit,
+    CommentIn,
+    CommentList,
+    CommentOut,
+    HoldIn,
+    ModerationIn,
+    ReportIn,
+    ReportList,
+    ReportOut,
+    VersionList,
+    VersionOut,
+)
+from runcast_server.context import AppContext
+from runcast_server.core.errors import ApiError, NotFound, error_responses
+from runcast_server.core.models import Project
+from runcast_server.people.models import User
+from runcast_server.policy.apply import View, view_for
+from runcast_server.reads.access import can_read
+from runcast_server.record.models import Run
+
+router = APIRouter(tags=["comments"])
+RunPath = Annotated[str, Path(max_length=64, description="The run id.")]
+CommentPath = Annotated[int, Path(ge=1, description="The comment id.")]
+ERRORS = error_responses(401, 403, 404, 409, 422, 429)
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who asks about one run: the person (if signed in), the project they read as, and whether
+    they are the run's team."""
+
+    person: User | None
+    reader: Project | None
+    team: bool
+    token: bool
+
+
+def _caller(request: Request, session: Session, token: str | None, person: User | None, run_id: str) -> tuple[Caller, Run]:
+    if not ID_RE.match(run_id):
+        raise NotFound("run", field="run")
+    run = session.get(Run, run_id)
+    if token is not None:
+        grant = token_grant_dep(session, token)
+        reader = grant.project if access.grants(grant.scopes, "read") else None
+        caller = Caller(None, reader, run is not None and grant.project.id == run.project_id
+                        and access.grants(grant.scopes, "team"), True)
+    elif person is not None:
+        if request.method not in access.READ_METHODS and not access.is_same_site(request):
+            raise ApiError(403, "a signed-in browser's changes are accepted only from this site's pages", field="Origin")
+        project = access.run_project(session, run_id)
+        scopes = access.person_scopes(session, person, project)
+        caller = Caller(person, project if access.grants(scopes, "read") else None, access.grants(scopes, "team"), False)
+    else:
+        reader = session_viewer(session, request.method, request.cookies.get(SESSION_COOKIE), run_id=run_id)
+        caller = Caller(None, reader, False, False)
+    if run is None or not can_read(run, caller.reader):
+        raise NotFound("run", field="run")
+    return caller, run
+
+
+def _listing(session: Session, run: Run, caller: Caller, view: View | None = None) -> list[CommentOut]:
+    view = view if view is not None else view_for(session, run, caller.reader)
+    counts = service.report_counts(session, run.id) if caller.team else None
+    return visible(service.run_comments(session, run.id), view, me=None if caller.person is None else caller.person.id,
+                   moderator=caller.team, reports=counts)
+
+
+def _comment(session: Session, run: Run, caller: Caller, comment_id: int) -> Comment:
+    """The comment if this caller sees it (else 404, as an unknown one)."""
+    comment = session.get(Comment, comment_id)
+    if comment is None or comment.run_id != run.id or find_visible(_listing(session, run, caller), comment_id) is None:
+        raise NotFound("comment", field="comment")
+    return comment
+
+
+def _require_team(caller: Caller) -> None:
+    if not caller.team:
+        raise ApiError(403, "only the run's team (a member or an owner, or a token with the 'team' scope) does this",
+                       field="Authorization" if caller.token else SESSION_COOKIE)
+
+
+def _limited(request: Request, session: Session, ctx: AppContext, caller: Caller) -> None:
+    """Count one write against the person's and the address's limits (the team's tokens are not limited)."""
+    if caller.token:
+        return
+    settings = ctx.settings
+    message = "too many comments; wait and try again"
+    if caller.person is not None:
+        wait = ratelimit.hit(session, f"comment-user:{caller.person.id}", settings.comment_rate_limit,
+                             settings.comment_rate_window_s)
+        if wait is not None:
+            session.commit()
+            raise ApiError(429, message, field=SESSION_COOKIE, headers={"Retry-After": str(int(wait) + 1)})
+    refused = over_rate_limit(request, session, "comment-address", settings.comment_address_rate_limit,
+                              settings.comment_rate_window_s, message)
+    if refused is not None:
+        raise ApiError(429, message, field="address", headers={"Retry-After": refused.headers["Retry-After"]})
+
+
+def _announce(ctx: AppContext, run_id: str, comment_id: int, change: str) -> None:
+    """After the commit: every open page of the run reloads its comments (live/fanout.py)."""
+    ctx.hub.publish(run_id, {"run": run_id, "comments": {"id": comment_id, "change": change}})
+
+
+@router.get("/runs/{run_id}/comments", response_model=CommentList, responses=ERRORS)
+def list_comments(request: Request, session: SessionDep, token: TokenDep, person: PersonDep,
+                  run_id: RunPath) -> CommentList:
+    """The run's comments the caller may see: threads (pinned first), each followed by its replies."""
+    caller, run = _caller(request, session, token, person, run_id)
+    return CommentList(run=run.id, hold=service.holds(session, run.id), moderator=caller.team,
+                       signed_in=caller.person is not None or caller.team, comments=_listing(session, run, caller))
+
+
+@router.post("/runs/{run_id}/comments", response_model=CommentOut, status_code=201, responses=ERRORS)
+def post_comment(request: Request, session: SessionDep, ctx: ContextDep, token: TokenDep, person: PersonDep,
+                 run_id: RunPath, body: CommentIn) -> CommentOut:
+    """A new thread anchored to the curve (``anchor``) or a reply (``parent``). With a token, only the
+    team's answer (a ``team`` token of the run's project)."""
+    caller, run = _caller(request, session, token, person, run_id)
+    if caller.person is None and not caller.team:
+        if caller.token:
+            raise ApiError(403, "comments are written by signed-in people; a token writes only the team's "
+                           "(the 'team' scope of the run's project)", field="Authorization")
+        raise ApiError(401, "sign in to comment", field=SESSION_COOKIE)
+    if (body.anchor is None) == (body.parent is None):
+        raise ApiError(422, "give either 'anchor' (a new thread) or 'parent' (a reply)", field="anchor")
+    _limited(request, session, ctx, caller)
+    view = view_for(session, run, caller.reader)
+    parent = None
+    if body.parent is not None:
+        parent = _comment(session, run, caller, body.parent)
+        root = parent if parent.parent_id is None else session.get(Comment, parent.parent_id)
+        assert root is not None
+        if root.locked and not caller.team:
+            raise ApiError(409, "the thread is locked", field="parent")
+        anchor = Anchor(root.anchor_kind, root.anchor_key, root.anchor_id, root.anchor_step)
+    else:
+        assert body.anchor is not None
+        anchor = resolve(session, run, view, body.anchor, team=caller.reader is not None
+                         and caller.reader.id == run.project_id)
+    held = service.holds(session, run.id) and not caller.team
+    comment = service.create(session, run.id, body.body, anchor=anchor, parent=parent, author=caller.person,
+                             team=caller.team, held=held)
+    session.commit()
+    _announce(ctx, run.id, comment.id, "new")
+    answer = find_visible(_listing(session, run, caller, view), comment.id)
+    assert answer is not None
+    return answer
+
+
+@router.patch("/runs/{run_id}/comments/{comment_id}", response_model=CommentOut, responses=ERRORS)
+def edit_comment(request: Request, session: SessionDep, ctx: ContextDep, token: TokenDep, person: PersonDep,
+                 run_id: RunPath, comment_id: CommentPath, body: CommentEdit) -> CommentOut:
+    """Change one's own comment (its former text is kept for the team)."""
+    caller, run = _caller(request, session, token, person, run_id)
+    comment = _comment(session, run, caller, comment_id)
+    if caller.person is None or comment.author_id != caller.person.id or comment.state == "deleted":
+        raise ApiError(403, "only its author changes a comment", field="comment")
+    service.edit(session, comment, body.body)
+    session.commit()
+    _announce(ctx, run.id, comment.id, "edited")
+    answer = find_visible(_listing(session, run, caller), comment.id)
+    assert answer is not None
+    return answer
+
+
+@router.delete("/runs/{run_id}/comments/{comment_id}", status_code=204, response_class=Response, responses=ERRORS)
+def delete_comment(request: Request, session: SessionDep, ctx: ContextDep, token: TokenDep, person: PersonDep,
+                   run_id: RunPath, comment_id: CommentPath) -> Response:
+    """Withdraw one's own comment (its text is kept for the team; the team hides instead)."""
+    caller, run = _caller(request, session, token, person, run_id)
+    comment = _comment(session, run, caller, comment_id)
+    if caller.person is None or comment.author_id != caller.person.id:
+        raise ApiError(403, "only its author deletes a comment (the team hides it)", field="comment")
+    service.withdraw(session, comment)
+    session.commit()
+    _announce(ctx, run.id, comment.id, "deleted")
+    return Response(status_code=204)
+
+
+@router.post("/runs/{run_id}/comments/{comment_id}/moderation", response_model=CommentOut, responses=ERRORS)
+def moderate_comment(request: Request, session: SessionDep, ctx: ContextDep, token: TokenDep, person: PersonDep,
+                     run_id: RunPath, comment_id: CommentPath, body: ModerationIn) -> CommentOut:
+    """The team pins, locks, hides (or shows again) and approves."""
+    caller, run = _caller(request, session, token, person, run_id)
+    _require_team(caller)
+    comment = _comment(session, run, caller, comment_id)
+    if comment.parent_id is not None and (body.pinned is not None or body.locked is not None):
+        raise ApiError(422, "pin and lock a thread by its first comment", field="pinned" if body.pinned is not None
+                       else "locked")
+    service.moderate(session, comment, service.Moderation(**body.model_dump()))
+    session.commit()
+    _announce(ctx, run.id, comment.id, "moderated")
+    answer = find_visible(_listing(session, run, caller), comment.id)
+    assert answer is not None
+    return answer
+
+
+@router.post("/runs/{run_id}/comments/{comment_id}/reports", status_code=202, response_class=Response,
+             responses=ERRORS)
+def report_comment(request: Request, session: SessionDep, ctx: ContextDep, token: TokenDep, person: PersonDep,
+                   run_id: RunPath, comment_id: CommentPath, body: ReportIn) -> Response:
+    """Report a comment to the team (any signed-in person, once per comment)."""
+    caller, run = _caller(request, session, token, person, run_id)
+    if caller.person is None:
+        raise ApiError(401, "sign in to report a comment", field=SESSION_COOKIE)
+    comment = _comment(session, run, caller, comment_id)
+    _limited(request, session, ctx, caller)
+    service.report(session, comment, caller.person, body.reason)
+    return Response(status_code=202)
+
+
+@router.get("/runs/{run_id}/comments/reports", response_model=ReportList, responses=ERRORS)
+def list_reports(request: Request, session: SessionDep, token: TokenDep, person: PersonDep,
+                 run_id: RunPath) -> ReportList:
+    """The reports of the run's comments, newest first (the team)."""
+    caller, run = _caller(request, session, token, person, run_id)
+    _require_team(caller)
+    return ReportList(run=run.id, reports=[ReportOut(comment=r.comment_id, reporter=name, reason=r.reason,
+                                                     created_at=r.created_at)
+                                           for r, name in service.reports(session, run.id)])
+
+
+@router.get("/runs/{run_id}/comments/{comment_id}/versions", response_model=VersionList, responses=ERRORS)
+def list_versions(request: Request, session: SessionDep, token: TokenDep, person: PersonDep,
+                  run_id: RunPath, comment_id: CommentPath) -> VersionList:
+    """A comment's earlier texts (the team)."""
+    caller, run = _caller(request, session, token, person, run_id)
+    _require_team(caller)
+    comment = _comment(session, run, caller, comment_id)
+    return VersionList(comment=comment.id, versions=[VersionOut(body=v.body, created_at=v.created_at)
+                                                     for v in service.versions(session, comment.id)])
+
+
+@router.put("/runs/{run_id}/comments/settings", response_model=CommentList, responses=ERRORS)
+def put_comment_settings(request: Request, session: SessionDep, ctx: ContextDep, token: TokenDep, person: PersonDep,
+                         run_id: RunPath, body: HoldIn) -> CommentList:
+    """Hold new comments for approval, or not (the team); answers as the GET."""
+    caller, run = _caller(request, session, token, person, run_id)
+    _require_team(caller)
+    service.set_hold(session, run.id, body.hold)
+    session.commit()
+    return CommentList(run=run.id, hold=body.hold, moderator=True, signed_in=True, comments=_listing(session, run, caller))
