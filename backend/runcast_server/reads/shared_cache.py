@@ -24,8 +24,11 @@ from runcast_server.share.http import etag_of
 
 PUBLIC: Final = "public, max-age=1, stale-while-revalidate=1"
 PRIVATE: Final = "private, no-store"
-# A run, or one of its reads; never the stream, the broadcast or a file (their own headers).
-RUN_READ: Final = re.compile(r"^/api/v1/runs/[^/]+(?:/(?!stream$|broadcast/|uploads)[A-Za-z0-9_/.-]*)?$")
+# A run, or one of the reads its page makes (the same list as the shipped nginx site's location);
+# never the stream, the broadcast, an export or a file (streamed bodies, their own headers).
+READS: Final = ("metrics", "events", "alerts", "checkpoints", "revisions", "evals", "samples", "samples/prompts",
+                "media", "media/keys", "data-mix")
+RUN_READ: Final = re.compile(r"^/api/v1/runs/[^/]+(?:/(?:" + "|".join(READS) + r"))?$")
 _COOKIE_NAME: Final = COOKIE + "="
 
 
