@@ -37,6 +37,7 @@ from runcast_server.observability.http import (
 )
 from runcast_server.observability.prometheus import Metrics, multiprocess_dir
 from runcast_server.people.oidc import registry
+from runcast_server.reads.shared_cache import SharedRunReads
 from runcast_server.sessions.http import PrivateWhenSignedIn
 from runcast_server.share.cors import PublicReadCors
 from runcast_server.tasks import enqueue_ingest
@@ -114,6 +115,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         limit_for=lambda path: body_limit(settings, path),
     )
     app.add_middleware(RequestMetrics, metrics=metrics, ingest_path=INGEST_PATH)
+    app.add_middleware(SharedRunReads)  # a run's first reads, cacheable when anonymous (docs/live.md)
     app.add_middleware(PrivateWhenSignedIn)  # docs/auth.md: caching
     app.state.oauth = registry(settings.oidc_providers) if settings.oidc_providers else None
     if settings.oidc_providers:  # Authlib's state, nonce and PKCE verifier between login and callback
@@ -144,7 +146,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             return report
         return JSONResponse(report.model_dump(), status_code=503, headers={"Retry-After": "5"})
 
-    frontend = Frontend(FileAssets(FRONTEND_DIR), vendor, bundles=settings.page_bundles)
+    frontend = Frontend(FileAssets(FRONTEND_DIR), vendor, bundles=settings.page_bundles,
+                        follow=settings.public_follow)
     app.include_router(share_router(frontend, settings), responses=error_responses(413, 503))
     app.include_router(pages_router(frontend, vendor, title=app.title, openapi_url=app.openapi_url or "/openapi.json"))
     app.mount("/", FrontendFiles(frontend), name="frontend")  # last: whatever no route matched

@@ -22,7 +22,9 @@ export function decodeAll(values) {
 }
 
 export async function getJSON(url, options = {}) {
-  const response = await fetch(url, { headers: { Accept: "application/json" }, ...options });
+  // Revalidated every time: a run's reads may be cached for a second (shared caches serve the
+  // crowd), but the page's store reads again because it needs what is newer.
+  const response = await fetch(url, { headers: { Accept: "application/json" }, cache: "no-cache", ...options });
   let body = null;
   try {
     body = await response.json();

@@ -8,10 +8,11 @@
 // /metrics answer applies the stream's messages after the run version it names.
 
 import { ApiError, getEvents, getJSON, getMetrics, getRun, runUrl } from "./api.js";
+import { BroadcastFollower } from "./follow.js";
 import { LiveStream } from "./live.js";
 import { MetricStore } from "./store.js";
 import { XMap, rangesEqual } from "./xmap.js";
-import { mountSignIn } from "./signin.js";
+import { hasSessionMarker, mountSignIn } from "./signin.js";
 import { debounce, LIVE_MAX_WAIT_MS } from "./util.js";
 import { loadAlerts } from "./run/alerts.js";
 import { allCharts, buildMainChart, buildPanels, redraw, setMarkers, setupXmaps } from "./run/charts.js";
@@ -40,7 +41,8 @@ function createPage() {
     state,
     prefetch: takePrefetch(runId),
     store: new MetricStore((run, key, query, signal) => getMetrics(run, key, { ...query, signal })),
-    stream: null,
+    stream: null, // a LiveStream, or a BroadcastFollower (liveMode "cache")
+    liveMode: null,
     streamState: "offline",
     detail: null,
     events: [],
@@ -241,6 +243,38 @@ function catchUp(page) {
   if (page.eventsReadAt < page.subscribedAt) rereadEvents(page);
 }
 
+// --- live: the stream, or the broadcast through a cache ------------------------------------
+
+// The server's choice for anonymous viewers (RUNCAST_PUBLIC_FOLLOW, a meta tag of run.html).
+const followsThroughCache = () => document.querySelector('meta[name="runcast-follow"]')?.content === "cache";
+// The stream's browser-side retries that fail before the page follows through the cache instead.
+const STREAM_FAILURES = 3;
+
+/** The team (signed in) gets the stream; anonymous viewers the cache when the server says so. */
+function openLive(page) {
+  const callbacks = (onFailure) => ({
+    onBatch: (m) => onBatch(page, m),
+    onReset: (version, info) => onReset(page, version, info),
+    onState: (s) => {
+      page.streamState = s;
+      if (page.detail) renderStatus(page);
+      if (s === "offline") onFailure();
+    },
+  });
+  const follow = () => {
+    page.liveMode = "cache";
+    page.stream = new BroadcastFollower(page.runId, callbacks(() => {})).start();
+  };
+  if (followsThroughCache() && !hasSessionMarker()) return follow();
+  let failures = 0;
+  page.liveMode = "stream";
+  page.stream = new LiveStream(page.runId, callbacks(() => {
+    if (++failures < STREAM_FAILURES || page.liveMode !== "stream") return;
+    page.stream.close(); // the stream keeps failing: follow the run through the cache
+    follow();
+  }), page.prefetch).start();
+}
+
 /**
  * The chart's first draw; at once when it has nothing to draw (every read failed), and after
  * a second at most (a hidden tab draws no frames; a chart rebuilt meanwhile never draws).
@@ -269,15 +303,7 @@ async function start(page) {
     evals: debounce(() => page.evals.load(), 500, LIVE_MAX_WAIT_MS),
     detail: debounce(() => reloadDetail(page), 300, LIVE_MAX_WAIT_MS),
   };
-  page.stream = new LiveStream(page.runId, {
-    onBatch: (m) => onBatch(page, m),
-    onReset: (version, info) => onReset(page, version, info),
-    onState: (s) => {
-      page.streamState = s;
-      if (page.detail) renderStatus(page);
-    },
-  }, page.prefetch);
-  page.stream.start(); // before any read: the store applies what comes after each answer
+  openLive(page); // before any read: the store applies what comes after each answer
   const pre = page.prefetch;
   let eventsPromise;
   try {
@@ -359,7 +385,7 @@ page.session = mountSignIn($("signin"));
 window.__runcast = Object.freeze({
   store: Object.freeze({ snapshot: () => page.store.snapshot() }),
   get stream() {
-    return page.stream ? { open: page.stream.open, version: page.stream.version } : null;
+    return page.stream ? { open: page.stream.open, version: page.stream.version, mode: page.liveMode } : null;
   },
   charts: () => allCharts(page).map((c) => ({
     keys: c.sources.map((s) => s.key), level: c.level, pixelWidth: c.pixelWidth(), budget: c.budget(), points: c.pointCount(),

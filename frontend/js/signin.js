@@ -10,9 +10,14 @@ const URL = "/api/v1/session";
 
 const MARKER = "runcast_signed_in"; // set beside the HttpOnly session cookie; holds no secret
 
+/** Whether this browser holds a session (the marker beside the HttpOnly cookie; it may have expired). */
+export function hasSessionMarker() {
+  return document.cookie.split(";").some((c) => c.trim().startsWith(MARKER + "="));
+}
+
 /** The signed-in session ({project, expires_at}) or null; a browser never signed in does not ask. */
 export async function currentSession() {
-  if (!document.cookie.split(";").some((c) => c.trim().startsWith(MARKER + "="))) return null;
+  if (!hasSessionMarker()) return null;
   try {
     return await getJSON(URL);
   } catch (err) {

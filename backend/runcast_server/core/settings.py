@@ -93,6 +93,12 @@ class Settings(BaseSettings):
         default=32, ge=1, le=1000,
         description="Run versions per sealed piece of the cacheable broadcast (part of its URLs' contract).",
     )
+    public_follow: Literal["stream", "cache"] = Field(
+        default="stream",
+        description="How the run page follows a run for anonymous viewers: 'stream' (one live stream each) or "
+        "'cache' (the broadcast's edge and pieces, which a shared cache in front answers; docs/live.md). "
+        "Signed-in viewers keep the stream.",
+    )
 
     # --- commands to live trainers (docs/commands.md) ---
     command_expire_s: float = Field(

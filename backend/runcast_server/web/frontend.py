@@ -36,6 +36,8 @@ log = logging.getLogger(__name__)
 
 _VERSION_CHARS = 16
 BUNDLE_MANIFEST = "dist/manifest.json"
+# run.html's choice of how anonymous viewers follow a run (RUNCAST_PUBLIC_FOLLOW).
+_FOLLOW_META = re.compile(rb'(<meta name="runcast-follow" content=")[a-z]*"')
 _LOCAL_LINK = re.compile(rb'(src|href)="/([^"?#]+\.(?:js|css))"')
 _FIRST_MODULE = re.compile(rb'<link rel="modulepreload" href="/js/|<script type="module" src="/js/')
 _MODULE_SCRIPT = re.compile(rb'<script type="module" src="/(js/[^"?#]+\.js)"></script>')
@@ -47,8 +49,9 @@ _IMPORT = re.compile(r'^\s*(?:import|export)\b[^;"\']*?\bfrom\s*["\'](\.{1,2}/[^
 class Frontend:
     """Pages with versioned links over the files of one directory."""
 
-    def __init__(self, files: FileAssets, vendor: Vendor, *, bundles: bool = True) -> None:
+    def __init__(self, files: FileAssets, vendor: Vendor, *, bundles: bool = True, follow: str = "stream") -> None:
         self.files = files
+        self.follow = follow
         self.bundles = bundles
         self.vendor = vendor
         self._pages: dict[str, Asset] = {}
@@ -67,6 +70,7 @@ class Frontend:
         if source is None:
             return None
         html = self.vendor.link_versions(source.body)
+        html = _FOLLOW_META.sub(b'\\1' + self.follow.encode() + b'"', html)
         html = self._with_bundles(html)
         html = self._with_module_preloads(html)
         html = _LOCAL_LINK.sub(self._versioned_link, html)
