@@ -20,6 +20,7 @@ from runcast_server.api.limits import BodyLimit, body_limit
 from runcast_server.api.openapi import openapi_document, operation_id
 from runcast_server.api.routes.share import share_router
 from runcast_server.api.routes.stream import ServerSend
+from runcast_server.api.shared_cache import SharedRunReads
 from runcast_server.artifacts.s3 import parse_storage_url
 from runcast_server.context import AppContext
 from runcast_server.core import migrate
@@ -37,7 +38,6 @@ from runcast_server.observability.http import (
 )
 from runcast_server.observability.prometheus import Metrics, multiprocess_dir
 from runcast_server.people.oidc import registry
-from runcast_server.reads.shared_cache import SharedRunReads
 from runcast_server.sessions.http import PrivateWhenSignedIn
 from runcast_server.share.cors import PublicReadCors
 from runcast_server.tasks import enqueue_ingest

@@ -55,9 +55,9 @@ def _parse(body: bytes) -> Any:
 
 
 class Accepted(NamedTuple):
-    """An accepted batch: its event count, and the commands waiting for its runs (docs/commands.md)."""
+    """An accepted batch: how many events it holds, and the commands waiting for its runs (docs/commands.md)."""
 
-    count: int
+    events: int
     commands: list[dict[str, Any]]
 
 

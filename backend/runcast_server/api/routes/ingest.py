@@ -56,4 +56,4 @@ async def ingest(request: Request, project: IngestDep, session: SessionDep, ctx:
     body = await request.body()  # at most RUNCAST_MAX_BODY_BYTES: api.limits.BodyLimit
     done = await run_in_threadpool(accept_batch, ctx.settings, session, project.id, body, received_at,
                                    request.app.state.metrics, partial(enqueue_ingest, ctx))
-    return Accepted(accepted=done.count, commands=[DeliveredCommand(**c) for c in done.commands])
+    return Accepted(accepted=done.events, commands=[DeliveredCommand(**c) for c in done.commands])
