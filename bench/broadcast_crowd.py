@@ -70,8 +70,12 @@ def _group_cpu_s(pgid: int) -> float:
 def _origin(api: str) -> dict[str, float]:
     """Requests the API process answered so far, by route (its own /metrics)."""
     counts = dict.fromkeys(ROUTES, 0.0)
+    try:
+        body = httpx.get(f"{api}/metrics", timeout=20).text
+    except httpx.TimeoutException:  # the API is swamped: the row says so (nginx's log still counts)
+        return dict.fromkeys(ROUTES, float("nan"))
     names = {route: name for name, route in ROUTES.items()}
-    for family in text_string_to_metric_families(httpx.get(f"{api}/metrics", timeout=120).text):
+    for family in text_string_to_metric_families(body):
         for sample in family.samples:
             if sample.name == "runcast_http_request_duration_seconds_count" and sample.labels["route"] in names:
                 counts[names[sample.labels["route"]]] += sample.value
@@ -106,6 +110,21 @@ def committed(db: Path, run: str) -> dict[int, float]:
     with sqlite3.connect(db) as c:
         rows = c.execute("SELECT version, committed_at FROM run_versions WHERE run_id = ? AND points > 0", (run,))
         return dict(rows.fetchall())
+
+
+def nginx_counts(log: Path, t0: float, t1: float) -> dict[str, float]:
+    """Per second over [t0, t1], from nginx's access log: broadcast requests by cache status, and
+    those it passed to the origin (an upstream address logged: MISS, EXPIRED, BYPASS, a refresh)."""
+    counts: dict[str, float] = {}
+    with open(log) as f:
+        for line in f:
+            at, status, upstream, uri = line.split(" ", 3)
+            if not t0 <= float(at) <= t1 or "/broadcast/" not in uri:
+                continue
+            counts[status] = counts.get(status, 0) + 1
+            if upstream != "-":
+                counts["to origin"] = counts.get("to origin", 0) + 1
+    return {k: v / (t1 - t0) for k, v in counts.items()}
 
 
 def _pct(values: list[float], p: float) -> float:
@@ -150,7 +169,7 @@ def _shares(n: int, k: int) -> list[int]:
 
 
 def cache_path(url: str, api: str, db: Path, run: str, n: int, seconds: float, procs: int,
-               groups: dict[str, int]) -> dict[str, Any]:  # fmt: skip
+               groups: dict[str, int], log: Path) -> dict[str, Any]:  # fmt: skip
     pipes, children = _spawn(crowd_viewers.crowd_process, [(url, run, s) for s in _shares(n, procs)])
     connect_s = 0.0
     for p in pipes:
@@ -168,6 +187,7 @@ def cache_path(url: str, api: str, db: Path, run: str, n: int, seconds: float, p
     for p in pipes:
         p.send("stop")
     tallies = [p.recv() for p in pipes]
+    seen = nginx_counts(log, window.t0, window.t1)
     for c in children:
         c.join(30)
     times = committed(db, run)
@@ -178,7 +198,7 @@ def cache_path(url: str, api: str, db: Path, run: str, n: int, seconds: float, p
     wrong = sum(1 for t in tallies for a, h in zip(t.applied, t.held) if a != sum(1 for m in messages if m <= h))
     polls = sum(len(t.lags) for t in tallies)
     lags = [x for t in tallies for x in t.lags]
-    return {**row, "viewers": n, "versions": len(wanted), "deliveries": len(stale),
+    return {**row, "nginx": seen, "viewers": n, "versions": len(wanted), "deliveries": len(stale),
             "missing": n * len(wanted) - len(stale), "wrong": wrong,
             "errors": sum(t.errors for t in tallies), "requests/s": sum(t.requests for t in tallies) / row["wall"],
             "polls/s": polls / row["wall"], "lag p95": _pct(lags, 0.95),
@@ -223,11 +243,13 @@ def stream_path(url: str, api: str, db: Path, run: str, n: int, seconds: float, 
 
 
 def _site(viewers: int) -> None:
-    """The test harness's top-level nginx configuration, with room for the crowd: connections (each
-    viewer's, and each SSE viewer's upstream too) and no access log (the origin counts itself)."""
+    """The test harness's top-level nginx configuration, with room for the crowd (connections: each
+    viewer's, and each SSE viewer's upstream too), and an access log of each request's time, cache
+    status and upstream: what nginx sent the origin, counted even when the origin stops answering."""
     nginx_site.MAIN = (nginx_site.MAIN.replace("worker_connections 1000;", f"worker_connections {viewers + 2000};")
                        .replace("master_process on;", "master_process on;\nworker_rlimit_nofile 20000;")
-                       .replace("access_log {prefix}/access.log;", "access_log off;"))  # fmt: skip
+                       .replace("access_log {prefix}/access.log;", "log_format crowd '$msec $upstream_cache_status "
+                                "$upstream_addr $uri';\n    access_log {prefix}/access.log crowd buffer=256k flush=1s;"))  # fmt: skip
 
 
 def gzip_sizes(url: str, run: str) -> tuple[int, int]:
@@ -246,13 +268,13 @@ def print_tables(args: argparse.Namespace, cache: list[dict[str, Any]], sse: lis
           f"{args.seconds:.0f} s window per row; {os.cpu_count()} CPUs; load avg before {la}, after "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; Python {platform.python_version()}")  # fmt: skip
     print("\nCache path (edge every second + pieces, through nginx's cache):")
-    print("| viewers | origin req/s (edge + pieces) | ingest req/s | API CPU | nginx CPU | viewers' CPU | requests made/s "
+    print("| viewers | origin req/s (edge + pieces) | nginx → origin req/s | ingest req/s | API CPU | nginx CPU | viewers' CPU | requests made/s "
           "| polls/s | polls on time (≤250 ms late) | poll lag p95 s | staleness p50 / p95 / p99 s | versions | deliveries "
           "| missing | wrong | errors | edge 200 / 304 | edge B | piece B | bytes in/s |")  # fmt: skip
-    print("|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--|--:|--:|--:|--:|--:|--|--:|--:|--:|")
+    print("|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--|--:|--:|--:|--:|--:|--|--:|--:|--:|")
     for r in cache:
         print(f"| {r['viewers']} | {r['edge/s'] + r['pieces/s']:.2f} ({r['edge/s']:.2f} + {r['pieces/s']:.2f}) "
-              f"| {r['ingest/s']:.1f} | {r['cpu api']:.2f} | {r['cpu nginx']:.2f} | {r['cpu viewers']:.2f} "
+              f"| {r['nginx'].get('to origin', 0):.2f} | {r['ingest/s']:.1f} | {r['cpu api']:.2f} | {r['cpu nginx']:.2f} | {r['cpu viewers']:.2f} "
               f"| {r['requests/s']:.0f} | {r['polls/s']:.0f} | {100 * r['on time']:.1f} % | {r['lag p95']:.2f} "
               f"| {r['p50']:.2f} / {r['p95']:.2f} / {r['p99']:.2f} | {r['versions']} | {r['deliveries']} | {r['missing']} "
               f"| {r['wrong']} | {r['errors']} | {r['edge 200']} / {r['edge 304']} | {r['edge bytes']:.0f} "
@@ -269,6 +291,9 @@ def print_tables(args: argparse.Namespace, cache: list[dict[str, Any]], sse: lis
             print(f"| {r['viewers']} | {r['viewers']} | {r['cpu api']:.2f} | {r['cpu nginx']:.2f} | {r['cpu viewers']:.2f} "
                   f"| {r['p50']:.2f} / {r['p95']:.2f} / {r['p99']:.2f} | {r['versions']} | {r['deliveries']} "
                   f"| {r['missing']} | {r['dropped']} | {r['connect s']:.1f} | {r['retried']} |")  # fmt: skip
+    for r in cache:
+        print(f"nginx at {r['viewers']} viewers, broadcast requests/s by cache status: "
+              + ", ".join(f"{k} {v:.1f}" for k, v in sorted(r["nginx"].items())))
     print(f"\nEdge now: {sizes[0]} B plain, {sizes[1]} B gzip")
 
 
@@ -299,7 +324,8 @@ def main() -> None:
             assert edge.status_code == 200, f"the run is not public: {edge.status_code} {edge.text}"
             groups = {"api": owned[0].pid, "nginx": proxy.proc.pid if proxy.proc else 0}
             db = Path(tmp) / "runcast.db"
-            cache = [cache_path(proxy.url, urls[0], db, run, n, args.seconds, args.procs, groups) for n in args.viewers]
+            cache = [cache_path(proxy.url, urls[0], db, run, n, args.seconds, args.procs, groups,
+                             proxy.prefix / "access.log") for n in args.viewers]  # fmt: skip
             sse = [stream_path(proxy.url, urls[0], db, run, n, args.seconds, args.procs, groups) for n in args.sse]
             sizes = gzip_sizes(proxy.url, run)
         finally:
