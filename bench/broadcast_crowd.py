@@ -195,7 +195,8 @@ def cache_path(url: str, api: str, db: Path, run: str, n: int, seconds: float, p
     stale = [at - times[v] for t in tallies for at, lo, hi in t.arrivals
              for v in wanted[bisect.bisect_right(wanted, lo):bisect.bisect_right(wanted, hi)]]  # fmt: skip
     messages = set().union(*(t.message_versions for t in tallies))
-    wrong = sum(1 for t in tallies for a, h in zip(t.applied, t.held) if a != sum(1 for m in messages if m <= h))
+    wrong = sum(1 for t in tallies for a, j, h in zip(t.applied, t.joined, t.held)
+                if a != sum(1 for m in messages if j < m <= h))  # a message missed or applied twice
     polls = sum(len(t.lags) for t in tallies)
     lags = [x for t in tallies for x in t.lags]
     return {**row, "nginx": seen, "viewers": n, "versions": len(wanted), "deliveries": len(stale),

@@ -37,6 +37,7 @@ class Tally:
     arrivals: list[tuple[float, int, int]] = field(default_factory=list)  # (time, lo, hi]: versions that arrived
     applied: list[int] = field(default_factory=list)  # messages applied, per viewer
     held: list[int] = field(default_factory=list)  # version held at the end, per viewer
+    joined: list[int] = field(default_factory=list)  # version held on joining, per viewer
     message_versions: set[int] = field(default_factory=set)  # every version that had a message
 
 
@@ -52,6 +53,7 @@ class Viewer(asyncio.Protocol):
         self.policy: str | None = None
         self.version = 0
         self.applied = 0
+        self.joined = 0  # the version held on joining
         self.due = self.loop.time() + offset
         self.pending: list[int] = []  # pieces still to fetch this round
         self.edge: dict[str, Any] | None = None
@@ -108,12 +110,15 @@ class Viewer(asyncio.Protocol):
             at = head.find(b'etag: ')
             self.etag = raw[at + 6:head.index(b"\r\n", at)] if at >= 0 else b""
             edge = self.crowd.parsed(body)
-            if edge["policy"] != self.policy:  # a new policy: start over
+            size = edge["piece_versions"]
+            last = -1 if edge["last_piece"] is None else edge["last_piece"]
+            if self.policy is None:  # joining: the page loaded the sealed history through REST (not simulated)
+                self.policy, self.version = edge["policy"], (last + 1) * size
+                self.joined = self.version
+            elif edge["policy"] != self.policy:  # a new policy: start over
                 self.policy, self.version = edge["policy"], 0
             if edge["version"] <= self.version:
                 return self.done()
-            size = edge["piece_versions"]
-            last = -1 if edge["last_piece"] is None else edge["last_piece"]
             self.pending = list(range(self.version // size, last + 1))
             self.edge = edge
         else:  # a piece's answer
@@ -195,7 +200,7 @@ class Crowd:
     async def reconnect(self, viewer: Viewer) -> None:
         await asyncio.sleep(1.0)
         fresh = Viewer(self, 0.0)
-        fresh.policy, fresh.version, fresh.applied = viewer.policy, viewer.version, viewer.applied
+        fresh.policy, fresh.version, fresh.applied, fresh.joined = viewer.policy, viewer.version, viewer.applied, viewer.joined
         self.viewers[self.viewers.index(viewer)] = fresh
         await self.connect(fresh, asyncio.Semaphore(1))
         fresh.due = fresh.loop.time()
@@ -232,6 +237,7 @@ def crowd_process(url: str, run: str, n: int, conn: Any) -> None:
         window.arrivals, window.message_versions = t.arrivals, t.message_versions
         window.applied = [v.applied for v in crowd.viewers]
         window.held = [v.version for v in crowd.viewers]
+        window.joined = [v.joined for v in crowd.viewers]
         conn.send(window)
 
     asyncio.run(main())
