@@ -55,8 +55,8 @@ app.command("estimate")(estimate_command)
 # A figure of a metric for a paper, drawn by the server (docs/sharing.md).
 app.command("plot")(plot_command)
 # Runs and tokens on a server, over HTTP (a laptop against a remote server works: docs/cli.md).
-for _name, _verb in COMMAND_VERBS.items():  # commands to the live trainer (docs/commands.md)
-    runs_app.command(_name)(_verb)
+for _name, _command in COMMAND_VERBS.items():  # commands to the live trainer (docs/commands.md)
+    runs_app.command(_name)(_command)
 app.add_typer(runs_app, name="runs")
 app.add_typer(token_app, name="token")  # the server's plugin adds `token create`
 # Evaluations of runs: an evaluation harness's results imported as the run's scores (docs/import.md).
