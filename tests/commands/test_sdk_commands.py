@@ -69,10 +69,13 @@ def test_the_plain_loop_takes_a_set_and_the_tunable_changes_at_the_acknowledged_
         run.finish()
         entry = _listed(server, run.id)[sent["command"]]
         assert (entry["state"], entry["step"], entry["outcome"]) == ("acknowledged", taken[0], "applied")
-        values = httpx.get(f"{server.url}{API}/runs/{run.id}/metrics", params={"keys": "lr"}).json()
-        points = {p[0]: p[1] for p in values["series"]["lr"]["points"]} if "series" in values else None
-        if points is not None:
-            assert points[taken[0]] == pytest.approx(0.1) and points[step] == pytest.approx(0.025)
+        series = httpx.get(f"{server.url}{API}/runs/{run.id}/metrics",
+                           params={"key": "lr", "max_points": 20000}).json()["series"]
+        assert set(series[0]["count"]) == {1}  # one point a bucket: the raw values
+        points = dict(zip(series[0]["step"], series[0]["last"], strict=True))
+        # lr was logged at the acknowledged step before the ack (0.1), and after it at the next (0.025).
+        assert points[taken[0]] == pytest.approx(0.1) and points[step] == pytest.approx(0.025)
+        assert all(points[s] == pytest.approx(0.1) for s in range(1, taken[0] + 1))
 
 
 def test_a_script_that_did_not_opt_in_refuses_with_a_message(client: Any, tokens: dict[str, str]) -> None:

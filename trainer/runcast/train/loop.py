@@ -40,6 +40,8 @@ class Training:
     weights: dict[str, float] | None = None  # the mix in force (None: sent on the first step, again after a resume)
     last_val: dict[str, float] = field(default_factory=dict)
     losses: dict[int, float] = field(default_factory=dict)
+    lr_scale: float = 1.0  # the team's tunable (control.py): scales the schedule
+    saved_step: int | None = None  # the step of the last checkpoint written
 
     @property
     def net(self) -> Any:
@@ -148,6 +150,7 @@ def save_checkpoint(t: Training, retention: ckpt.Retention) -> None:
         "sampler": t.sampler.state(),
         "rng": ckpt.rng_state(),
         "val": t.last_val,
+        "lr_scale": t.lr_scale,
         # the learning-rate schedule is get_lr(cfg, step): restoring step and config restores it
     }
     if t.engine is not None:  # every rank writes its shard; rank 0 adds the trainer state
@@ -160,6 +163,7 @@ def save_checkpoint(t: Training, retention: ckpt.Retention) -> None:
     else:
         path = t.out_dir / f"ckpt_{t.step:07d}.pt"
         size, sha = ckpt.save(path, {**state, "model": t.model.state_dict(), "optimizer": t.optimizer.state_dict()})
+    t.saved_step = t.step
     if not t.master_process:
         return
     t.run.checkpoint(str(path), step=t.step, metrics=t.last_val)

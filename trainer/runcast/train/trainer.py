@@ -27,6 +27,7 @@ import torch
 from runcast.train import checkpoint as ckpt
 from runcast.train import loop
 from runcast.train.config import TrainConfig, get_lr, merge_resumed_config
+from runcast.train.control import Control, restored_scale
 from runcast.train.data import Corpus, Sampler, build_corpus, mix_at, parse_mix
 from runcast.train.loop import Training
 from runcast.train.model import GPT, GPTConfig
@@ -70,11 +71,12 @@ def train(cfg: TrainConfig, run: Any = None, log: Callable[[str], object] = prin
     announce_data(run, corpus, resume_state, step, log)
     t = Training(cfg=cfg, run=run, model=model, optimizer=optimizer, engine=engine, sampler=sampler, corpus=corpus,
                  out_dir=out_dir, accum=accum, tokens_per_step=cfg.batch_size * cfg.block_size * accum * world_size,
-                 master_process=rank == 0, log=log, step=step)
+                 master_process=rank == 0, log=log, step=step, lr_scale=restored_scale(resume_state))
     retention = ckpt.Retention(out_dir, cfg.keep_last, cfg.keep_best)
+    control = Control(t, retention, world_size)
     status = "finished"
     try:
-        while t.step < cfg.max_steps:
+        while t.step < cfg.max_steps and not control.act():
             train_step(t, mix_at(schedule, t.step), retention)
     except KeyboardInterrupt:
         status = "killed"
@@ -86,13 +88,13 @@ def train(cfg: TrainConfig, run: Any = None, log: Callable[[str], object] = prin
         run.finish(status=status)
     return {"step": t.step, "losses": t.losses, "val": t.last_val, "run_id": getattr(run, "id", None),
             "params": n_params, "checkpoints": [asdict(k) for k in retention.kept],
-            "corpus": corpus.version}
+            "corpus": corpus.version, "stopped_at": control.stopped_at}
 
 
 def train_step(t: Training, mix: dict[str, float], retention: ckpt.Retention) -> None:
     """One update, its metrics, and the validation and checkpoint due at the step it reaches."""
     cfg = t.cfg
-    lr = loop.learning_rate(t, mix, get_lr(cfg, t.step))
+    lr = loop.learning_rate(t, mix, get_lr(cfg, t.step) * t.lr_scale)
     loss, grad_norm, extra, seconds = loop.timed(lambda: loop.update(t, mix))
     t.step += 1
     loop.log_step(t, lr, loss, grad_norm, seconds, extra, rss_bytes())
