@@ -7,8 +7,9 @@ and loads nothing on any page."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -106,7 +107,7 @@ def test_a_comment_on_a_step_goes_live_to_another_page_and_the_team_hides_it(
 
     cid = alice.comment_on_point("train/loss", 20, "Why the **bump** here?")
     bob.shows(cid)  # no reload: the stream's `event: comments`
-    assert bob.page.text_content(f"#comment-{cid} .comment-anchor") .startswith("step 20 of train/loss")
+    assert bob.page.text_content(f"#comment-{cid} .comment-anchor").startswith("step 20 of train/loss")
     assert bob.page.inner_html(f"#comment-{cid} .comment-body").strip() == "<p>Why the <strong>bump</strong> here?</p>"
     bob.page.wait_for_function(f"({COMMENT_MARKERS})().some(([id]) => id === {cid})")
     assert bob.markers() == [[cid, 20]]
