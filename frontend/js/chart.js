@@ -32,13 +32,14 @@ const clamp = (v, lo, hi) => Math.max(lo, Math.min(hi, v));
  * sources: [{run, key, label}]; store: the page's MetricStore.
  */
 export class MetricChart {
-  constructor(plotDiv, { sources, view, store, noteEl = null, onDrawn = null, prefetched = null, filename = "runcast" }) {
+  constructor(plotDiv, { sources, view, store, noteEl = null, onDrawn = null, onClick = null, prefetched = null, filename = "runcast" }) {
     this.div = plotDiv;
     this.view = view;
     this.store = store;
     this.sources = sources.map((s, i) => ({ ...s, index: i, entry: store.acquire(s.run, s.key) }));
     this.noteEl = noteEl;
     this.onDrawn = onDrawn;
+    this.onClick = onClick; // a plotly_click event
     this.prefetched = prefetched; // (key, maxPoints) -> {maxPoints, body: Promise} read before this chart existed
     this.config = plotConfig(filename);
     this.markers = [];
@@ -213,6 +214,7 @@ export class MetricChart {
     if (first) {
       this.drawn = true;
       this.div.on("plotly_relayout", (ev) => this.onRelayout(ev));
+      if (this.onClick) this.div.on("plotly_click", (ev) => this.onClick(ev));
       Promise.resolve(drawn).then(() => {
         if (this.onDrawn) this.onDrawn(this);
         this.resolveFirstDraw();

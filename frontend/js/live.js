@@ -18,12 +18,15 @@ export class LiveStream {
    *   reset arrived (performance.now() clock), `initial` for the first one of this page.
    * onBatch(message): {run, version, status, last_step, points, events}.
    * onState(state): "live" | "reconnecting" | "offline" | "unsupported".
+   * onComments(message): {run, comment, change} (`event: comments`, outside the versions: it
+   *   neither moves the resume point nor takes part in the batch/reset order).
    */
-  constructor(runId, { onBatch, onReset, onState = () => {} }, prefetch = null) {
+  constructor(runId, { onBatch, onReset, onState = () => {}, onComments = () => {} }, prefetch = null) {
     this.url = "/api/v1/runs/" + encodeURIComponent(runId) + "/stream";
     this.onBatch = onBatch;
     this.onReset = onReset;
     this.onState = onState;
+    this.onComments = onComments;
     this.prefetch = prefetch;
     this.subscribed = false;
     this.lastId = null;
@@ -59,6 +62,7 @@ export class LiveStream {
     es.addEventListener("open", () => this.handleOpen());
     es.addEventListener("batch", (e) => this.handleBatch(e));
     es.addEventListener("reset", (e) => this.handleReset(e));
+    es.addEventListener("comments", (e) => this.handleComments(e));
     es.addEventListener("error", () => this.handleError(es));
   }
 
@@ -76,6 +80,14 @@ export class LiveStream {
       return;
     }
     this.onBatch(message);
+  }
+
+  handleComments(e) {
+    try {
+      this.onComments(JSON.parse(e.data));
+    } catch {
+      /* not JSON: nothing to announce */
+    }
   }
 
   handleReset(e) {

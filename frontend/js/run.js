@@ -17,6 +17,7 @@ import { debounce, LIVE_MAX_WAIT_MS } from "./util.js";
 import { loadAlerts } from "./run/alerts.js";
 import { allCharts, buildMainChart, buildPanels, redraw, setMarkers, setupXmaps } from "./run/charts.js";
 import { loadCheckpoints } from "./run/checkpoints.js";
+import { CommentsPanel } from "./run/comments.js";
 import { renderConfig } from "./run/config.js";
 import { EstimatePanel } from "./run/estimate.js";
 import { EvalsPanel } from "./run/evals.js";
@@ -86,6 +87,7 @@ function createPage() {
   page.evals = new EvalsPanel(page);
   page.samples = new SamplesPanel(page);
   page.media = new MediaPanel(page);
+  page.comments = new CommentsPanel(page, () => setMarkers(page, markers(page)));
   page.zoomTo = (step) => {
     const last = page.detail.last_step || step;
     const half = Math.max(10, Math.round(last * 0.03));
@@ -94,8 +96,6 @@ function createPage() {
   };
   return page;
 }
-
-// --- events, alerts, artifacts ---------------------------------------------------------------
 
 function renderEvents(page) {
   renderTimeline(page, page.zoomTo);
@@ -134,6 +134,7 @@ function loadArtifacts(page) {
   page.evals.load();
   page.samples.reload();
   page.media.reload();
+  page.comments.load();
 }
 
 // --- the run's detail: keys, segments, status ------------------------------------------------
@@ -255,6 +256,7 @@ function openLive(page) {
   const callbacks = (onFailure) => ({
     onBatch: (m) => onBatch(page, m),
     onReset: (version, info) => onReset(page, version, info),
+    onComments: () => page.comments.soon(),
     onState: (s) => {
       page.streamState = s;
       if (page.detail) renderStatus(page);
@@ -290,8 +292,6 @@ function onFirstDraw() {
     window.__runcastDrawn = performance.now();
   }
 }
-
-// --- start -----------------------------------------------------------------------------------
 
 async function start(page) {
   page.soon = {

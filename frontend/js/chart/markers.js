@@ -16,6 +16,7 @@ const MARKER_STYLE = {
   manifest: { symbol: "star", color: "#56B4E9", name: "manifest" },
   code: { symbol: "hexagon", color: "#0072B2", name: "code revision" },
   alert: { symbol: "x", color: "#D55E00", name: "anomaly" },
+  comment: { symbol: "triangle-up", color: "#6A3D9A", name: "comment" },
   finished: { symbol: "square-open", color: GREY, name: "finished" },
 };
 
@@ -37,7 +38,7 @@ export function markerTraces(markers, xmap, { range, pixelWidth, dataTraces }) {
     if (x === null || x === undefined || !Number.isFinite(Number(x))) continue;
     const style = markerStyle(m.type);
     const text = wrap(style.name + " @ step " + m.step + (m.label ? ": " + m.label : "")).map(escapeHtml).join("<br>");
-    placed.push({ x, text, style, anomaly: m.type === "alert" });
+    placed.push({ x, text, style, anomaly: m.type === "alert", id: m.id ?? null });
   }
   const out = [];
   const events = placed.filter((p) => !p.anomaly);
@@ -45,6 +46,7 @@ export function markerTraces(markers, xmap, { range, pixelWidth, dataTraces }) {
     out.push({
       type: "scatter", mode: "markers", x: events.map((p) => p.x), y: events.map(() => LANE.events), yaxis: "y2",
       text: events.map((p) => p.text), hovertemplate: "%{text}<extra></extra>", showlegend: false, name: "timeline",
+      customdata: events.map((p) => p.id), // a comment's id: a click opens its thread
       marker: { size: 10, symbol: events.map((p) => p.style.symbol), color: events.map((p) => p.style.color),
         line: { width: 1, color: events.map((p) => p.style.color) } },
       meta: { role: "markers" },

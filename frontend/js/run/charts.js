@@ -113,6 +113,7 @@ export function buildMainChart(page, options = {}) {
     store: page.store,
     noteEl: $("chart-main-note"),
     onDrawn: options.onDrawn,
+    onClick: (ev) => page.comments.onChartClick(ev),
     prefetched: options.prefetched || null,
     filename: page.detail.name + "-" + keys[0],
   });

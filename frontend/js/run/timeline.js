@@ -102,10 +102,11 @@ export function timelineItems(page) {
   return items;
 }
 
+/** The charts' markers: the timeline's, and the comments' threads (run/comments.js). */
 export function markers(page) {
   return timelineItems(page).filter((m) => m.step !== null && m.type !== "finished").map((m) => ({
     step: m.step, type: m.type, label: m.label.length > 300 ? m.label.slice(0, 300) + "…" : m.label,
-  }));
+  })).concat(page.comments ? page.comments.markers() : []);
 }
 
 /** The list beside the charts, newest first; `zoomTo(step)` is what a step button does. */

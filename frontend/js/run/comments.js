@@ -1,0 +1,302 @@
+// The run's comments (docs/comments.md): threads beside the charts, each under its anchor (a
+// step of a metric, a checkpoint, an alert, a sample, an evaluation), pinned threads first (the
+// server's order), the team's answers marked. A signed-in person writes, replies, edits and
+// deletes their own, and reports; the team pins, locks, hides and approves. Markers on the
+// charts (a toggle) open a thread; a click on a point of the loss chart offers a comment on it.
+//
+// Only the server's `html` is inserted (rendered from Markdown and sanitized by nh3 there),
+// parsed through an inert <template>; nothing of a comment is evaluated. The stream's
+// `event: comments` carries no text: the list is read again, with this reader's rights.
+
+import { getJSON, runUrl } from "../api.js";
+import { debounce, el, formatTime, LIVE_MAX_WAIT_MS } from "../util.js";
+
+const $ = (id) => document.getElementById(id);
+const LABEL_CHARS = 120;
+const DATA_ROLES = new Set(["raw", "smooth", "max", "min"]);
+
+/** The sanitized HTML as nodes: parsed inert (a template runs no script and loads nothing). */
+function fragment(html) {
+  const t = document.createElement("template");
+  t.innerHTML = html;
+  return t.content;
+}
+
+/** A comment's first line of text, for a marker's hover. */
+function firstLine(c) {
+  const text = (fragment(c.html).textContent || "").trim().split("\n")[0];
+  return text.length > LABEL_CHARS ? text.slice(0, LABEL_CHARS) + "…" : text;
+}
+
+export function anchorText(a) {
+  switch (a.kind) {
+    case "step": return `step ${a.step} of ${a.key}`;
+    case "checkpoint": return `checkpoint at step ${a.step}`;
+    case "alert": return `alert #${a.id}` + (a.step !== null ? ` at step ${a.step}` : "");
+    case "sample": return `sample #${a.id}` + (a.step !== null ? ` at step ${a.step}` : "");
+    case "eval": return `evaluation #${a.id}` + (a.step !== null ? ` at step ${a.step}` : "");
+    default: return a.kind;
+  }
+}
+
+export class CommentsPanel {
+  /** `onMarkers()`: the charts' markers changed (a new list, or the toggle). */
+  constructor(page, onMarkers) {
+    this.page = page;
+    this.onMarkers = onMarkers;
+    this.comments = [];
+    this.signedIn = false;
+    this.moderator = false;
+    this.loaded = false;
+    this.showMarkers = true;
+    this.draft = null; // {kind: "step", key, step}: the composer of a new thread
+    this.editing = null; // the id of the comment being edited
+    this.replying = null; // the thread being replied to
+    this.reporting = null; // the comment being reported
+    this.focused = null; // the thread a marker opened
+    this.texts = new Map(); // what is typed in each open form, kept across the live re-renders
+    this.soon = debounce(() => this.load(), 200, LIVE_MAX_WAIT_MS);
+    const toggle = $("comment-markers");
+    if (toggle) {
+      toggle.addEventListener("change", () => {
+        this.showMarkers = toggle.checked;
+        this.onMarkers();
+      });
+    }
+  }
+
+  url(suffix = "") {
+    return runUrl(this.page.runId) + "/comments" + suffix;
+  }
+
+  async load() {
+    let body;
+    try {
+      body = await getJSON(this.url());
+    } catch (err) {
+      this.setError("Comments could not be read: " + err.message);
+      return;
+    }
+    this.comments = body.comments;
+    this.signedIn = body.signed_in;
+    this.moderator = body.moderator;
+    this.hold = body.hold;
+    this.loaded = true;
+    this.render();
+    this.onMarkers();
+  }
+
+  /** The charts' markers: one per thread anchored on the chart (and not hidden or deleted). */
+  markers() {
+    if (!this.showMarkers) return [];
+    return this.comments
+      .filter((c) => c.parent === null && c.anchor.step !== null && (c.state === "visible" || c.state === "held"))
+      .map((c) => ({ step: c.anchor.step, type: "comment", label: firstLine(c), id: c.id }));
+  }
+
+  /** A click on the loss chart: a comment marker opens its thread; a point offers a comment on it. */
+  onChartClick(ev) {
+    const points = (ev && ev.points) || [];
+    const data = points.find((p) => p.data && p.data.meta && DATA_ROLES.has(p.data.meta.role) && p.data.meta.key);
+    const marker = points.find((p) => p.data && p.data.meta && p.data.meta.role === "markers" && p.customdata
+      && (!data || p.x === data.x));
+    if (marker) return this.focus(marker.customdata);
+    if (!data || !this.signedIn) return;
+    const xmap = this.page.view.xmapFor();
+    const step = Math.round(xmap.toStep(xmap.fromPlot(data.x)));
+    if (!Number.isFinite(step)) return;
+    this.draft = { kind: "step", key: data.data.meta.key, step };
+    this.render();
+    const box = $("comment-new-body");
+    if (box) box.focus();
+  }
+
+  /** Show a thread (a marker's): scrolled into view and outlined. */
+  focus(id) {
+    const head = this.comments.find((c) => c.id === id);
+    this.focused = head ? (head.parent ?? head.id) : id;
+    this.render();
+    const li = $("comment-" + this.focused);
+    if (li) li.scrollIntoView({ block: "nearest" });
+  }
+
+  setError(text) {
+    const p = $("comments-error");
+    if (p) p.textContent = text;
+  }
+
+  async send(method, suffix, body) {
+    this.setError("");
+    const options = { method, headers: { Accept: "application/json" } };
+    if (body !== undefined) {
+      options.headers["Content-Type"] = "application/json";
+      options.body = JSON.stringify(body);
+    }
+    try {
+      await getJSON(this.url(suffix), options);
+    } catch (err) {
+      this.setError(err.message);
+      return false;
+    }
+    await this.load(); // the stream announces it too; this reader sees it at once
+    return true;
+  }
+
+  render() {
+    const host = $("comments");
+    if (!host) return;
+    const threads = [];
+    for (const c of this.comments) {
+      if (c.parent === null) threads.push({ head: c, replies: [] });
+      else {
+        const t = threads.find((x) => x.head.id === c.parent);
+        if (t) t.replies.push(c);
+      }
+    }
+    const parts = [];
+    if (!this.signedIn) parts.push(el("p", { className: "note", text: "Sign in to comment." }));
+    else if (this.draft) parts.push(this.composer());
+    else parts.push(el("p", { className: "note", text: "Click a point of the loss chart to comment on it." }));
+    if (this.hold && this.signedIn) parts.push(el("p", { className: "note", text: "New comments wait for the team's approval." }));
+    const list = el("ol", { className: "comment-threads", id: "comment-threads" });
+    for (const t of threads) list.append(this.thread(t));
+    if (!threads.length && this.loaded) list.append(el("li", { className: "empty", text: "No comments yet." }));
+    const typing = document.activeElement && host.contains(document.activeElement) ? document.activeElement.dataset.draft : null;
+    host.replaceChildren(...parts, list);
+    const again = typing ? host.querySelector(`[data-draft="${CSS.escape(typing)}"]`) : null;
+    if (again) again.focus();
+  }
+
+  /** A textarea (or input) whose text survives a re-render; `name` tells the forms apart. */
+  field(tag, name, attrs, initial = "") {
+    const box = el(tag, { ...attrs, "data-draft": name });
+    box.value = this.texts.has(name) ? this.texts.get(name) : initial;
+    box.addEventListener("input", () => this.texts.set(name, box.value));
+    return box;
+  }
+
+  composer() {
+    const draft = this.draft;
+    const name = `new-${draft.key}-${draft.step}`;
+    const box = this.field("textarea", name, { id: "comment-new-body", rows: "3", required: true, maxlength: "10000",
+      "aria-label": "Comment (Markdown)" });
+    const form = el("form", { className: "comment-form", id: "comment-new" },
+      el("p", { className: "comment-anchor", text: `Comment on step ${draft.step} of ${draft.key}` }), box,
+      el("div", { className: "comment-actions" }, el("button", { type: "submit", text: "Post" }),
+        el("button", { type: "button", text: "Cancel", onclick: () => { this.draft = null; this.render(); } })));
+    form.addEventListener("submit", async (e) => {
+      e.preventDefault();
+      if (await this.send("POST", "", { body: box.value, anchor: draft })) {
+        this.texts.delete(name);
+        this.draft = null;
+        this.render();
+      }
+    });
+    return form;
+  }
+
+  thread({ head, replies }) {
+    const li = el("li", { className: "comment-thread", id: "comment-" + head.id });
+    if (this.focused === head.id) li.classList.add("target");
+    const anchor = el("div", { className: "comment-anchor" });
+    if (head.anchor.step !== null) {
+      anchor.append(el("button", { type: "button", className: "link", text: anchorText(head.anchor),
+        onclick: () => this.page.zoomTo(head.anchor.step) }));
+    } else anchor.append(anchorText(head.anchor));
+    if (head.pinned) anchor.append(" ", el("span", { className: "badge comment-pinned", text: "pinned" }));
+    if (head.locked) anchor.append(" ", el("span", { className: "badge comment-locked", text: "locked" }));
+    li.append(anchor, this.comment(head, head));
+    for (const r of replies) li.append(this.comment(r, head));
+    if (this.replying === head.id) li.append(this.replyForm(head));
+    return li;
+  }
+
+  comment(c, head) {
+    const art = el("article", { className: "comment" + (c.team ? " comment-team" : "") + (c.parent ? " comment-reply" : ""),
+      "data-comment-id": String(c.id), "data-state": c.state });
+    const who = el("div", { className: "comment-head" },
+      el("strong", { text: c.author ? c.author.display_name : "The team" }));
+    if (c.team) who.append(" ", el("span", { className: "badge comment-team-badge", text: "team" }));
+    if (c.state !== "visible") who.append(" ", el("span", { className: "badge comment-state", text: c.state }));
+    if (c.reports) who.append(" ", el("span", { className: "badge comment-reports", text: `${c.reports} reports` }));
+    who.append(" ", el("time", { className: "tl-time", text: formatTime(c.created_at) + (c.edited_at ? " (edited)" : "") }));
+    const body = el("div", { className: "comment-body" });
+    if (this.editing === c.id) body.append(this.editForm(c));
+    else body.append(fragment(c.html));
+    art.append(who, body, this.actions(c, head));
+    if (this.reporting === c.id) art.append(this.reportForm(c));
+    return art;
+  }
+
+  actions(c, head) {
+    const row = el("div", { className: "comment-actions" });
+    const act = (text, fn) => row.append(el("button", { type: "button", className: "link", text, onclick: fn }));
+    const rerender = (field, value) => () => {
+      this[field] = this[field] === value ? null : value;
+      this.render();
+    };
+    const moderate = (change) => () => this.send("POST", `/${c.id}/moderation`, change);
+    const alive = c.state !== "deleted";
+    if (this.signedIn && c === head && alive && (!head.locked || this.moderator)) act("Reply", rerender("replying", head.id));
+    if (c.mine && alive && c.body !== null) act("Edit", rerender("editing", c.id));
+    if (c.mine && alive) act("Delete", () => this.send("DELETE", `/${c.id}`));
+    if (this.signedIn && !c.mine && alive) act("Report", rerender("reporting", c.id));
+    if (this.moderator) {
+      if (c === head) act(c.pinned ? "Unpin" : "Pin", moderate({ pinned: !c.pinned }));
+      if (c === head) act(c.locked ? "Unlock" : "Lock", moderate({ locked: !c.locked }));
+      if (c.state === "held") act("Approve", moderate({ approved: true }));
+      if (c.state === "visible" || c.state === "held") act("Hide", moderate({ hidden: true }));
+      if (c.state === "hidden") act("Show", moderate({ hidden: false }));
+    }
+    return row;
+  }
+
+  replyForm(head) {
+    const box = this.field("textarea", "reply-" + head.id, { rows: "2", required: true, maxlength: "10000",
+      className: "comment-reply-body", "aria-label": "Reply (Markdown)" });
+    const form = el("form", { className: "comment-form" }, box,
+      el("div", { className: "comment-actions" }, el("button", { type: "submit", text: "Reply" })));
+    form.addEventListener("submit", async (e) => {
+      e.preventDefault();
+      if (await this.send("POST", "", { body: box.value, parent: head.id })) {
+        this.texts.delete("reply-" + head.id);
+        this.replying = null;
+        this.render();
+      }
+    });
+    return form;
+  }
+
+  editForm(c) {
+    const box = this.field("textarea", "edit-" + c.id, { rows: "3", required: true, maxlength: "10000",
+      className: "comment-edit-body", "aria-label": "Edit (Markdown)" }, c.body);
+    const form = el("form", { className: "comment-form" }, box,
+      el("div", { className: "comment-actions" }, el("button", { type: "submit", text: "Save" }),
+        el("button", { type: "button", text: "Cancel", onclick: () => { this.editing = null; this.render(); } })));
+    form.addEventListener("submit", async (e) => {
+      e.preventDefault();
+      if (await this.send("PATCH", `/${c.id}`, { body: box.value })) {
+        this.texts.delete("edit-" + c.id);
+        this.editing = null;
+        this.render();
+      }
+    });
+    return form;
+  }
+
+  reportForm(c) {
+    const reason = this.field("input", "report-" + c.id, { type: "text", maxlength: "500",
+      className: "comment-report-reason", "aria-label": "Why should the team look at it?" });
+    const form = el("form", { className: "comment-form" }, reason,
+      el("button", { type: "submit", text: "Send report" }));
+    form.addEventListener("submit", async (e) => {
+      e.preventDefault();
+      if (await this.send("POST", `/${c.id}/reports`, { reason: reason.value })) {
+        this.texts.delete("report-" + c.id);
+        this.reporting = null;
+        this.render();
+      }
+    });
+    return form;
+  }
+}
