@@ -12,6 +12,7 @@ import { LiveStream } from "./live.js";
 import { MetricStore } from "./store.js";
 import { XMap, rangesEqual } from "./xmap.js";
 import { mountSignIn } from "./signin.js";
+import { loadLanguage, t } from "./i18n.js";
 import { debounce, LIVE_MAX_WAIT_MS } from "./util.js";
 import { loadAlerts } from "./run/alerts.js";
 import { allCharts, buildMainChart, buildPanels, redraw, setMarkers, setupXmaps } from "./run/charts.js";
@@ -328,13 +329,14 @@ async function start(page) {
 
 async function showNotFound(page) {
   const session = await page.session;
-  document.title = (session ? "Run not found" : "Private run? Sign in to see it") + " · Runcast";
+  document.title = t(session ? "run.notFound.pageTitle" : "run.notFound.privatePageTitle");
   $("missing-id").textContent = page.runId;
   if (session) {
-    $("signed-in-project").textContent = session.project;
-    $("signed-in-hint").hidden = false;
+    const hint = $("signed-in-hint");
+    hint.textContent = t("run.notFound.signedInHint", { project: session.project });
+    hint.hidden = false;
   } else {
-    $("not-found-title").textContent = "Private run? Sign in to see it";
+    $("not-found-title").textContent = t("run.notFound.private");
     $("private-hint").hidden = false;
     $("not-found-signin").onclick = () => {
       const box = document.querySelector("#signin details");
@@ -345,14 +347,13 @@ async function showNotFound(page) {
 }
 
 function showFailed(err) {
-  document.title = "Run unavailable · Runcast";
+  document.title = t("run.failed.pageTitle");
   $("failed-message").textContent = err.message;
   $("failed").hidden = false;
   $("retry").onclick = () => location.reload();
 }
 
 const page = createPage();
-page.session = mountSignIn($("signin"));
 
 // Read-only hooks for tests and the first-load benchmark: what the store holds, the stream's
 // state, and a summary of each chart.
@@ -370,4 +371,8 @@ window.__runcast = Object.freeze({
   pointCount: () => (page.mainChart ? page.mainChart.pointCount() : 0),
 });
 
-start(page);
+// The language first: every panel's text comes from its catalog (the run's reads are already out).
+loadLanguage().then(() => {
+  page.session = mountSignIn($("signin"));
+  return start(page);
+});

@@ -4,6 +4,7 @@
 // stream, downloads) those of the project's team; writes still need the token itself.
 import { ApiError, getJSON } from "./api.js";
 import { el } from "./util.js";
+import { formatDateTime, t } from "./i18n.js";
 
 const URL = "/api/v1/session";
 
@@ -33,7 +34,7 @@ async function send(method, body) {
 }
 
 function signedInView(host, session, onChange) {
-  const out = el("button", { type: "button", id: "signout", text: "Sign out" });
+  const out = el("button", { type: "button", id: "signout", text: t("signin.signOut") });
   out.addEventListener("click", async () => {
     out.disabled = true;
     try {
@@ -43,19 +44,19 @@ function signedInView(host, session, onChange) {
     }
   });
   host.replaceChildren(
-    el("span", { className: "signed-in", id: "signin-state", title: "Session ends " + new Date(session.expires_at * 1000).toLocaleString() },
-      "Signed in to ", el("strong", { text: session.project })),
+    el("span", { className: "signed-in", id: "signin-state", title: t("signin.ends", { when: formatDateTime(session.expires_at) }) },
+      t("signin.signedInTo"), " ", el("strong", { text: session.project, "data-user": true })),
     out,
   );
 }
 
 function signedOutView(host, onChange) {
   const input = el("input", { type: "password", id: "signin-token", name: "token", required: true,
-    autocomplete: "off", spellcheck: "false", placeholder: "rc_…", "aria-describedby": "signin-error" });
+    autocomplete: "off", spellcheck: "false", placeholder: t("signin.tokenPlaceholder"), "aria-describedby": "signin-error" });
   const error = el("p", { id: "signin-error", className: "signin-error", role: "alert" });
   const form = el("form", { className: "signin-form", id: "signin-form" },
-    el("label", {}, "Project token ", input),
-    el("button", { type: "submit", text: "Sign in" }),
+    el("label", {}, t("signin.token"), " ", input),
+    el("button", { type: "submit", text: t("signin.signIn") }),
     error);
   form.addEventListener("submit", async (e) => {
     e.preventDefault();
@@ -65,11 +66,11 @@ function signedOutView(host, onChange) {
     try {
       onChange(await send("POST", { token }));
     } catch (err) {
-      error.textContent = err instanceof ApiError && err.status === 401 ? "That token is not valid (or was revoked)." : err.message;
+      error.textContent = err instanceof ApiError && err.status === 401 ? t("signin.invalid") : err.message;
       input.focus();
     }
   });
-  const details = el("details", { className: "signin-box" }, el("summary", { text: "Sign in" }), form);
+  const details = el("details", { className: "signin-box" }, el("summary", { text: t("signin.signIn") }), form);
   details.addEventListener("toggle", () => details.open && input.focus());
   host.replaceChildren(details);
 }
