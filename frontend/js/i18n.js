@@ -232,8 +232,8 @@ function render(parts, values, hash) {
         out += render(branch, values, n);
       } else if (part.type === "select") {
         out += render(part.options[String(value)] || part.options.other, values, hash);
-      } else if (typeof value === "number") out += formatNumber(value);
-      else out += value === undefined || value === null ? "" : String(value);
+      } else if (part.type === "number") out += formatNumber(Number(value));
+      else out += value === undefined || value === null ? "" : String(value); // as ICU: {n} is not grouped, {n, number} is
     }
   }
   return out;
