@@ -249,7 +249,7 @@ function buildCharts(page, runs) {
   $("charts").replaceChildren(...cards);
   $("legend").replaceChildren(...runs.map((id) => el("li", {},
     el("span", { className: "swatch", style: "background:" + color(page.state.runs.indexOf(id)), "aria-hidden": "true" }),
-    el("a", { href: "/runs/" + encodeURIComponent(id), text: label(page.details.get(id)) }))));
+    el("a", { href: "/runs/" + encodeURIComponent(id), text: label(page.details.get(id)), "data-user": true }))));
   return Promise.all(page.charts.map((c) => c.load()));
 }
 

@@ -25,7 +25,7 @@ from .conftest import open_run
 CATALOGS = Path(__file__).resolve().parents[2] / "frontend" / "i18n"
 PROJECT, RUN_NAME, KEYS = "demo", "i18n-run", ("train/loss", "lr", "val/loss")
 NOTE = "switched to the second data shard"
-USER_WORDS = {PROJECT, RUN_NAME, *KEYS, NOTE, "spike"}
+USER_WORDS = {PROJECT, RUN_NAME, *KEYS, NOTE, f"{RUN_NAME} ({PROJECT})", f"i18n-other ({PROJECT})"}  # chart legends
 
 WALK = """() => {
   const lang = document.documentElement.lang;
