@@ -257,11 +257,11 @@ def test_the_static_text_is_hidden_until_its_language_is_set(live_server: Any, b
 
 
 def test_screenshots_of_the_run_page(live_server: Any, browser: Any, tmp_path: Path) -> None:
-    """The run page in both languages, for a person to look at (RUNCAST_SCREENSHOT_DIR keeps them)."""
+    """The run page in both languages, for a person to look at (I18N_SCREENSHOT_DIR keeps them)."""
     import os
 
     run, _ = seeded_runs(live_server)
-    out = Path(os.environ.get("RUNCAST_SCREENSHOT_DIR") or tmp_path)
+    out = Path(os.environ.get("I18N_SCREENSHOT_DIR") or tmp_path)
     for code in ("zh-CN", "en"):
         context = browser.new_context(viewport={"width": 1400, "height": 1100}, locale=code)
         page = context.new_page()
