@@ -2,14 +2,15 @@
 // every `<script type="module" src="/js/<entry>.js">` of frontend/*.html, minified, with a
 // source map beside it. A first load then asks for one module instead of a waterfall of 22.
 //
-// Run by scripts/install (after npm ci) and by the Docker image's build stage:
+// Run by scripts/install (after npm ci), by the Docker image's build stage, and by setup.py when a
+// wheel or sdist is built from a checkout with node and esbuild (the wheel carries frontend/dist):
 //
 //     node vendor/build.mjs            (from the top of the checkout, or anywhere)
 //
 // frontend/dist/manifest.json names, per entry, its bundle and the sha256 of every source
 // file that went into it (and of the bundle). The server serves a page with its bundle only
 // while every one of those files is unchanged on disk; otherwise (an edited module, no
-// build at all: a pip-only install) it serves the plain modules as before
+// build at all: an install without node) it serves the plain modules as before
 // (backend/runcast_server/web/frontend.py). frontend/dist/ is not committed.
 
 import { createHash } from "node:crypto";

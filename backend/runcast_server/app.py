@@ -6,13 +6,14 @@ import logging
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from pathlib import Path
+from secrets import token_urlsafe
 from typing import Any
 
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 from runcast import __version__
 from sqlalchemy import Engine
+from starlette.middleware.sessions import SessionMiddleware
 
 from runcast_server.api import api_router
 from runcast_server.api.limits import BodyLimit, body_limit
@@ -25,6 +26,7 @@ from runcast_server.core import migrate
 from runcast_server.core.errors import error_responses, install_error_handlers
 from runcast_server.core.gc_policy import tune_for_serving
 from runcast_server.core.settings import Settings
+from runcast_server.core.shipped import frontend_dir
 from runcast_server.health import Liveness, Probes, Readiness, probes
 from runcast_server.inbox.gauges import InboxCollector
 from runcast_server.inbox.sweep import SweepTimer
@@ -34,6 +36,7 @@ from runcast_server.observability.http import (
     scrape_registry,
 )
 from runcast_server.observability.prometheus import Metrics, multiprocess_dir
+from runcast_server.people.oidc import registry
 from runcast_server.sessions.http import PrivateWhenSignedIn
 from runcast_server.share.cors import PublicReadCors
 from runcast_server.tasks import enqueue_ingest
@@ -44,7 +47,7 @@ from runcast_server.web.vendor import load_vendor
 
 log = logging.getLogger(__name__)
 
-FRONTEND_DIR = Path(__file__).resolve().parents[2] / "frontend"
+FRONTEND_DIR = frontend_dir()
 INGEST_PATH = "/api/v1/ingest"
 
 
@@ -112,6 +115,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.add_middleware(RequestMetrics, metrics=metrics, ingest_path=INGEST_PATH)
     app.add_middleware(PrivateWhenSignedIn)  # docs/auth.md: caching
+    app.state.oauth = registry(settings.oidc_providers) if settings.oidc_providers else None
+    if settings.oidc_providers:  # Authlib's state, nonce and PKCE verifier between login and callback
+        secret = settings.oidc_state_secret.get_secret_value() if settings.oidc_state_secret else token_urlsafe(32)
+        app.add_middleware(SessionMiddleware, secret_key=secret, session_cookie="runcast_oidc", max_age=600,
+                           path="/api/v1/session/oidc", same_site="lax", https_only=False)
     if settings.cors_origins:  # a preflight is answered before any other middleware acts (docs/sharing.md)
         app.add_middleware(PublicReadCors, origins=settings.cors_origins)
     app.add_middleware(ServerSend)  # outside the others: live streams write their bodies past them

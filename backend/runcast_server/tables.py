@@ -19,6 +19,7 @@ from runcast_server.core.models import Base
 from runcast_server.inbox import models as _inbox_models  # noqa: F401  (ingest inbox, migration 0006)
 from runcast_server.metrics import models as _metric_models  # noqa: F401  (rollups)
 from runcast_server.outputs import models as _output_models  # noqa: F401  (samples, evals, media, blobs: 0016)
+from runcast_server.people import models as _people_models  # noqa: F401  (users, roles: migration 0020)
 from runcast_server.policy import models as _policy_models  # noqa: F401  (publication policies, migration 0011)
 from runcast_server.record.models import Run
 from runcast_server.runs import manage

@@ -1,7 +1,8 @@
-// The header's sign-in control (docs/auth.md): a project token is sent once to
-// POST /api/v1/session, which answers with an HttpOnly cookie; the page never keeps the token
-// (no storage, no variable after the request). The cookie makes this browser's reads (pages,
-// stream, downloads) those of the project's team; writes still need the token itself.
+// The header's sign-in control (docs/auth.md): a person signs in with an OpenID Connect
+// provider (a link to /api/v1/session/oidc/NAME/login) or a local account (name and password to
+// POST /api/v1/session/password); or a project token is sent once to POST /api/v1/session. Each
+// answers with the same HttpOnly cookie; the page never keeps a password or a token (no storage,
+// no variable after the request). A person acts with their roles; a token's session only reads.
 import { ApiError, getJSON } from "./api.js";
 import { el } from "./util.js";
 import { formatDateTime, t } from "./i18n.js";
@@ -24,13 +25,17 @@ export async function currentSession() {
   }
 }
 
-async function send(method, body) {
+async function send(method, body, url = URL) {
   const options = { method, headers: { Accept: "application/json" } };
   if (body !== undefined) {
     options.headers["Content-Type"] = "application/json";
     options.body = JSON.stringify(body);
   }
-  return getJSON(URL, options);
+  return getJSON(url, options);
+}
+
+function errorText(err, what) {
+  return err instanceof ApiError && err.status === 401 ? what : err.message;
 }
 
 function signedInView(host, session, onChange) {
@@ -43,14 +48,52 @@ function signedInView(host, session, onChange) {
       onChange(null);
     }
   });
-  host.replaceChildren(
-    el("span", { className: "signed-in", id: "signin-state", title: t("signin.ends", { when: formatDateTime(session.expires_at) }) },
-      t("signin.signedInTo"), " ", el("strong", { text: session.project, "data-user": true })),
-    out,
-  );
+  const title = "Session ends " + new Date(session.expires_at * 1000).toLocaleString();
+  const who = session.user
+    ? el("span", { className: "signed-in", id: "signin-state", title: title + "\n" +
+        session.user.roles.map((r) => `${r.role} of ${r.project}`).join("\n") },
+      "Signed in as ", el("strong", { id: "signin-name", text: session.user.display_name }))
+    : el("span", { className: "signed-in", id: "signin-state", title },
+      "Signed in to ", el("strong", { text: session.project }));
+  host.replaceChildren(who, out);
 }
 
-function signedOutView(host, onChange) {
+function passwordForm(onChange) {
+  const name = el("input", { type: "text", id: "signin-name-input", name: "username", required: true,
+    autocomplete: "username", spellcheck: "false" });
+  const password = el("input", { type: "password", id: "signin-password", name: "password", required: true,
+    autocomplete: "current-password", "aria-describedby": "signin-password-error" });
+  const error = el("p", { id: "signin-password-error", className: "signin-error", role: "alert" });
+  const form = el("form", { className: "signin-form", id: "signin-password-form" },
+    el("label", {}, "Name ", name), el("label", {}, "Password ", password),
+    el("button", { type: "submit", text: "Sign in" }), error);
+  form.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    error.textContent = "";
+    const body = { name: name.value.trim(), password: password.value };
+    password.value = "";
+    try {
+      onChange(await send("POST", body, URL + "/password"));
+    } catch (err) {
+      error.textContent = errorText(err, "Wrong name or password.");
+      password.focus();
+    }
+  });
+  return form;
+}
+
+async function providerLinks() {
+  try {
+    const { providers } = await getJSON(URL + "/providers");
+    const next = encodeURIComponent(location.pathname + location.search);
+    return providers.map((p) => el("a", { className: "signin-provider", href: `${p.login_url}?next=${next}`,
+      "data-provider": p.name, text: `Sign in with ${p.display_name}` }));
+  } catch {
+    return []; // a server without the route: tokens and passwords only
+  }
+}
+
+function signedOutView(host, onChange, providers) {
   const input = el("input", { type: "password", id: "signin-token", name: "token", required: true,
     autocomplete: "off", spellcheck: "false", placeholder: t("signin.tokenPlaceholder"), "aria-describedby": "signin-error" });
   const error = el("p", { id: "signin-error", className: "signin-error", role: "alert" });
@@ -66,12 +109,14 @@ function signedOutView(host, onChange) {
     try {
       onChange(await send("POST", { token }));
     } catch (err) {
-      error.textContent = err instanceof ApiError && err.status === 401 ? t("signin.invalid") : err.message;
+      error.textContent = errorText(err, "That token is not valid (or was revoked).");
       input.focus();
     }
   });
-  const details = el("details", { className: "signin-box" }, el("summary", { text: t("signin.signIn") }), form);
-  details.addEventListener("toggle", () => details.open && input.focus());
+  const panel = el("div", { className: "signin-panel" }, ...providers, passwordForm(onChange),
+    el("p", { className: "signin-or", text: "or, to read a project, its token:" }), form);
+  const details = el("details", { className: "signin-box" }, el("summary", { text: "Sign in" }), panel);
+  details.addEventListener("toggle", () => details.open && details.querySelector("input").focus());
   host.replaceChildren(details);
 }
 
@@ -85,6 +130,6 @@ export async function mountSignIn(host, { onChange = () => location.reload() } =
     session = null; // the control is offered; the page's own reads report the failure
   }
   if (session) signedInView(host, session, onChange);
-  else signedOutView(host, onChange);
+  else signedOutView(host, onChange, await providerLinks());
   return session;
 }

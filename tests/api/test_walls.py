@@ -38,6 +38,12 @@ NO_RUN = {
     "/api/v1/subscriptions/{subscription_id}": "a capability token, no run",
     "/api/v1/estimate": "no data",
     "/api/v1/session": "the caller's own session: test_a_session_reads_as_its_projects_token_on_every_read_route",
+    "/api/v1/session/password": "the caller's own session: tests/api/test_people.py",
+    "/api/v1/session/providers": "the configured providers: no project's data",
+    "/api/v1/session/oidc/{provider}/login": "a redirect to the provider: tests/browser/test_oidc.py",
+    "/api/v1/session/oidc/{provider}/callback": "the provider's answer: tests/browser/test_oidc.py",
+    "/api/v1/projects/{project}/members": "its owners and team tokens only: tests/api/test_people.py, test_scopes.py",
+    "/api/v1/projects/{project}/members/{user}": "its owners and team tokens only: tests/api/test_people.py",
     "/api/v1/tokens": "the presented token's own project only: tests/api/test_manage.py",
     "/api/v1/tokens/{token_id}": "the presented token's own project only: tests/api/test_manage.py",
     "/api/v1/admin/inbox": "an admin token only: tests/backend/test_inbox.py",
@@ -291,13 +297,15 @@ def test_whoami_tells_only_the_tokens_own_project(client, world):
     q_auth = {"Authorization": f"Bearer {world['q_token']}"}
     mine = client.get("/api/v1/whoami", params={"run": world["private"]}, headers=p_auth)
     assert mine.status_code == 200
-    assert mine.json() == {"project": "pproj", "run": {"id": world["private"], "last_step": 2, "status": "running"},
+    assert mine.json() == {"project": "pproj", "scopes": ["read", "ingest", "team"],
+                           "run": {"id": world["private"], "last_step": 2, "status": "running"},
                            "max_batch_events": 5000, "max_body_bytes": 8 * 1024 * 1024}
     theirs = client.get("/api/v1/whoami", params={"run": world["private"]}, headers=q_auth)
     assert theirs.status_code == 409 and theirs.json()["error"]["field"] == "run"
     assert "last_step" not in theirs.text and "pproj" not in theirs.text
     assert client.get("/api/v1/whoami", params={"run": UNKNOWN}, headers=q_auth).json() == {
-        "project": "qproj", "run": None, "max_batch_events": 5000, "max_body_bytes": 8 * 1024 * 1024}
+        "project": "qproj", "scopes": ["read", "ingest", "team"], "run": None, "max_batch_events": 5000,
+        "max_body_bytes": 8 * 1024 * 1024}
     for headers in ({}, {"Authorization": "Bearer rc_not_a_token"}):
         refused = client.get("/api/v1/whoami", params={"run": world["private"]}, headers=headers)
         assert refused.status_code == 401 and refused.json()["error"]["field"] == "Authorization"

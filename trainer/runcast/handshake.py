@@ -20,7 +20,7 @@ log = logging.getLogger("runcast")
 
 class InitError(RuntimeError):
     """``init()`` cannot broadcast this run: the server refused the token, the token is for
-    another project, or the run id belongs to another project. Raised at ``init()``, never later."""
+    another project or lacks the ``ingest`` scope, or the run id belongs to another project. Raised at ``init()``, never later."""
 
 
 @dataclass(frozen=True)
@@ -67,6 +67,7 @@ def whoami(server: str, token: str | None, run_id: str | None, timeout: float, *
         raise InitError(f"the server at {where} refused this run: HTTP {status}: {_error_message(response.content)}")
     try:
         doc = response.json()
+        _check_ingest(doc.get("scopes"), str(doc["project"]), where)
         run = doc.get("run")
         return Identity(
             project=str(doc["project"]),
@@ -78,6 +79,15 @@ def whoami(server: str, token: str | None, run_id: str | None, timeout: float, *
     except (ValueError, KeyError, TypeError, AttributeError):
         log.warning("runcast: the server at %s answered whoami with something unexpected", where)
         return None
+
+
+def _check_ingest(scopes: object, project: str, where: str) -> None:
+    """``InitError`` when the server lists the token's scopes (servers since issue 30) without ``ingest``."""
+    if isinstance(scopes, list) and "ingest" not in scopes:
+        has = ", ".join(str(s) for s in scopes) or "none"
+        raise InitError(f"the server at {where} says this token of project {project!r} cannot send runs: it lacks "
+                        f"the 'ingest' scope (it has: {has}); make one with "
+                        f"`runcast token create --project {project} --scope ingest`")
 
 
 def _batch_limit(said: object) -> int:

@@ -13,7 +13,9 @@ class EmailNotConfigured(RuntimeError):
     """``RUNCAST_SMTP_HOST`` is not set."""
 
 
-def send(settings: Settings, to: str, subject: str, body: str, *, unsubscribe_url: str | None = None) -> None:
+def send(settings: Settings, to: str, subject: str, body: str, *, unsubscribe_url: str | None = None,
+         unsubscribe_label: str = "Unsubscribe") -> None:
+    """Send one plain-text mail (UTF-8: any language); the unsubscribe link, when given, ends it."""
     if not settings.smtp_host:
         raise EmailNotConfigured("email needs RUNCAST_SMTP_HOST")
     msg = EmailMessage()
@@ -22,7 +24,7 @@ def send(settings: Settings, to: str, subject: str, body: str, *, unsubscribe_ur
     msg["Subject"] = subject
     if unsubscribe_url:
         msg["List-Unsubscribe"] = f"<{unsubscribe_url}>"
-        body = f"{body}\n\n--\nUnsubscribe: {unsubscribe_url}\n"
+        body = f"{body}\n\n--\n{unsubscribe_label}: {unsubscribe_url}\n"
     msg.set_content(body)
     with smtplib.SMTP(settings.smtp_host, settings.smtp_port, timeout=settings.webhook_timeout_s) as smtp:
         if settings.smtp_starttls:

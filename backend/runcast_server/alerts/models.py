@@ -85,8 +85,9 @@ class Subscription(Base):
     project_id: Mapped[int | None] = mapped_column(ForeignKey("projects.id", ondelete="CASCADE"))
     channel: Mapped[str] = mapped_column(String(16))  # webhook | email
     target: Mapped[str] = mapped_column(String(2048))  # URL or address
-    format: Mapped[str] = mapped_column(String(16), default="json")  # json | slack | discord
-    secret: Mapped[str | None] = mapped_column(String(128))  # webhook HMAC key
+    format: Mapped[str] = mapped_column(String(16), default="json")  # json | slack | discord | feishu | dingtalk | wecom
+    secret: Mapped[str | None] = mapped_column(String(128))  # HMAC key: ours (json, slack, discord) or the platform's
+    language: Mapped[str] = mapped_column(String(16), default="en", server_default="en")  # of its messages
     kinds: Mapped[list[Any]] = mapped_column(JSON, default=list)  # [] = every kind
     notify_close: Mapped[bool] = mapped_column(Boolean, default=False)
     status: Mapped[str] = mapped_column(String(16))  # pending | active | disabled

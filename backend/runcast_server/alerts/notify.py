@@ -32,10 +32,11 @@ from runcast import __version__
 from sqlalchemy import CursorResult, delete, or_, select, update
 from standardwebhooks import Webhook
 
-from runcast_server.alerts import email, ssrf
+from runcast_server.alerts import chat, email, ssrf
 from runcast_server.alerts.models import Alert, AlertDelivery, Subscription
-from runcast_server.alerts.service import alert_view, summary
+from runcast_server.alerts.service import alert_view, summary, title
 from runcast_server.core.db import upsert
+from runcast_server.core.i18n import messages
 from runcast_server.policy.apply import public_policy
 from runcast_server.record.models import Run
 
@@ -170,21 +171,32 @@ def fanout(ctx: AlertContext, alert_id: int, phase: str) -> list[int]:
 
 
 def render(sub: Subscription, view: dict[str, Any], phase: str) -> bytes:
-    """The request body for a webhook subscription in its format."""
+    """The request body for a webhook subscription in its format (json, slack, discord), in its language."""
+    t = messages(sub.language)
     unsub = unsubscribe_url(sub)
-    text = summary(view, phase)
+    text = summary(view, phase, t)
     link = view.get("url")
     if sub.format == "slack":
         body: dict[str, Any] = {
-            "text": f"{slack_text(text)}\n<{slack_text(str(link))}|Open the run> · <{slack_text(unsub)}|Unsubscribe>"
+            "text": f"{slack_text(text)}\n<{slack_text(str(link))}|{slack_text(t('Open the run'))}> · "
+                    f"<{slack_text(unsub)}|{slack_text(t('Unsubscribe'))}>"
         }
     elif sub.format == "discord":
-        content = f"{discord_text(text)[:1500]}\n<{link}>\nUnsubscribe: <{unsub}>"
+        content = f"{discord_text(text)[:1500]}\n<{link}>\n{discord_text(t('Unsubscribe'))}: <{unsub}>"
         body = {"content": content[:2000], "allowed_mentions": {"parse": []}}
     else:
         body = {"event": EVENTS[phase], "subscription": sub.id,
                 "alert": view, "text": text, "unsubscribe_url": unsub}
     return json.dumps(body, allow_nan=False, separators=(",", ":"), default=str).encode()
+
+
+def chat_message(sub: Subscription, view: dict[str, Any], phase: str) -> chat.ChatMessage:
+    """What a Feishu, DingTalk or WeCom robot is sent, in the subscription's language."""
+    t = messages(sub.language)
+    head = t("Alert ended: {title}", title=title(view["kind"], t)) if phase == "close" else title(view["kind"], t)
+    return chat.ChatMessage(title=head, text=summary(view, phase, t), link=view.get("url"),
+                            link_label=t("Open the run"), unsubscribe=unsubscribe_url(sub),
+                            unsubscribe_label=t("Unsubscribe"), closed=phase == "close")
 
 
 def deliver(ctx: AlertContext, delivery_id: int) -> str:
@@ -207,8 +219,15 @@ def deliver(ctx: AlertContext, delivery_id: int) -> str:
         phase = d.phase
         session.expunge(sub)
     error: str | None = None
+    retry = True
     try:
-        if channel == "webhook":
+        if channel == "webhook" and fmt_sub.format in chat.FORMATS:
+            out = chat.request(fmt_sub.format, target, secret, chat_message(fmt_sub, view, phase), time.time())
+            headers = {"Content-Type": "application/json; charset=utf-8", "User-Agent": f"Runcast/{__version__}"}
+            response = ssrf.post(ssrf.vet(out.url, settings.webhook_allow_cidrs), out.body, headers,
+                                 settings.webhook_timeout_s)
+            error, retry = chat.failure(fmt_sub.format, response.status_code, response.content)
+        elif channel == "webhook":
             body = render(fmt_sub, view, phase)
             vetted = ssrf.vet(target, settings.webhook_allow_cidrs)
             headers = {
@@ -222,14 +241,18 @@ def deliver(ctx: AlertContext, delivery_id: int) -> str:
             if not 200 <= response.status_code < 300:
                 error = f"HTTP {response.status_code}"
         else:
-            email.send(settings, target, f"[runcast] {summary(view, phase)}"[:200],
-                       f"{summary(view, phase)}\n\n{view.get('url', '')}\n\nEvidence: {json.dumps(view['evidence'])}",
-                       unsubscribe_url=unsubscribe_url(fmt_sub))
+            t = messages(fmt_sub.language)
+            text = summary(view, phase, t)
+            email.send(settings, target, f"[runcast] {text}"[:200],
+                       f"{text}\n\n{view.get('url', '')}\n\n{t('Evidence')}: {json.dumps(view['evidence'])}",
+                       unsubscribe_url=unsubscribe_url(fmt_sub), unsubscribe_label=t("Unsubscribe"))
     except ssrf.Refused as exc:
         error = f"refused: {exc}"
     except Exception as exc:  # noqa: BLE001 - any transport failure is a failed attempt
         error = f"{type(exc).__name__}: {exc}"
-    status = _record(ctx, delivery_id, error)
+    if error is not None:
+        error = chat.scrub(fmt_sub.format, target, error)  # a robot's URL is its group's password
+    status = _record(ctx, delivery_id, error, retry)
     _count(ctx, channel, "retry" if status == "pending" else status)
     return status
 
@@ -241,7 +264,9 @@ def _count(ctx: AlertContext, channel: str, outcome: str) -> None:
         metrics.alert_deliveries.labels(channel, outcome).inc()
 
 
-def _record(ctx: AlertContext, delivery_id: int, error: str | None) -> str:
+def _record(ctx: AlertContext, delivery_id: int, error: str | None, retry: bool = True) -> str:
+    """Record an attempt's outcome; a failure is retried (``retry``: when waiting can help) until
+    the attempts run out, and counts towards disabling the subscription."""
     settings = ctx.settings
     now = time.time()
     retry_in: float | None = None
@@ -262,7 +287,7 @@ def _record(ctx: AlertContext, delivery_id: int, error: str | None) -> str:
             sub.status = "disabled"
             d.status = "failed"
             log.warning("alerts: subscription %d disabled after %d failed attempts (%s)", sub.id, sub.failures, error)
-        elif d.attempts >= settings.webhook_max_attempts:
+        elif not retry or d.attempts >= settings.webhook_max_attempts:
             d.status = "failed"
         else:
             retry_in = settings.webhook_retry_base_s * 2 ** (d.attempts - 1)

@@ -77,14 +77,16 @@ class SubscriptionView(_Answer):
     run: str | None
     project: str | None
     channel: str = Field(description="webhook or email.")
-    target: str
+    target: str = Field(description="The URL or address; a chat robot's token masked (``****`` and its last 4 characters).")
     format: str
     kinds: list[str]
+    language: str = Field(description="The language of its messages (en, zh-CN).")
     notify_close: bool
     status: str = Field(description="pending, active or disabled.")
     failures: int
     unsubscribe_url: str
-    secret: str | None = Field(None, description="Shown once, when a webhook subscription is created.")
+    secret: str | None = Field(None, description="Shown once, when a json, slack or discord webhook subscription is "
+                               "created; a Feishu or DingTalk signing secret is never shown.")
 
 
 class SubscriptionStatus(_Answer):

@@ -10,6 +10,7 @@ from sqlalchemy import ColumnElement, func, select
 from sqlalchemy.orm import Session
 
 from runcast_server.alerts.models import Alert, AlertConfig
+from runcast_server.core.i18n import Messages, messages
 from runcast_server.core.models import Project
 from runcast_server.reads.published import published_checkpoint, sees_everything
 from runcast_server.record.models import Event, Run, Segment
@@ -148,17 +149,33 @@ def _num(x: Any) -> str:
     return str(x)
 
 
-def summary(view: dict[str, Any], phase: str) -> str:
-    """One line for a notification: what, where, and the evidence."""
-    where = f"{view.get('project')}/{view.get('run_name') or view['run']}"
-    key = f" {view['key']}" if view.get("key") else ""
-    at = f" at step {view['step']}" if view.get("step") is not None else ""
+def title(kind: str, t: Messages) -> str:
+    """An alert kind's title in ``t``'s language."""
+    return t(TITLES[kind]) if kind in TITLES else kind
+
+
+_EVIDENCE = ("value", "baseline", "threshold", "smoothed", "best", "val")
+
+
+def summary(view: dict[str, Any], phase: str, t: Messages | None = None) -> str:
+    """One line for a notification in ``t``'s language (English by default): what, where, and the evidence."""
+    t = t or messages()
+    fields = {"title": title(view["kind"], t), "where": f"{view.get('project')}/{view.get('run_name') or view['run']}",
+              "key": view.get("key") or ""}
     if phase == "close":
+        subject = t("{title} on {where} {key}", context="closed", **fields) if fields["key"] else t(
+            "{title} on {where}", context="closed", **fields)
         close = (view.get("evidence") or {}).get("close") or {}
-        reason = close.get("reason", "closed")
-        end = f" at step {view['end_step']}" if view.get("end_step") is not None else ""
-        return f"{view['title']} on {where}{key} ended{end} ({reason}); it opened{at}."
+        reason = t(str(close.get("reason", "closed")), context="reason")
+        end = t(" at step {step}", context="ended", step=view["end_step"]) if view.get("end_step") is not None else ""
+        if view.get("step") is None:
+            return t("{subject} ended{end} ({reason}); it opened.", subject=subject, end=end, reason=reason)
+        at = t(" at step {step}", context="opened", step=view["step"])
+        return t("{subject} ended{end} ({reason}); it opened{at}.", subject=subject, end=end, reason=reason, at=at)
+    subject = t("{title} on {where} {key}", **fields) if fields["key"] else t("{title} on {where}", **fields)
+    if view.get("step") is not None:
+        subject += t(" at step {step}", step=view["step"])
     ev = (view.get("evidence") or {}).get("open") or {}
-    detail = ", ".join(f"{k} {_num(ev[k])}" for k in ("value", "baseline", "threshold", "smoothed", "best", "val")
-                       if k in ev)
-    return f"{view['title']} on {where}{key}{at}" + (f": {detail}" if detail else "") + "."
+    detail = t(", ").join(t("{name} {value}", name=t(k, context="evidence"), value=_num(ev[k]))
+                          for k in _EVIDENCE if k in ev)
+    return t("{subject}: {detail}.", subject=subject, detail=detail) if detail else t("{subject}.", subject=subject)

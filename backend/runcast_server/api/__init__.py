@@ -9,6 +9,7 @@ from runcast_server.api.routes import (
     admin,
     alerts,
     blobs,
+    broadcast,
     checkpoints,
     estimate,
     events,
@@ -17,7 +18,9 @@ from runcast_server.api.routes import (
     ingest,
     manage,
     manifests,
+    members,
     metric_series,
+    oidc,
     outputs,
     policy,
     revisions,
@@ -45,7 +48,10 @@ api_router.include_router(estimate.router)  # the ZeRO memory estimate (runcast.
 api_router.include_router(policy.router)  # publication policies (docs/api.md)
 api_router.include_router(admin.router)  # the ingest inbox for operators (docs/api.md)
 api_router.include_router(session_routes.router)  # dashboard sign-in (docs/auth.md)
+api_router.include_router(oidc.router)  # OpenID Connect sign-in (docs/auth.md)
+api_router.include_router(members.router)  # people's roles in projects (docs/auth.md)
 api_router.include_router(blobs.router)  # images of runs: uploads and thumbnails (docs/samples.md)
+api_router.include_router(broadcast.router)  # the cacheable broadcast (docs/live.md)
 
 # Models of bodies the routes read or write themselves, named in the document by documented.ref.
 DOCUMENTED_REQUESTS = (IngestBatch, PolicyChange, UploadBegin)

@@ -5,18 +5,33 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Annotated
 
-from fastapi import Depends, Request
+from fastapi import Depends, Query, Request
 from fastapi.responses import Response
 from fastapi.security import HTTPBearer
 from sqlalchemy.orm import Session
 
 from runcast_server.alerts import ratelimit
+from runcast_server.api import access
 from runcast_server.context import AppContext
-from runcast_server.core.auth import is_admin_token, project_for_token
-from runcast_server.core.errors import ApiError, error_body, error_response
+from runcast_server.core.auth import Grant, is_admin_token, project_for_token, token_grant
+from runcast_server.core.errors import ApiError, error_body, error_response, request_language
 from runcast_server.core.models import Project
 from runcast_server.sessions.service import COOKIE as SESSION_COOKIE
 from runcast_server.sessions.service import lookup as lookup_session
+
+
+def reader_language(
+    request: Request,
+    response: Response,
+    lang: Annotated[str | None, Query(max_length=35, description="Language of the text (en, zh-CN); default: "
+                                      "from Accept-Language, else English.")] = None,
+) -> str:
+    """The language the reader asked for (``?lang=``, else ``Accept-Language``); the answer varies with it."""
+    response.headers["Vary"] = "Accept-Language"
+    return request_language(request)
+
+
+LanguageDep = Annotated[str, Depends(reader_language)]
 
 
 def app_context(request: Request) -> AppContext:
@@ -61,42 +76,92 @@ bearer_token = BearerToken(
 TokenDep = Annotated[str | None, Depends(bearer_token)]
 
 
-# Methods a dashboard session cookie counts on: reads only, so a cookie never authorises a write.
-SESSION_METHODS = ("GET", "HEAD")
+# Methods a project token's dashboard session counts on: reads only, so such a cookie never writes.
+SESSION_METHODS = access.READ_METHODS
 
 
-def session_viewer(session: Session, method: str, cookie: str | None) -> Project | None:
-    """The project of the browser's live dashboard session (sessions/), for a read; else None
-    (a stale or unknown cookie is an anonymous reader, never an error)."""
+def session_viewer(session: Session, method: str, cookie: str | None, *, request: Request | None = None,
+                   run_id: str | None = None) -> Project | None:
+    """The project the browser's live dashboard session reads (sessions/), for a read; else None
+    (a stale or unknown cookie is an anonymous reader, never an error). A person's session reads
+    the project the request is about (``request``'s target, or run ``run_id``'s) if the person has
+    a role there."""
     if method not in SESSION_METHODS:
         return None
     found = lookup_session(session, cookie)
-    return None if found is None else found.project
+    if found is None or found.user is None:
+        return None if found is None else found.project
+    about = access.run_project(session, run_id) if run_id is not None else (
+        access.target_project(session, request) if request is not None else None)
+    return access.person_reads(session, found.user, about)
+
+
+def _grant(session: Session, token: str) -> Grant:
+    grant = token_grant(session, token, touch=True)
+    if grant is None:
+        raise ApiError(401, "invalid or revoked token", field="Authorization")
+    return grant
+
+
+def token_reader(session: Session, token: str) -> Project:
+    """The project of a token with the ``read`` scope (401 for a bad token, 403 without the scope)."""
+    return access.check_scope(_grant(session, token), "read")
 
 
 def viewer_project(request: Request, session: SessionDep, token: TokenDep) -> Project | None:
-    """The project whose token the caller presented or, without a token, whose dashboard session
-    cookie a GET or HEAD carries (reads: optional; grants private runs)."""
+    """The project whose token (with the ``read`` scope) the caller presented or, without a token,
+    whose dashboard session cookie a GET or HEAD carries (reads: optional; grants private runs)."""
     if token is None:
-        return session_viewer(session, request.method, request.cookies.get(SESSION_COOKIE))
-    project = project_for_token(session, token, touch=True)
-    if project is None:
-        raise ApiError(401, "invalid or revoked token", field="Authorization")
-    return project
+        return session_viewer(session, request.method, request.cookies.get(SESSION_COOKIE), request=request)
+    return token_reader(session, token)
 
 
-def writer_project(session: SessionDep, token: TokenDep) -> Project:
-    """The project a write is authorised for; a missing or bad token is a 401."""
+def token_grant_dep(session: SessionDep, token: TokenDep) -> Grant:
+    """The presented project token's project and scopes; a missing or bad token is a 401."""
     if token is None:
-        raise ApiError(401, "a project ingest token is required (Authorization: Bearer <token>)", field="Authorization")
-    project = project_for_token(session, token, touch=True)
-    if project is None:
-        raise ApiError(401, "invalid or revoked token", field="Authorization")
-    return project
+        raise ApiError(401, "a project token is required (Authorization: Bearer <token>)", field="Authorization")
+    return _grant(session, token)
+
+
+def _acting(request: Request, session: Session, token: str | None, scope: str) -> Project:
+    """The project a request needing ``scope`` acts on: a token's (if it has the scope) or a signed-in
+    person's target project (if the role allows it); 401 for anyone else (a project token's session included)."""
+    if token is not None:
+        return access.check_scope(_grant(session, token), scope)
+    found = lookup_session(session, request.cookies.get(SESSION_COOKIE))
+    if found is not None and found.user is not None and scope != "ingest":
+        return access.person_acts(session, found.user, request, scope)
+    raise ApiError(401, "a project token is required (Authorization: Bearer <token>)", field="Authorization")
+
+
+def require_read(request: Request, session: SessionDep, token: TokenDep) -> Project:
+    """A route for the project's readers: a token with ``read`` or a person with a role."""
+    return _acting(request, session, token, "read")
+
+
+def require_ingest(request: Request, session: SessionDep, token: TokenDep) -> Project:
+    """A trainer's route: a token with ``ingest`` (no session ever ingests)."""
+    return _acting(request, session, token, "ingest")
+
+
+def require_team(request: Request, session: SessionDep, token: TokenDep) -> Project:
+    """A route that manages the project: a token with ``team``, or a member's or owner's session."""
+    return _acting(request, session, token, "team")
+
+
+def require_team_token(session: SessionDep, token: TokenDep) -> Project:
+    """Token management: a token with ``team`` (no browser session manages tokens)."""
+    return access.check_scope(token_grant_dep(session, token), "team")
 
 
 ViewerDep = Annotated[Project | None, Depends(viewer_project)]
-WriterDep = Annotated[Project, Depends(writer_project)]
+ReaderDep = Annotated[Project, Depends(require_read)]
+IngestDep = Annotated[Project, Depends(require_ingest)]
+TeamDep = Annotated[Project, Depends(require_team)]
+GrantDep = Annotated[Grant, Depends(token_grant_dep)]
+TeamTokenDep = Annotated[Project, Depends(require_team_token)]
+# The dependencies that refuse a request without credentials (OpenAPI marks their routes' security).
+CREDENTIALS_REQUIRED = (require_read, require_ingest, require_team, require_team_token, token_grant_dep)
 
 
 def admin(session: SessionDep, token: TokenDep) -> None:

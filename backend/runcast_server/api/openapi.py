@@ -21,7 +21,7 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.routing import APIRoute, iter_route_contexts
 
 from runcast_server.api import DOCUMENTED_REQUESTS, DOCUMENTED_RESPONSES
-from runcast_server.api.deps import admin, bearer_token, writer_project
+from runcast_server.api.deps import CREDENTIALS_REQUIRED, admin, bearer_token
 from runcast_server.api.documented import components
 
 _NULL = {"type": "null"}
@@ -73,7 +73,7 @@ def openapi_document(app: FastAPI) -> dict[str, Any]:
         if not isinstance(route.original_route, APIRoute) or not route.include_in_schema:
             continue
         calls = _calls(route.dependant)
-        if writer_project in calls or admin in calls:
+        if admin in calls or any(dep in calls for dep in CREDENTIALS_REQUIRED):
             security: list[dict[str, list[str]]] = [{"bearer": []}]
         elif bearer_token in calls:
             security = [{}, {"bearer": []}]

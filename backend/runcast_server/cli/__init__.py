@@ -1,4 +1,4 @@
-"""The server's verbs of the ``runcast`` command: serve, worker, demo, db, token, storage, quarantine.
+"""The server's verbs of the ``runcast`` command: serve, worker, demo, db, token, user, project, storage, quarantine.
 
 ``register`` is the ``runcast.cli_plugins`` entry point (pyproject.toml) that adds them to
 the SDK's Typer group; the SDK never imports this package. Each module imports only typer
@@ -14,6 +14,7 @@ import typer
 
 from runcast_server.cli.demo import demo_command
 from runcast_server.cli.ingest_cmds import token_create_command, worker_command
+from runcast_server.cli.people import project_app, user_app
 from runcast_server.cli.quarantine import quarantine_app
 from runcast_server.cli.serve import db_upgrade_command, serve_command
 from runcast_server.cli.storage import storage_app
@@ -34,6 +35,8 @@ def register(app: typer.Typer) -> None:
     db_app.command("upgrade")(db_upgrade_command)
     app.add_typer(db_app, name="db")
     _token_group(app).command("create")(token_create_command)
+    app.add_typer(user_app, name="user")
+    app.add_typer(project_app, name="project")
     app.add_typer(storage_app, name="storage")
     app.add_typer(quarantine_app, name="quarantine")
 

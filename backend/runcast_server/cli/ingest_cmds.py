@@ -1,4 +1,5 @@
-"""``runcast worker`` and ``runcast token create``: the write path's commands.
+"""``runcast worker`` and ``runcast token create``: the write path's commands (and the database
+opening every server verb shares).
 
 The server package is imported inside each command, so ``runcast`` stays cheap
 to start in a training job that only needs the SDK. Each command reads the settings
@@ -73,8 +74,13 @@ def token_create_command(
     project: str = typer.Option(None, "--project", "-p", help="Project name (created if missing)."),
     admin: bool = typer.Option(False, "--admin", help="An admin token (the /api/v1/admin routes) instead of a project's."),
     label: str = typer.Option(None, "--label", help="A note to tell tokens apart."),
+    scope: list[str] = typer.Option(  # noqa: B008 - typer declares options as defaults
+        None, "--scope",
+        help="What the token may do: read, ingest, team (repeat the flag or give a comma list; default: all three). "
+        "A trainer needs ingest; a dashboard sign-in read; managing runs, policies and tokens team.",
+    ),
 ) -> None:
-    """Create an ingest token for PROJECT (or, with --admin, an admin token) and print it once.
+    """Create a token for PROJECT (or, with --admin, an admin token) and print it once.
 
     Only its hash is stored, in the database of the current settings (RUNCAST_DATABASE_URL,
     else RUNCAST_DATA_DIR's SQLite: the one `runcast serve` and `runcast demo` use); which one
@@ -82,16 +88,22 @@ def token_create_command(
     """
     from runcast.wire.events import PROJECT_RE
 
-    from runcast_server.core.auth import create_admin_token, create_token
+    from runcast_server.core.auth import SCOPES, BadScope, create_admin_token, create_token, parse_scopes
     from runcast_server.core.settings import Settings
 
     if admin == (project is not None):
         raise typer.BadParameter("give either --project P or --admin", param_hint="--project")
+    if admin and scope:
+        raise typer.BadParameter("an admin token has no scopes", param_hint="--scope")
+    try:
+        scopes = parse_scopes(scope) if scope else SCOPES
+    except BadScope as exc:
+        raise typer.BadParameter(str(exc), param_hint="--scope") from exc
     if project is not None and not PROJECT_RE.match(project):
         raise typer.BadParameter("1-100 characters of A-Z, a-z, 0-9, '.', '_' or '-'", param_hint="--project")
     settings = Settings()
     with open_database(settings) as db, db.scope() as session:
-        token = create_admin_token(session, label) if admin else create_token(session, project, label)
+        token = create_admin_token(session, label) if admin else create_token(session, project, label, scopes)
     typer.echo(token)
     typer.echo(f"(stored in {_database_label(settings)}: a server using that database accepts it)", err=True)
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 import hashlib
 import secrets
 import time
+from collections.abc import Iterable
+from dataclasses import dataclass
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -21,6 +23,35 @@ ADMIN_TOKEN_PREFIX = "rca_"
 # ``last_used_at`` is written at most this often per token, so a busy trainer's requests
 # do not each become a write.
 TOUCH_EVERY_S = 60.0
+
+# What a project token may do (docs/auth.md#scopes): read the project's private runs, ingest a
+# trainer's record (events, uploads, blobs, the spool report), manage the team's runs (PATCH and
+# DELETE runs, policies, alert configuration, tokens). A token made without ``--scope`` has all three.
+SCOPES = ("read", "ingest", "team")
+
+
+class BadScope(ValueError):
+    """A scope that is not one of ``SCOPES`` (or none at all)."""
+
+
+def parse_scopes(values: Iterable[str]) -> tuple[str, ...]:
+    """``values`` (names or comma lists, e.g. ``["read,ingest"]``) as the scopes in ``SCOPES`` order."""
+    named = {part.strip() for value in values for part in value.split(",") if part.strip()}
+    unknown = sorted(named - set(SCOPES))
+    if unknown:
+        raise BadScope(f"unknown scope {unknown[0]!r}: choose among {', '.join(SCOPES)}")
+    if not named:
+        raise BadScope(f"give at least one scope among {', '.join(SCOPES)}")
+    return tuple(s for s in SCOPES if s in named)
+
+
+@dataclass(frozen=True)
+class Grant:
+    """What a presented project token may do: its project, its id and its scopes."""
+
+    project: Project
+    token_id: int
+    scopes: tuple[str, ...]
 
 
 def hash_token(token: str) -> str:
@@ -36,8 +67,11 @@ def get_or_create_project(session: Session, name: str) -> Project:
     return project
 
 
-def create_token(session: Session, project_name: str, label: str | None = None) -> str:
-    """Make a new token for ``project_name`` (created if missing); returns the secret once."""
+def create_token(session: Session, project_name: str, label: str | None = None,
+                 scopes: Iterable[str] = SCOPES) -> str:
+    """Make a new token for ``project_name`` (created if missing) with ``scopes`` (default: all);
+    returns the secret once. ``BadScope`` for a scope not in ``SCOPES``."""
+    chosen = parse_scopes(scopes)
     project = get_or_create_project(session, project_name)
     token = TOKEN_PREFIX + secrets.token_urlsafe(32)
     session.add(
@@ -47,6 +81,7 @@ def create_token(session: Session, project_name: str, label: str | None = None) 
             prefix=token[:10],
             label=label,
             created_at=time.time(),
+            scopes=",".join(chosen),
         )
     )
     session.flush()
@@ -54,10 +89,17 @@ def create_token(session: Session, project_name: str, label: str | None = None) 
 
 
 def project_for_token(session: Session, token: str | None, *, touch: bool = False) -> Project | None:
-    """The project a valid, unrevoked token belongs to, else None.
+    """The project a valid, unrevoked token belongs to, else None (whatever its scopes).
 
     ``touch``: record the use in the token's ``last_used_at`` (at most every ``TOUCH_EVERY_S``).
     """
+    grant = token_grant(session, token, touch=touch)
+    return None if grant is None else grant.project
+
+
+def token_grant(session: Session, token: str | None, *, touch: bool = False) -> Grant | None:
+    """The project and scopes of a valid, unrevoked project token, else None (``touch``: as
+    ``project_for_token``)."""
     if not token:
         return None
     row = session.execute(
@@ -71,7 +113,7 @@ def project_for_token(session: Session, token: str | None, *, touch: bool = Fals
     now = time.time()
     if touch and (stored.last_used_at is None or stored.last_used_at < now - TOUCH_EVERY_S):
         stored.last_used_at = now
-    return project
+    return Grant(project, stored.id, tuple(stored.scopes.split(",")))
 
 
 def project_tokens(session: Session, project_id: int) -> list[IngestToken]:

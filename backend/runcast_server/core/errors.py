@@ -31,6 +31,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from runcast_server.core.db import is_read_only
 from runcast_server.core.disk import DiskFull
+from runcast_server.core.i18n import SOURCE, messages, negotiate
 
 log = logging.getLogger(__name__)
 
@@ -113,6 +114,7 @@ class NotFound(DomainError):
 
     def __init__(self, what: str, field: str | None = None) -> None:
         super().__init__(f"{what} not found", field=field)
+        self.what = what
 
 
 class Invalid(DomainError):
@@ -126,6 +128,33 @@ DOMAIN_STATUS: Final[dict[type[DomainError], int]] = {NotFound: 404, Invalid: 42
 def domain_status(exc: DomainError) -> int:
     """The status of ``exc``'s kind: its nearest class in ``DOMAIN_STATUS`` (422 for one not mapped)."""
     return next((DOMAIN_STATUS[k] for k in type(exc).__mro__ if k in DOMAIN_STATUS), 422)
+
+
+def request_language(request: Request) -> str:
+    """The language a request asks for: ``?lang=``, else its ``Accept-Language``, else English."""
+    return negotiate(request.headers.get("accept-language"), request.query_params.get("lang"))
+
+
+def _translated(request: Request, message: str, exc: Exception | None = None) -> str:
+    """An error's message in the request's language (English, as sent, when no translation exists)."""
+    language = request_language(request)
+    if language == SOURCE:
+        return message
+    t = messages(language)
+    if isinstance(exc, NotFound):
+        return t("{what} not found", what=t(exc.what, context="thing"))
+    return t(message)
+
+
+def _localized(request: Request, body: dict[str, Any], exc: Exception | None = None) -> dict[str, Any]:
+    """``body`` with its message for a person in the request's language; ``field`` and the shape unchanged."""
+    message = body.get("error", {}).get("message")
+    if isinstance(message, str):
+        body["error"]["message"] = _translated(request, message, exc)
+    return body
+
+
+VARY: Final = {"Vary": "Accept-Language"}
 
 
 def error_body(message: str, *, field: str | None = None, index: int | None = None) -> dict[str, Any]:
@@ -178,15 +207,15 @@ def install_error_handlers(app: FastAPI) -> None:
     """Route every exception to one JSON error shape (see the module docstring)."""
 
     @app.exception_handler(ApiError)
-    async def _api_error(_: Request, exc: ApiError) -> ErrorResponse:
-        headers = dict(exc.headers or {})
+    async def _api_error(request: Request, exc: ApiError) -> ErrorResponse:
+        headers = {**(exc.headers or {}), **VARY}
         if exc.status == 401:
             headers["WWW-Authenticate"] = "Bearer"
-        return error_response(exc.status, exc.body(), headers or None)
+        return error_response(exc.status, _localized(request, exc.body(), exc), headers)
 
     @app.exception_handler(DomainError)
-    async def _domain_error(_: Request, exc: DomainError) -> ErrorResponse:
-        return error_response(domain_status(exc), exc.body())
+    async def _domain_error(request: Request, exc: DomainError) -> ErrorResponse:
+        return error_response(domain_status(exc), _localized(request, exc.body(), exc), VARY)
 
     @app.exception_handler(EventError)
     async def _event_error(_: Request, exc: EventError) -> ErrorResponse:
@@ -214,7 +243,8 @@ def install_error_handlers(app: FastAPI) -> None:
                 status, detail = 405, "Method Not Allowed"
             if status == 405:
                 headers["Allow"] = ", ".join(sorted(allowed or {"GET", "HEAD"}))  # none: the static files
-        return error_response(status, error_body(detail, field="body" if status == 413 else None), headers or None)
+        body = _localized(request, error_body(detail, field="body" if status == 413 else None))
+        return error_response(status, body, {**headers, **VARY})
 
     async def _database_down(_: Request, exc: Exception) -> ErrorResponse:
         log.warning("database unavailable: %s", exc)

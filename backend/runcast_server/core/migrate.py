@@ -10,8 +10,8 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine
 
-# migrations/ sits at the top of the checkout; Runcast is installed from it (pip install -e).
-MIGRATIONS_DIR = Path(__file__).resolve().parents[3] / "migrations"
+# Part of the package (runcast_server/migrations), in a checkout and in a wheel alike.
+MIGRATIONS_DIR = Path(__file__).resolve().parents[1] / "migrations"
 
 
 def alembic_config(url: str) -> Config:

@@ -51,7 +51,8 @@ class Project(Base):
 
 
 class IngestToken(Base):
-    """A project's write token. Only its SHA-256 is stored; ``prefix`` identifies it."""
+    """A project's token. Only its SHA-256 is stored; ``prefix`` identifies it; ``scopes`` is what
+    it may do, a comma list of ``read``, ``ingest`` and ``team`` (``core.auth.SCOPES``)."""
 
     __tablename__ = "ingest_tokens"
 
@@ -66,6 +67,7 @@ class IngestToken(Base):
     revoked_at: Mapped[float | None] = mapped_column(Float)
     # When a request last presented it (written at most once a minute: auth.TOUCH_EVERY_S).
     last_used_at: Mapped[float | None] = mapped_column(Float)
+    scopes: Mapped[str] = mapped_column(String(40), server_default="read,ingest,team")
 
 
 class AdminToken(Base):

@@ -11,8 +11,10 @@ import re
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import BaseModel, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from runcast_server.core import shipped
 
 # One source of a CSP frame-ancestors list: a keyword, a scheme, or a host with optional scheme, port, path.
 _ORIGIN = re.compile(r"https?://[A-Za-z0-9.-]+(:\d+)?|https?://\[[0-9A-Fa-f:.]+\](:\d+)?")
@@ -23,9 +25,17 @@ def _default_data_dir() -> Path:
     return Path.home() / ".local" / "share" / "runcast"
 
 
-def _default_vendor_dir() -> Path:
-    """Where ``scripts/install`` (npm) puts the browser bundles: vendor/node_modules of the checkout."""
-    return Path(__file__).resolve().parents[3] / "vendor" / "node_modules"
+class OidcProvider(BaseModel):
+    """One OpenID Connect provider people may sign in with (docs/auth.md#openid-connect)."""
+
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,39}$", description="Its id in URLs: the redirect URI to "
+                      "register is <public URL>/api/v1/session/oidc/<name>/callback.")
+    display_name: str = Field(max_length=100, description="What the sign-in button says: 'Sign in with <display_name>'.")
+    issuer: str = Field(pattern=r"^https?://", description="The issuer URL; its /.well-known/openid-configuration "
+                        "is read for the endpoints and keys.")
+    client_id: str
+    client_secret: SecretStr
+    scope: str = Field(default="openid profile email", description="The scopes asked for ('openid' among them).")
 
 
 class Settings(BaseSettings):
@@ -79,6 +89,10 @@ class Settings(BaseSettings):
         default=256, ge=0, description="Messages a channel keeps to resume viewers without the database."
     )
     stream_linger_s: float = Field(default=10.0, ge=0, description="A channel without viewers stays subscribed this long.")
+    broadcast_piece_versions: int = Field(
+        default=32, ge=1, le=1000,
+        description="Run versions per sealed piece of the cacheable broadcast (part of its URLs' contract).",
+    )
 
     # --- the ingest inbox (docs/ingest.md) ---
     inbox_redeliver_after_s: float = Field(
@@ -107,9 +121,10 @@ class Settings(BaseSettings):
         default=64 * 1024, ge=1, description="Largest request body of every other route."
     )
     vendor_dir: Path = Field(
-        default_factory=_default_vendor_dir,
+        default_factory=shipped.vendor_dir,
         description="The node_modules directory holding the npm-installed Plotly.js partial bundle "
-        "(plotly.js-basic-dist-min); without it the pages get the plotly package's full bundle.",
+        "(plotly.js-basic-dist-min); default: the installed package's copy, or vendor/node_modules of the "
+        "checkout. Without it the pages get the plotly package's full bundle.",
     )
     page_bundles: bool = Field(
         default=True,
@@ -224,6 +239,15 @@ class Settings(BaseSettings):
     )
     signin_rate_limit: int = Field(default=20, ge=1, description="Sign-in attempts one client IP may make per window.")
     signin_rate_window_s: int = Field(default=300, ge=1, description="The sign-in rate limit's fixed window.")
+    oidc_providers: list[OidcProvider] = Field(
+        default=[], description="OpenID Connect providers as a JSON list of {name, display_name, issuer, client_id, "
+        "client_secret, scope?}; empty: only local accounts and tokens sign in (docs/auth.md).",
+    )
+    oidc_state_secret: SecretStr | None = Field(
+        default=None, description="Signs the short-lived cookie that carries an OpenID Connect sign-in's state, nonce "
+        "and PKCE verifier to the callback. Unset: a random one per process (set it when several API processes "
+        "serve one site).",
+    )
 
     # --- the operator's view (docs/operations.md) ---
     log_format: Literal["text", "json"] = Field(

@@ -39,6 +39,12 @@ def _published(message: dict[str, Any], full: bool, project: bool, view: View = 
     return {**wire, "points": view.points(message["points"]), "events": view.events(events), **shown}
 
 
+def published_message(message: dict[str, Any], public_paths: bool, view: View, team: bool) -> dict[str, Any]:
+    """A ``batch`` message's ``data`` as one kind of reader gets it: the team (everything), or
+    anyone else under ``view`` (the run's public policy), exactly as the stream sends it."""
+    return _published(message, True, True) if team else _published(message, public_paths, False, view)
+
+
 def batch_frame(message: dict[str, Any], public_paths: bool = False, policy: View = TEAM) -> Frame:
     """``id: <version>`` / ``event: batch`` / ``data: <message>``, for both kinds of reader.
 
@@ -51,8 +57,8 @@ def batch_frame(message: dict[str, Any], public_paths: bool = False, policy: Vie
     def encode(m: dict[str, Any]) -> bytes:
         return f"id: {v}\nevent: batch\ndata: {_dumps(m)}\n\n".encode()
 
-    public = encode(_published(message, public_paths, False, policy))
-    project = encode(_published(message, True, True)) if message["events"] or policy.withheld() else public
+    public = encode(published_message(message, public_paths, policy, False))
+    project = encode(published_message(message, public_paths, policy, True)) if message["events"] or policy.withheld() else public
     return Frame(v, public, project=None if project == public else project, policy=policy.key,
                  committed_at=float(message.get("committed_at") or 0.0))
 

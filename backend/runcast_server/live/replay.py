@@ -51,9 +51,13 @@ def read_versions(
     max_versions: int = _FIELDS["stream_replay_max_versions"].default,
     max_points: int = _FIELDS["stream_replay_max_points"].default,
     upto: int | None = None,
+    unlogged_empty: bool = False,
 ) -> Replay:
     """Every version of ``run_id`` after ``after`` up to the run's current one (or ``upto``, when
     lower: a delayed run's public side), as stream messages.
+
+    ``unlogged_empty``: a version without a log row (a policy change) has no message instead of
+    making the replay a reset (the broadcast's pieces, whose URLs carry the policy).
 
     Cost: one read of the run row, of at most ``max_versions`` log rows, one range scan
     of the points primary key per (series, run of consecutive ranges), one read of the
@@ -72,7 +76,7 @@ def read_versions(
         .where(RunVersion.run_id == run_id, RunVersion.version > after, RunVersion.version <= current)
         .order_by(RunVersion.version)
     ).scalars())
-    if [r.version for r in logs] != list(range(after + 1, current + 1)):
+    if not unlogged_empty and [r.version for r in logs] != list(range(after + 1, current + 1)):
         # versions written without a log row (older data, a policy change): reload
         return Replay(current, None, public_paths, policy)
     if sum(r.points for r in logs) > max_points:

@@ -70,3 +70,32 @@ class StreamReset(BaseModel):
     """``event: reset``: reload through REST, then apply the batches after ``version``."""
 
     version: int
+
+
+_FINGERPRINT = Field(description="The fingerprint of what shaped the messages (publication policy, piece size): "
+                                 "piece URLs carry it as ?policy=; when it changes, reload.")
+
+
+class BroadcastPiece(BaseModel):
+    """A sealed piece: the ``batch`` messages of versions ``first_version .. last_version`` (immutable)."""
+
+    run: str
+    piece: int
+    first_version: int
+    last_version: int
+    policy: str = _FINGERPRINT
+    messages: list[StreamBatch] = Field(description="As the stream sends them, in version order; a version "
+                                                    "that stored nothing (a policy change) has none.")
+
+
+class BroadcastEdge(BaseModel):
+    """The live edge: the highest version the caller may see and the messages after the last sealed piece."""
+
+    run: str
+    version: int = Field(description="The highest run version the caller may see (a delayed run: the last one due).")
+    status: Literal["running", "finished", "failed", "killed"]
+    last_step: int | None
+    piece_versions: int = Field(description="P: piece n holds versions n*P+1 .. (n+1)*P.")
+    last_piece: int | None = Field(description="The last sealed piece (version // P - 1); null before the first.")
+    policy: str = _FINGERPRINT
+    messages: list[StreamBatch] = Field(description="The versions after the last sealed piece, up to `version`.")

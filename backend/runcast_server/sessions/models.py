@@ -23,3 +23,17 @@ class DashboardSession(Base):
     token_id: Mapped[int] = mapped_column(ForeignKey("ingest_tokens.id", ondelete="CASCADE"), index=True)
     created_at: Mapped[float] = mapped_column(Float)
     expires_at: Mapped[float] = mapped_column(Float)
+
+
+class UserSession(Base):
+    """A browser signed in as a person (a local account or an OpenID Connect identity, migration
+    0020). The same cookie as a project token's session; only its SHA-256 is stored. What it may
+    do in a project is the person's role there (``people.service.ROLE_SCOPES``)."""
+
+    __tablename__ = "user_sessions"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    session_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    created_at: Mapped[float] = mapped_column(Float)
+    expires_at: Mapped[float] = mapped_column(Float)

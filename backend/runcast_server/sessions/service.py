@@ -1,8 +1,10 @@
 """Sign in, look up, sign out. The cookie holds 256 random bits; the table holds their SHA-256.
 
+A session is either a project token's (``dashboard_sessions``: reads of that project, never a
+write) or a person's (``user_sessions``: what the person's roles allow, ``people.service``).
 Expiry is fixed (``expires_at`` = sign-in + ``RUNCAST_SESSION_TTL_S``; use does not extend it):
-a stolen cookie works for a bounded time whatever its thief does. A session lives only while
-the token it was opened with is unrevoked.
+a stolen cookie works for a bounded time whatever its thief does. A token's session lives only
+while the token it was opened with is unrevoked; a person's, while the account exists.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from sqlalchemy.orm import Session
 
 from runcast_server.core.auth import hash_token
 from runcast_server.core.models import IngestToken, Project
-from runcast_server.sessions.models import DashboardSession
+from runcast_server.people.models import User
+from runcast_server.sessions.models import DashboardSession, UserSession
 
 COOKIE = "runcast_session"
 # Readable by the page, holding no secret: "a session may be open", so that an anonymous page never
@@ -26,10 +29,12 @@ MARKER = "runcast_signed_in"
 
 @dataclass(frozen=True)
 class SignedIn:
-    """A live session: its project and when it ends (epoch seconds)."""
+    """A live session: its project (a token's session) or its person (a person's), and when it
+    ends (epoch seconds)."""
 
-    project: Project
+    project: Project | None
     expires_at: float
+    user: User | None = None
 
 
 def sign_in(session: Session, token: str, ttl_s: float, now: float | None = None) -> tuple[str, SignedIn] | None:
@@ -54,11 +59,28 @@ def sign_in(session: Session, token: str, ttl_s: float, now: float | None = None
     return secret, SignedIn(project, stored.expires_at)
 
 
+def sign_in_user(session: Session, user: User, ttl_s: float, now: float | None = None) -> tuple[str, SignedIn]:
+    """A new session for a person who proved who they are: (the cookie's value, the session)."""
+    now = time.time() if now is None else now
+    session.execute(delete(UserSession).where(UserSession.user_id == user.id, UserSession.expires_at <= now))
+    secret = secrets.token_urlsafe(32)
+    stored = UserSession(session_hash=hash_token(secret), user_id=user.id, created_at=now, expires_at=now + ttl_s)
+    session.add(stored)
+    session.flush()
+    return secret, SignedIn(None, stored.expires_at, user)
+
+
 def lookup(session: Session, secret: str | None, now: float | None = None) -> SignedIn | None:
     """The live session the cookie value names: unexpired, its token unrevoked; else None."""
     if not secret:
         return None
     now = time.time() if now is None else now
+    person = session.execute(
+        select(User, UserSession.expires_at).join(UserSession, UserSession.user_id == User.id)
+        .where(UserSession.session_hash == hash_token(secret), UserSession.expires_at > now)
+    ).one_or_none()
+    if person is not None:
+        return SignedIn(None, person[1], person[0])
     row = session.execute(
         select(Project, DashboardSession.expires_at)
         .join(DashboardSession, DashboardSession.project_id == Project.id)
@@ -73,3 +95,4 @@ def sign_out(session: Session, secret: str | None) -> None:
     """Delete the session the cookie value names (nothing when there is none)."""
     if secret:
         session.execute(delete(DashboardSession).where(DashboardSession.session_hash == hash_token(secret)))
+        session.execute(delete(UserSession).where(UserSession.session_hash == hash_token(secret)))

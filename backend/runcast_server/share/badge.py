@@ -15,6 +15,8 @@ import unicodedata
 from dataclasses import dataclass
 from xml.sax.saxutils import escape, quoteattr
 
+from runcast_server.core.i18n import Messages, messages
+
 FONT_PX = 11
 PAD_PX = 6
 HEIGHT_PX = 20
@@ -124,11 +126,12 @@ class Badge:
 
 
 def run_badge(*, name: str, status: str, last_step: int | None, key: str | None,
-              last: tuple[int, float | str | None] | None, label: str | None) -> Badge:
-    """The badge of a run: its name (or ``label``) | status · step N · key value."""
-    parts = [status]
+              last: tuple[int, float | str | None] | None, label: str | None, t: Messages | None = None) -> Badge:
+    """The badge of a run: its name (or ``label``) | status · step N · key value, in ``t``'s language."""
+    t = t or messages()
+    parts = [t(status, context="status")]
     if last_step is not None:
-        parts.append(f"step {last_step:,}")
+        parts.append(t("step {step}", step=f"{last_step:,}"))
     if key is not None:
         parts.append(f"{shorten(key, MAX_KEY)} {format_value(last[1]) if last is not None else '–'}")
     return Badge(label=label if label is not None else name, message=" · ".join(parts),

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
+from runcast_server.core.i18n import SOURCE, Messages, messages
 from runcast_server.metrics.branch import abandoned_from
 from runcast_server.reads.schemas import MetricSeries, MetricsResponse
 
@@ -34,6 +35,8 @@ MAX_POINTS = 20_000
 
 Format = Literal["svg", "png"]
 MEDIA_TYPES: dict[str, str] = {"svg": "image/svg+xml", "png": "image/png"}
+# Fallbacks after DejaVu Sans for the glyphs it lacks (Debian: fonts-noto-cjk, fonts-wqy-microhei).
+CJK_FONTS = ("Noto Sans CJK SC", "WenQuanYi Micro Hei")
 
 
 def budget(width: int) -> int:
@@ -59,6 +62,7 @@ class Figure:
     log: bool = False
     start: int | None = None
     end: int | None = None
+    language: str = "en"
 
 
 class PlotterBusy(Exception):
@@ -80,6 +84,18 @@ class Plotter:
         self._lock = threading.Lock()
         self._slots = threading.BoundedSemaphore(queue)
         self._wait_s = wait_s
+        self._cjk: bool | None = None  # whether a CJK font is installed (looked up once)
+
+    def _has_glyphs(self, language: str) -> bool:
+        """Whether the figure fonts draw ``language``'s labels (a CJK font for Chinese, Japanese, Korean)."""
+        if language.split("-")[0] not in ("zh", "ja", "ko"):
+            return True
+        if self._cjk is None:
+            from matplotlib import font_manager
+
+            names = {f.name for f in font_manager.fontManager.ttflist}
+            self._cjk = any(name in names for name in CJK_FONTS)
+        return self._cjk
 
     def render(self, answer: MetricsResponse, segment_starts: Sequence[tuple[int, int]], figure: Figure,
                fmt: Format, scale: int = 1) -> bytes:
@@ -101,8 +117,14 @@ class Plotter:
         import matplotlib
         from matplotlib.figure import Figure as MplFigure
 
+        # Labels in the figure's language; a PNG whose language needs a font this machine lacks keeps
+        # English labels rather than draw empty boxes (an SVG keeps text: the viewer's fonts draw it).
+        language = figure.language if fmt == "svg" or self._has_glyphs(figure.language) else SOURCE
+        t = messages(language)
+        cjk = language != SOURCE and self._has_glyphs(language)  # fallbacks named only when installed
         with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "runcast",
-                                    "font.family": "DejaVu Sans", "font.size": 10}):
+                                    "font.family": ["DejaVu Sans", *(CJK_FONTS if cjk else ())],
+                                    "font.size": 10}):
             fig = MplFigure(figsize=(figure.width / DPI, figure.height / DPI), dpi=DPI, layout="constrained")
             ax = fig.add_subplot()
             ax.patch.set_gid("plot-area")
@@ -111,9 +133,9 @@ class Plotter:
             for series in answer.series:
                 split = abandoned_from(segment_starts, series.segment, series.step,
                                        lambda index, step: step in held.get(index, ()))
-                self._draw(ax, series, split, bucketed=answer.level > 0, multi=multi)
+                self._draw(ax, series, split, bucketed=answer.level > 0, multi=multi, t=t)
             ax.set_title(figure.title, loc="left", parse_math=False)
-            ax.set_xlabel("step")
+            ax.set_xlabel(t("step"))
             ax.set_ylabel(figure.key, parse_math=False)
             if figure.log:
                 ax.set_yscale("log")
@@ -132,10 +154,10 @@ class Plotter:
             return out.getvalue()
 
     @staticmethod
-    def _draw(ax: Axes, series: MetricSeries, split: int, *, bucketed: bool, multi: bool) -> None:
+    def _draw(ax: Axes, series: MetricSeries, split: int, *, bucketed: bool, multi: bool, t: Messages) -> None:
         """``series`` drawn: its points before ``split`` in its colour, from there on as the abandoned branch."""
         colour = PALETTE[series.segment % len(PALETTE)] if multi else PALETTE[0]
-        label = f"segment {series.segment}" if multi else None
+        label = t("segment {n}", n=series.segment) if multi else None
         parts = [(False, 0, split)]
         if split < len(series.step):
             parts.append((True, max(0, split - 1), len(series.step)))  # shares the fork point

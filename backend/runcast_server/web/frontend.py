@@ -12,8 +12,8 @@ Bundled: when ``vendor/build.mjs`` (esbuild, run by ``scripts/install`` and the 
 image) has built a page's modules into one file (``frontend/dist/run.js``), the page's module
 script points at that bundle instead, as long as ``frontend/dist/manifest.json`` says it was
 built from exactly the files now on disk (each source's sha256, and the bundle's). A first
-load then asks for one module. An edited module, a missing or partial build (a pip-only
-install, no npm) or an unreadable manifest: the plain modules, as below.
+load then asks for one module. An edited module, a missing or partial build (an
+install without npm or node) or an unreadable manifest: the plain modules, as below.
 
 Unbundled, each module script of a page is preceded by a ``<link rel="modulepreload">`` for
 every module it imports, directly or not (the static ``import``/``export ... from`` graph, read

@@ -3,7 +3,7 @@
 * Plotly.js: the partial bundle ``plotly.js-basic-dist-min`` (scatter, bar and pie: every
   chart type the pages draw; 1.2 MB instead of 4.8 MB, so a first load compiles a quarter
   of the code) when ``scripts/install`` put it under ``vendor_dir`` with npm. Without it
-  (a pip-only install, no npm) the full bundle that the ``plotly`` Python package ships.
+  (an install without npm, a wheel built without it) the full bundle that the ``plotly`` Python package ships.
 * Swagger UI and ReDoc for ``/docs`` and ``/redoc``: the bundles the ``fastapi-offline``
   package ships. ReDoc's side menu shows a logo it loads from its maker's CDN (no option
   turns it off): that address is replaced by an empty ``data:`` image, which ReDoc hides.

@@ -12,7 +12,7 @@ from runcast.wire.events import MAX_ALERTS_BYTES, check_json
 from runcast_server.alerts import service
 from runcast_server.alerts.models import AlertConfig
 from runcast_server.alerts.schemas import AlertConfigView, AlertPage
-from runcast_server.api.deps import SessionDep, WriterDep
+from runcast_server.api.deps import SessionDep, TeamDep
 from runcast_server.api.documented import json_body
 from runcast_server.api.read_deps import (
     RUN_ERRORS,
@@ -75,7 +75,7 @@ def get_alert_config(session: SessionDep, settings: SettingsDep, found: Readable
 def put_alert_config(
     session: SessionDep,
     settings: SettingsDep,
-    writer: WriterDep,
+    writer: TeamDep,
     found: ReadableRunDep,
     overrides: Annotated[dict[str, Any], Body(description="Overrides merged over the current ones.")],
     replace: Annotated[bool, Query(description="Replace the overrides instead of merging.")] = False,

@@ -16,7 +16,7 @@ from fastapi.responses import JSONResponse, Response
 from runcast.wire.events import ID_RE
 from sqlalchemy.orm import Session
 
-from runcast_server.api.deps import SessionDep, WriterDep
+from runcast_server.api.deps import IngestDep, SessionDep
 from runcast_server.api.read_deps import RUN_ERRORS, ReadableRunDep, SettingsDep, StorageDep, ViewDep
 from runcast_server.artifacts.blob_store import blob_store_for
 from runcast_server.artifacts.blobs import blob_held, store_blob
@@ -54,7 +54,7 @@ def _own_run(session: Session, project: Project, run_id: str) -> Run:
 
 @router.head("/runs/{run_id}/blobs/{sha256}", response_class=Response,
              responses={200: {"description": "The server holds these bytes."}, **error_responses(401, 404, 422)})
-def head_blob(run_id: Annotated[str, Path(max_length=64)], sha256: Sha256, project: WriterDep, session: SessionDep,
+def head_blob(run_id: Annotated[str, Path(max_length=64)], sha256: Sha256, project: IngestDep, session: SessionDep,
               settings: SettingsDep, storage: StorageDep) -> Response:
     """Whether the run's project holds the image with this SHA-256: 200, or 404 (the SDK then sends it)."""
     _own_run(session, project, run_id)
@@ -69,7 +69,7 @@ def head_blob(run_id: Annotated[str, Path(max_length=64)], sha256: Sha256, proje
     openapi_extra={"requestBody": {"required": True, "content": {t: {"schema": {"type": "string", "format": "binary"}}
                                                                  for t in _IMAGE_TYPES}}},
 )
-async def put_blob(run_id: Annotated[str, Path(max_length=64)], sha256: Sha256, project: WriterDep,
+async def put_blob(run_id: Annotated[str, Path(max_length=64)], sha256: Sha256, project: IngestDep,
                    session: SessionDep, settings: SettingsDep, storage: StorageDep, request: Request) -> Any:
     """Store an image (the body: PNG or JPEG bytes, as ``Content-Type`` says) once per project: its SHA-256
     must be the path's, the bytes a whole image of the declared type with at most

@@ -16,7 +16,8 @@ from sqlalchemy import select
 
 from runcast_server.alerts.models import Alert
 from runcast_server.alerts.service import alert_view, as_of, summary
-from runcast_server.api.deps import SessionDep
+from runcast_server.alerts.service import title as alert_title
+from runcast_server.api.deps import LanguageDep, SessionDep
 from runcast_server.api.read_deps import (
     RUN_ERRORS,
     FullViewDep,
@@ -26,6 +27,7 @@ from runcast_server.api.read_deps import (
 )
 from runcast_server.api.routes.alerts import base_url
 from runcast_server.core.errors import NotFound, error_responses
+from runcast_server.core.i18n import SOURCE, Messages, messages
 from runcast_server.core.models import Project
 from runcast_server.policy.apply import View, public_view
 from runcast_server.record.models import Run
@@ -33,6 +35,7 @@ from runcast_server.record.models import Run
 router = APIRouter(tags=["alerts"])
 ATOM = "http://www.w3.org/2005/Atom"
 FEED_ENTRIES = 100
+XML_LANG = "{http://www.w3.org/XML/1998/namespace}lang"
 
 
 def _time(ts: float) -> str:
@@ -46,9 +49,12 @@ def _sub(parent: ET.Element, tag: str, text: str | None = None, **attrs: str) ->
     return el
 
 
-def render_feed(feed_id: str, title: str, self_url: str, alt_url: str, views: list[dict[str, Any]]) -> bytes:
+def render_feed(feed_id: str, title: str, self_url: str, alt_url: str, views: list[dict[str, Any]],
+                t: Messages | None = None) -> bytes:
+    """The feed's XML; its titles and categories in ``t``'s language (English by default)."""
+    t = t or messages()
     ET.register_namespace("", ATOM)
-    feed = ET.Element(f"{{{ATOM}}}feed")
+    feed = ET.Element(f"{{{ATOM}}}feed", {} if t.language == SOURCE else {XML_LANG: t.language})
     _sub(feed, "id", feed_id)
     _sub(feed, "title", title)
     updated = max((v["closed_at"] or v["opened_at"] for v in views), default=0.0)
@@ -62,18 +68,19 @@ def render_feed(feed_id: str, title: str, self_url: str, alt_url: str, views: li
         phase = "close" if v["state"] == "closed" else "open"
         entry = _sub(feed, "entry")
         _sub(entry, "id", f"{feed_id.split('#')[0]}#alert-{v['id']}")
-        _sub(entry, "title", summary(v, phase))
+        _sub(entry, "title", summary(v, phase, t))
         _sub(entry, "published", _time(v["opened_at"]))
         _sub(entry, "updated", _time(v["closed_at"] or v["opened_at"]))
         _sub(entry, "link", rel="alternate", href=v.get("url") or alt_url)
-        _sub(entry, "category", term=v["kind"], label=v["title"])
+        _sub(entry, "category", term=v["kind"], label=alert_title(v["kind"], t))
         _sub(entry, "content", json.dumps({k: v[k] for k in ("run", "kind", "key", "state", "step", "end_step",
                                                               "evidence", "checkpoints")}, default=str), type="text")
     return b'<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(feed, encoding="utf-8")
 
 
-def _atom(body: bytes) -> Response:
-    return Response(body, media_type="application/atom+xml; charset=utf-8")
+def _atom(body: bytes, language: str) -> Response:
+    return Response(body, media_type="application/atom+xml; charset=utf-8",
+                    headers={"Vary": "Accept-Language", "Content-Language": language})
 
 
 _ATOM_200: dict[int | str, dict[str, Any]] = {200: {"content": {"application/atom+xml": {}}, "description": "An Atom feed."}}
@@ -90,7 +97,7 @@ def _as_of(view: View, alert: dict[str, Any]) -> dict[str, Any]:
 
 @router.get("/runs/{run_id}/alerts.atom", response_class=Response, responses={**_ATOM_200, **RUN_ERRORS})
 def get_run_alerts_feed(request: Request, session: SessionDep, settings: SettingsDep, found: ReadableRunDep,
-             full: FullViewDep, policy: ViewDep) -> Response:
+             full: FullViewDep, policy: ViewDep, language: LanguageDep) -> Response:
     """The run's newest alerts as an Atom feed."""
     run, project = found
     base = base_url(request, settings)
@@ -98,13 +105,15 @@ def get_run_alerts_feed(request: Request, session: SessionDep, settings: Setting
     views = [_as_of(policy, v) for v in (alert_view(session, a, base_url=base, run=run, project=project, full=full)
                                           for a in alerts) if policy.alert(v) and _due(policy, v)]
     self_url = f"{base}/api/v1/runs/{run.id}/alerts.atom"
-    return _atom(render_feed(self_url, f"Runcast alerts: {project}/{run.name}", self_url, f"{base}/runs/{run.id}", views))
+    t = messages(language)
+    title = t("Runcast alerts: {name}", name=f"{project}/{run.name}")
+    return _atom(render_feed(self_url, title, self_url, f"{base}/runs/{run.id}", views, t), language)
 
 
 @router.get("/projects/{project}/alerts.atom", response_class=Response,
             responses={**_ATOM_200, **error_responses(404, 422)})
 def get_project_alerts_feed(request: Request, session: SessionDep, settings: SettingsDep,
-                 project: Annotated[str, Path(max_length=100)]) -> Response:
+                 language: LanguageDep, project: Annotated[str, Path(max_length=100)]) -> Response:
     """The newest alerts of the project's public runs as an Atom feed."""
     if not PROJECT_RE.match(project):
         raise NotFound("project", field="project")
@@ -122,4 +131,6 @@ def get_project_alerts_feed(request: Request, session: SessionDep, settings: Set
              if policies[r.id].alert(v := alert_view(session, a, base_url=base, run=r, project=proj.name))
              and _due(policies[r.id], v)]
     self_url = f"{base}/api/v1/projects/{proj.name}/alerts.atom"
-    return _atom(render_feed(self_url, f"Runcast alerts: {proj.name}", self_url, f"{base}/?project={proj.name}", views))
+    t = messages(language)
+    title = t("Runcast alerts: {name}", name=proj.name)
+    return _atom(render_feed(self_url, title, self_url, f"{base}/?project={proj.name}", views, t), language)

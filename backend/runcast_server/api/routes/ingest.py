@@ -19,7 +19,7 @@ from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel
 
-from runcast_server.api.deps import ContextDep, SessionDep, WriterDep
+from runcast_server.api.deps import ContextDep, IngestDep, SessionDep
 from runcast_server.api.documented import json_body, ref
 from runcast_server.api.ingest_doc import IngestBatch
 from runcast_server.core.errors import error_responses
@@ -35,7 +35,7 @@ class Accepted(BaseModel):
 
 @router.post("/ingest", status_code=202, response_model=Accepted,
              responses=error_responses(400, 401, 403, 404, 409, 422), openapi_extra=json_body(ref(IngestBatch)))
-async def ingest(request: Request, project: WriterDep, session: SessionDep, ctx: ContextDep) -> Accepted:
+async def ingest(request: Request, project: IngestDep, session: SessionDep, ctx: ContextDep) -> Accepted:
     """Accept a batch ``{"v": 1, "events": [...]}`` for the token's project.
 
     202: the batch is committed to the ingest inbox and will be stored. Errors are

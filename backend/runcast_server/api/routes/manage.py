@@ -16,7 +16,7 @@ from runcast.wire.limits import CONTROL_RE, NOT_BLANK, WHITESPACE
 
 from runcast_server import tables
 from runcast_server.alerts.service import stall_after
-from runcast_server.api.deps import SessionDep, WriterDep
+from runcast_server.api.deps import IngestDep, SessionDep, TeamDep
 from runcast_server.api.read_deps import SettingsDep
 from runcast_server.core.errors import NotFound, error_responses
 from runcast_server.reads.schemas import RunSummary
@@ -104,7 +104,7 @@ def _owned(session: Any, run_id: str, project: Any) -> Run:
 
 @router.patch("/runs/{run_id}", response_model=RunSummary, responses=WRITE_ERRORS)
 def change_run(
-    session: SessionDep, settings: SettingsDep, project: WriterDep, run_id: RunIdPath, body: RunChange
+    session: SessionDep, settings: SettingsDep, project: TeamDep, run_id: RunIdPath, body: RunChange
 ) -> RunSummary:
     """Rename, tag, annotate, archive or restore a run (a token of the run's project)."""
     run = _owned(session, run_id, project)
@@ -123,7 +123,7 @@ def change_run(
 
 
 @router.delete("/runs/{run_id}", response_model=DeletedRun, responses=WRITE_ERRORS)
-def delete_run(session: SessionDep, project: WriterDep, run_id: RunIdPath) -> DeletedRun:
+def delete_run(session: SessionDep, project: TeamDep, run_id: RunIdPath) -> DeletedRun:
     """Delete a run and everything stored for it: points, rollups, timeline (checkpoint,
     revision and manifest records), alerts, subscriptions to it. Cannot be undone."""
     run = _owned(session, run_id, project)
@@ -135,7 +135,7 @@ def delete_run(session: SessionDep, project: WriterDep, run_id: RunIdPath) -> De
 
 @router.put("/runs/{run_id}/segments/{segment}/spool", response_model=SpoolState, responses=WRITE_ERRORS)
 def report_spool(
-    session: SessionDep, project: WriterDep, run_id: RunIdPath, segment: SegmentIdPath, body: SpoolReport
+    session: SessionDep, project: IngestDep, run_id: RunIdPath, segment: SegmentIdPath, body: SpoolReport
 ) -> SpoolState:
     """Say how many of a segment's events wait in the trainer's local spool (``finish()`` when its
     timeout leaves events on disk; ``runcast sync`` after sending them). The run's page and API show

@@ -14,7 +14,7 @@ from fastapi import APIRouter, Body, Path
 from runcast.wire.events import ID_RE, PROJECT_RE
 from runcast.wire.policy import PolicyError, check_policy, effective
 
-from runcast_server.api.deps import ContextDep, SessionDep, WriterDep
+from runcast_server.api.deps import ContextDep, ReaderDep, SessionDep, TeamDep
 from runcast_server.api.documented import json_body, ref
 from runcast_server.core.errors import ApiError, NotFound, error_responses
 from runcast_server.core.models import Project
@@ -50,7 +50,7 @@ def _run_answer(session: Any, run: Any) -> dict[str, Any]:
 
 
 @router.get("/runs/{run_id}/policy", response_model=RunPolicyView, responses=ERRORS)
-def get_run_policy(session: SessionDep, writer: WriterDep,
+def get_run_policy(session: SessionDep, writer: ReaderDep,
                    run_id: Annotated[str, Path(max_length=64, description="The run id.")]) -> dict[str, Any]:
     """The policy in force (``policy``), the run's own settings and its project's default."""
     if not ID_RE.match(run_id):
@@ -59,7 +59,7 @@ def get_run_policy(session: SessionDep, writer: WriterDep,
 
 
 @router.put("/runs/{run_id}/policy", response_model=RunPolicyView, responses=ERRORS, openapi_extra=BODY_DOC)
-def put_run_policy(session: SessionDep, ctx: ContextDep, writer: WriterDep, body: PolicyBody,
+def put_run_policy(session: SessionDep, ctx: ContextDep, writer: TeamDep, body: PolicyBody,
                    run_id: Annotated[str, Path(max_length=64, description="The run id.")]) -> dict[str, Any]:
     """Change the run's settings (merged into what it has); answers as the GET."""
     if not ID_RE.match(run_id):
@@ -73,7 +73,7 @@ def put_run_policy(session: SessionDep, ctx: ContextDep, writer: WriterDep, body
 
 
 @router.get("/projects/{project}/policy", response_model=ProjectPolicyView, responses=ERRORS)
-def get_project_policy(session: SessionDep, writer: WriterDep,
+def get_project_policy(session: SessionDep, writer: ReaderDep,
                        project: Annotated[str, Path(max_length=100)]) -> dict[str, Any]:
     """The project's default settings and the policy they make for a run without its own."""
     proj = _project(session, project, writer)
@@ -83,7 +83,7 @@ def get_project_policy(session: SessionDep, writer: WriterDep,
 
 @router.put("/projects/{project}/policy", response_model=ProjectPolicyView, responses=ERRORS,
             openapi_extra=BODY_DOC)
-def put_project_policy(session: SessionDep, ctx: ContextDep, writer: WriterDep, body: PolicyBody,
+def put_project_policy(session: SessionDep, ctx: ContextDep, writer: TeamDep, body: PolicyBody,
                        project: Annotated[str, Path(max_length=100)]) -> dict[str, Any]:
     """Change the project's default (every run without its own setting follows it)."""
     proj = _project(session, project, writer)

@@ -10,16 +10,20 @@ so no cross-site request ever needs it.
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import urlsplit
 
 from fastapi import APIRouter, Depends, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
+from sqlalchemy.orm import Session
 
+from runcast_server.api.access import is_same_site
 from runcast_server.api.deps import SessionDep, over_rate_limit
 from runcast_server.api.read_deps import SettingsDep
 from runcast_server.core.errors import ApiError, error_body, error_response, error_responses
+from runcast_server.core.settings import Settings
+from runcast_server.people import service as people
+from runcast_server.people.models import User
 from runcast_server.sessions import service
-from runcast_server.sessions.service import COOKIE, MARKER
+from runcast_server.sessions.service import COOKIE, MARKER, SignedIn
 
 router = APIRouter(tags=["session"])
 
@@ -27,9 +31,37 @@ class SignInBody(BaseModel):
     token: str = Field(min_length=1, max_length=200, description="A project token (`runcast token create`).")
 
 
+class PasswordBody(BaseModel):
+    name: str = Field(min_length=1, max_length=100, description="The account's name (`runcast user create`).")
+    password: str = Field(min_length=1, max_length=1000)
+
+
+class Role(BaseModel):
+    project: str
+    role: str = Field(description="owner, member or viewer.")
+
+
+class Person(BaseModel):
+    name: str
+    display_name: str
+    roles: list[Role] = Field(description="The projects the person has a role in.")
+
+
 class SessionView(BaseModel):
-    project: str = Field(description="The project whose private and unlisted runs this browser reads.")
+    project: str | None = Field(description="A project token's session: the project whose private and unlisted runs "
+                                            "this browser reads. A person's session: null.")
+    user: Person | None = Field(None, description="A person's session: who is signed in and their roles.")
     expires_at: float = Field(description="When the session ends (epoch seconds; fixed at sign-in).")
+
+
+def session_view(session: Session, signed_in: SignedIn) -> SessionView:
+    """The answer describing a live session."""
+    user = signed_in.user
+    person = None if user is None else Person(
+        name=user.name, display_name=user.display_name,
+        roles=[Role(project=p, role=r) for p, r in people.projects_of(session, user.id)])
+    project = None if signed_in.project is None else signed_in.project.name
+    return SessionView(project=project, user=person, expires_at=signed_in.expires_at)
 
 
 class SignedOut(BaseModel):
@@ -42,13 +74,7 @@ class SignedOut(BaseModel):
 
 def _same_origin(request: Request) -> None:
     """403 unless the browser says the request comes from this site (or no browser sent it)."""
-    site = request.headers.get("sec-fetch-site")
-    if site is not None:
-        ok = site in ("same-origin", "none")
-    else:
-        origin = request.headers.get("origin")
-        ok = origin is None or urlsplit(origin).netloc == request.headers.get("host")
-    if not ok:
+    if not is_same_site(request):
         raise ApiError(403, "sign-in and sign-out are accepted only from this site's pages", field="Origin")
 
 
@@ -58,7 +84,8 @@ def _json_only(request: Request) -> None:
         raise ApiError(415, "send the token as JSON (Content-Type: application/json)", field="Content-Type")
 
 
-def _set_cookie(request: Request, response: Response, value: str, max_age: int) -> None:
+def set_cookie(request: Request, response: Response, value: str, max_age: int) -> None:
+    """The session cookie (HttpOnly, SameSite=Strict, Secure over HTTPS) and the page's marker."""
     secure = request.url.scheme == "https"
     response.set_cookie(COOKIE, value, max_age=max_age, path="/", httponly=True, samesite="strict", secure=secure)
     response.set_cookie(MARKER, "1", max_age=max_age, path="/", samesite="strict", secure=secure)
@@ -87,8 +114,36 @@ def sign_in(request: Request, response: Response, session: SessionDep, settings:
         return error_response(401, error_body("invalid or revoked token", field="token"))
     service.sign_out(session, request.cookies.get(COOKIE))  # the browser's previous session ends
     secret, signed_in = opened
-    _set_cookie(request, response, secret, int(settings.session_ttl_s))
-    return SessionView(project=signed_in.project.name, expires_at=signed_in.expires_at)
+    set_cookie(request, response, secret, int(settings.session_ttl_s))
+    return session_view(session, signed_in)
+
+
+@router.post("/session/password", response_model=SessionView,
+             responses=error_responses(400, 401, 403, 415, 422, 429),
+             dependencies=[Depends(_same_origin), Depends(_json_only)])
+def sign_in_with_password(request: Request, response: Response, session: SessionDep, settings: SettingsDep,
+                     body: PasswordBody) -> Any:
+    """Sign in as a person with a local account (``runcast user create``): the same cookie as a
+    token's sign-in, acting with the person's roles. A wrong name or password is one 401 naming
+    ``password`` (nothing says which was wrong); attempts count against the sign-in rate limit."""
+    refused = over_rate_limit(request, session, "signin", settings.signin_rate_limit, settings.signin_rate_window_s,
+                              "too many sign-in attempts from this address; try again later")
+    if refused is not None:
+        return refused
+    user = people.authenticate(session, body.name, body.password)
+    if user is None:
+        session.commit()  # the attempt counts
+        return error_response(401, error_body("wrong name or password", field="password"))
+    return open_person_session(request, response, session, settings, user)
+
+
+def open_person_session(request: Request, response: Response, session: Session, settings: Settings,
+                        user: User) -> SessionView:
+    """End the browser's previous session, open one for ``user``, set the cookie; the answer."""
+    service.sign_out(session, request.cookies.get(COOKIE))
+    secret, signed_in = service.sign_in_user(session, user, settings.session_ttl_s)
+    set_cookie(request, response, secret, int(settings.session_ttl_s))
+    return session_view(session, signed_in)
 
 
 @router.get("/session", response_model=SessionView, responses=error_responses(401))
@@ -97,7 +152,7 @@ def get_session(request: Request, session: SessionDep) -> SessionView:
     found = service.lookup(session, request.cookies.get(COOKIE))
     if found is None:
         raise ApiError(401, "not signed in", field=COOKIE)
-    return SessionView(project=found.project.name, expires_at=found.expires_at)
+    return session_view(session, found)
 
 
 @router.delete("/session", response_model=SignedOut, responses=error_responses(403))

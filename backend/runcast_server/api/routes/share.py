@@ -18,9 +18,10 @@ from runcast.wire.events import MAX_STEP
 from sqlalchemy import select
 
 from runcast_server.alerts.service import stall_after
-from runcast_server.api.deps import SessionDep, ViewerDep
+from runcast_server.api.deps import LanguageDep, SessionDep, ViewerDep
 from runcast_server.api.read_deps import RUN_ERRORS, ReadableRunDep, ViewDep
-from runcast_server.core.errors import ApiError
+from runcast_server.core.errors import VARY, ApiError
+from runcast_server.core.i18n import messages
 from runcast_server.core.settings import Settings
 from runcast_server.metrics.queries import query_metrics
 from runcast_server.reads.schemas import MAX_SEGMENT
@@ -74,6 +75,7 @@ def share_router(frontend: Frontend, settings: Settings) -> APIRouter:
         found: ReadableRunDep,
         viewer: ViewerDep,
         policy: ViewDep,
+        language: LanguageDep,
         key: Annotated[str | None, Query(min_length=1, max_length=200,
                                          description="Show this metric's last value.")] = None,
         label: Annotated[str | None, Query(min_length=1, max_length=100,
@@ -87,13 +89,13 @@ def share_router(frontend: Frontend, settings: Settings) -> APIRouter:
         last = summary.last_values.get(key) if key is not None and policy.metric(key) else None
         svg = run_badge(
             name=summary.name, status=summary.status, last_step=summary.last_step, key=key,
-            last=(last.step, last.value) if last is not None else None, label=label,
+            last=(last.step, last.value) if last is not None else None, label=label, t=messages(language),
         ).svg(meter)
-        return cached_response(request, svg, "image/svg+xml", shared=viewer is None)
+        return cached_response(request, svg, "image/svg+xml", shared=viewer is None, headers=VARY)
 
     def plot(
         request: Request, session: SessionDep, found: ReadableRunDep, viewer: ViewerDep, policy: ViewDep, fmt: Format,
-        key: str, segment: int | None, start: int | None, end: int | None, width: int, height: int,
+        language: str, key: str, segment: int | None, start: int | None, end: int | None, width: int, height: int,
         log: bool, scale: int,
     ) -> Response:
         run, _ = found
@@ -102,11 +104,13 @@ def share_router(frontend: Frontend, settings: Settings) -> APIRouter:
                                max_points=budget(width), horizon=policy.horizon)
         starts = [(i, s) for i, s in session.execute(
             select(Segment.index, Segment.start_step).where(Segment.run_id == run.id).order_by(Segment.index))]
-        figure = Figure(title=run.name, key=key, width=width, height=height, log=log, start=start, end=end)
+        figure = Figure(title=run.name, key=key, width=width, height=height, log=log, start=start, end=end,
+                        language=language)  # in the ETag's input below: one language's figure is not another's
         # What the figure is drawn from: a client holding it gets its 304 without a drawing.
         etag = etag_of(repr((__version__, fmt, scale, answer.version, figure, segment, starts)).encode())
         filename = f"{run.id}-{''.join(c if c.isalnum() or c in '._-' else '_' for c in key)}.{fmt}"
-        headers = {**cache_headers(etag, shared=viewer is None), "Content-Disposition": f'inline; filename="{filename}"'}
+        headers = {**cache_headers(etag, shared=viewer is None), **VARY,
+                   "Content-Disposition": f'inline; filename="{filename}"'}
         if fresh(request, etag):
             return not_modified(headers)
         try:
@@ -122,6 +126,7 @@ def share_router(frontend: Frontend, settings: Settings) -> APIRouter:
             found: ReadableRunDep,
             viewer: ViewerDep,
             policy: ViewDep,
+            language: LanguageDep,
             key: KeyQuery,
             segment: Annotated[int | None, Query(ge=0, le=MAX_SEGMENT,
                                                  description="One segment's index; default: all.")] = None,
@@ -132,7 +137,7 @@ def share_router(frontend: Frontend, settings: Settings) -> APIRouter:
             log: Annotated[bool, Query(description="Logarithmic y axis.")] = False,
             scale: Annotated[int, Query(ge=1, le=4, description="PNG only: pixels per point (2 for print).")] = 1,
         ) -> Response:
-            return plot(request, session, found, viewer, policy, fmt, key, segment, start, end, width, height, log, scale)
+            return plot(request, session, found, viewer, policy, fmt, language, key, segment, start, end, width, height, log, scale)
 
         route.__doc__ = (f"The metric's chart as {fmt.upper()}, drawn from the rollups the page uses "
                          "(min–max band per bucket, so spikes show).")

@@ -21,11 +21,11 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from runcast_server.api.deps import SESSION_COOKIE, ContextDep, TokenDep, session_viewer
+from runcast_server.api.deps import SESSION_COOKIE, ContextDep, TokenDep, session_viewer, token_reader
 from runcast_server.api.documented import ref
-from runcast_server.core.auth import project_for_token
 from runcast_server.core.db import Database
-from runcast_server.core.errors import ApiError, NotFound, error_responses
+from runcast_server.core.errors import NotFound, error_responses
+from runcast_server.core.models import Project
 from runcast_server.live.fanout import Viewer
 from runcast_server.live.schemas import StreamBatch, StreamReset
 from runcast_server.live.stream import viewer_frames
@@ -134,12 +134,11 @@ def _check_access(database: Database, run_id: str, token: str | None, cookie: st
     (its token, or without one a dashboard session cookie), and the run's public policy
     (``View.key``) now."""
     with database.scope() as session:
+        viewer: Project | None
         if token is not None:
-            viewer = project_for_token(session, token)
-            if viewer is None:
-                raise ApiError(401, "invalid or revoked token", field="Authorization")
+            viewer = token_reader(session, token)
         else:
-            viewer = session_viewer(session, "GET", cookie)
+            viewer = session_viewer(session, "GET", cookie, run_id=run_id)
         run, _ = readable_run(session, run_id, viewer)
         return is_project_reader(run, viewer), public_policy(session, run.id).key
 

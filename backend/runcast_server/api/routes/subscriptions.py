@@ -18,7 +18,7 @@ from runcast.wire.events import ID_RE, PROJECT_RE, check_text
 from runcast.wire.limits import NO_NUL, WHITESPACE
 from sqlalchemy import select
 
-from runcast_server.alerts import email, ssrf
+from runcast_server.alerts import chat, email, ssrf
 from runcast_server.alerts.models import Subscription
 from runcast_server.alerts.notify import new_secret, unsubscribe_url
 from runcast_server.alerts.schemas import SubscriptionStatus, SubscriptionView
@@ -30,6 +30,7 @@ from runcast_server.core.errors import (
     NotFound,
     error_responses,
 )
+from runcast_server.core.i18n import languages, messages
 from runcast_server.core.models import Project
 from runcast_server.reads.access import readable_run
 
@@ -66,14 +67,36 @@ class NewSubscription(BaseModel):
     channel: Literal["webhook", "email"]
     url: str | None = Field(None, max_length=2048, pattern=NO_NUL, description="Webhook URL (http or https).")
     email: str | None = Field(None, max_length=320, pattern=NO_NUL)
-    format: Literal["json", "slack", "discord"] = "json"
+    format: Literal["json", "slack", "discord", "feishu", "dingtalk", "wecom"] = Field(
+        "json", description="The body: Runcast's JSON, or a Slack, Discord, Feishu/Lark, DingTalk or WeCom message.")
+    secret: str | None = Field(None, min_length=1, max_length=128, pattern=NO_NUL,
+                               description="feishu and dingtalk only: the robot's signing secret (never shown again).")
+    language: str = Field("en", max_length=16, description="The language of its messages: en or zh-CN.")
     kinds: list[AlertKind] = Field(default_factory=list, description="Only these kinds (empty: all).")
     notify_close: bool = Field(False, description="Also notify when an alert closes.")
 
-    @field_validator("run", "project", "url", "email")
+    @field_validator("run", "project", "url", "email", "secret")
     @classmethod
     def _text(cls, value: str | None) -> str | None:
         return None if value is None else check_text(value, "text")
+
+    @field_validator("language")
+    @classmethod
+    def _language(cls, value: str) -> str:
+        if value not in languages():
+            raise ValueError(f"the language must be one of {', '.join(languages())}")
+        return value
+
+
+def _chat_checks(body: NewSubscription) -> None:
+    """A chat robot's URL carries its secret, and only Feishu and DingTalk robots take a signing secret."""
+    if body.secret is not None and body.format not in chat.SIGNED:
+        raise ApiError(422, "only feishu and dingtalk subscriptions take a secret (a webhook's is made for it)",
+                       field="secret")
+    if body.format in chat.FORMATS and not chat.url_secret(body.format, body.url or ""):
+        where = {"feishu": "its path's last part", "dingtalk": "access_token=", "wecom": "key="}[body.format]
+        raise ApiError(422, f"a {body.format} robot's URL carries its token ({where}): paste the whole URL",
+                       field="url")
 
 
 def _view(sub: Subscription, run: str | None, project: str | None) -> dict[str, Any]:
@@ -82,9 +105,10 @@ def _view(sub: Subscription, run: str | None, project: str | None) -> dict[str, 
         "run": run,
         "project": project,
         "channel": sub.channel,
-        "target": sub.target,
+        "target": chat.mask(sub.format, sub.target),
         "format": sub.format,
         "kinds": sub.kinds,
+        "language": sub.language,
         "notify_close": sub.notify_close,
         "status": sub.status,
         "failures": sub.failures,
@@ -105,6 +129,11 @@ def create_subscription(
         return refused
     if (body.run is None) == (body.project is None):
         raise ApiError(422, "give exactly one of run or project", field="run")
+    if body.channel == "webhook":
+        _chat_checks(body)
+    elif body.format in chat.FORMATS or body.secret is not None:
+        raise ApiError(422, "an email subscription takes neither a chat format nor a secret",
+                       field="secret" if body.secret is not None else "format")
     run_id = project_id = None
     project_name: str | None = None
     if body.run is not None:
@@ -122,7 +151,7 @@ def create_subscription(
     base = base_url(request, settings)
     sub = Subscription(
         run_id=run_id, project_id=project_id, channel=body.channel, format=body.format, kinds=list(body.kinds),
-        notify_close=body.notify_close, unsub_token=secrets.token_urlsafe(32), base_url=base, failures=0,
+        notify_close=body.notify_close, language=body.language, unsub_token=secrets.token_urlsafe(32), base_url=base, failures=0,
         created_at=time.time(), created_ip=client_ip(request)[:64],
     )
     secret = None
@@ -133,8 +162,11 @@ def create_subscription(
             ssrf.vet(body.url, settings.webhook_allow_cidrs)
         except ssrf.Refused as exc:
             raise ApiError(422, str(exc), field="url") from None
-        secret = new_secret()
-        sub.target, sub.secret, sub.status = body.url, secret, "active"
+        if body.format in chat.FORMATS:  # the platform's secret, or none: never shown again
+            sub.target, sub.secret, sub.status = body.url, body.secret, "active"
+        else:
+            secret = new_secret()
+            sub.target, sub.secret, sub.status = body.url, secret, "active"
     else:
         if not body.email or not EMAIL_RE.match(body.email):
             raise ApiError(422, "a valid email address is required", field="email")
@@ -144,13 +176,15 @@ def create_subscription(
     session.add(sub)
     session.flush()
     if body.channel == "email":
-        what = f"run {run_id}" if run_id else f"project {project_name}"
+        t = messages(sub.language)
+        what = t("run {run}", run=run_id) if run_id else t("project {project}", project=project_name)
         link = f"{base}/api/v1/subscriptions/confirm?token={sub.confirm_token}"
         try:
-            email.send(settings, sub.target, f"[runcast] Confirm alerts for {what}",
-                       f"Someone (hopefully you) asked for Runcast alerts for {what}.\n"
-                       f"Confirm with this link:\n\n{link}\n\nIgnore this mail and nothing will be sent.",
-                       unsubscribe_url=unsubscribe_url(sub))
+            email.send(settings, sub.target, "[runcast] " + t("Confirm alerts for {what}", what=what),
+                       t("Someone (hopefully you) asked for Runcast alerts for {what}.", what=what) + "\n"
+                       + t("Confirm with this link:") + f"\n\n{link}\n\n"
+                       + t("Ignore this mail and nothing will be sent."),
+                       unsubscribe_url=unsubscribe_url(sub), unsubscribe_label=t("Unsubscribe"))
         except Exception as exc:  # noqa: BLE001
             raise ApiError(502, f"could not send the confirmation mail: {type(exc).__name__}") from None
     out = _view(sub, run_id, project_name)

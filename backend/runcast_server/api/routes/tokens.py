@@ -11,7 +11,7 @@ from typing import Annotated
 from fastapi import APIRouter, Path
 from pydantic import BaseModel
 
-from runcast_server.api.deps import SessionDep, WriterDep
+from runcast_server.api.deps import SessionDep, TeamTokenDep
 from runcast_server.core import auth
 from runcast_server.core.errors import NotFound, error_responses
 from runcast_server.core.models import IngestToken
@@ -41,7 +41,7 @@ def _info(token: IngestToken, project: str) -> TokenInfo:
 
 
 @router.get("/tokens", response_model=TokenList, responses=error_responses(401))
-def list_tokens(session: SessionDep, project: WriterDep) -> TokenList:
+def list_tokens(session: SessionDep, project: TeamTokenDep) -> TokenList:
     """Every token of the presented token's project, revoked ones included; never a secret."""
     return TokenList(tokens=[_info(t, project.name) for t in auth.project_tokens(session, project.id)])
 
@@ -49,7 +49,7 @@ def list_tokens(session: SessionDep, project: WriterDep) -> TokenList:
 @router.delete("/tokens/{token_id}", response_model=TokenInfo, responses=error_responses(401, 404, 422))
 def revoke_token(
     session: SessionDep,
-    project: WriterDep,
+    project: TeamTokenDep,
     token_id: Annotated[int, Path(ge=1, le=2**31 - 1, description="The token's id (GET /tokens).")],
 ) -> TokenInfo:
     """Revoke one of the project's tokens (the presented one included); another project's is a 404."""

@@ -16,7 +16,7 @@ from fastapi.concurrency import run_in_threadpool
 from runcast.wire.events import ID_RE, dumps_batch
 from sqlalchemy.orm import Session
 
-from runcast_server.api.deps import SessionDep, WriterDep
+from runcast_server.api.deps import IngestDep, SessionDep
 from runcast_server.api.documented import json_body, ref
 from runcast_server.api.read_deps import SettingsDep, StorageDep
 from runcast_server.api.upload_doc import UploadBegin
@@ -82,7 +82,7 @@ def get_storage_capabilities(settings: SettingsDep) -> dict[str, Any]:
 @router.post("/runs/{run_id}/uploads", response_model=UploadState, response_model_exclude_unset=True, responses=_ERRORS,
              openapi_extra=json_body(ref(UploadBegin)))
 def begin_upload(
-    run_id: RunId, project: WriterDep, session: SessionDep, settings: SettingsDep, storage: StorageDep,
+    run_id: RunId, project: IngestDep, session: SessionDep, settings: SettingsDep, storage: StorageDep,
     request: Request,
     body: Annotated[Any, Body(description="An UploadBegin, read by uploads.begin.")] = None,
 ) -> dict[str, Any]:
@@ -105,7 +105,7 @@ def begin_upload(
 
 @router.put("/runs/{run_id}/uploads/{upload_id}/files/{index}", response_model=ChunkReceived, responses=_ERRORS)
 async def upload_chunk(
-    run_id: RunId, upload_id: UploadId, project: WriterDep, session: SessionDep, settings: SettingsDep,
+    run_id: RunId, upload_id: UploadId, project: IngestDep, session: SessionDep, settings: SettingsDep,
     storage: StorageDep, request: Request,
     index: Annotated[int, Path(ge=0, le=10**9, description="The file's index in the manifest.")],
     offset: Annotated[int | None, Query(ge=0, le=2**63 - 1, description="Where this chunk starts in the file.")] = None,
@@ -131,7 +131,7 @@ async def upload_chunk(
 
 @router.post("/runs/{run_id}/uploads/{upload_id}/complete", response_model=UploadDone, responses=_ERRORS)
 def complete_upload(
-    run_id: RunId, upload_id: UploadId, project: WriterDep, session: SessionDep, settings: SettingsDep,
+    run_id: RunId, upload_id: UploadId, project: IngestDep, session: SessionDep, settings: SettingsDep,
     storage: StorageDep, request: Request,
 ) -> dict[str, Any]:
     """Verify every file's sha256, move the checkpoint into place and record its event."""

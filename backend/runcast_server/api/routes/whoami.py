@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 from runcast.wire.events import ID_RE, MAX_BATCH_EVENTS
 from sqlalchemy import select
 
-from runcast_server.api.deps import SessionDep, WriterDep
+from runcast_server.api.deps import GrantDep, SessionDep
 from runcast_server.api.read_deps import SettingsDep
 from runcast_server.core.errors import ApiError, error_responses
 from runcast_server.record.models import Run
@@ -26,6 +26,8 @@ class StoredRun(BaseModel):
 
 class WhoAmI(BaseModel):
     project: str = Field(description="The project the token writes to.")
+    scopes: list[str] = Field(description="What the token may do: `read`, `ingest`, `team` (docs/auth.md#scopes). "
+                                          "`runcast.init` needs `ingest`.")
     run: StoredRun | None = Field(description="The run named by ?run=, when the token's project holds it.")
     max_batch_events: int = Field(
         default=MAX_BATCH_EVENTS,
@@ -42,14 +44,16 @@ class WhoAmI(BaseModel):
 def whoami(
     session: SessionDep,
     settings: SettingsDep,
-    project: WriterDep,
+    grant: GrantDep,
     run: Annotated[
         str | None,
         Query(min_length=8, max_length=64, pattern=ID_RE.pattern, description="A run id the SDK starts or resumes."),
     ] = None,
 ) -> WhoAmI:
     """The token's project, and the stored state of run ``run`` if it is the project's: what ``runcast.init``
-    asks before it logs anything. 401: bad or revoked token. 409: another project holds that run id."""
+    asks before it logs anything, and the token's scopes (any scope may ask). 401: bad or revoked
+    token. 409: another project holds that run id."""
+    project = grant.project
     stored = None
     if run is not None:
         row = session.scalar(select(Run).where(Run.id == run))
@@ -57,4 +61,4 @@ def whoami(
             raise ApiError(409, f"run id {run!r} is taken by another project", field="run")
         if row is not None:
             stored = StoredRun(id=row.id, last_step=row.last_step, status=row.status)
-    return WhoAmI(project=project.name, run=stored, max_body_bytes=settings.max_body_bytes)
+    return WhoAmI(project=project.name, scopes=list(grant.scopes), run=stored, max_body_bytes=settings.max_body_bytes)

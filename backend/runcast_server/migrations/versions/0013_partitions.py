@@ -82,12 +82,12 @@ def upgrade() -> None:
         "run_versions": sql.SQL("IN ({})").format(sql.SQL(", ").join(map(sql.Literal, run_ids))),
     }
     for table, bound in bounds.items():
-        legacy = _ident(f"{table}_legacy")
+        legacy_table = _ident(f"{table}_legacy")
         # A database without runs (a new one) needs no legacy partition: every run will have a block.
         if run_ids or op.get_bind().execute(sa.text(f"SELECT EXISTS (SELECT FROM {table}_legacy)")).scalar():
-            _exec(sql.SQL("ALTER TABLE {} ATTACH PARTITION {} FOR VALUES {}").format(_ident(table), legacy, bound))
+            _exec(sql.SQL("ALTER TABLE {} ATTACH PARTITION {} FOR VALUES {}").format(_ident(table), legacy_table, bound))
         else:
-            _exec(sql.SQL("DROP TABLE {}").format(legacy))
+            _exec(sql.SQL("DROP TABLE {}").format(legacy_table))
 
 
 def downgrade() -> None:

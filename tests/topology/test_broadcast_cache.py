@@ -1,0 +1,166 @@
+"""The cacheable broadcast through the shipped nginx site and its cache: followers through the
+cache hold exactly the API's points, a crowd's identical requests cost the API one, the team's
+answers never enter the cache (nor do anonymous ones reach the team), and a delayed run's
+cached objects never hold a version before it is due."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from conftest import Processes
+from stream.broadcast_follower import Follower, api_points
+from stream.helpers import RunWriter
+
+from topology.nginx import Nginx
+
+P = 4
+KEYS = ["loss", "lr"]
+EDGE_ROUTE = "/api/v1/runs/{run_id}/broadcast/edge"
+PIECE_ROUTE = "/api/v1/runs/{run_id}/broadcast/pieces/{piece}"
+# How long nginx may answer with an edge: max-age 1 and stale-while-revalidate 1, counted on
+# nginx's whole-second clock (a copy stored at 10.0 is fresh until 11, served stale until 12.9).
+EDGE_LIFETIME = 3.2
+
+
+@pytest.fixture(scope="module")
+def cached(request, tmp_path_factory):  # type: ignore[no-untyped-def]
+    """An embedded ``runcast serve`` (pieces of P versions) with nginx in front."""
+    tmp = tmp_path_factory.mktemp("cached")
+    files_root = Path(tempfile.mkdtemp(prefix="runcast-files-"))
+    files_root.chmod(0o755)
+    processes = Processes(request, tmp)
+    proxy = None
+    try:
+        data = {"RUNCAST_DATA_DIR": str(tmp / "data")}
+        token = processes.cli("token", "create", "--project", "demo", **data).stdout.strip().splitlines()[-1]
+        processes.start_api(**data, RUNCAST_BROADCAST_PIECE_VERSIONS=str(P))
+        proxy = Nginx([processes.api_url], files_root, tmp / "logs").start()
+        with httpx.Client(base_url=processes.api_url, timeout=30) as api, \
+                httpx.Client(base_url=proxy.url, timeout=30) as edge:
+            yield {"api": api, "proxy": edge, "token": token}
+    finally:
+        if proxy is not None:
+            proxy.stop()
+        processes.stop()
+        shutil.rmtree(files_root, ignore_errors=True)
+
+
+def origin_requests(api: httpx.Client, route: str) -> float:
+    """How many GETs of ``route`` the API process answered (its own /metrics)."""
+    body = api.get("/metrics").text
+    pattern = rf'^runcast_http_request_duration_seconds_count\{{(?=[^}}]*route="{re.escape(route)}")[^}}]*\}} (\S+)$'
+    return sum(float(m) for m in re.findall(pattern, body, re.MULTILINE))
+
+
+def _put(c: dict[str, Any], run: str, body: dict[str, Any]) -> None:
+    r = c["api"].put(f"/api/v1/runs/{run}/policy", json=body, headers={"Authorization": f"Bearer {c['token']}"})
+    assert r.status_code == 200, r.text
+
+
+def test_followers_through_the_cache_hold_the_api_points_and_a_crowd_costs_one_request(cached: Any) -> None:
+    w = RunWriter(cached["api"], cached["token"]).start()
+    followers = [Follower(cached["proxy"], w.run) for _ in range(3)]
+    for i in range(14):
+        w.batch(3, KEYS, note=f"note {i}")
+        followers[i % 3].poll()
+        time.sleep(0.1)
+    time.sleep(EDGE_LIFETIME)
+    truth = api_points(cached["api"], w.run, KEYS)
+    for f in followers:
+        f.poll()
+        assert f.points == truth and f.notes == w.notes
+    statuses = [r.headers.get("x-cache-status") for f in followers for r in f.responses]
+    assert "HIT" in statuses and None not in statuses
+
+    # A crowd: 60 identical requests at once for the edge, and 60 for a piece not asked before.
+    time.sleep(EDGE_LIFETIME)
+    fp = followers[0].policy
+    before = {route: origin_requests(cached["api"], route) for route in (EDGE_ROUTE, PIECE_ROUTE)}
+    late = f"/api/v1/runs/{w.run}/broadcast/pieces/{followers[0].version // P - 1}?policy={fp}"
+    with ThreadPoolExecutor(30) as pool:
+        crowd = list(pool.map(lambda i: cached["proxy"].get(f"/api/v1/runs/{w.run}/broadcast/edge" if i % 2 else late),
+                              range(120)))
+    assert all(r.status_code == 200 for r in crowd)
+    after = {route: origin_requests(cached["api"], route) for route in (EDGE_ROUTE, PIECE_ROUTE)}
+    assert after[EDGE_ROUTE] - before[EDGE_ROUTE] <= 2  # one miss; one refresh if the burst crossed a second
+    assert after[PIECE_ROUTE] - before[PIECE_ROUTE] <= 1
+    bodies = {r.content for r in crowd if "/pieces/" in str(r.url)}
+    assert len(bodies) == 1
+
+
+def test_the_team_and_the_public_never_share_a_cached_answer(cached: Any) -> None:
+    w = RunWriter(cached["api"], cached["token"]).start()
+    _put(cached, w.run, {"metrics": ["lr"]})  # the public sees lr only
+    for _ in range(7):  # versions 3..9: the edge holds version 9
+        w.batch(2, KEYS)
+    proxy, edge = cached["proxy"], f"/api/v1/runs/{w.run}/broadcast/edge"
+    team = {"Authorization": f"Bearer {cached['token']}"}
+    # The team first, on a URL nothing has cached: its answer is not stored.
+    t = proxy.get(edge, headers=team)
+    assert t.headers["x-cache-status"] == "BYPASS" and t.headers["cache-control"] == "private, no-store"
+    assert '"loss"' in t.text
+    a = proxy.get(edge)
+    assert a.headers["x-cache-status"] == "MISS" and '"loss"' not in a.text
+    assert proxy.get(edge).headers["x-cache-status"] == "HIT"
+    # The public's cached answer never reaches a token or a session cookie.
+    for headers in (team, {"Cookie": "runcast_session=anything"}):
+        t = proxy.get(edge, headers=headers)
+        assert t.headers["x-cache-status"] == "BYPASS" and t.headers["cache-control"] == "private, no-store"
+    assert '"loss"' in proxy.get(edge, headers=team).text
+    # Pieces: each side's fingerprint is its own, and the other's is refused by the origin.
+    team_fp, public_fp = proxy.get(edge, headers=team).json()["policy"], a.json()["policy"]
+    assert team_fp != public_fp
+    tp = proxy.get(f"/api/v1/runs/{w.run}/broadcast/pieces/0?policy={team_fp}", headers=team)
+    assert tp.status_code == 200 and tp.headers["x-cache-status"] == "BYPASS" and '"loss"' in tp.text
+    crossed = proxy.get(f"/api/v1/runs/{w.run}/broadcast/pieces/0?policy={team_fp}")
+    assert crossed.status_code == 409 and crossed.headers["x-cache-status"] == "MISS"
+    assert proxy.get(f"/api/v1/runs/{w.run}/broadcast/pieces/0?policy={team_fp}").status_code == 409  # not cached
+    ap = proxy.get(f"/api/v1/runs/{w.run}/broadcast/pieces/0?policy={public_fp}")
+    assert ap.status_code == 200 and '"loss"' not in ap.text
+    assert proxy.get(f"/api/v1/runs/{w.run}/broadcast/pieces/0?policy={public_fp}").headers["x-cache-status"] == "HIT"
+    again = proxy.get(f"/api/v1/runs/{w.run}/broadcast/pieces/0?policy={public_fp}", headers=team)
+    assert again.status_code == 409 and again.headers["x-cache-status"] == "BYPASS"
+
+    # A policy change reaches a follower through the cache within the edge's lifetime.
+    follower = Follower(proxy, w.run)
+    follower.poll()
+    assert {k[0] for k in follower.points} == {"lr"}
+    _put(cached, w.run, {"metrics": "all"})
+    time.sleep(EDGE_LIFETIME)
+    follower.poll()
+    assert follower.resets == 1 and {k[0] for k in follower.points} == set(KEYS)
+
+
+def test_a_delayed_run_s_cached_objects_never_hold_a_version_early(cached: Any) -> None:
+    delay = 2.0
+    w = RunWriter(cached["api"], cached["token"]).start()  # 1
+    _put(cached, w.run, {"delay_s": delay})  # 2
+    sent: dict[int, float] = {}
+    followers = [Follower(cached["proxy"], w.run) for _ in range(2)]
+    seen: list[tuple[float, int]] = []
+    for v in range(3, 3 + 24):  # 6 s: versions come due from 2 s on, and the edge lives up to 3 s
+        sent[v] = time.time()
+        w.batch(1, KEYS[:1])
+        for f in followers:
+            f.poll()
+            now = time.time()
+            for r in f.responses:
+                body = r.json()
+                seen.extend((now, x) for x in [body.get("version", 0), *(m["version"] for m in body["messages"])])
+            f.responses.clear()
+        time.sleep(0.2)
+    assert max(v for _, v in seen) >= 8  # the followers did see the run move
+    for at, v in seen:
+        assert v not in sent or sent[v] <= at - delay, (v, at - sent[v])
+    time.sleep(delay + EDGE_LIFETIME)
+    for f in followers:
+        f.poll()
+        assert f.version == 26 and f.points == api_points(cached["api"], w.run, KEYS[:1])
