@@ -263,12 +263,18 @@ export function formatNumber(n, options = {}) {
   return new Intl.NumberFormat(loaded.code, { maximumFractionDigits: 3, ...options }).format(n);
 }
 
-/** A moment (epoch seconds) as date and time in UTC, the same for every viewer of a broadcast. */
-export function formatDateTime(seconds, options = {}) {
-  return new Intl.DateTimeFormat(loaded.code, {
+/**
+ * A moment (epoch seconds) as date and time in UTC, the same for every viewer of a broadcast:
+ * Intl's parts (the language's digits and zone name) in the catalog's order ("date.dateTime"),
+ * so English reads 2026-12-05 19:28:13 UTC rather than an ambiguous 12/05/2026.
+ */
+export function formatDateTime(seconds) {
+  const parts = {};
+  for (const { type, value } of new Intl.DateTimeFormat(loaded.code, {
     year: "numeric", month: "2-digit", day: "2-digit", hour: "2-digit", minute: "2-digit", second: "2-digit",
-    hourCycle: "h23", timeZone: "UTC", timeZoneName: "short", ...options,
-  }).format(new Date(seconds * 1000));
+    hourCycle: "h23", timeZone: "UTC", timeZoneName: "short",
+  }).formatToParts(new Date(seconds * 1000))) parts[type] = value;
+  return t("date.dateTime", { ...parts, zone: parts.timeZoneName });
 }
 
 /** How long ago, in the largest whole unit: "5 minutes ago", "5分钟前". */

@@ -18,14 +18,33 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import numpy as np
 import pytest
+import runcast
+from runcast import system
+from runcast.sender.transport import make_transport
 
 from .conftest import open_run
+from .test_system_panel import T0, Fixed
 
 CATALOGS = Path(__file__).resolve().parents[2] / "frontend" / "i18n"
 PROJECT, RUN_NAME, KEYS = "demo", "i18n-run", ("train/loss", "lr", "val/loss")
 NOTE = "switched to the second data shard"
-USER_WORDS = {PROJECT, RUN_NAME, *KEYS, NOTE, f"{RUN_NAME} ({PROJECT})", f"i18n-other ({PROJECT})"}  # chart legends
+SOURCES = ("code", "prose")  # the data mix's sources
+RANKS = ("node0/rank0", "node0/rank1")  # the system panel's lines
+USER_WORDS = {PROJECT, RUN_NAME, *KEYS, NOTE, f"{RUN_NAME} ({PROJECT})", f"i18n-other ({PROJECT})", *SOURCES, *RANKS}  # chart legends
+CODE = {"sha": "0123456789abcdef0123456789abcdef01234567", "branch": "main", "remote": "https://example.org/lab/model.git",
+        "dirty": True, "diff": "diff --git a/train.py b/train.py\n+lr = 3e-4\n"}
+# Every panel of the run page has something to show (run page: media loads in view, so the window is tall).
+RUN_READY = " && ".join([
+    "window.__runcastDrawn !== undefined", "document.querySelector('#timeline li')",
+    "document.querySelector('#sample-view .sample-meta')", "document.querySelectorAll('#media .media-key').length === 3",
+    "document.querySelector('#media .strip li')", "document.querySelector('#media .media-table table')",
+    "document.querySelector('#media canvas.heatmap[aria-label*=\"–\"]')", "document.querySelector('#chart-mix.js-plotly-plot')",
+    "document.querySelectorAll('#system-panels .js-plotly-plot').length === 2", "document.querySelector('#estimate-table')",
+    "document.querySelector('#revisions li.revision')", "document.querySelector('#evals-card:not([hidden]) #evals > *')",
+])
+OPEN_FOLDS = "document.querySelectorAll('details').forEach((d) => { d.open = true; })"
 
 WALK = """() => {
   const lang = document.documentElement.lang;
@@ -136,9 +155,15 @@ def problems(found: dict[str, Any], code: str) -> list[str]:
     return bad
 
 
-def seeded_runs(live_server: Any) -> tuple[Any, Any]:
-    """A run with metrics, a note, a checkpoint, an alert, samples and an evaluation; and a second run."""
-    run = live_server.sdk_run(project=PROJECT, name=RUN_NAME, config={"lr": 3e-4, "batch": 64})
+def seeded_runs(live_server: Any, monkeypatch: Any) -> tuple[Any, Any]:
+    """A run with every panel's data (metrics, a note, a checkpoint, an alert, samples, an evaluation,
+    images, tables, histograms, a data mix, system metrics of two ranks, a config the memory
+    estimate reads, a code revision); and a second run."""
+    monkeypatch.setattr(runcast.runtime, "code_revision", lambda *a, **k: dict(CODE))
+    config = {"lr": 3e-4, "batch": 64, "n_params": 124_000_000, "n_layer": 12, "n_embd": 768, "n_head": 12, "block_size": 1024}
+    run = live_server.sdk_run(project=PROJECT, name=RUN_NAME, config=config, capture_code=True, system_metrics=False)
+    run.data_mix({SOURCES[0]: 0.7, SOURCES[1]: 0.3}, step=1)
+    run.data_mix({SOURCES[0]: 0.4, SOURCES[1]: 0.6}, step=200)
     for s in range(1, 401):
         loss = 4.0 / (1 + s / 50) + (30.0 if s in (200, 201) else 0.0)
         run.log({"train/loss": loss, "lr": 3e-4 * min(1, s / 50)}, step=s)
@@ -149,10 +174,27 @@ def seeded_runs(live_server: Any) -> tuple[Any, Any]:
     ckpt.parent.mkdir(parents=True)
     ckpt.write_bytes(b"weights")
     run.checkpoint(ckpt, step=300)
-    run.log_samples([{"prompt": "The capital of France is", "output": " Paris.", "reference": " Paris",
-                      "scores": {"exact": 1.0}}], step=300)
+    grid = np.arange(64, dtype=np.uint8).reshape(8, 8) * 4
+    for step, output in ((100, " Lyon."), (200, " Paris, I think."), (300, " Paris.")):
+        run.log({"gen/grid": runcast.Image(grid + step // 100, caption="a grid"),
+                 "val/worst": runcast.Table(columns=["prompt", "loss"], rows=[["a", 3.5 - step / 100]]),
+                 "weights/w0": runcast.Histogram(np.linspace(-1, 1, 1000) * step / 100, bins=8)}, step=step)
+        run.log_samples([{"prompt": "The capital of France is", "output": output, "reference": " Paris",
+                          "scores": {"exact": float(step == 300)}, "settings": {"temperature": 0.7}},
+                         {"prompt": "2 + 2 =", "output": " 4", "prompt_id": "arith"}], step=step)
     run.log_eval({"hellaswag": {"acc": 0.31}}, step=300, suite="lm-eval-harness", checkpoint=300, n=100)
     assert run.flush(timeout=30)
+    transport = make_transport(live_server.url, live_server.token(PROJECT))
+    for rank, values in enumerate(([40.0, 60.0, 50.0], [80.0, 20.0, 55.0])):
+        clock = [T0 + rank * 0.3]
+        sampler = system.SystemSampler(
+            run=run.id, segment=run.segment, rank=rank, prefix=f"system/{RANKS[rank]}", interval=1.0,
+            collector=Fixed(values), transport=transport, clock=lambda clock=clock: clock[0],  # type: ignore[arg-type]
+        )
+        for _ in values:
+            sampler.sample_once()
+            clock[0] += 1.0
+        sampler._send(10.0)
     other = live_server.sdk_run(project=PROJECT, name="i18n-other")
     for s in range(1, 101):
         other.log({"train/loss": 3.0 / (1 + s / 40)}, step=s)
@@ -161,7 +203,7 @@ def seeded_runs(live_server: Any) -> tuple[Any, Any]:
 
 
 def walk(browser: Any, url: str, code: str, ready: str, *, before: str | None = None) -> list[str]:
-    context = browser.new_context(viewport={"width": 1280, "height": 900}, locale=code)
+    context = browser.new_context(viewport={"width": 1280, "height": 6000}, locale=code)  # every lazy panel in view
     try:
         page = context.new_page()
         errors: list[str] = []
@@ -170,10 +212,12 @@ def walk(browser: Any, url: str, code: str, ready: str, *, before: str | None = 
         try:
             page.wait_for_function(ready, timeout=20000)
         except Exception as err:
-            raise AssertionError(f"{url}: not ready ({err}); page errors: {errors}") from None
+            unmet = [part for part in ready.split(" && ") if not page.evaluate(f"() => !!({part})")]
+            raise AssertionError(f"{url}: not ready ({err}): {unmet}; page errors: {errors}") from None
         page.wait_for_timeout(500)  # the panels' reads
         if before:
             page.evaluate(before)
+            page.wait_for_timeout(300)  # what a fold draws once opened
         found = page.evaluate(WALK)
         assert errors == []
         return problems(found, code)
@@ -182,8 +226,8 @@ def walk(browser: Any, url: str, code: str, ready: str, *, before: str | None = 
 
 
 @pytest.mark.parametrize("code", ["zh-CN", "en"])
-def test_every_visible_string_is_data_or_the_catalogs(live_server: Any, browser: Any, code: str) -> None:
-    run, other = seeded_runs(live_server)
+def test_every_visible_string_is_data_or_the_catalogs(live_server: Any, browser: Any, monkeypatch: Any, code: str) -> None:
+    run, other = seeded_runs(live_server, monkeypatch)
     for _ in range(100):  # the spike's alert, opened by the worker
         if httpx.get(f"{live_server.url}/api/v1/runs/{run.id}/alerts", timeout=10).json()["alerts"]:
             break
@@ -194,7 +238,7 @@ def test_every_visible_string_is_data_or_the_catalogs(live_server: Any, browser:
     open_signin = "document.querySelector('#signin details') && (document.querySelector('#signin details').open = true)"
     pages = [
         (f"{base}/", "document.querySelector('#runs tbody tr')", open_signin),
-        (f"{base}/runs/{run.id}", "window.__runcastDrawn !== undefined && document.querySelector('#timeline li')", None),
+        (f"{base}/runs/{run.id}", RUN_READY, OPEN_FOLDS),
         (f"{base}/runs/no-such-run", "!document.getElementById('not-found').hidden", None),
         (f"{base}/compare?runs={run.id},{other.id}&keys=train/loss", "document.querySelector('#charts .js-plotly-plot')", None),
         (f"{base}/embed/runs/{run.id}?key=train/loss", "document.querySelector('#embed-chart.js-plotly-plot')", None),
@@ -256,17 +300,20 @@ def test_the_static_text_is_hidden_until_its_language_is_set(live_server: Any, b
     context.close()
 
 
-def test_screenshots_of_the_run_page(live_server: Any, browser: Any, tmp_path: Path) -> None:
+def test_screenshots_of_the_run_page(live_server: Any, browser: Any, monkeypatch: Any, tmp_path: Path) -> None:
     """The run page in both languages, for a person to look at (I18N_SCREENSHOT_DIR keeps them)."""
     import os
 
-    run, _ = seeded_runs(live_server)
+    run, _ = seeded_runs(live_server, monkeypatch)
     out = Path(os.environ.get("I18N_SCREENSHOT_DIR") or tmp_path)
     for code in ("zh-CN", "en"):
         context = browser.new_context(viewport={"width": 1400, "height": 1100}, locale=code)
         page = context.new_page()
         open_run(page, live_server, run.id)
         page.wait_for_selector("#checkpoints li.ck", timeout=15000)
+        for selector in ("#sample-view .sample-meta", "#media .strip li", "#media .media-table table", "#estimate-table"):
+            page.locator(selector).scroll_into_view_if_needed(timeout=15000)
+        page.evaluate(OPEN_FOLDS)
         page.wait_for_timeout(800)
         page.screenshot(path=str(out / f"run-{code}.png"), full_page=True)
         context.close()
