@@ -311,9 +311,34 @@ def test_screenshots_of_the_run_page(live_server: Any, browser: Any, monkeypatch
         page = context.new_page()
         open_run(page, live_server, run.id)
         page.wait_for_selector("#checkpoints li.ck", timeout=15000)
-        for selector in ("#sample-view .sample-meta", "#media .strip li", "#media .media-table table", "#estimate-table"):
-            page.locator(selector).scroll_into_view_if_needed(timeout=15000)
-        page.evaluate(OPEN_FOLDS)
+        for card, content in (("#samples-card", "#sample-view .sample-meta"), ("#media-card", "#media .media-table table"),
+                              ("#estimate-card", "#estimate-table")):
+            page.locator(card).scroll_into_view_if_needed(timeout=15000)  # a panel reads once in view
+            page.wait_for_selector(content, timeout=15000)
+        page.evaluate(OPEN_FOLDS.replace("'details'", "'details:not(.signin-box)'"))  # the sign-in form would cover the header
         page.wait_for_timeout(800)
         page.screenshot(path=str(out / f"run-{code}.png"), full_page=True)
+        context.close()
+
+
+@pytest.mark.parametrize(("code", "layout"), [("en", "%Y-%m-%d %H:%M:%S UTC"), ("zh-CN", "%Y/%m/%d %H:%M:%S UTC")])
+def test_dates_are_unambiguous_utc_in_each_language(live_server: Any, browser: Any, code: str, layout: str) -> None:
+    """English reads year-month-day as ISO 8601 does (not 12/05/2026); Chinese, year/month/day."""
+    from datetime import UTC, datetime
+
+    run = live_server.sdk_run(project=PROJECT, name="dated")
+    run.log({"train/loss": 1.0}, step=1)
+    assert run.flush(timeout=30)
+    started = httpx.get(f"{live_server.url}/api/v1/runs/{run.id}", timeout=10).json()["started_at"]
+    context = browser.new_context(locale=code)
+    try:
+        page = context.new_page()
+        open_run(page, live_server, run.id)
+        page.wait_for_function("document.getElementById('fact-started').textContent !== ''")
+        assert page.text_content("#fact-started") == datetime.fromtimestamp(started, UTC).strftime(layout)
+        shape = re.sub(r"%[mdHMS]", r"\\d{2}", re.escape(layout).replace("%Y", r"\d{4}"))  # the timeline's times
+        page.wait_for_selector("#timeline .tl-time")
+        times = page.eval_on_selector_all("#timeline .tl-time", "els => els.map((e) => e.textContent)")
+        assert times and all(re.fullmatch(shape, t) for t in times), times
+    finally:
         context.close()
