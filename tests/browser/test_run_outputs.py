@@ -86,9 +86,9 @@ class Wire:
             assert r.status_code == 202, r.text
 
     def image(self, step: int, shade: int) -> dict[str, Any]:
-        from PIL import Image
-
         import io
+
+        from PIL import Image
 
         out = io.BytesIO()
         Image.new("RGB", (60, 40), (shade % 256, 80, 160)).save(out, format="PNG")
