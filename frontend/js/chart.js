@@ -12,6 +12,7 @@
 
 /* global Plotly */
 import { debounce } from "./util.js";
+import { t } from "./i18n.js";
 import { rangesEqual } from "./xmap.js";
 import { chartLayout, firstBottomMargin } from "./chart/layout.js";
 import { markerTraces } from "./chart/markers.js";
@@ -141,14 +142,14 @@ export class MetricChart {
   draw() {
     if (typeof Plotly === "undefined") {
       whenPlotly().then(() => this.schedule(), (err) => {
-        if (this.noteEl) this.noteEl.textContent = "Could not draw: " + err.message;
+        if (this.noteEl) this.noteEl.textContent = t("chart.drawFailed", { error: err.message });
       });
       return;
     }
     const entries = this.sources.map((s) => s.entry);
     if (!entries.some((e) => e.ready)) {
       const failed = entries.find((e) => e.error);
-      if (failed && this.noteEl) this.noteEl.textContent = "Could not load: " + failed.error.message;
+      if (failed && this.noteEl) this.noteEl.textContent = t("chart.loadFailed", { error: failed.error.message });
       return;
     }
     const changed = this.dirty || entries.some((e) => {
@@ -231,10 +232,10 @@ export class MetricChart {
     const bucketed = entries.filter((e) => e.bucketed);
     const width = Math.max(1, ...bucketed.map((e) => e.bucketWidth));
     this.noteEl.textContent = total === 0
-      ? "No points in this range yet."
+      ? t("chart.noPoints")
       : bucketed.length
-        ? `${total.toLocaleString()} buckets of ${width.toLocaleString()} steps: line = mean, band = min–max.`
-        : `${total.toLocaleString()} points (every logged step).`;
+        ? t("chart.buckets", { count: total, width })
+        : t("chart.points", { count: total });
   }
 
   /** Every trace from the store's entries, then the timeline's markers. */

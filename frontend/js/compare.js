@@ -17,13 +17,14 @@ import { TIME_KEY, TOKEN_KEY, isLossKey } from "./run/charts.js";
 import { flatten } from "./run/config.js";
 import { readUrl, writeUrl } from "./run/url.js";
 import { mountSignIn } from "./signin.js";
+import { loadLanguage, t } from "./i18n.js";
 
 const $ = (id) => document.getElementById(id);
 const STEP = new XMap("step");
 const ALIGN = {
-  tokens: { re: TOKEN_KEY, what: "tokens seen" },
-  time: { re: TIME_KEY, what: "wall time", clock: true },
-  relative: { re: TIME_KEY, what: "relative time", clock: true, sinceStart: true },
+  tokens: { re: TOKEN_KEY, what: "x.tokens" },
+  time: { re: TIME_KEY, what: "x.time", clock: true },
+  relative: { re: TIME_KEY, what: "x.relative", clock: true, sinceStart: true },
 };
 const LIST_PAGES = 10; // runs offered in the picker: up to 10 pages of 200, newest first
 const SHOWN = 30; // matches listed at once
@@ -96,23 +97,23 @@ export function matching(runs, text) {
 function renderResults(page) {
   const box = $("run-results");
   if (!page.catalog) {
-    box.replaceChildren(el("li", { className: "empty", text: "Loading runs…" }));
+    box.replaceChildren(el("li", { className: "empty", text: t("runs.loading") }));
     return;
   }
   const found = matching(page.catalog, $("run-search").value);
   const items = found.slice(0, SHOWN).map((r) => {
     const picked = page.state.runs.includes(r.id);
     const add = el("button", {
-      type: "button", text: picked ? "Added" : "Add", disabled: picked,
-      "aria-label": (picked ? "Added: " : "Add ") + label(r),
+      type: "button", text: t(picked ? "compare.added" : "compare.add"), disabled: picked,
+      "aria-label": t(picked ? "compare.addedLabel" : "compare.addLabel", { run: label(r) }),
       onclick: () => pick(page, r.id),
     });
-    const tags = Array.isArray(r.tags) && r.tags.length ? el("span", { className: "tags", text: r.tags.join(", ") }) : null;
-    return el("li", { "data-run": r.id }, add, " ", el("span", { className: "name", text: r.name }), " ",
-      el("span", { className: "project", text: r.project }), " ", statusBadge(r.status), tags);
+    const tags = Array.isArray(r.tags) && r.tags.length ? el("span", { className: "tags", text: r.tags.join(", "), "data-user": true }) : null;
+    return el("li", { "data-run": r.id }, add, " ", el("span", { className: "name", text: r.name, "data-user": true }), " ",
+      el("span", { className: "project", text: r.project, "data-user": true }), " ", statusBadge(r.status), tags);
   });
-  if (!found.length) items.push(el("li", { className: "empty", text: "No run matches." }));
-  else if (found.length > SHOWN) items.push(el("li", { className: "empty", text: `… and ${found.length - SHOWN} more: type more of a name.` }));
+  if (!found.length) items.push(el("li", { className: "empty", text: t("compare.noMatch") }));
+  else if (found.length > SHOWN) items.push(el("li", { className: "empty", text: t("compare.more", { count: found.length - SHOWN }) }));
   box.replaceChildren(...items);
 }
 
@@ -120,13 +121,13 @@ function renderPicked(page) {
   const { state, details } = page;
   $("picked").replaceChildren(...state.runs.map((id, i) => {
     const d = details.get(id);
-    const name = d ? label(d) : page.missing.has(id) ? `${id} (not found)` : id;
+    const name = d ? label(d) : page.missing.has(id) ? t("compare.notFound", { id }) : id;
     return el("li", {},
       el("span", { className: "swatch", style: "background:" + color(i), "aria-hidden": "true" }),
-      d ? el("a", { href: "/runs/" + encodeURIComponent(id), text: name }) : el("span", { text: name }), " ",
-      el("button", { type: "button", className: "remove", text: "×", "aria-label": "Remove " + name, onclick: () => unpick(page, id) }));
+      d ? el("a", { href: "/runs/" + encodeURIComponent(id), text: name, "data-user": true }) : el("span", { text: name, "data-user": !page.missing.has(id) }), " ",
+      el("button", { type: "button", className: "remove", text: "×", "aria-label": t("compare.remove", { run: name }), onclick: () => unpick(page, id) }));
   }));
-  if (!state.runs.length) $("picked").append(el("li", { className: "empty", text: "No runs yet: find them below." }));
+  if (!state.runs.length) $("picked").append(el("li", { className: "empty", text: t("compare.noRuns") }));
 }
 
 function pick(page, id) {
@@ -183,7 +184,7 @@ function renderMetricPicker(page) {
       state.keys = picked.length ? picked : null;
       refresh(page);
     });
-    box.append(el("label", { className: "check" }, input, " " + key));
+    box.append(el("label", { className: "check" }, input, " ", el("span", { text: key, "data-user": true })));
   }
 }
 
@@ -235,9 +236,9 @@ function buildCharts(page, runs) {
     const note = el("p", { className: "note" });
     const without = runs.length - sources.length;
     cards.push(el("section", { className: "card", "aria-label": key },
-      el("h2", { className: "chart-title", text: key + (without ? ` (not logged by ${without} of the runs)` : "") }), plot, note));
+      el("h2", { className: "chart-title", text: without ? t("compare.notLoggedBy", { key, count: without }) : key, "data-user": !without }), plot, note));
     if (!sources.length) {
-      plot.append(el("p", { className: "placeholder", text: "None of these runs logged " + key + "." }));
+      plot.append(el("p", { className: "placeholder", text: t("compare.noneLogged", { key }) }));
       continue;
     }
     const chart = new MetricChart(plot, { sources, view: page.view, store: page.store, noteEl: note, filename: "compare-" + key });
@@ -248,7 +249,7 @@ function buildCharts(page, runs) {
   $("charts").replaceChildren(...cards);
   $("legend").replaceChildren(...runs.map((id) => el("li", {},
     el("span", { className: "swatch", style: "background:" + color(page.state.runs.indexOf(id)), "aria-hidden": "true" }),
-    el("a", { href: "/runs/" + encodeURIComponent(id), text: label(page.details.get(id)) }))));
+    el("a", { href: "/runs/" + encodeURIComponent(id), text: label(page.details.get(id)), "data-user": true }))));
   return Promise.all(page.charts.map((c) => c.load()));
 }
 
@@ -267,18 +268,18 @@ function renderDiff(page) {
   const runs = found(page);
   const box = $("config-diff");
   if (runs.length < 2) {
-    box.replaceChildren(el("p", { className: "note", text: "Pick two or more runs to see how their configs differ." }));
+    box.replaceChildren(el("p", { className: "note", text: t("compare.pickTwo") }));
     $("diff-note").textContent = "";
     return;
   }
   const { rows, total, differing } = configRows(runs.map((id) => page.details.get(id).config || {}), page.state.all);
-  $("diff-note").textContent = `${differing} of ${total} keys differ.`;
-  const head = el("tr", {}, el("th", { scope: "col", text: "key" }),
-    ...runs.map((id) => el("th", { scope: "col", text: label(page.details.get(id)) })));
+  $("diff-note").textContent = t("compare.differ", { differing, total });
+  const head = el("tr", {}, el("th", { scope: "col", text: t("compare.key") }),
+    ...runs.map((id) => el("th", { scope: "col", text: label(page.details.get(id)), "data-user": true })));
   const body = rows.map(([k, values]) => {
     const same = new Set(values).size === 1;
-    return el("tr", { className: same ? "same" : "differs", "data-key": k }, el("th", { scope: "row", text: k }),
-      ...values.map((v) => el("td", { className: v === null ? "missing" : "", text: v === null ? "—" : v })));
+    return el("tr", { className: same ? "same" : "differs", "data-key": k }, el("th", { scope: "row", text: k, "data-user": true }),
+      ...values.map((v) => el("td", { className: v === null ? "missing" : "", text: v === null ? "—" : v, "data-user": true })));
   });
   box.replaceChildren(el("table", { className: "diff" }, el("thead", {}, head), el("tbody", {}, ...body)));
 }
@@ -289,7 +290,7 @@ async function refresh(page) {
   const { state } = page;
   const generation = ++page.generation;
   const status = $("status");
-  status.textContent = state.runs.length ? "Loading…" : "";
+  status.textContent = state.runs.length ? t("common.loading") : "";
   writeUrl(state);
   await readDetails(page);
   if (generation !== page.generation) return; // a later pick, removal or choice took over
@@ -305,13 +306,13 @@ async function refresh(page) {
   const shown = runs.filter((id) => !lacking.includes(id));
   for (const id of runs) follow(page, id);
   const notes = [];
-  if (page.missing.size) notes.push("Run not found: " + [...page.missing].join(", ") + ".");
+  if (page.missing.size) notes.push(t("compare.missing", { runs: [...page.missing].join(", ") }));
   if (lacking.length) {
-    notes.push(`Not shown when aligned by ${ALIGN[state.x].what} (no such key logged): `
-      + lacking.map((id) => label(page.details.get(id))).join(", ") + ".");
+    notes.push(t("compare.lacking", { what: t(ALIGN[state.x].what), runs: lacking.map((id) => label(page.details.get(id))).join(", ") }));
   }
-  if (!runs.length) notes.push("Find runs below and add two or more.");
-  status.textContent = notes.join(" ");
+  if (!runs.length) notes.push(t("compare.findBelow"));
+  // One element per sentence: each is one message of the catalog.
+  status.replaceChildren(...notes.flatMap((n, i) => (i ? [" ", el("span", { text: n })] : [el("span", { text: n })])));
   await buildCharts(page, shown);
 }
 
@@ -355,14 +356,17 @@ function setup(page) {
 }
 
 const page = createPage();
-mountSignIn($("signin"));
-setup(page);
-renderResults(page);
-refresh(page).catch((err) => ($("status").textContent = "Could not load: " + err.message));
-loadCatalog().then((runs) => {
-  page.catalog = runs;
+const runList = loadCatalog(); // the run list's read does not wait for the language
+loadLanguage().then(() => {
+  mountSignIn($("signin"));
+  setup(page);
   renderResults(page);
-}, (err) => $("run-results").replaceChildren(el("li", { className: "empty", text: "Could not list runs: " + err.message })));
+  refresh(page).catch((err) => ($("status").textContent = t("chart.loadFailed", { error: err.message })));
+  runList.then((runs) => {
+    page.catalog = runs;
+    renderResults(page);
+  }, (err) => $("run-results").replaceChildren(el("li", { className: "empty", text: t("compare.listFailed", { error: err.message }) })));
+});
 
 // Read-only hooks for tests: what the store holds, and each chart's sources.
 window.__runcast = Object.freeze({

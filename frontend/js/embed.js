@@ -10,9 +10,10 @@ import { XMap } from "./xmap.js";
 import { LiveStream } from "./live.js";
 import { MetricStore } from "./store.js";
 import { debounce, LIVE_MAX_WAIT_MS } from "./util.js";
+import { loadLanguage, t } from "./i18n.js";
 
 const $ = (id) => document.getElementById(id);
-const LIVE_LABELS = { live: "● live", reconnecting: "reconnecting…", offline: "stream offline", unsupported: "" };
+const LIVE_LABELS = { live: "stream.live", reconnecting: "stream.reconnecting", offline: "stream.offline" };
 
 function readOptions() {
   const runId = decodeURIComponent(location.pathname.replace(/^\/embed\/runs\//, "").replace(/\/$/, ""));
@@ -58,13 +59,14 @@ function renderHead(embed) {
   page.searchParams.set("keys", embed.key);
   for (const a of [$("embed-title"), $("embed-open")]) a.href = page.href;
   $("embed-title").textContent = d.name + " · " + embed.key;
+  $("embed-title").dataset.user = "";
   $("embed-title").title = d.project + " / " + d.name;
-  document.title = d.name + " · " + embed.key + " · Runcast";
+  document.title = t("embed.title", { name: d.name, key: embed.key });
   const status = $("embed-status");
-  status.textContent = d.status;
+  status.textContent = t("status." + d.status);
   status.className = "badge badge-" + d.status;
   const running = d.status === "running" || d.status === "stalled";
-  $("live-state").textContent = running ? LIVE_LABELS[embed.streamState] ?? "" : "";
+  $("live-state").textContent = running && LIVE_LABELS[embed.streamState] ? t(LIVE_LABELS[embed.streamState]) : "";
   $("live-state").dataset.state = running ? embed.streamState : "ended";
 }
 
@@ -86,7 +88,7 @@ function buildChart(embed) {
   if (embed.chart) return;
   if (!embed.detail.keys.includes(embed.key)) {
     $("embed-chart").replaceChildren(Object.assign(document.createElement("p"), {
-      className: "placeholder", textContent: "No “" + embed.key + "” logged yet: it shows here live when it is.",
+      className: "placeholder", textContent: t("embed.notYet", { key: embed.key }),
     }));
     return;
   }
@@ -117,7 +119,7 @@ function onBatch(embed, message) {
 
 async function start(embed) {
   embed.soonDetail = debounce(() => reloadDetail(embed), 300, LIVE_MAX_WAIT_MS);
-  if (!embed.key) return showProblem("Add ?key=<metric> to the address: the metric to chart.");
+  if (!embed.key) return showProblem(t("embed.noKey"));
   embed.stream = new LiveStream(embed.runId, {
     onBatch: (m) => onBatch(embed, m),
     onReset: (version, { initial }) => {
@@ -134,7 +136,7 @@ async function start(embed) {
     embed.detail = await getRun(embed.runId);
   } catch (err) {
     embed.stream.close();
-    return showProblem(err instanceof ApiError && err.status === 404 ? "Run not found." : "This run could not be loaded: " + err.message);
+    return showProblem(err instanceof ApiError && err.status === 404 ? t("embed.notFound") : t("embed.failed", { error: err.message }));
   }
   renderHead(embed);
   buildChart(embed);
@@ -143,6 +145,7 @@ async function start(embed) {
 
 function showProblem(text) {
   $("embed-title").textContent = text;
+  delete $("embed-title").dataset.user;
   $("embed-title").removeAttribute("href");
   $("embed-open").hidden = true;
   $("embed-chart").replaceChildren();
@@ -159,4 +162,4 @@ window.__runcast = Object.freeze({
   pointCount: () => (embed.chart ? embed.chart.pointCount() : 0),
 });
 
-start(embed);
+loadLanguage().then(() => start(embed));

@@ -8,11 +8,10 @@
 // /metrics answer applies the stream's messages after the run version it names.
 
 import { ApiError, getEvents, getJSON, getMetrics, getRun, runUrl } from "./api.js";
-import { BroadcastFollower } from "./follow.js";
-import { LiveStream } from "./live.js";
 import { MetricStore } from "./store.js";
 import { XMap, rangesEqual } from "./xmap.js";
-import { hasSessionMarker, mountSignIn } from "./signin.js";
+import { mountSignIn } from "./signin.js";
+import { loadLanguage, t } from "./i18n.js";
 import { debounce, LIVE_MAX_WAIT_MS } from "./util.js";
 import { loadAlerts } from "./run/alerts.js";
 import { allCharts, buildMainChart, buildPanels, redraw, setMarkers, setupXmaps } from "./run/charts.js";
@@ -23,6 +22,7 @@ import { EstimatePanel } from "./run/estimate.js";
 import { EvalsPanel } from "./run/evals.js";
 import { applyLive, renderHeader, renderStatus, renderTitle, tickHeartbeat } from "./run/header.js";
 import { MixChart } from "./run/mix.js";
+import { openLive } from "./run/live_source.js";
 import { fromPrefetch, prefetchedMetrics, takePrefetch } from "./run/prefetch.js";
 import { MediaPanel } from "./run/media.js";
 import { loadRevisions } from "./run/revisions.js";
@@ -244,39 +244,6 @@ function catchUp(page) {
   if (page.eventsReadAt < page.subscribedAt) rereadEvents(page);
 }
 
-// --- live: the stream, or the broadcast through a cache ------------------------------------
-
-// The server's choice for anonymous viewers (RUNCAST_PUBLIC_FOLLOW, a meta tag of run.html).
-const followsThroughCache = () => document.querySelector('meta[name="runcast-follow"]')?.content === "cache";
-// The stream's browser-side retries that fail before the page follows through the cache instead.
-const STREAM_FAILURES = 3;
-
-/** The team (signed in) gets the stream; anonymous viewers the cache when the server says so. */
-function openLive(page) {
-  const callbacks = (onFailure) => ({
-    onBatch: (m) => onBatch(page, m),
-    onReset: (version, info) => onReset(page, version, info),
-    onComments: () => page.comments.soon(),
-    onState: (s) => {
-      page.streamState = s;
-      if (page.detail) renderStatus(page);
-      if (s === "offline") onFailure();
-    },
-  });
-  const follow = () => {
-    page.liveMode = "cache";
-    page.stream = new BroadcastFollower(page.runId, callbacks(() => {})).start();
-  };
-  if (followsThroughCache() && !hasSessionMarker()) return follow();
-  let failures = 0;
-  page.liveMode = "stream";
-  page.stream = new LiveStream(page.runId, callbacks(() => {
-    if (++failures < STREAM_FAILURES || page.liveMode !== "stream") return;
-    page.stream.close(); // the stream keeps failing: follow the run through the cache
-    follow();
-  }), page.prefetch).start();
-}
-
 /**
  * The chart's first draw; at once when it has nothing to draw (every read failed), and after
  * a second at most (a hidden tab draws no frames; a chart rebuilt meanwhile never draws).
@@ -303,7 +270,7 @@ async function start(page) {
     evals: debounce(() => page.evals.load(), 500, LIVE_MAX_WAIT_MS),
     detail: debounce(() => reloadDetail(page), 300, LIVE_MAX_WAIT_MS),
   };
-  openLive(page); // before any read: the store applies what comes after each answer
+  openLive(page, { onBatch, onReset }); // before any read: the store applies what comes after each answer
   const pre = page.prefetch;
   let eventsPromise;
   try {
@@ -354,13 +321,14 @@ async function start(page) {
 
 async function showNotFound(page) {
   const session = await page.session;
-  document.title = (session ? "Run not found" : "Private run? Sign in to see it") + " · Runcast";
+  document.title = t(session ? "run.notFound.pageTitle" : "run.notFound.privatePageTitle");
   $("missing-id").textContent = page.runId;
   if (session) {
-    $("signed-in-project").textContent = session.project;
-    $("signed-in-hint").hidden = false;
+    const hint = $("signed-in-hint");
+    hint.textContent = t("run.notFound.signedInHint", { project: session.project });
+    hint.hidden = false;
   } else {
-    $("not-found-title").textContent = "Private run? Sign in to see it";
+    $("not-found-title").textContent = t("run.notFound.private");
     $("private-hint").hidden = false;
     $("not-found-signin").onclick = () => {
       const box = document.querySelector("#signin details");
@@ -371,14 +339,13 @@ async function showNotFound(page) {
 }
 
 function showFailed(err) {
-  document.title = "Run unavailable · Runcast";
+  document.title = t("run.failed.pageTitle");
   $("failed-message").textContent = err.message;
   $("failed").hidden = false;
   $("retry").onclick = () => location.reload();
 }
 
 const page = createPage();
-page.session = mountSignIn($("signin"));
 
 // Read-only hooks for tests and the first-load benchmark: what the store holds, the stream's
 // state, and a summary of each chart.
@@ -396,4 +363,8 @@ window.__runcast = Object.freeze({
   pointCount: () => (page.mainChart ? page.mainChart.pointCount() : 0),
 });
 
-start(page);
+// The language first: every panel's text comes from its catalog (the run's reads are already out).
+loadLanguage().then(() => {
+  page.session = mountSignIn($("signin"));
+  return start(page);
+});

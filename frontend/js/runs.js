@@ -4,6 +4,7 @@
 // state lives in its URL (runs/query.js) and is passed to the functions that use it.
 import { decode, getJSON } from "./api.js";
 import { mountSignIn } from "./signin.js";
+import { loadLanguage, t } from "./i18n.js";
 import { OPS, apiParams, firstDir, parseValue, readState, writeState } from "./runs/query.js";
 import { columnOptions, groupRow, renderChooser, renderHeader, valueCells } from "./runs/table.js";
 import { el, formatAge, formatTime, formatValue, lastLossKey } from "./util.js";
@@ -42,41 +43,43 @@ function cell(row, label, text, className) {
   const value = el("span", { className: "cell-value" });
   if (text !== undefined) value.textContent = text;
   row.append(el("td", { className }, el("span", { className: "cell-label", "aria-hidden": "true", text: label }), value));
+  if (className === undefined || className === "name") value.dataset.user = ""; // the run's project and name
+  if (className === "age" || className === "time") value.dataset.intl = ""; // words of Intl, not of the catalog
   return value;
 }
 
 function renderRun(page, run) {
   const { selected } = page;
   const row = el("tr", { "data-id": run.id });
-  cell(row, "Project", run.project);
-  const name = cell(row, "Name", undefined, "name");
-  const box = el("input", { type: "checkbox", "aria-label": "Select for comparison: " + run.name });
+  cell(row, t("runs.col.project"), run.project);
+  const name = cell(row, t("runs.col.name"), undefined, "name");
+  const box = el("input", { type: "checkbox", "aria-label": t("runs.select", { name: run.name }) });
   box.checked = selected.has(run.id);
   box.addEventListener("change", () => {
     if (box.checked) selected.add(run.id);
     else selected.delete(run.id);
     $("compare").disabled = selected.size < 2;
-    $("compare").textContent = selected.size ? `Compare selected (${selected.size})` : "Compare selected";
+    $("compare").textContent = selected.size ? t("runs.compareSelectedN", { count: selected.size }) : t("runs.compareSelected");
   });
   name.append(box, el("a", { href: "/runs/" + encodeURIComponent(run.id), text: run.name }));
   // Shown only to the signed-in team (public runs alone are listed to anyone else).
   if (run.visibility !== "public") name.append(el("span", { className: "visibility", text: run.visibility }));
   if (run.group) name.append(chip(page, "group", run.group, "chip chip-group"));
   for (const tag of run.tags || []) name.append(chip(page, "tag", tag, "chip"));
-  const status = cell(row, "Status", undefined);
-  status.append(el("span", { className: "badge badge-" + run.status, text: run.status }));
-  cell(row, "Step", run.last_step === null ? "" : String(run.last_step), "num");
+  const status = cell(row, t("runs.col.status"), undefined, "status");
+  status.append(el("span", { className: "badge badge-" + run.status, text: t("status." + run.status) }));
+  cell(row, t("runs.col.step"), run.last_step === null ? "" : String(run.last_step), "num");
   const loss = lossOf(run);
-  cell(row, "Last loss", loss === null ? "" : typeof loss === "number" && Number.isFinite(loss) ? loss.toPrecision(5) : formatValue(loss), "num");
-  cell(row, "Heartbeat", formatAge(heartbeatAge(run)), "age");
-  cell(row, "Started", formatTime(run.started_at ?? run.created_at));
+  cell(row, t("runs.col.loss"), loss === null ? "" : typeof loss === "number" && Number.isFinite(loss) ? loss.toPrecision(5) : formatValue(loss), "num");
+  cell(row, t("runs.col.heartbeat"), formatAge(heartbeatAge(run)), "age");
+  cell(row, t("runs.col.started"), formatTime(run.started_at ?? run.created_at), "time");
   valueCells(row, run, page.state.cols);
   return row;
 }
 
 /** A tag or group shown by a run's name; clicking it filters the list by it. */
 function chip(page, field, value, className) {
-  const button = el("button", { type: "button", className, text: value, title: `Only runs with ${field} ${value}` });
+  const button = el("button", { type: "button", className, title: t("runs.only." + field, { value }) }, el("span", { text: value, "data-user": true }));
   button.dataset[field] = value;
   button.addEventListener("click", () => {
     page.state[field] = value;
@@ -110,8 +113,8 @@ function render(page) {
   table.hidden = list.length === 0;
   const n = list.length;
   const filtered = state.status || state.tag || state.group || state.where.length || state.since;
-  const groupsText = groups ? ` in ${groups.length} ${groups.length === 1 ? "group" : "groups"}` : "";
-  $("status").textContent = rows.length === 0 && !filtered ? "No public runs yet." : n === 0 ? "No runs match." : n + (n === 1 ? " run" : " runs") + groupsText;
+  $("status").textContent = rows.length === 0 && !filtered ? t("runs.none") : n === 0 ? t("runs.noMatch")
+    : groups ? t("runs.countGroups", { count: n, groups: groups.length }) : t("runs.count", { count: n });
   renderConditions(page);
 }
 
@@ -123,13 +126,12 @@ function keysOf(page) {
 function renderConditions(page) {
   const { state } = page;
   $("conditions").replaceChildren(...state.where.map((w, i) => el("button", {
-    type: "button", className: "chip condition", title: "Remove this condition",
-    text: `${w[0]} ${OPS[w[1]]} ${typeof w[2] === "string" ? JSON.stringify(w[2]) : w[2]} ✕`,
+    type: "button", className: "chip condition", title: t("runs.removeCondition"),
     onclick: () => {
       state.where = state.where.filter((_, j) => j !== i);
       restart(page);
     },
-  })));
+  }, el("span", { "data-user": true, text: `${w[0]} ${OPS[w[1]]} ${typeof w[2] === "string" ? JSON.stringify(w[2]) : w[2]} ✕` }))));
 }
 
 function learn(page, body) {
@@ -175,7 +177,7 @@ async function loadPage(page) {
     learn(page, body);
     render(page);
   } catch (err) {
-    $("status").textContent = "Could not load runs: " + err.message;
+    $("status").textContent = t("runs.failed", { error: err.message });
   } finally {
     more.disabled = false;
   }
@@ -233,7 +235,8 @@ function addCondition(page) {
   restart(page);
 }
 
-document.addEventListener("DOMContentLoaded", () => {
+document.addEventListener("DOMContentLoaded", async () => {
+  await loadLanguage();
   mountSignIn($("signin"));
   const page = createPage();
   const { selected, state } = page;

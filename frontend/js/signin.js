@@ -5,6 +5,7 @@
 // no variable after the request). A person acts with their roles; a token's session only reads.
 import { ApiError, getJSON } from "./api.js";
 import { el } from "./util.js";
+import { formatDateTime, hasMessage, t } from "./i18n.js";
 
 const URL = "/api/v1/session";
 
@@ -43,7 +44,7 @@ function errorText(err, what) {
 }
 
 function signedInView(host, session, onChange) {
-  const out = el("button", { type: "button", id: "signout", text: "Sign out" });
+  const out = el("button", { type: "button", id: "signout", text: t("signin.signOut") });
   out.addEventListener("click", async () => {
     out.disabled = true;
     try {
@@ -52,13 +53,13 @@ function signedInView(host, session, onChange) {
       onChange(null);
     }
   });
-  const title = "Session ends " + new Date(session.expires_at * 1000).toLocaleString();
+  const title = t("signin.ends", { when: formatDateTime(session.expires_at) });
+  const role = (r) => t("signin.role", { role: hasMessage("signin.role." + r.role) ? t("signin.role." + r.role) : r.role, project: r.project });
   const who = session.user
-    ? el("span", { className: "signed-in", id: "signin-state", title: title + "\n" +
-        session.user.roles.map((r) => `${r.role} of ${r.project}`).join("\n") },
-      "Signed in as ", el("strong", { id: "signin-name", text: session.user.display_name }))
+    ? el("span", { className: "signed-in", id: "signin-state", title: [title, ...session.user.roles.map(role)].join("\n") },
+      t("signin.signedInAs"), " ", el("strong", { id: "signin-name", text: session.user.display_name, "data-user": true }))
     : el("span", { className: "signed-in", id: "signin-state", title },
-      "Signed in to ", el("strong", { text: session.project }));
+      t("signin.signedInTo"), " ", el("strong", { text: session.project, "data-user": true }));
   host.replaceChildren(who, out);
 }
 
@@ -69,8 +70,8 @@ function passwordForm(onChange) {
     autocomplete: "current-password", "aria-describedby": "signin-password-error" });
   const error = el("p", { id: "signin-password-error", className: "signin-error", role: "alert" });
   const form = el("form", { className: "signin-form", id: "signin-password-form" },
-    el("label", {}, "Name ", name), el("label", {}, "Password ", password),
-    el("button", { type: "submit", text: "Sign in" }), error);
+    el("label", {}, t("signin.name"), " ", name), el("label", {}, t("signin.password"), " ", password),
+    el("button", { type: "submit", text: t("signin.signIn") }), error);
   form.addEventListener("submit", async (e) => {
     e.preventDefault();
     error.textContent = "";
@@ -79,7 +80,7 @@ function passwordForm(onChange) {
     try {
       onChange(await send("POST", body, URL + "/password"));
     } catch (err) {
-      error.textContent = errorText(err, "Wrong name or password.");
+      error.textContent = errorText(err, t("signin.wrongPassword"));
       password.focus();
     }
   });
@@ -91,7 +92,7 @@ async function providerLinks() {
     const { providers } = await getJSON(URL + "/providers");
     const next = encodeURIComponent(location.pathname + location.search);
     return providers.map((p) => el("a", { className: "signin-provider", href: `${p.login_url}?next=${next}`,
-      "data-provider": p.name, text: `Sign in with ${p.display_name}` }));
+      "data-provider": p.name, text: t("signin.withProvider", { provider: p.display_name }) }));
   } catch {
     return []; // a server without the route: tokens and passwords only
   }
@@ -99,11 +100,11 @@ async function providerLinks() {
 
 function signedOutView(host, onChange, providers) {
   const input = el("input", { type: "password", id: "signin-token", name: "token", required: true,
-    autocomplete: "off", spellcheck: "false", placeholder: "rc_…", "aria-describedby": "signin-error" });
+    autocomplete: "off", spellcheck: "false", placeholder: t("signin.tokenPlaceholder"), "aria-describedby": "signin-error" });
   const error = el("p", { id: "signin-error", className: "signin-error", role: "alert" });
   const form = el("form", { className: "signin-form", id: "signin-form" },
-    el("label", {}, "Project token ", input),
-    el("button", { type: "submit", text: "Sign in" }),
+    el("label", {}, t("signin.token"), " ", input),
+    el("button", { type: "submit", text: t("signin.signIn") }),
     error);
   form.addEventListener("submit", async (e) => {
     e.preventDefault();
@@ -113,13 +114,13 @@ function signedOutView(host, onChange, providers) {
     try {
       onChange(await send("POST", { token }));
     } catch (err) {
-      error.textContent = errorText(err, "That token is not valid (or was revoked).");
+      error.textContent = errorText(err, t("signin.invalid"));
       input.focus();
     }
   });
   const panel = el("div", { className: "signin-panel" }, ...providers, passwordForm(onChange),
-    el("p", { className: "signin-or", text: "or, to read a project, its token:" }), form);
-  const details = el("details", { className: "signin-box" }, el("summary", { text: "Sign in" }), panel);
+    el("p", { className: "signin-or", text: t("signin.orToken") }), form);
+  const details = el("details", { className: "signin-box" }, el("summary", { text: t("signin.signIn") }), panel);
   details.addEventListener("toggle", () => details.open && details.querySelector("input").focus());
   host.replaceChildren(details);
 }

@@ -1,4 +1,5 @@
 // Small helpers shared by the pages: escaping, number and time formats, the palette.
+import { formatAgo, formatDateTime, formatNumber, t } from "./i18n.js";
 // Every user string reaches the DOM through textContent; strings handed to Plotly
 // (which renders a subset of HTML in labels and hover text) go through escapeHtml.
 
@@ -63,16 +64,12 @@ export function formatValue(value) {
 
 export function formatTime(seconds) {
   if (seconds === null || seconds === undefined) return "";
-  return new Date(seconds * 1000).toISOString().replace("T", " ").slice(0, 19) + " UTC";
+  return formatDateTime(seconds);
 }
 
 export function formatAge(seconds) {
   if (seconds === null || seconds === undefined || !Number.isFinite(seconds)) return "";
-  const s = Math.max(0, Math.round(seconds));
-  if (s < 60) return s + " s ago";
-  if (s < 3600) return Math.floor(s / 60) + " min ago";
-  if (s < 86400) return Math.floor(s / 3600) + " h ago";
-  return Math.floor(s / 86400) + " d ago";
+  return formatAgo(seconds);
 }
 
 export function formatBytes(n) {
@@ -80,7 +77,7 @@ export function formatBytes(n) {
   const units = ["B", "KiB", "MiB", "GiB", "TiB"];
   let i = 0;
   while (n >= 1024 && i < units.length - 1) { n /= 1024; i += 1; }
-  return (i === 0 ? String(n) : n.toFixed(1)) + " " + units[i];
+  return t("unit.bytes", { n: formatNumber(n, { minimumFractionDigits: i ? 1 : 0, maximumFractionDigits: i ? 1 : 0 }), unit: units[i] });
 }
 
 /** The value a loss-like column shows for a run summary's last_values. */
@@ -124,7 +121,7 @@ export function debounce(fn, ms, maxWait = Infinity) {
 
 /** The status a badge shows: running reads as "live". */
 export function statusBadge(status) {
-  return el("span", { className: "badge badge-" + status, text: status });
+  return el("span", { className: "badge badge-" + status, text: t("status." + status) });
 }
 
 /** Dark mode follows the system; Plotly gets matching colours. */
@@ -135,26 +132,29 @@ export function theme() {
     : { dark, fg: "#1f2328", grid: "rgba(0,0,0,0.1)", bg: "rgba(0,0,0,0)", hoverbg: "#fff" };
 }
 
-/** A two-column table (th = name, td = value), every cell set as text. */
-export function table(rows) {
-  const t = el("table", { className: "kv" });
+/** A two-column table (th = name, td = value), every cell set as text; values are the run's
+ * data (``data-user``), and so are the names unless ``labels`` says they are the page's words. */
+export function table(rows, { labels = false } = {}) {
+  const node = el("table", { className: "kv" });
   const body = el("tbody");
-  for (const [k, v] of rows) body.append(el("tr", {}, el("th", { scope: "row", text: k }), el("td", { text: v })));
-  t.append(body);
-  return t;
+  for (const [k, v] of rows) {
+    body.append(el("tr", {}, el("th", { scope: "row", text: k, "data-user": !labels }), el("td", { text: v, "data-user": true })));
+  }
+  node.append(body);
+  return node;
 }
 
 /** A small button that copies `value` to the clipboard and says whether it did. */
 export function copyButton(value, what) {
-  const button = el("button", { type: "button", className: "copy", text: "copy", "aria-label": "Copy the " + what });
+  const button = el("button", { type: "button", className: "copy", text: t("copy.copy"), "aria-label": t("copy.label", { what }) });
   button.addEventListener("click", async () => {
     try {
       await navigator.clipboard.writeText(value);
-      button.textContent = "copied";
+      button.textContent = t("copy.copied");
     } catch {
-      button.textContent = "copy failed";
+      button.textContent = t("copy.failed");
     }
-    setTimeout(() => (button.textContent = "copy"), 1500);
+    setTimeout(() => (button.textContent = t("copy.copy")), 1500);
   });
   return button;
 }

@@ -4,6 +4,7 @@
 
 import { decode, getMetrics } from "./api.js";
 import { bisect } from "./util.js";
+import { t } from "./i18n.js";
 
 function interp(xs, ys, x) {
   const n = xs.length;
@@ -122,9 +123,9 @@ export class XMap {
   }
 
   get axisTitle() {
-    if (this.identity) return "step";
-    if (this.key === TIMESTAMP_KEY) return this.relative ? `relative time (${this.unit[0]})` : "wall time";
-    return this.relative ? `${this.key} (${this.unit[0]} since start)` : this.key;
+    if (this.identity) return t("x.step");
+    if (this.key === TIMESTAMP_KEY) return this.relative ? t("x.relativeUnit", { unit: t("unit." + this.unit[0]) }) : t("x.time");
+    return this.relative ? t("x.sinceStart", { key: this.key, unit: t("unit." + this.unit[0]) }) : this.key;
   }
 }
 

@@ -146,7 +146,8 @@ def browser() -> Iterator[Any]:
 
 @pytest.fixture
 def page(browser: Any) -> Iterator[Any]:
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    # English, whatever the machine's locale: the tests read the pages' English words (test_i18n.py: zh-CN).
+    context = browser.new_context(viewport={"width": 1280, "height": 900}, locale="en-US")
     pg = context.new_page()
     pg.dialogs = []
     pg.errors = []

@@ -86,9 +86,9 @@ class Wire:
             assert r.status_code == 202, r.text
 
     def image(self, step: int, shade: int) -> dict[str, Any]:
-        from PIL import Image
-
         import io
+
+        from PIL import Image
 
         out = io.BytesIO()
         Image.new("RGB", (60, 40), (shade % 256, 80, 160)).save(out, format="PNG")
@@ -176,7 +176,7 @@ def test_live_outputs_appear_without_reload_and_equal_the_api(live_server, page,
                                       "rows => rows.map(r => [...r.cells].map(c => c.textContent))")
     assert cells == [[str(c) for c in row] for row in table["rows"]] == [["a", "3.5"], ["b", "2.25"]]
     page.wait_for_function("() => document.querySelector('.media-key[data-key=\"weights/w0\"] canvas').width > 0")
-    assert "histograms of 1 steps" in page.get_attribute(".media-key[data-key='weights/w0'] canvas", "aria-label")
+    assert "histograms of 1 step," in page.get_attribute(".media-key[data-key='weights/w0'] canvas", "aria-label")
 
     # The next step, live: the view follows it and marks what changed since step 20; the strip
     # grows, the table and the scores follow.

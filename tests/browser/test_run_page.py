@@ -359,6 +359,7 @@ def test_wall_and_relative_time_axes_from_the_servers_step_times(live_server, pa
     # Longer runs: minutes past 2 minutes, hours past 2 hours; maps on one axis share the longest's unit.
     units = page.evaluate("""async () => {
       const { XMap, shareUnit } = await import("/js/xmap.js");
+      await (await import("/js/i18n.js")).loadLanguage();  // these module copies are not the bundle's: their catalog read here
       const map = (span) => Object.assign(new XMap("time", "_timestamp", { sinceStart: true }),
                                           { origin: 1.7e9, values: [0, span] });
       const [a, b, c] = [map(90), map(90 * 60), map(5 * 3600)];

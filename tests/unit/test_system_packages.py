@@ -25,7 +25,7 @@ def test_a_path_without_the_tools_lists_their_packages(tmp_path: Path) -> None:
     listed = res.stdout.splitlines()
     assert {"redis-server", "chromium-driver", "git", "curl", "jq", "npm", "python3.11", "python3.11-venv"} <= set(listed)
     assert set(listed) <= {"postgresql", "chromium", "nginx", "redis-server", "chromium-driver", "git", "curl", "jq",
-                           "npm", "python3.11", "python3.11-venv"}  # fmt: skip
+                           "npm", "python3.11", "python3.11-venv", "fonts-wqy-microhei"}  # fmt: skip
 
 
 def test_one_tool_missing_lists_only_its_package(tmp_path: Path) -> None:
@@ -43,3 +43,4 @@ def test_nothing_missing_says_nothing() -> None:
     assert (res.returncode, res.stdout, res.stderr) == (0, "", "")
     res = subprocess.run([str(SCRIPT)], capture_output=True, text=True, timeout=60, check=False)
     assert (res.returncode, res.stdout, res.stderr) == (0, "", "")  # installs nothing, prints nothing
+

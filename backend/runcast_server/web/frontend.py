@@ -19,6 +19,10 @@ Unbundled, each module script of a page is preceded by a ``<link rel="moduleprel
 every module it imports, directly or not (the static ``import``/``export ... from`` graph, read
 from the files): a first load asks for the whole graph at once instead of discovering it one
 level of imports after another.
+
+Every page also gets the versioned address of each language's catalog (``i18n/<code>.json``) in a
+``<script type="application/json" id="runcast-catalogs">`` before ``</head>``: the same bytes for
+every language, and the catalog is cached as immutable like the scripts (``js/i18n.js``).
 """
 
 from __future__ import annotations
@@ -75,6 +79,7 @@ class Frontend:
         html = self._with_module_preloads(html)
         html = _LOCAL_LINK.sub(self._versioned_link, html)
         html = self._with_import_map(html)
+        html = self._with_catalogs(html)
         with self._lock:
             cached = self._pages.get(name)
             if cached is None or cached.body != html:
@@ -169,3 +174,22 @@ class Frontend:
                 imports[f"/{rel}"] = f"/{rel}?v={self.version(asset)}"
         tag = b'<script type="importmap">' + json.dumps({"imports": imports}).encode() + b"</script>\n  "
         return html[: first.start()] + tag + html[first.start() :]
+
+    def _with_catalogs(self, html: bytes) -> bytes:
+        end = html.find(b"</head>")
+        if end < 0:
+            return html
+        urls = {}
+        for path in sorted(self.files.root.glob("i18n/*.json")):
+            rel = path.relative_to(self.files.root).as_posix()
+            asset = self.files.get(rel)
+            if asset is not None:
+                urls[path.stem] = f"/{rel}?v={self.version(asset)}"
+        if not urls:
+            return html
+        # json.dumps escapes no "<": a name with "</script>" cannot come from a file name we wrote,
+        # but keep the tag closed whatever the file names are.
+        body = json.dumps(urls).replace("<", "\\u003c").encode()
+        tag = b'<script type="application/json" id="runcast-catalogs">' + body + b"</script>\n"
+        return html[:end] + tag + html[end:]
+

@@ -3,26 +3,28 @@
 // vertical line of each event.
 
 import { GREY, alpha, escapeHtml } from "../util.js";
+import { t } from "../i18n.js";
 
 const GROUP_PX = 14; // anomaly markers closer than this are one marker
 const GROUP_LIST = 12; // anomalies named in a group's hover text
 const MAX_LINES = 300; // more events than this: no vertical lines (the lane's markers remain)
 const LANE = { events: 0.96, anomalies: 0.86 };
 const MARKER_STYLE = {
-  restart: { symbol: "triangle-down", color: "#D55E00", name: "restart" },
-  checkpoint: { symbol: "diamond", color: "#009E73", name: "checkpoint" },
-  note: { symbol: "circle", color: "#CC79A7", name: "note" },
-  data_mix: { symbol: "square", color: "#E69F00", name: "data mix" },
-  manifest: { symbol: "star", color: "#56B4E9", name: "manifest" },
-  code: { symbol: "hexagon", color: "#0072B2", name: "code revision" },
-  alert: { symbol: "x", color: "#D55E00", name: "anomaly" },
-  comment: { symbol: "triangle-up", color: "#6A3D9A", name: "comment" },
-  finished: { symbol: "square-open", color: GREY, name: "finished" },
+  restart: { symbol: "triangle-down", color: "#D55E00", name: "marker.restart" },
+  checkpoint: { symbol: "diamond", color: "#009E73", name: "marker.checkpoint" },
+  note: { symbol: "circle", color: "#CC79A7", name: "marker.note" },
+  data_mix: { symbol: "square", color: "#E69F00", name: "marker.dataMix" },
+  manifest: { symbol: "star", color: "#56B4E9", name: "marker.manifest" },
+  code: { symbol: "hexagon", color: "#0072B2", name: "marker.code" },
+  alert: { symbol: "x", color: "#D55E00", name: "marker.alert" },
+  comment: { symbol: "triangle-up", color: "#6A3D9A", name: "marker.comment" },
+  finished: { symbol: "square-open", color: GREY, name: "marker.finished" },
 };
 
 /** The symbol, colour and name of an event type (an unknown type: an open grey circle). */
 export function markerStyle(type) {
-  return MARKER_STYLE[type] || { symbol: "circle-open", color: GREY, name: type };
+  const style = MARKER_STYLE[type];
+  return style ? { ...style, name: t(style.name) } : { symbol: "circle-open", color: GREY, name: type };
 }
 
 /**
@@ -37,7 +39,8 @@ export function markerTraces(markers, xmap, { range, pixelWidth, dataTraces }) {
     const x = xmap.toPlot(xmap.toX(m.step));
     if (x === null || x === undefined || !Number.isFinite(Number(x))) continue;
     const style = markerStyle(m.type);
-    const text = wrap(style.name + " @ step " + m.step + (m.label ? ": " + m.label : "")).map(escapeHtml).join("<br>");
+    const text = wrap(t(m.label ? "marker.hoverLabel" : "marker.hover", { name: style.name, step: String(m.step), label: m.label }))
+      .map(escapeHtml).join("<br>");
     placed.push({ x, text, style, anomaly: m.type === "alert", id: m.id ?? null });
   }
   const out = [];
@@ -105,8 +108,8 @@ function groupAnomalies(anomalies, perPixel) {
   for (const g of groups) {
     g.x = g.items[0].x;
     const shown = g.items.slice(0, GROUP_LIST).map((a) => a.text);
-    if (g.items.length > GROUP_LIST) shown.push(`… and ${g.items.length - GROUP_LIST} more`);
-    g.text = (g.items.length > 1 ? `${g.items.length} anomalies<br>` : "") + shown.join("<br>");
+    if (g.items.length > GROUP_LIST) shown.push(escapeHtml(t("marker.more", { count: g.items.length - GROUP_LIST })));
+    g.text = (g.items.length > 1 ? escapeHtml(t("marker.anomalies", { count: g.items.length })) + "<br>" : "") + shown.join("<br>");
   }
   return groups;
 }

@@ -3,6 +3,31 @@
 
 /* global Plotly */
 
+import { lang, t } from "../i18n.js";
+
+// Plotly's own words (the toolbar's tooltips, its hints) by their English text, as its locale
+// dictionaries key them, and the catalog's key for each: the modebar of a 2-D chart.
+const PLOTLY_WORDS = {
+  "Zoom": "plotly.zoom", "Pan": "plotly.pan", "Zoom in": "plotly.zoomIn", "Zoom out": "plotly.zoomOut",
+  "Autoscale": "plotly.autoscale", "Reset axes": "plotly.resetAxes", "Download plot as a PNG": "plotly.downloadPng",
+  "Download plot": "plotly.download", "Show closest data on hover": "plotly.hoverClosest",
+  "Compare data on hover": "plotly.hoverCompare", "Toggle Spike Lines": "plotly.spikeLines",
+  "Double-click to zoom back out": "plotly.zoomBack", "Double-click on legend to isolate one trace": "plotly.isolate",
+};
+
+/** Plotly's locale for the page's language: its words and, for date axes, month and day names from Intl. */
+function plotlyLocale(code) {
+  const dictionary = Object.fromEntries(Object.entries(PLOTLY_WORDS).map(([en, key]) => [en, t(key)]));
+  const names = (opts, n, at) => Array.from({ length: n }, (_, i) => new Intl.DateTimeFormat(code, { ...opts, timeZone: "UTC" }).format(at(i)));
+  const month = (i) => new Date(Date.UTC(2024, i, 1));
+  const day = (i) => new Date(Date.UTC(2024, 0, 7 + i)); // 2024-01-07 is a Sunday, as Plotly's lists start
+  const format = {
+    months: names({ month: "long" }, 12, month), shortMonths: names({ month: "short" }, 12, month),
+    days: names({ weekday: "long" }, 7, day), shortDays: names({ weekday: "short" }, 7, day),
+  };
+  return { dictionary, format };
+}
+
 /** Exported images: publication size. */
 export const EXPORT_SIZE = { width: 1600, height: 900 };
 
@@ -14,7 +39,10 @@ const SVG_ICON = { width: 1000, height: 1000, path: "M450 100h100v420l130-130 70
  */
 export function plotConfig(filename) {
   const name = String(filename || "runcast").replace(/[^\w.-]+/g, "_").slice(0, 120);
+  const code = lang();
   return {
+    locale: code,
+    locales: { [code]: plotlyLocale(code) },
     responsive: true,
     displaylogo: false,
     showSendToCloud: false,
@@ -23,7 +51,7 @@ export function plotConfig(filename) {
     toImageButtonOptions: { format: "png", filename: name, scale: 1, ...EXPORT_SIZE },
     modeBarButtonsToAdd: [{
       name: "downloadSvg",
-      title: `Download plot as SVG (${EXPORT_SIZE.width}×${EXPORT_SIZE.height})`,
+      title: t("plotly.downloadSvg", { width: String(EXPORT_SIZE.width), height: String(EXPORT_SIZE.height) }),
       icon: SVG_ICON,
       click: (gd) => Plotly.downloadImage(gd, { format: "svg", filename: name, ...EXPORT_SIZE }),
     }],

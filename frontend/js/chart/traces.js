@@ -9,6 +9,10 @@
 import { GREY, alpha, color, escapeHtml } from "../util.js";
 import { abandonedFrom } from "../branch.js";
 import { ema } from "./smoothing.js";
+import { t } from "../i18n.js";
+
+// A hover line: the value in the catalog's words ("max %{y:.6g}"), the series' name in the box's corner.
+const hover = (key, safeName) => t(key, { y: "%{y:.6g}" }) + "<extra>" + safeName + "</extra>";
 
 const DASHES = ["solid", "dash", "dot", "dashdot", "longdash"];
 
@@ -46,8 +50,8 @@ export function sourceTraces(sources, view) {
         const c = part.abandoned ? GREY : color(colourIndex);
         const dash = view.colorBy === "segment" ? DASHES[src.index % DASHES.length] : "solid";
         let name = src.label;
-        if (multiSeg) name += " · segment " + series.segment;
-        if (part.abandoned) name += " (abandoned)";
+        if (multiSeg) name = t("trace.segment", { name, segment: String(series.segment) });
+        if (part.abandoned) name = t("trace.abandoned", { name });
         const safe = escapeHtml(name);
         const group = src.run + "|" + src.key + "|" + series.segment + "|" + part.abandoned;
         const meta = (role) => ({ role, run: src.run, key: src.key, source: src.index, segment: series.segment, abandoned: part.abandoned, epoch: xmap.epoch });
@@ -58,13 +62,13 @@ export function sourceTraces(sources, view) {
           traces.push({
             type: "scatter", mode: "lines", x, y: series.max.slice(part.from, part.to).map(finite),
             line: { width: 0, color: c }, name: safe + " max", legendgroup: group, showlegend: false,
-            hovertemplate: "max %{y:.6g}<extra>" + safe + "</extra>", meta: meta("max"),
+            hovertemplate: hover("trace.max", safe), meta: meta("max"),
           });
           traces.push({
             type: "scatter", mode: "lines", x, y: series.min.slice(part.from, part.to).map(finite),
             fill: "tonexty", fillcolor: alpha(c, part.abandoned ? 0.12 : 0.18),
             line: { width: 0, color: c }, name: safe + " min", legendgroup: group, showlegend: false,
-            hovertemplate: "min %{y:.6g}<extra>" + safe + "</extra>", meta: meta("min"),
+            hovertemplate: hover("trace.min", safe), meta: meta("min"),
           });
         }
         traces.push({
@@ -72,14 +76,14 @@ export function sourceTraces(sources, view) {
           line: { width: 1, color: alpha(c, part.abandoned ? 0.5 : 0.35) },
           marker: { size: 4, color: alpha(c, 0.6) },
           name: safe + (bucketed ? " mean" : ""), legendgroup: group, showlegend: false,
-          hovertemplate: (bucketed ? "mean " : "") + "%{y:.6g}<extra>" + safe + "</extra>",
+          hovertemplate: bucketed ? hover("trace.mean", safe) : "%{y:.6g}<extra>" + safe + "</extra>",
           meta: meta("raw"),
         });
         traces.push({
           type: "scatter", mode: "lines", x, y: ema(raw, weight).y,
           line: { width: part.abandoned ? 1.5 : 2, color: c, dash: part.abandoned ? "dot" : dash },
           name: safe, legendgroup: group, showlegend: true,
-          hovertemplate: "smoothed %{y:.6g}<extra>" + safe + "</extra>",
+          hovertemplate: hover("trace.smoothed", safe),
           meta: meta("smooth"),
         });
       }
@@ -126,10 +130,10 @@ function bandTraces(sources, view) {
   const meta = (key) => ({ role: "band", run: ready[0].run, key });
   return [
     { type: "scatter", mode: "lines", x, y: hi, line: { width: 0, color: GREY }, name: "max across ranks",
-      showlegend: false, hovertemplate: "max %{y:.6g}<extra>all ranks</extra>", meta: meta("max") },
+      showlegend: false, hovertemplate: hover("trace.max", escapeHtml(t("trace.allRanks"))), meta: meta("max") },
     { type: "scatter", mode: "lines", x, y: lo, line: { width: 0, color: GREY }, name: "min across ranks",
       fill: "tonexty", fillcolor: alpha(GREY, 0.25), showlegend: false,
-      hovertemplate: "min %{y:.6g}<extra>all ranks</extra>", meta: meta("min") },
+      hovertemplate: hover("trace.min", escapeHtml(t("trace.allRanks"))), meta: meta("min") },
   ];
 }
 

@@ -4,6 +4,7 @@
 
 import { getJSON, runUrl } from "../api.js";
 import { formatValue } from "../util.js";
+import { hasMessage, t } from "../i18n.js";
 
 /** Every alert of the run (pages of 1000) as a Map id -> alert; null when it could not be read. */
 export async function loadAlerts(runId) {
@@ -53,11 +54,12 @@ export function alertState(alert, e, step) {
   };
 }
 
+/** One line for a marker's hover text: "anomaly: spike on train/loss (closed until step 40)". */
 export function describeAlert(a) {
-  const what = a.title ? `${a.title} (${a.kind})` : a.kind;
-  const where = a.key ? ` on ${a.key}` : "";
-  const span = a.state === "closed" && a.endStep !== null ? ` until step ${a.endStep}` : "";
-  return `anomaly: ${what}${where} (${a.state}${span})`;
+  const kind = hasMessage("alert.kind." + a.kind) ? t("alert.kind." + a.kind) : a.kind;
+  const what = a.title ? t("alert.titled", { title: a.title, kind }) : kind;
+  const state = a.state === "closed" && a.endStep !== null ? t("alert.closedUntil", { step: a.endStep }) : t("alert.state." + a.state);
+  return a.key ? t("alert.onKey", { what, key: a.key, state }) : t("alert.line", { what, state });
 }
 
 /** Evidence as plain lines for a hover title: "open: value 9.1, baseline 2.3, …". */
@@ -65,14 +67,17 @@ export function evidenceText(evidence) {
   const lines = [];
   for (const [phase, facts] of Object.entries(evidence || {}).slice(0, 4)) {
     if (!facts || typeof facts !== "object") {
-      lines.push(`${phase}: ${formatEvidence(facts)}`);
+      lines.push(t("alert.evidence", { phase: phaseName(phase), facts: formatEvidence(facts) }));
       continue;
     }
     const parts = Object.entries(facts).slice(0, 16).map(([k, v]) => `${k} ${formatEvidence(v)}`);
-    lines.push(`${phase}: ${parts.join(", ")}`);
+    lines.push(t("alert.evidence", { phase: phaseName(phase), facts: parts.join(", ") }));
   }
   return lines.join("\n").slice(0, 2000);
 }
+
+// The detector's facts are its own names (value, baseline, sigma): shown as sent; the phase is ours.
+const phaseName = (phase) => (hasMessage("alert.phase." + phase) ? t("alert.phase." + phase) : phase);
 
 function formatEvidence(v) {
   if (typeof v === "number") return formatValue(v);

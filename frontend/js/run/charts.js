@@ -6,16 +6,17 @@
 import { MetricChart } from "../chart.js";
 import { TIMESTAMP_KEY, XMap } from "../xmap.js";
 import { el } from "../util.js";
+import { t } from "../i18n.js";
 import { isSystemKey } from "./system.js";
 import { writeUrl } from "./url.js";
 
 const $ = (id) => document.getElementById(id);
 const PANEL_ORDER = [/^(lr|learning_rate)$/i, /grad_?norm/i, /(tokens?_per_s|throughput|tok\/s)/i, /loss_scale/i];
 const PANEL_TITLES = [
-  [/^(lr|learning_rate)$/i, "learning rate"],
-  [/grad_?norm/i, "gradient norm"],
-  [/(tokens?_per_s|throughput)/i, "throughput (tokens/s)"],
-  [/loss_scale/i, "loss scale"],
+  [/^(lr|learning_rate)$/i, "panel.lr"],
+  [/grad_?norm/i, "panel.gradNorm"],
+  [/(tokens?_per_s|throughput)/i, "panel.throughput"],
+  [/loss_scale/i, "panel.lossScale"],
 ];
 /** Keys that can stand for the x axis: tokens seen, and wall time. */
 export const TOKEN_KEY = /^(tokens_seen|tokens|train\/tokens|tokens\/seen|num_tokens|consumed_tokens)$/i;
@@ -36,10 +37,10 @@ export async function setupXmaps(page) {
   const select = $("xmode");
   const tokens = trainingKeys(detail).find((k) => TOKEN_KEY.test(k));
   const time = trainingKeys(detail).find((k) => TIME_KEY.test(k));
-  select.replaceChildren(el("option", { value: "step", text: "step" }));
-  if (tokens) select.append(el("option", { value: "tokens", text: "tokens seen (" + tokens + ")" }));
+  select.replaceChildren(el("option", { value: "step", text: t("x.step") }));
+  if (tokens) select.append(el("option", { value: "tokens", text: t("x.tokensKey", { key: tokens }) }));
   // Every run: the server's step times (a logged time key stands in for a run stored without them).
-  select.append(el("option", { value: "time", text: "wall time" }), el("option", { value: "relative", text: "relative time" }));
+  select.append(el("option", { value: "time", text: t("x.time") }), el("option", { value: "relative", text: t("x.relative") }));
   if (tokens && !xmaps.has("tokens")) xmaps.set("tokens", new XMap("tokens", tokens));
   if (!xmaps.has("time")) xmaps.set("time", new XMap("time", TIMESTAMP_KEY, { fallback: time }));
   if (!xmaps.has("relative")) xmaps.set("relative", new XMap("time", TIMESTAMP_KEY, { sinceStart: true, fallback: time }));
@@ -95,18 +96,20 @@ export function buildMainChart(page, options = {}) {
   const before = page.mainChart ? page.mainChart.sources.map((s) => s.key).join("\u0000") : null;
   if (before === keys.join("\u0000") && page.mainChart) return false;
   const title = $("chart-main-title");
-  title.textContent = keys.length ? keys.join(", ") : "Loss";
+  title.textContent = keys.length ? keys.join(", ") : t("run.lossChart");
+  title.toggleAttribute("data-user", keys.length > 0);
+  title.removeAttribute("data-i18n");
   const old = page.mainChart;
   page.mainChart = null;
   if (!keys.length) {
     if (old) old.destroy();
-    $("chart-main").replaceChildren(placeholder("No metrics logged yet."));
-    $("chart-main-note").textContent = "No metrics logged yet.";
+    $("chart-main").replaceChildren(placeholder(t("run.noMetrics")));
+    $("chart-main-note").textContent = t("run.noMetrics");
     return false;
   }
   const div = $("chart-main");
   const fresh = el("div", { id: "chart-main", className: div.className });
-  fresh.append(placeholder("Loading " + keys.join(", ") + "…"));
+  fresh.append(placeholder(t("chart.loadingKeys", { keys: keys.join(", ") })));
   const chart = new MetricChart(fresh, {
     sources: keys.map((key) => ({ run: page.runId, key, label: key })),
     view: page.view,
@@ -137,7 +140,7 @@ function renderKeyPicker(page, selected, options) {
       if (buildMainChart(page, { ...options, prefetched: null }) && page.mainChart) page.mainChart.load();
       buildPanels(page, options.markers || []);
     });
-    box.append(el("label", { className: "check" }, input, " " + key));
+    box.append(el("label", { className: "check" }, input, " ", el("span", { "data-user": true, text: key })));
   }
 }
 
@@ -159,10 +162,11 @@ export function buildPanels(page, markers) {
   const cards = [];
   for (const key of panelKeys(page)) {
     const hint = PANEL_TITLES.find(([re]) => re.test(key));
-    const title = hint ? `${key} — ${hint[1]}` : key;
-    const plot = el("div", { className: "plot plot-panel" }, placeholder("Loads when scrolled into view."));
+    const title = hint ? t("panel.titled", { key, hint: t(hint[1]) }) : key;
+    const plot = el("div", { className: "plot plot-panel" }, placeholder(t("chart.loadsOnScroll")));
     const note = el("p", { className: "note" });
-    cards.push(el("section", { className: "card panel", "aria-label": title }, el("h2", { className: "chart-title", text: title }), plot, note));
+    const heading = el("h2", { className: "chart-title", text: title, "data-user": !hint });
+    cards.push(el("section", { className: "card panel", "aria-label": title }, heading, plot, note));
     const chart = new MetricChart(plot, {
       sources: [{ run: page.runId, key, label: key }],
       view: page.view,

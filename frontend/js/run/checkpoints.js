@@ -5,6 +5,7 @@
 import { decode, getJSON, runUrl } from "../api.js";
 import { copyButton, el, formatBytes, formatValue } from "../util.js";
 import { metricsText, scoresLine } from "./evals.js";
+import { formatNumber, t } from "../i18n.js";
 
 const $ = (id) => document.getElementById(id);
 
@@ -18,7 +19,7 @@ export async function loadCheckpoints(page, zoomTo) {
     page.checkpointsWithheld = body.withheld === true; // the publication policy (run/withheld.js)
   } catch (err) {
     if (page.checkpoints === null) {
-      $("checkpoints").replaceChildren(el("li", { className: "empty", text: "Checkpoints could not be read: " + err.message }));
+      $("checkpoints").replaceChildren(el("li", { className: "empty", text: t("checkpoints.failed", { error: err.message }) }));
     }
     return;
   }
@@ -30,7 +31,7 @@ function renderCheckpoints(page, zoomTo) {
   const list = $("checkpoints");
   list.replaceChildren();
   if (!checkpoints.length) {
-    const text = page.checkpointsWithheld ? "Checkpoints withheld by the team." : "No checkpoints recorded.";
+    const text = t(page.checkpointsWithheld ? "checkpoints.withheld" : "checkpoints.none");
     list.append(el("li", { className: "empty", text }));
     return;
   }
@@ -45,37 +46,37 @@ function checkpointItem(runId, c, several, zoomTo) {
   const head = el("div", { className: "ck-head" });
   if (Number.isFinite(c.step)) {
     head.append(el("button", {
-      type: "button", className: "link ck-step", text: "step " + c.step.toLocaleString(),
-      "aria-label": `Zoom to step ${c.step} (checkpoint)`, onclick: () => zoomTo(c.step),
+      type: "button", className: "link ck-step", text: t("common.stepN", { step: c.step }),
+      "aria-label": t("checkpoints.zoom", { step: c.step }), onclick: () => zoomTo(c.step),
     }));
   }
-  head.append(" ", el("span", { className: "badge ck-status ck-status-" + status, text: status }));
+  head.append(" ", el("span", { className: "badge ck-status ck-status-" + status, text: t("checkpoints.status." + status) }));
   if (typeof c.size === "number") head.append(" ", el("span", { className: "ck-size", text: formatBytes(c.size) }));
-  if (Number.isFinite(c.segment) && several) head.append(" ", el("span", { className: "ck-seg", text: "segment " + c.segment }));
+  if (Number.isFinite(c.segment) && several) head.append(" ", el("span", { className: "ck-seg", text: t("checkpoints.segment", { segment: c.segment }) }));
   li.append(head);
-  if (c.filename) li.append(el("p", { className: "ck-file", text: String(c.filename) + (c.kind === "directory" ? "/" : "") }));
+  if (c.filename) li.append(el("p", { className: "ck-file", "data-user": true, text: String(c.filename) + (c.kind === "directory" ? "/" : "") }));
   if (c.sha256) {
     const sha = String(c.sha256);
-    li.append(el("p", { className: "ck-sha" }, "sha256 ", el("code", { title: sha, text: sha.slice(0, 12) }), " ", copyButton(sha, "sha256")));
+    li.append(el("p", { className: "ck-sha" }, t("checkpoints.sha"), " ", el("code", { title: sha, text: sha.slice(0, 12), "data-user": true }), " ", copyButton(sha, "sha256")));
   }
   const metrics = Object.entries(c.metrics || {}).slice(0, 12).map(([k, v]) => `${k} ${formatValue(decode(v))}`);
-  if (metrics.length) li.append(el("p", { className: "ck-metrics", text: metrics.join(" · ") }));
+  if (metrics.length) li.append(el("p", { className: "ck-metrics", "data-user": true, text: metrics.join(" · ") }));
   if (Array.isArray(c.evals) && c.evals.length) {
     li.append(el("p", {
-      className: "ck-evals", text: "Scores: " + scoresLine(c.evals),
-      title: c.evals.map((e) => `${e.suite} / ${e.task} (step ${e.step}): ${metricsText(e)}`).join("\n"),
-    }));
+      className: "ck-evals",
+      title: c.evals.map((e) => t("checkpoints.evalTitle", { suite: e.suite, task: e.task, step: e.step, metrics: metricsText(e) })).join("\n"),
+    }, t("checkpoints.scores"), " ", el("span", { "data-user": true, text: scoresLine(c.evals) })));
   }
-  if (status === "missing" && c.reason) li.append(el("p", { className: "ck-reason", text: String(c.reason) }));
+  if (status === "missing" && c.reason) li.append(el("p", { className: "ck-reason", "data-user": true, text: String(c.reason) }));
   if (Number.isSafeInteger(c.id)) {
     const base = runUrl(runId) + "/checkpoints/" + c.id;
     const links = el("p", { className: "ck-links" });
     if (status === "available" && c.kind !== "directory") {
-      links.append(el("a", { className: "ck-download", href: base + "/download", download: "", text: "Download" }), " ");
+      links.append(el("a", { className: "ck-download", href: base + "/download", download: "", text: t("checkpoints.download") }), " ");
     }
     links.append(el("a", {
-      className: "ck-card", href: base + "/card?download=true", text: "card",
-      title: "Reproducibility card (JSON): code, config, packages, data position, parent checkpoint",
+      className: "ck-card", href: base + "/card?download=true", text: t("checkpoints.card"),
+      title: t("checkpoints.cardTitle"),
     }));
     li.append(links);
   }

@@ -3,6 +3,7 @@
 // in a fold-out.
 
 import { el, table } from "../util.js";
+import { t } from "../i18n.js";
 
 /** [dotted key, value as text] for every leaf of a nested config (at most about 500). */
 export function flatten(obj, prefix = "", out = []) {
@@ -19,28 +20,31 @@ export function renderConfig(detail) {
   box.replaceChildren();
   const env = detail.env || {};
   const code = detail.code || {};
+  const sha = code.sha ? String(code.sha).slice(0, 12) : null;
   const runRows = [
-    ["run id", detail.id],
-    ["seed", detail.seed === null ? "–" : String(detail.seed)],
-    ["world size", env.world_size !== undefined && env.world_size !== null ? String(env.world_size) : "–"],
-    ["code revision", code.sha ? String(code.sha).slice(0, 12) + (code.dirty ? " (dirty)" : "") : "–"],
-    ["branch", code.branch ? String(code.branch) : "–"],
-    ["visibility", detail.visibility],
-    ["group", detail.group || "–"],
-    ["job type", detail.job_type || "–"],
-    ["tags", (detail.tags || []).join(", ") || "–"],
+    [t("config.runId"), detail.id],
+    [t("config.seed"), detail.seed === null ? "–" : String(detail.seed)],
+    [t("config.worldSize"), env.world_size !== undefined && env.world_size !== null ? String(env.world_size) : "–"],
+    [t("config.revision"), sha ? (code.dirty ? t("config.dirty", { sha }) : sha) : "–"],
+    [t("config.branch"), code.branch ? String(code.branch) : "–"],
+    [t("config.visibility"), t("visibility." + detail.visibility)],
+    [t("config.group"), detail.group || "–"],
+    [t("config.jobType"), detail.job_type || "–"],
+    [t("config.tags"), (detail.tags || []).join(", ") || "–"],
   ];
-  box.append(el("h3", { text: "Run" }), table(runRows));
-  if (detail.notes) box.append(el("h3", { text: "Notes" }), el("p", { className: "run-notes", text: detail.notes }));
+  const rows = table(runRows, { labels: true });
+  rows.rows[5].cells[1].removeAttribute("data-user"); // visibility: the page's word, not the run's
+  box.append(el("h3", { text: t("config.run") }), rows);
+  if (detail.notes) box.append(el("h3", { text: t("config.notes") }), el("p", { className: "run-notes", "data-user": true, text: detail.notes }));
   const summary = flatten(detail.summary);
-  if (summary.length) box.append(el("h3", { text: "Summary" }), table(summary));
+  if (summary.length) box.append(el("h3", { text: t("config.summary") }), table(summary));
   const config = flatten(detail.config);
-  box.append(el("h3", { text: "Hyperparameters" }), config.length ? table(config) : el("p", { text: "No config logged." }));
+  box.append(el("h3", { text: t("config.hyperparameters") }), config.length ? table(config) : el("p", { text: t("config.noConfig") }));
   const envRows = flatten(env);
-  box.append(el("h3", { text: "Environment" }), envRows.length ? table(envRows) : el("p", { text: "No environment logged." }));
+  box.append(el("h3", { text: t("config.environment") }), envRows.length ? table(envRows) : el("p", { text: t("config.noEnv") }));
   const codeRows = flatten(Object.fromEntries(Object.entries(code).filter(([k]) => k !== "diff")));
-  if (codeRows.length) box.append(el("h3", { text: "Code" }), table(codeRows));
+  if (codeRows.length) box.append(el("h3", { text: t("config.code") }), table(codeRows));
   if (code.diff) {
-    box.append(el("details", {}, el("summary", { text: "Uncommitted diff" }), el("pre", { text: String(code.diff).slice(0, 200000) })));
+    box.append(el("details", {}, el("summary", { text: t("config.diff") }), el("pre", { "data-user": true, text: String(code.diff).slice(0, 200000) })));
   }
 }

@@ -1,6 +1,7 @@
 // The view controls: smoothing, x axis, log scale, reset zoom (and Escape), copy link.
 
 import { debounce } from "../util.js";
+import { t } from "../i18n.js";
 import { allCharts, redraw, reloadCharts } from "./charts.js";
 import { writeUrl } from "./url.js";
 
@@ -49,11 +50,11 @@ export function setupControls(page) {
     const button = $("copy-link");
     try {
       await navigator.clipboard.writeText(location.href);
-      button.textContent = "Link copied";
+      button.textContent = t("controls.copied");
     } catch {
-      button.textContent = "Copy the address bar";
+      button.textContent = t("controls.copyAddressBar");
     }
-    setTimeout(() => (button.textContent = "Copy link"), 2000);
+    setTimeout(() => (button.textContent = t("controls.copyLink")), 2000);
   });
   document.addEventListener("keydown", (ev) => {
     if (ev.key === "Escape" && view.range) view.onRange(null);

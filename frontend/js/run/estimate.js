@@ -3,6 +3,7 @@
 
 import { getJSON } from "../api.js";
 import { debounce, el, table } from "../util.js";
+import { formatNumber, t } from "../i18n.js";
 
 const $ = (id) => document.getElementById(id);
 
@@ -84,11 +85,12 @@ export class EstimatePanel {
     }
     if (!(shape.layers && shape.hidden)) delete shape.heads; // the server assumes the whole shape from Ψ then
     const form = $("estimate-form");
-    form.dataset.sources = [
-      `parameters from config ${params.key}`,
-      `GPUs from ${Number.isSafeInteger(env.world_size) ? "env.world_size" : "a default of 1"}`,
-      `ZeRO stage from ${zero.source ? "config " + zero.source : "a default of 0"}`,
-    ].join("; ");
+    this.sources = [
+      t("estimate.fromParams", { key: params.key }),
+      Number.isSafeInteger(env.world_size) ? t("estimate.gpusFromEnv", { key: "env.world_size" }) : t("estimate.gpusDefault"),
+      zero.source ? t("estimate.zeroFrom", { source: zero.source }) : t("estimate.zeroDefault"),
+    ];
+    form.dataset.sources = this.sources.join("; ");
     const refresh = debounce(() => this.fetch(shape), 250);
     form.addEventListener("input", refresh);
     form.addEventListener("change", refresh);
@@ -110,36 +112,36 @@ export class EstimatePanel {
     try {
       result = await getJSON("/api/v1/estimate?" + q);
     } catch (err) {
-      if (seq === this.seq) box.replaceChildren(el("p", { className: "error", role: "alert", text: "Cannot estimate: " + err.message }));
+      if (seq === this.seq) box.replaceChildren(el("p", { className: "error", role: "alert", text: t("estimate.failed", { error: err.message }) }));
       return;
   }
   if (seq !== this.seq) return; // a newer request is on its way
   const b = result.bytes;
   const s = result.shape;
   const rows = [
-    ["weights (fp16)", formatGB(b.weights)],
-    ["gradients (fp16)", formatGB(b.gradients)],
-    ["optimizer states (Adam, 12 bytes/param)", formatGB(b.optimizer)],
-    ["model states per GPU", formatGB(b.total)],
+    [t("estimate.weights"), formatGB(b.weights)],
+    [t("estimate.gradients"), formatGB(b.gradients)],
+    [t("estimate.optimizer"), formatGB(b.optimizer)],
+    [t("estimate.modelStates"), formatGB(b.total)],
   ];
-  if (result.offload_optimizer) rows.push(["CPU memory per GPU (offloaded optimizer)", formatGB(b.cpu_optimizer)]);
+  if (result.offload_optimizer) rows.push([t("estimate.cpu"), formatGB(b.cpu_optimizer)]);
   rows.push(
-    [`activations (${s.activation_checkpointing ? "checkpointed" : "L·s·b·h·(34 + 5·a·s/h)"})`, formatGB(b.activations)],
-    ["total per GPU", formatGB(b.gpu_total)],
+    [s.activation_checkpointing ? t("estimate.activationsCheckpointed") : t("estimate.activations", { formula: "L·s·b·h·(34 + 5·a·s/h)" }), formatGB(b.activations)],
+    [t("estimate.total"), formatGB(b.gpu_total)],
   );
-  const tbl = table(rows);
+  const tbl = table(rows, { labels: true });
   tbl.id = "estimate-table";
-  const shapeNote = `Activations for L=${s.layers}, h=${s.hidden}, a=${s.heads}, s=${s.seq_len}, b=${s.micro_batch}`
-    + (s.assumed ? " (shape assumed from the parameter count)" : " (from the config)")
-    + ". ZeRO paper accounting, mixed-precision Adam; no buffers, fragmentation or CUDA context. GB = 10⁹ bytes.";
-  box.replaceChildren(tbl, el("p", { className: "note", text: shapeNote }),
-    el("p", { className: "note", text: $("estimate-form").dataset.sources || "" }));
+  const shapeNote = t(s.assumed ? "estimate.shapeAssumed" : "estimate.shapeConfig",
+    { layers: s.layers, hidden: s.hidden, heads: s.heads, seq: s.seq_len, batch: s.micro_batch });
+  const sources = (this.sources || []).flatMap((text, i) => (i ? ["; ", text] : [text])); // a message each
+  box.replaceChildren(tbl, el("p", { className: "note", text: shapeNote }), el("p", { className: "note" }, ...sources));
   }
 }
 
 function formatGB(bytes) {
   if (typeof bytes !== "number" || !Number.isFinite(bytes)) return "–";
-  if (bytes === 0 || bytes >= 0.05e9) return (bytes / 1e9).toLocaleString(undefined, { maximumFractionDigits: 1, minimumFractionDigits: 1 }) + " GB";
-  if (bytes >= 0.05e6) return (bytes / 1e6).toLocaleString(undefined, { maximumFractionDigits: 1, minimumFractionDigits: 1 }) + " MB";
-  return (bytes / 1e3).toLocaleString(undefined, { maximumFractionDigits: 1, minimumFractionDigits: 1 }) + " kB";
+  const one = { maximumFractionDigits: 1, minimumFractionDigits: 1 };
+  if (bytes === 0 || bytes >= 0.05e9) return formatNumber(bytes / 1e9, one) + " GB";
+  if (bytes >= 0.05e6) return formatNumber(bytes / 1e6, one) + " MB";
+  return formatNumber(bytes / 1e3, one) + " kB";
 }

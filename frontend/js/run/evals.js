@@ -6,6 +6,7 @@
 import { decode, getJSON, runUrl } from "../api.js";
 import { el, formatValue } from "../util.js";
 import { sparkline } from "./sparkline.js";
+import { formatNumber, t } from "../i18n.js";
 
 const $ = (id) => document.getElementById(id);
 const COLUMNS = 8; // the newest steps shown as columns; the sparklines have them all
@@ -62,7 +63,7 @@ export class EvalsPanel {
     const card = $("evals-card");
     if (body.withheld) {
       card.hidden = false;
-      $("evals").replaceChildren(el("p", { className: "empty", text: "Evaluations withheld by the team." }));
+      $("evals").replaceChildren(el("p", { className: "empty", text: t("evals.withheld") }));
       return;
     }
     this.evals = body.evals;
@@ -79,10 +80,10 @@ export class EvalsPanel {
     const parts = [];
     if (suites.length > 1) {
       const select = el("select", { id: "evals-suite", onchange: () => { this.suite = select.value; this.render(); } },
-        ...suites.map((s) => el("option", { value: s, text: s })));
+        ...suites.map((s) => el("option", { value: s, text: s, "data-user": true })));
       select.value = this.suite;
-      parts.push(el("label", { className: "evals-suite" }, "Suite ", select));
-    } else parts.push(el("p", { className: "evals-suite" }, "Suite ", el("strong", { text: this.suite })));
+      parts.push(el("label", { className: "evals-suite" }, t("evals.suite"), " ", select));
+    } else parts.push(el("p", { className: "evals-suite" }, t("evals.suite"), " ", el("strong", { text: this.suite, "data-user": true })));
     parts.push(...this.table(this.evals.filter((e) => e.suite === this.suite)));
     $("evals").replaceChildren(...parts);
   }
@@ -97,10 +98,10 @@ export class EvalsPanel {
       if (!cells.has(e.task)) cells.set(e.task, new Map());
       cells.get(e.task).set(column(e), e);
     }
-    const head = el("tr", {}, el("th", { scope: "col", text: "Task" }), el("th", { scope: "col", text: "Metric" }),
-      el("th", { scope: "col", text: "Trend" }),
+    const head = el("tr", {}, el("th", { scope: "col", text: t("evals.task") }), el("th", { scope: "col", text: t("evals.metric") }),
+      el("th", { scope: "col", text: t("evals.trend") }),
       ...shown.map((s) => el("th", { scope: "col", className: "num" },
-        el("span", { className: "evals-at", text: tied.has(s) ? "checkpoint" : "step" }), el("br"), s.toLocaleString())));
+        el("span", { className: "evals-at", text: t(tied.has(s) ? "evals.atCheckpoint" : "evals.atStep") }), el("br"), formatNumber(s))));
     const body = el("tbody");
     for (const task of [...cells.keys()].sort()) {
       const byStep = cells.get(task);
@@ -110,18 +111,18 @@ export class EvalsPanel {
         const known = series.filter((v) => v !== null);
         const trend = `${task} ${metric}: ${known.map(formatValue).join(", ")}`;
         body.append(el("tr", { "data-task": task, "data-metric": metric, className: i ? "evals-more" : "" },
-          el("th", { scope: "row", text: task }),
-          el("td", { className: "evals-metric", text: metric }),
-          el("td", {}, sparkline(series.map((v) => v ?? NaN), trend)),
+          el("th", { scope: "row", text: task, "data-user": true }),
+          el("td", { className: "evals-metric", text: metric, "data-user": true }),
+          el("td", { "data-user": true }, sparkline(series.map((v) => v ?? NaN), trend)),
           ...shown.map((s) => {
             const e = byStep.get(s);
-            return el("td", { className: "num", title: e ? metricsText(e) : null, text: e ? formatValue(value(e)) : "" });
+            return el("td", { className: "num", title: e ? metricsText(e) : null, text: e ? formatValue(value(e)) : "", "data-user": true });
           })));
       });
     }
     const out = [el("div", { className: "table-wrap evals-wrap" }, el("table", { className: "evals" }, el("thead", {}, head), body))];
     if (steps.length > shown.length) {
-      out.push(el("p", { className: "note", text: `The ${shown.length} newest of ${steps.length} steps; the trend has every one.` }));
+      out.push(el("p", { className: "note", text: t("evals.newest", { shown: shown.length, count: steps.length }) }));
     }
     return out;
   }

@@ -2,16 +2,17 @@
 
 import { decode } from "../api.js";
 import { formatAge, formatTime, formatValue, lastLossKey } from "../util.js";
+import { formatNumber, t } from "../i18n.js";
 import { renderWithheld } from "./withheld.js";
 
 const $ = (id) => document.getElementById(id);
 const LIVE_STATUSES = new Set(["running", "stalled"]);
-const STREAM_LABELS = { live: "● live", reconnecting: "reconnecting…", offline: "stream offline", unsupported: "" };
+const STREAM_LABELS = { live: "stream.live", reconnecting: "stream.reconnecting", offline: "stream.offline" };
 
 /** The run's name and project (cheap: run.js shows them before the loss curve is drawn). */
 export function renderTitle(page) {
   const d = page.detail;
-  document.title = d.name + " · " + d.project + " · Runcast";
+  document.title = t("run.title", { name: d.name, project: d.project });
   $("run-project").textContent = d.project;
   $("run-name").textContent = d.name;
 }
@@ -21,18 +22,20 @@ export function renderHeader(page) {
   const d = page.detail;
   renderTitle(page);
   renderStatus(page);
-  $("fact-step").textContent = d.last_step === null ? "–" : d.last_step.toLocaleString();
+  $("fact-step").textContent = d.last_step === null ? "–" : formatNumber(d.last_step);
   const lossKey = lastLossKey(d.last_values);
-  $("fact-loss-key").textContent = lossKey || "Loss";
+  const keyNode = $("fact-loss-key");
+  keyNode.textContent = lossKey || t("run.fact.loss");
+  keyNode.toggleAttribute("data-user", Boolean(lossKey));
   $("fact-loss").textContent = lossKey ? formatValue(decode(d.last_values[lossKey].value)) : "–";
   page.heartbeatAt = d.heartbeat_at;
   tickHeartbeat(page);
   $("fact-started").textContent = formatTime(d.started_at ?? d.created_at);
   const resumed = d.segments.filter((s) => s.resumed).length;
-  $("fact-segments").textContent = d.segments.length + (resumed ? ` (${resumed} resumed)` : "");
+  $("fact-segments").textContent = t("run.fact.segmentsValue", { count: d.segments.length, resumed });
   const lost = d.lost_events || 0; // events the trainer's SDK could not keep
   $("run-hole").hidden = lost === 0;
-  $("run-hole").textContent = lost ? `This run has a hole: its trainer could not keep ${lost.toLocaleString()} events.` : "";
+  $("run-hole").textContent = lost ? t("run.hole", { count: lost }) : "";
   renderSpooled(d);
   renderWithheld($("run-withheld"), d);
 }
@@ -45,23 +48,21 @@ function renderSpooled(d) {
   node.textContent = "";
   if (!spooled) return;
   const since = Math.max(...d.segments.filter((s) => s.spooled_events).map((s) => s.spooled_at || 0));
-  node.textContent = `${spooled.toLocaleString()} events of this run wait in its trainer's local spool` +
-    (since ? ` (reported ${formatTime(since)})` : "") +
-    ": they were logged but are not on the server yet, and appear when the team runs runcast sync.";
+  node.textContent = since ? t("run.spooledSince", { count: spooled, when: formatTime(since) }) : t("run.spooled", { count: spooled });
 }
 
 /** The status badge and the live indicator: "live" only while the run runs and the stream is up. */
 export function renderStatus(page) {
   const status = page.detail.status;
   const badge = $("run-status");
-  badge.textContent = status;
+  badge.textContent = t("status." + status);
   badge.className = "badge badge-" + status;
   const node = $("live-state");
   const running = LIVE_STATUSES.has(status);
   const state = running ? page.streamState : "ended";
-  node.textContent = running ? STREAM_LABELS[state] ?? "" : "";
+  node.textContent = running && STREAM_LABELS[state] ? t(STREAM_LABELS[state]) : "";
   node.dataset.state = state;
-  node.title = running ? "" : `The run is ${status}: nothing more is expected (a resume would show up here live).`;
+  node.title = running ? "" : t("run.ended", { status: t("status." + status) });
 }
 
 export function tickHeartbeat(page) {
@@ -74,12 +75,12 @@ export function applyLive(page, message) {
   if (message.status) d.status = message.status;
   if (message.last_step !== undefined && message.last_step !== null) {
     d.last_step = message.last_step;
-    $("fact-step").textContent = message.last_step.toLocaleString();
+    $("fact-step").textContent = formatNumber(message.last_step);
   }
   renderStatus(page);
   page.heartbeatAt = Date.now() / 1000;
   tickHeartbeat(page);
-  const lossKey = $("fact-loss-key").textContent;
+  const lossKey = $("fact-loss-key").hasAttribute("data-user") ? $("fact-loss-key").textContent : null;
   for (const p of message.points || []) {
     if (p.key === lossKey && p.value.length) $("fact-loss").textContent = formatValue(decode(p.value[p.value.length - 1]));
   }

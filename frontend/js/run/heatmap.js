@@ -5,6 +5,7 @@
 // bundle the pages load has no heatmap trace.
 
 import { formatValue } from "../util.js";
+import { formatNumber } from "../i18n.js";
 
 const MARGIN = { left: 58, right: 12, top: 8, bottom: 30 };
 // Viridis: readable in light and dark, and in grey.
@@ -55,8 +56,8 @@ export function layout(rows, width, height) {
   };
 }
 
-/** Draw `rows` (histogram media rows, oldest first) on `canvas`; returns the layout. */
-export function drawHeatmap(canvas, rows, theme) {
+/** Draw `rows` (histogram media rows, oldest first) on `canvas` with the x axis titled `xTitle`; returns the layout. */
+export function drawHeatmap(canvas, rows, theme, xTitle) {
   const dpr = window.devicePixelRatio || 1;
   const width = canvas.clientWidth;
   const height = canvas.clientHeight;
@@ -86,8 +87,8 @@ export function drawHeatmap(canvas, rows, theme) {
   for (const v of ticks(at.lo, at.hi, 5)) ctx.fillText(formatValue(v), at.plot.left - 4, at.y(v));
   ctx.textAlign = "center";
   ctx.textBaseline = "top";
-  for (const s of ticks(at.x0, at.x1, 6, true)) ctx.fillText(s.toLocaleString(), at.x(s), at.plot.top + at.plot.height + 4);
-  ctx.fillText("step", at.plot.left + at.plot.width / 2, at.plot.top + at.plot.height + 17);
+  for (const s of ticks(at.x0, at.x1, 6, true)) ctx.fillText(formatNumber(s), at.x(s), at.plot.top + at.plot.height + 4);
+  ctx.fillText(xTitle, at.plot.left + at.plot.width / 2, at.plot.top + at.plot.height + 17);
   return at;
 }
 

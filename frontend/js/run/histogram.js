@@ -4,6 +4,7 @@
 import { el, formatValue, theme } from "../util.js";
 import { cellAt, drawHeatmap } from "./heatmap.js";
 import { readAfter, readNewest } from "./mediaread.js";
+import { t } from "../i18n.js";
 
 const NEWEST = 1000; // rows drawn
 
@@ -13,8 +14,8 @@ export class HistogramBlock {
     this.info = info;
     this.rows = [];
     this.at = null; // the drawn layout
-    this.canvas = el("canvas", { className: "heatmap", role: "img", "aria-label": info.key + ": histograms over steps" });
-    this.readout = el("p", { className: "note heatmap-readout", text: "Point at the map for a bin's count." });
+    this.canvas = el("canvas", { className: "heatmap", role: "img", "aria-label": t("histogram.aria", { key: info.key }) });
+    this.readout = el("p", { className: "note heatmap-readout", text: t("histogram.hint") });
     this.canvas.addEventListener("mousemove", (e) => this.point(e));
     box.append(this.canvas, this.readout);
     new ResizeObserver(() => this.draw()).observe(this.canvas);
@@ -27,10 +28,12 @@ export class HistogramBlock {
 
   draw() {
     if (!this.rows.length || !this.canvas.clientWidth) return;
-    this.at = drawHeatmap(this.canvas, this.rows, theme());
-    const older = this.info.count > this.rows.length ? `, the newest ${this.rows.length.toLocaleString()} of ${this.info.count.toLocaleString()}` : "";
-    this.canvas.setAttribute("aria-label", `${this.info.key}: histograms of ${this.rows.length} steps${older}, ` +
-      `steps ${this.rows[0].step}–${this.rows[this.rows.length - 1].step}, values ${formatValue(this.at.lo)} to ${formatValue(this.at.hi)}`);
+    this.at = drawHeatmap(this.canvas, this.rows, theme(), t("x.step"));
+    const older = this.info.count > this.rows.length;
+    this.canvas.setAttribute("aria-label", t(older ? "histogram.drawnNewest" : "histogram.drawn", {
+      key: this.info.key, count: this.rows.length, total: this.info.count, first: this.rows[0].step,
+      last: this.rows[this.rows.length - 1].step, lo: formatValue(this.at.lo), hi: formatValue(this.at.hi),
+    }));
   }
 
   point(event) {
@@ -40,9 +43,10 @@ export class HistogramBlock {
     if (!hit) return;
     const { row, bin } = hit;
     const extra = ["nan", "inf", "neg_inf"].filter((k) => row[k]).map((k) => `${k} ${row[k]}`);
-    const where = bin < 0 ? "outside its bins" :
+    const where = bin < 0 ? t("histogram.outside") :
       `[${formatValue(row.edges[bin])}, ${formatValue(row.edges[bin + 1])}): ${formatValue(row.counts[bin])}`;
-    this.readout.textContent = `step ${row.step.toLocaleString()}: ${where}` + (extra.length ? ` (${extra.join(", ")})` : "");
+    this.readout.textContent = extra.length ? t("histogram.readoutExtra", { step: row.step, where, extra: extra.join(", ") })
+      : t("histogram.readout", { step: row.step, where });
   }
 
   async onLive(info) {

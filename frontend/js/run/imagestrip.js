@@ -7,6 +7,7 @@
 import { runUrl } from "../api.js";
 import { debounce, el } from "../util.js";
 import { readAfter, readFrom, readNewest } from "./mediaread.js";
+import { t } from "../i18n.js";
 
 const WINDOW = 100; // rows read at a time
 const THUMB_HEIGHT = 96; // CSS pixels
@@ -26,9 +27,9 @@ const before = (a, b) => a.step < b.step || (a.step === b.step && a.id < b.id);
 function lightbox() {
   let dialog = document.getElementById("media-lightbox");
   if (!dialog) {
-    dialog = el("dialog", { id: "media-lightbox", className: "lightbox", "aria-label": "Image" },
-      el("img", { alt: "" }), el("p", { className: "lightbox-caption" }),
-      el("button", { type: "button", text: "Close", onclick: () => dialog.close() }));
+    dialog = el("dialog", { id: "media-lightbox", className: "lightbox", "aria-label": t("media.image") },
+      el("img", { alt: "" }), el("p", { className: "lightbox-caption", "data-user": true }),
+      el("button", { type: "button", text: t("media.close"), onclick: () => dialog.close() }));
     dialog.addEventListener("click", (e) => e.target === dialog && dialog.close());
     document.body.append(dialog);
   }
@@ -43,10 +44,10 @@ export class ImageStrip {
     this.atEnd = false; // the window reaches the key's newest row
     this.current = -1; // the index in `rows` of the highlighted thumbnail
     this.strip = el("ol", { className: "strip" });
-    this.slider = el("input", { type: "range", "aria-label": info.key + ": step", oninput: () => this.soonSlide() });
+    this.slider = el("input", { type: "range", "aria-label": t("media.stepAria", { key: info.key }), oninput: () => this.soonSlide() });
     this.label = el("output", { className: "note" });
-    this.earlier = el("button", { type: "button", className: "strip-earlier", text: "◀ earlier", onclick: () => this.readEarlier() });
-    this.later = el("button", { type: "button", className: "strip-later", text: "later ▶", onclick: () => this.readLater() });
+    this.earlier = el("button", { type: "button", className: "strip-earlier", text: t("media.earlier"), onclick: () => this.readEarlier() });
+    this.later = el("button", { type: "button", className: "strip-later", text: t("media.later"), onclick: () => this.readLater() });
     this.soonSlide = debounce(() => this.slide(Number(this.slider.value)), 150);
     this.seen = new IntersectionObserver((entries) => {
       for (const entry of entries) {
@@ -80,13 +81,13 @@ export class ImageStrip {
     const ratio = row.width && row.height ? row.width / row.height : 1;
     const width = Math.round(Math.min(THUMB_HEIGHT * 2, Math.max(THUMB_HEIGHT / 2, THUMB_HEIGHT * ratio)));
     const caption = row.caption ? String(row.caption) : "";
-    const img = el("img", { alt: `step ${row.step}` + (caption ? ": " + caption : ""), width, height: THUMB_HEIGHT, decoding: "async" });
+    const img = el("img", { alt: caption ? t("media.thumbAltCaption", { step: row.step, caption }) : t("media.thumbAlt", { step: row.step }), width, height: THUMB_HEIGHT, decoding: "async" });
     img.dataset.src = imageUrl(this.runId, row, thumbWidth(width));
     this.seen.observe(img);
     return el("li", { className: "thumb" },
-      el("button", { type: "button", title: caption || null, onclick: () => this.openWhole(i) }, img),
-      el("span", { className: "thumb-step", text: "step " + row.step.toLocaleString() }),
-      caption ? el("span", { className: "thumb-caption", text: caption }) : null);
+      el("button", { type: "button", title: caption || null, "data-user": true, onclick: () => this.openWhole(i) }, img),
+      el("span", { className: "thumb-step", text: t("common.stepN", { step: row.step }) }),
+      caption ? el("span", { className: "thumb-caption", text: caption, "data-user": true }) : null);
   }
 
   render() {
@@ -106,7 +107,7 @@ export class ImageStrip {
     item.setAttribute("aria-current", "step");
     this.strip.scrollLeft = item.offsetLeft - (this.strip.clientWidth - item.offsetWidth) / 2; // .strip is positioned
     this.slider.value = String(row.step);
-    this.label.textContent = `step ${row.step.toLocaleString()} · ${this.info.count.toLocaleString()} images, steps ${this.info.first_step.toLocaleString()}–${this.info.last_step.toLocaleString()}`;
+    this.label.textContent = t("media.images", { step: row.step, count: this.info.count, first: this.info.first_step, last: this.info.last_step });
   }
 
   /** The slider moved to `step`: the window's nearest image, or a window read from there. */
@@ -169,8 +170,8 @@ export class ImageStrip {
     const img = dialog.querySelector("img");
     img.classList.toggle("pixelated", Boolean(row.width) && row.width < 384); // a small image drawn larger
     img.src = imageUrl(this.runId, row, null);
-    img.alt = `${this.info.key}, step ${row.step}`;
-    dialog.querySelector(".lightbox-caption").textContent = `${this.info.key} · step ${row.step.toLocaleString()}` +
+    img.alt = t("media.wholeAlt", { key: this.info.key, step: row.step });
+    dialog.querySelector(".lightbox-caption").textContent = t("media.wholeCaption", { key: this.info.key, step: row.step }) +
       (row.width ? ` · ${row.width} × ${row.height}` : "") + (row.caption ? " · " + row.caption : "");
     dialog.showModal();
   }

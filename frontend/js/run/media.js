@@ -8,10 +8,10 @@ import { debounce, el, LIVE_MAX_WAIT_MS } from "../util.js";
 import { HistogramBlock } from "./histogram.js";
 import { ImageStrip } from "./imagestrip.js";
 import { TableBlock } from "./mediatable.js";
+import { t } from "../i18n.js";
 
 const $ = (id) => document.getElementById(id);
 const BLOCKS = { image: ImageStrip, table: TableBlock, histogram: HistogramBlock };
-const KIND_WORDS = { image: ["image", "images"], table: ["table", "tables"], histogram: ["histogram", "histograms"] };
 const id2 = (key, kind) => key + "\u0000" + kind;
 
 export class MediaPanel {
@@ -43,7 +43,7 @@ export class MediaPanel {
     if (this.withheld) {
       card.hidden = false;
       this.blocks.clear();
-      $("media").replaceChildren(el("p", { className: "empty", text: "Media withheld by the team." }));
+      $("media").replaceChildren(el("p", { className: "empty", text: t("media.withheld") }));
       return;
     }
     card.hidden = body.keys.length === 0;
@@ -58,7 +58,7 @@ export class MediaPanel {
     const box = el("div", { className: "media-body" });
     const count = el("span", { className: "note" });
     const section = el("section", { className: "media-key", "data-key": info.key, "data-kind": info.kind },
-      el("h3", {}, el("span", { text: info.key }), " ", count), box);
+      el("h3", {}, el("span", { text: info.key, "data-user": true }), " ", count), box);
     const b = { info, section, count, block: new BLOCKS[info.kind](this.page.runId, info, box), opened: false };
     this.counted(b);
     this.blocks.set(id2(info.key, info.kind), b);
@@ -68,7 +68,7 @@ export class MediaPanel {
   }
 
   counted(b) {
-    b.count.textContent = `${b.info.count.toLocaleString()} ${KIND_WORDS[b.info.kind][b.info.count === 1 ? 0 : 1]}`;
+    b.count.textContent = t("media.count." + b.info.kind, { count: b.info.count });
   }
 
   async open(b) {
@@ -76,7 +76,7 @@ export class MediaPanel {
     try {
       await b.block.open();
     } catch (err) {
-      b.section.append(el("p", { className: "error", text: "Could not be read: " + err.message }));
+      b.section.append(el("p", { className: "error", text: t("media.readFailed", { error: err.message }) }));
     }
   }
 

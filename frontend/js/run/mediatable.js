@@ -3,6 +3,7 @@
 
 import { el, formatValue } from "../util.js";
 import { readAfter, readNewest } from "./mediaread.js";
+import { t } from "../i18n.js";
 
 const NEWEST = 100; // tables read (each up to 256 KiB)
 
@@ -18,9 +19,9 @@ export class TableBlock {
     this.info = info;
     this.rows = [];
     this.at = -1;
-    this.slider = el("input", { type: "range", min: "0", "aria-label": info.key + ": step", oninput: () => this.show(Number(this.slider.value)) });
+    this.slider = el("input", { type: "range", min: "0", "aria-label": t("media.stepAria", { key: info.key }), oninput: () => this.show(Number(this.slider.value)) });
     this.label = el("output", { className: "note" });
-    this.table = el("div", { className: "table-wrap media-table" });
+    this.table = el("div", { className: "table-wrap media-table", "data-user": true }); // the trainer's cells
     box.append(el("div", { className: "strip-nav" }, this.slider, this.label), this.table);
   }
 
@@ -36,8 +37,8 @@ export class TableBlock {
     this.slider.max = String(this.rows.length - 1);
     this.slider.value = String(this.at);
     this.slider.disabled = this.rows.length < 2;
-    const older = this.info.count > this.rows.length ? ` (the newest ${this.rows.length} of ${this.info.count})` : "";
-    this.label.textContent = `step ${row.step.toLocaleString()} · ${this.at + 1} of ${this.rows.length}${older}`;
+    const position = { step: row.step, at: this.at + 1, total: this.rows.length, count: this.info.count };
+    this.label.textContent = t(this.info.count > this.rows.length ? "media.positionNewest" : "media.position", position);
     const table = el("table", { className: "data" },
       row.caption ? el("caption", { text: String(row.caption) }) : null,
       el("thead", {}, el("tr", {}, ...row.columns.map((c) => el("th", { scope: "col", text: String(c) })))),

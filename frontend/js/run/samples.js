@@ -8,6 +8,7 @@
 import { getJSON, runUrl } from "../api.js";
 import { debounce, el, LIVE_MAX_WAIT_MS } from "../util.js";
 import { renderSample } from "./sampleview.js";
+import { t } from "../i18n.js";
 
 const $ = (id) => document.getElementById(id);
 const PAGE = 1000; // samples per read: the route's most
@@ -18,7 +19,7 @@ const id2 = (key, prompt) => key + "\u0000" + prompt;
 
 /** A prompt as the list shows it: its id when the trainer named it, and its first words. */
 function promptLabel(p) {
-  const text = p.prompt.replace(/\s+/g, " ").trim().slice(0, 100) || "(empty prompt)";
+  const text = p.prompt.replace(/\s+/g, " ").trim().slice(0, 100) || t("samples.emptyPrompt");
   return HASH_ID.test(p.prompt_id) ? text : `${p.prompt_id} · ${text}`;
 }
 
@@ -58,7 +59,7 @@ export class SamplesPanel {
     if (body.withheld) {
       card.hidden = false;
       this.ui = null;
-      $("samples").replaceChildren(el("p", { className: "empty", text: "Samples withheld by the team." }));
+      $("samples").replaceChildren(el("p", { className: "empty", text: t("samples.withheld") }));
       return;
     }
     this.prompts = body.prompts;
@@ -78,27 +79,27 @@ export class SamplesPanel {
 
   build(card) {
     const ui = (this.ui = {
-      key: el("select", { id: "samples-key", "aria-label": "Sample key", onchange: () => this.onKey() }),
-      search: el("input", { id: "samples-search", type: "search", placeholder: "Search prompts", "aria-label": "Search prompts",
+      key: el("select", { id: "samples-key", "aria-label": t("samples.keyAria"), onchange: () => this.onKey() }),
+      search: el("input", { id: "samples-search", type: "search", placeholder: t("samples.search"), "aria-label": t("samples.search"),
         oninput: () => this.filter() }),
       count: el("span", { id: "samples-count", className: "note" }),
-      list: el("select", { id: "samples-prompts", "aria-label": "Prompts",
+      list: el("select", { id: "samples-prompts", "aria-label": t("samples.prompts"),
         onchange: () => this.pick(this.key, ui.list.value) }),
       prompt: el("div", { id: "sample-prompt", className: "sample-prompt" }),
-      slider: el("input", { id: "samples-step", type: "range", min: "0", max: "0", value: "0", "aria-label": "Step",
+      slider: el("input", { id: "samples-step", type: "range", min: "0", max: "0", value: "0", "aria-label": t("samples.stepAria"),
         oninput: () => this.show(Number(ui.slider.value)) }),
       stepLabel: el("output", { id: "samples-step-label", for: "samples-step" }),
       view: el("div", { id: "sample-view", className: "sample-view", "aria-live": "polite" }),
       steps: el("ol", { id: "sample-steps", className: "sample-steps" }),
       stepsBox: el("details", { className: "sample-steps-box", ontoggle: () => this.renderSteps() }),
     });
-    ui.keyLabel = el("label", {}, "Key ", ui.key);
-    ui.stepsTitle = el("summary", { text: "Every step" });
+    ui.keyLabel = el("label", {}, t("samples.keyLabel"), " ", ui.key);
+    ui.stepsTitle = el("summary", { text: t("samples.everyStep") });
     ui.stepsBox.append(ui.stepsTitle, ui.steps);
     const nav = el("div", { className: "sample-nav" },
-      el("button", { type: "button", text: "◀", "aria-label": "Previous step", onclick: () => this.show(this.at - 1) }),
+      el("button", { type: "button", text: "◀", "aria-label": t("samples.previous"), onclick: () => this.show(this.at - 1) }),
       ui.slider,
-      el("button", { type: "button", text: "▶", "aria-label": "Next step", onclick: () => this.show(this.at + 1) }),
+      el("button", { type: "button", text: "▶", "aria-label": t("samples.next"), onclick: () => this.show(this.at + 1) }),
       ui.stepLabel);
     $("samples").replaceChildren(
       el("div", { className: "samples-controls" }, ui.keyLabel, ui.search, ui.count),
@@ -122,7 +123,7 @@ export class SamplesPanel {
     if (!keys.includes(this.key)) this.key = keys[0];
     const { key } = this.ui;
     if (key.options.length !== keys.length || [...key.options].some((o, i) => o.value !== keys[i])) {
-      key.replaceChildren(...keys.map((k) => el("option", { value: k, text: k })));
+      key.replaceChildren(...keys.map((k) => el("option", { value: k, text: k, "data-user": true })));
     }
     key.value = this.key;
     this.ui.keyLabel.hidden = keys.length < 2;
@@ -138,7 +139,7 @@ export class SamplesPanel {
   fillPrompts() {
     const prompts = this.prompts.filter((p) => p.key === this.key);
     const { list } = this.ui;
-    list.replaceChildren(...prompts.map((p) => el("option", { value: p.prompt_id, text: promptLabel(p), title: p.prompt })));
+    list.replaceChildren(...prompts.map((p) => el("option", { value: p.prompt_id, text: promptLabel(p), title: p.prompt, "data-user": true })));
     list.size = Math.max(4, Math.min(16, prompts.length));
     this.filter();
     if (!prompts.some((p) => p.prompt_id === this.prompt)) this.prompt = prompts[0].prompt_id;
@@ -154,7 +155,7 @@ export class SamplesPanel {
       if (!option.hidden) shown++;
     }
     const all = this.ui.list.options.length;
-    this.ui.count.textContent = shown === all ? `${all} prompts` : `${shown} of ${all} prompts`;
+    this.ui.count.textContent = shown === all ? t("samples.count", { count: all }) : t("samples.countOf", { shown, count: all });
   }
 
   /** Show a prompt: its samples from the cache or read (every page), at its newest step. */
@@ -176,7 +177,7 @@ export class SamplesPanel {
         this.cache.set(id2(key, prompt), samples);
       }
     } catch (err) {
-      if (current()) this.ui.view.replaceChildren(el("p", { className: "error", text: "Samples could not be read: " + err.message }));
+      if (current()) this.ui.view.replaceChildren(el("p", { className: "error", text: t("samples.readFailed", { error: err.message }) }));
       return;
     }
     if (current()) this.display(samples, false, shown);
@@ -219,11 +220,11 @@ export class SamplesPanel {
 
   renderPrompt() {
     const p = this.prompts.find((q) => q.key === this.key && q.prompt_id === this.prompt);
-    const text = el("div", { className: "sample-prompt-text", text: p ? p.prompt : "" });
-    this.ui.prompt.replaceChildren(el("strong", { text: "Prompt" }), text);
+    const text = el("div", { className: "sample-prompt-text", text: p ? p.prompt : "", "data-user": true });
+    this.ui.prompt.replaceChildren(el("strong", { text: t("samples.prompt") }), text);
     if (p && p.prompt_chars > p.prompt.length && this.samples.length) {
       const button = el("button", {
-        type: "button", className: "link", text: `Show the whole prompt (${p.prompt_chars.toLocaleString()} characters)`,
+        type: "button", className: "link", text: t("samples.wholePrompt", { count: p.prompt_chars }),
         onclick: async () => {
           const whole = await this.readWhole(this.samples[0]);
           if (whole) text.textContent = whole.prompt;
@@ -234,7 +235,7 @@ export class SamplesPanel {
     }
     this.ui.slider.max = String(Math.max(0, this.samples.length - 1));
     this.ui.slider.disabled = this.partial || this.samples.length < 2;
-    this.ui.stepsTitle.textContent = this.partial ? "Every step" : `Every step (${this.samples.length.toLocaleString()})`;
+    this.ui.stepsTitle.textContent = this.partial ? t("samples.everyStep") : t("samples.everyStepCount", { count: this.samples.length });
     this.renderSteps();
   }
 
@@ -244,8 +245,9 @@ export class SamplesPanel {
     this.at = Math.max(0, Math.min(this.samples.length - 1, i));
     this.wholeShown = false;
     this.ui.slider.value = String(this.at);
-    const step = "step " + this.samples[this.at].step.toLocaleString();
-    this.ui.stepLabel.textContent = this.partial ? step : `${step} (${this.at + 1} of ${this.samples.length})`;
+    const step = this.samples[this.at].step;
+    this.ui.stepLabel.textContent = this.partial ? t("common.stepN", { step })
+      : t("samples.stepOf", { step, at: this.at + 1, count: this.samples.length });
     this.renderView();
     const current = this.ui.steps.querySelector("[aria-current]");
     if (current) current.removeAttribute("aria-current");
@@ -291,8 +293,8 @@ export class SamplesPanel {
     const { steps, stepsBox } = this.ui;
     if (!stepsBox.open || this.partial) return steps.replaceChildren();
     steps.replaceChildren(...this.samples.map((s, i) => el("li", {},
-      el("button", { type: "button", className: "link", text: "step " + s.step.toLocaleString(), onclick: () => this.show(i) }),
-      " ", el("span", { className: "sample-preview", text: s.output.slice(0, 300) }))));
+      el("button", { type: "button", className: "link", text: t("common.stepN", { step: s.step }), onclick: () => this.show(i) }),
+      " ", el("span", { className: "sample-preview", text: s.output.slice(0, 300), "data-user": true }))));
     const item = steps.children[this.at];
     if (item) item.setAttribute("aria-current", "step");
   }

@@ -5,13 +5,14 @@
 import { decode } from "../api.js";
 import { el, formatValue } from "../util.js";
 import { wordDiff } from "./worddiff.js";
+import { t } from "../i18n.js";
 
 /**
  * The words of `after` with those added since `before` in <ins> and those removed in <del>;
  * unmarked when there is nothing before or the texts are too long to compare (`marked` false).
  */
 export function diffText(before, after) {
-  const box = el("div", { className: "sample-text" });
+  const box = el("div", { className: "sample-text", "data-user": true });
   const runs = before === null ? null : wordDiff(before, after);
   box.dataset.marked = String(runs !== null);
   if (runs === null) {
@@ -39,26 +40,27 @@ const settingText = (v) => (typeof v === "string" ? v : JSON.stringify(v));
 export function renderSample(box, { sample, previous, whole, wholePrevious, segments, onWhole }) {
   const output = whole ? whole.output : sample.output;
   const before = previous === null ? null : wholePrevious ? wholePrevious.output : previous.output;
-  const head = ["step " + sample.step.toLocaleString()];
-  if (segments > 1) head.push("segment " + sample.segment);
-  head.push(previous === null ? "the first sample of this prompt" : "changes since step " + previous.step.toLocaleString());
+  const head = [t("common.stepN", { step: sample.step })];
+  if (segments > 1) head.push(t("samples.segment", { segment: sample.segment }));
+  head.push(previous === null ? t("samples.first") : t("samples.changesSince", { step: previous.step }));
   const text = diffText(before, output);
-  if (before !== null && text.dataset.marked === "false") head.push("too long to mark the changes");
-  box.replaceChildren(el("p", { className: "sample-meta", text: head.join(" · ") }), text);
+  if (before !== null && text.dataset.marked === "false") head.push(t("samples.tooLong"));
+  // Each part its own text node: a message of the catalog each, " · " between.
+  box.replaceChildren(el("p", { className: "sample-meta" }, ...head.flatMap((part, i) => (i ? [" · ", part] : [part]))), text);
   if (!whole && sample.output_chars > sample.output.length) {
     box.append(el("p", { className: "sample-clipped" },
-      `Showing ${sample.output.length.toLocaleString()} of ${sample.output_chars.toLocaleString()} characters. `,
-      el("button", { type: "button", className: "link sample-whole", text: "Show the whole output", onclick: onWhole })));
+      t("samples.clipped", { shown: sample.output.length, count: sample.output_chars }), " ",
+      el("button", { type: "button", className: "link sample-whole", text: t("samples.wholeOutput"), onclick: onWhole })));
   }
   const scores = pairs(sample.scores, (v) => formatValue(decode(v)));
-  if (scores) box.append(el("p", { className: "sample-scores" }, el("strong", { text: "Scores " }), scores));
+  if (scores) box.append(el("p", { className: "sample-scores" }, el("strong", { text: t("samples.scores") }), " ", el("span", { text: scores, "data-user": true })));
   const settings = pairs(sample.settings, settingText);
-  if (settings) box.append(el("p", { className: "sample-settings" }, el("strong", { text: "Settings " }), settings));
+  if (settings) box.append(el("p", { className: "sample-settings" }, el("strong", { text: t("samples.settings") }), " ", el("span", { text: settings, "data-user": true })));
   if (sample.reference !== null && sample.reference !== undefined) {
     const reference = whole ? whole.reference : sample.reference;
     const clipped = !whole && sample.reference_chars > sample.reference.length;
     box.append(el("details", { className: "sample-reference" },
-      el("summary", { text: "Reference" + (clipped ? ` (${sample.reference_chars.toLocaleString()} characters, clipped)` : "") }),
-      el("div", { className: "sample-text", text: reference })));
+      el("summary", { text: clipped ? t("samples.referenceClipped", { count: sample.reference_chars }) : t("samples.reference") }),
+      el("div", { className: "sample-text", text: reference, "data-user": true })));
   }
 }

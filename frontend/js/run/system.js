@@ -7,6 +7,7 @@
 import { MetricChart } from "../chart.js";
 import { XMap } from "../xmap.js";
 import { el } from "../util.js";
+import { t } from "../i18n.js";
 
 const $ = (id) => document.getElementById(id);
 const SYSTEM_KEY = /^system\/([^/]+)\/(rank\d+)\/(.+)$/;
@@ -23,7 +24,7 @@ class Clock extends XMap {
   }
 
   get axisTitle() {
-    return "time";
+    return t("system.time");
   }
 }
 
@@ -61,9 +62,10 @@ export function buildSystem(page) {
   const figures = systemFigures(keys);
   $("system-card").hidden = figures.size === 0;
   const ranks = new Set(keys.map((k) => (SYSTEM_KEY.exec(k) || [])[1] + "/" + (SYSTEM_KEY.exec(k) || [])[2]));
-  $("system-note").textContent = figures.size
-    ? `${ranks.size} rank${ranks.size === 1 ? "" : "s"}: ${[...ranks].sort().join(", ")}`
-    : "";
+  // The ranks' names are the trainer's: data, beside the counted words.
+  $("system-note").replaceChildren(...(figures.size
+    ? [t("system.ranks", { count: ranks.size }), " ", el("span", { "data-user": true, text: [...ranks].sort().join(", ") })]
+    : []));
   const clock = new Clock();
   const view = {
     smoothing: 0,
@@ -82,8 +84,8 @@ export function buildSystem(page) {
   for (const [figure, lines] of figures) {
     const plot = el("div", { className: "plot plot-panel" });
     const note = el("p", { className: "note" });
-    cards.push(el("section", { className: "card panel", "aria-label": "system " + figure },
-      el("h3", { className: "chart-title", text: title(figure) }), plot, note));
+    cards.push(el("section", { className: "card panel", "aria-label": t("system.figure", { figure }) },
+      el("h3", { className: "chart-title", text: title(figure), "data-user": true }), plot, note));
     const chart = new MetricChart(plot, {
       sources: lines.map((l) => ({ run: page.runId, key: l.key, label: l.label })),
       view,

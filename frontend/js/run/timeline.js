@@ -5,7 +5,11 @@
 import { decode } from "../api.js";
 import { markerStyle } from "../chart/markers.js";
 import { el, formatBytes, formatTime, formatValue } from "../util.js";
+import { hasMessage, t } from "../i18n.js";
 import { alertOf, alertState, describeAlert, evidenceText } from "./alerts.js";
+
+// Marker types the catalog names (markers.js); another type is shown as the server sent it.
+const KNOWN = { restart: 1, checkpoint: 1, note: 1, data_mix: 1, manifest: 1, code: 1, alert: 1, finished: 1 };
 
 const baseName = (path) => String(path).split(/[\\/]/).filter(Boolean).pop() || String(path);
 
@@ -33,33 +37,32 @@ function describe(e, sizes) {
   const p = e.payload || {};
   switch (e.type) {
     case "run_started": {
-      const bits = [];
-      if (p.resume_step !== null && p.resume_step !== undefined) bits.push(`resumed at step ${p.resume_step} (segment ${e.segment})`);
-      else bits.push("run started");
-      if (p.code && p.code.sha) bits.push("code " + String(p.code.sha).slice(0, 12) + (p.code.dirty ? " (dirty)" : ""));
-      return bits.join("; ");
+      const resumed = p.resume_step !== null && p.resume_step !== undefined;
+      const values = { step: String(p.resume_step), segment: String(e.segment), dirty: String(Boolean(p.code && p.code.dirty)) };
+      if (p.code && p.code.sha) values.sha = String(p.code.sha).slice(0, 12);
+      return t((resumed ? "timeline.resumed" : "timeline.started") + (values.sha ? "Code" : ""), values);
     }
     case "checkpoint": {
       const metrics = Object.entries(p.metrics || {}).map(([k, v]) => `${k} ${formatValue(decode(v))}`);
       const size = sizes.get(e.id);
-      return [
-        `checkpoint ${p.status || ""}`.trim(), typeof size === "number" ? formatBytes(size) : null,
+      const details = [
+        typeof size === "number" ? formatBytes(size) : null,
         p.sha256 ? "sha256 " + String(p.sha256).slice(0, 12) : null, p.filename ? String(p.filename) : p.path ? baseName(p.path) : null, ...metrics,
       ].filter(Boolean).join(" · ");
+      const status = hasMessage("checkpoints.status." + p.status) ? t("checkpoints.status." + p.status) : String(p.status || "");
+      return t(details ? "timeline.checkpointDetails" : "timeline.checkpoint", { status, details });
     }
     case "data_mix":
-      return "data mix: " + Object.entries(p.weights || {}).map(([k, v]) => `${k} ${formatValue(decode(v))}`).join(", ");
+      return t("timeline.dataMix", { weights: Object.entries(p.weights || {}).map(([k, v]) => `${k} ${formatValue(decode(v))}`).join(", ") });
     case "manifest":
-      return "dataset manifest " + (p.version ?? "");
+      return t("timeline.manifest", { version: String(p.version ?? "") });
     case "note":
       return String(p.text ?? "");
     case "finished":
-      return "run " + (p.status || "finished");
-    case "anomaly": {
-      const where = p.key ? ` on ${p.key}` : "";
-      const span = p.end_step !== null && p.end_step !== undefined ? ` until step ${p.end_step}` : "";
-      return `anomaly: ${p.kind || "alert"}${where} (${p.state || "open"}${span})`;
-    }
+      return t("timeline.finished", { status: t("status." + (p.status || "finished")) });
+    case "anomaly":
+      return describeAlert({ kind: p.kind || "alert", key: p.key || null, state: p.state === "closed" ? "closed" : "open",
+        endStep: p.end_step ?? null });
     default:
       return e.type;
   }
@@ -119,37 +122,40 @@ export function renderTimeline(page, zoomTo) {
     const li = el("li", { className: "tl-" + item.type });
     li.append(el("span", { className: "tl-dot", style: "--c:" + style.color, "aria-hidden": "true" }));
     const body = el("div", { className: "tl-body" });
-    const head = el("div", { className: "tl-head" }, el("strong", { text: style.name }));
+    const head = el("div", { className: "tl-head" }, el("strong", { text: style.name, "data-user": !(item.type in KNOWN) }));
     if (item.step !== null) {
       head.append(" ", el("button", {
-        type: "button", className: "link", text: "step " + item.step.toLocaleString(),
-        "aria-label": `Zoom to step ${item.step} (${style.name})`, onclick: () => zoomTo(item.step),
+        type: "button", className: "link", text: t("common.stepN", { step: item.step }),
+        "aria-label": t("timeline.zoom", { step: String(item.step), what: style.name }), onclick: () => zoomTo(item.step),
       }));
     }
     if (item.alert) {
-      head.append(" ", el("span", { className: "badge alert-state alert-" + item.alert.state, text: item.alert.state }));
+      head.append(" ", el("span", { className: "badge alert-state alert-" + item.alert.state, text: t("alert.state." + item.alert.state) }));
       if (item.alert.id !== null) li.id = "alert-" + item.alert.id;
       if (page.hashShown && "#" + li.id === location.hash) li.classList.add("target"); // kept across re-renders
       const hover = evidenceText(item.alert.evidence);
       if (hover) body.title = hover;
     }
-    if (item.ts) head.append(el("time", { className: "tl-time", text: formatTime(item.ts) }));
-    body.append(head, el("p", { className: "tl-text", text: item.label }));
+    if (item.ts) head.append(el("time", { className: "tl-time", text: formatTime(item.ts), "data-intl": true }));
+    const userText = item.event && item.event.type === "note"; // a note is the team's own words
+    body.append(head, el("p", { className: "tl-text", text: item.label, "data-user": userText || !(item.type in KNOWN) }));
     if (item.alert && item.alert.checkpoints) {
-      const around = ["before", "after"].map((side) => {
-        const c = item.alert.checkpoints[side];
-        return c && Number.isFinite(c.step) ? `${side} step ${c.step.toLocaleString()}` : null;
-      }).filter(Boolean);
-      if (around.length) body.append(el("p", { className: "tl-note", text: "nearest checkpoints: " + around.join(", ") }));
+      const { before, after } = item.alert.checkpoints;
+      const has = (c) => Boolean(c && Number.isFinite(c.step));
+      const which = has(before) && has(after) ? "both" : has(before) ? "before" : has(after) ? "after" : null;
+      if (which) {
+        body.append(el("p", { className: "tl-note",
+          text: t("timeline.nearest", { which, before: has(before) ? before.step : 0, after: has(after) ? after.step : 0 }) }));
+      }
     }
     if (item.event && item.event.type === "manifest" && item.event.payload && item.event.payload.manifest) {
-      body.append(el("details", {}, el("summary", { text: "Manifest" }),
-        el("pre", { text: JSON.stringify(item.event.payload.manifest, null, 2).slice(0, 200000) })));
+      body.append(el("details", {}, el("summary", { text: t("timeline.manifestDetails") }),
+        el("pre", { "data-user": true, text: JSON.stringify(item.event.payload.manifest, null, 2).slice(0, 200000) })));
     }
     li.append(body);
     list.append(li);
   }
-  if (!items.length) list.append(el("li", { className: "empty", text: "Nothing on the timeline yet." }));
+  if (!items.length) list.append(el("li", { className: "empty", text: t("timeline.empty") }));
 }
 
 /** Merge events from the stream or a re-read (an anomaly closing replaces its event). */

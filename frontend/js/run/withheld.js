@@ -2,37 +2,38 @@
 // publication.withheld), said in words, so that an absent panel is not read as absent data;
 // and the broadcast delay (withheld.delay_s), so that a quiet chart is not read as a stalled run.
 
+import { t } from "../i18n.js";
+
+// Per withheld kind: its phrase's key, and the keys of a policy that keeps part of it back.
+const list = (v) => new Intl.ListFormat(document.documentElement.lang || "en", { type: "conjunction" }).format(v);
 const LABELS = {
-  metrics: (v) => (v === "none" ? "metrics withheld by the team" : `metrics: only ${v.join(", ")} published`),
-  config: (v) => (v === "none" ? "config withheld by the team" : `config: only ${v.join(", ")} published`),
-  env: () => "environment withheld by the team",
-  code: (v) => (v === "none" ? "code withheld by the team" : "code: commit only, no diff"),
-  data_mix: () => "data mix withheld by the team",
-  manifests: (v) => (v === "none" ? "dataset manifests withheld by the team" : "dataset manifests: summary only"),
-  notes: () => "notes withheld by the team",
-  checkpoints: (v) => (v === "none" ? "checkpoints withheld by the team" : "checkpoints: metadata only"),
-  alerts: () => "alerts shown to the team only",
-  samples: () => "samples withheld by the team",
-  evals: () => "evaluations withheld by the team",
-  media: () => "media withheld by the team",
+  metrics: (v) => (v === "none" ? t("withheld.metrics") : t("withheld.metricsOnly", { keys: list(v) })),
+  config: (v) => (v === "none" ? t("withheld.config") : t("withheld.configOnly", { keys: list(v) })),
+  env: () => t("withheld.env"),
+  code: (v) => (v === "none" ? t("withheld.code") : t("withheld.codeCommit")),
+  data_mix: () => t("withheld.dataMix"),
+  manifests: (v) => (v === "none" ? t("withheld.manifests") : t("withheld.manifestsSummary")),
+  notes: () => t("withheld.notes"),
+  checkpoints: (v) => (v === "none" ? t("withheld.checkpoints") : t("withheld.checkpointsMetadata")),
+  alerts: () => t("withheld.alerts"),
+  samples: () => t("withheld.samples"),
+  evals: () => t("withheld.evals"),
+  media: () => t("withheld.media"),
 };
 
 /** A delay in words: "90 seconds", "5 minutes", "1.5 hours", "2 days". */
 export function delayText(seconds) {
   const units = [["day", 86400], ["hour", 3600], ["minute", 60]];
   for (const [name, size] of units) {
-    if (seconds >= size) {
-      const n = Math.round((seconds / size) * 10) / 10;
-      return `${n} ${name}${n === 1 ? "" : "s"}`;
-    }
+    if (seconds >= size) return t("delay." + name, { n: Math.round((seconds / size) * 10) / 10 });
   }
-  return `${seconds} second${seconds === 1 ? "" : "s"}`;
+  return t("delay.second", { n: seconds });
 }
 
 /** The delay sentence, or "" for a live broadcast. */
 export function delayPhrase(withheld) {
   const delay = Number((withheld || {}).delay_s || 0);
-  return delay > 0 ? `public viewers see this run as it was ${delayText(delay)} ago; the team sees it live` : "";
+  return delay > 0 ? t("withheld.delay", { delay: delayText(delay) }) : "";
 }
 
 /** One phrase per withheld kind of data, in the policy's order. */
@@ -53,13 +54,13 @@ export function renderWithheld(node, detail) {
     const line = document.createElement("p");
     line.id = "run-delay";
     const lead = document.createElement("strong");
-    lead.textContent = "Delayed broadcast: ";
+    lead.textContent = t("withheld.delayLead");
     line.append(lead, delay);
     node.append(line);
   }
   if (!phrases.length) return;
   const lead = document.createElement("strong");
-  lead.textContent = "Not published: ";
+  lead.textContent = t("withheld.lead");
   const list = document.createElement("ul");
   for (const phrase of phrases) {
     const item = document.createElement("li");

@@ -1,10 +1,11 @@
 // The runs table's header, chosen columns, group rows and column chooser. Every key, value and
 // name a run sent is set as text (textContent), never as HTML.
 import { el } from "../util.js";
+import { t } from "../i18n.js";
 
 export const FIXED = [
-  ["project", "Project"], ["name", "Name"], ["status", "Status"], ["last_step", "Step", "num"],
-  ["loss", "Last loss", "num"], ["heartbeat", "Heartbeat"], ["started", "Started"],
+  ["project", "runs.col.project"], ["name", "runs.col.name"], ["status", "runs.col.status"], ["last_step", "runs.col.step", "num"],
+  ["loss", "runs.col.loss", "num"], ["heartbeat", "runs.col.heartbeat"], ["started", "runs.col.started"],
 ];
 
 /** A cell's text: numbers to 5 significant digits (no trailing zeros), text as is, anything else as JSON. */
@@ -17,10 +18,10 @@ export function formatCell(value) {
 
 /** The header row: the fixed columns, then the chosen ones; each header sorts (``onSort(name)``). */
 export function renderHeader(table, state, onSort) {
-  const cells = [...FIXED.map(([name, label, cls]) => [name, label, cls]), ...state.cols.map((c) => [c, c, "num col"])];
+  const cells = [...FIXED.map(([name, label, cls]) => [name, t(label), cls, false]), ...state.cols.map((c) => [c, c, "num col", true])];
   const row = el("tr");
-  for (const [name, label, cls] of cells) {
-    const th = el("th", { scope: "col", className: cls }, el("button", { type: "button", className: "sort", text: label }));
+  for (const [name, label, cls, user] of cells) {
+    const th = el("th", { scope: "col", className: cls }, el("button", { type: "button", className: "sort", text: label, "data-user": user }));
     th.dataset.sort = name;
     if (state.sort === name) th.setAttribute("aria-sort", state.dir > 0 ? "ascending" : "descending");
     th.querySelector("button").addEventListener("click", () => onSort(name));
@@ -33,25 +34,25 @@ export function renderHeader(table, state, onSort) {
 export function valueCells(row, run, cols) {
   for (const c of cols) {
     const value = (run.values || {})[c];
-    row.append(el("td", { className: typeof value === "number" ? "num col" : "col" }, el("span", { className: "cell-label", "aria-hidden": "true", text: c }),
-      el("span", { className: "cell-value", text: formatCell(value) })));
+    row.append(el("td", { className: typeof value === "number" ? "num col" : "col" }, el("span", { className: "cell-label", "aria-hidden": "true", text: c, "data-user": true }),
+      el("span", { className: "cell-value", text: formatCell(value), "data-user": true })));
   }
 }
 
 /** A group's header row: its name and count, then min / mean / max under each numeric column. */
 export function groupRow(group, cols) {
-  const name = group.group === null ? "(no group)" : group.group;
+  const name = group.group === null ? t("runs.noGroup") : group.group;
   const row = el("tr", { className: "group-row" });
   row.dataset.group = group.group ?? "";
   row.append(el("th", { scope: "rowgroup", colspan: String(FIXED.length), className: "group-name" },
-    el("span", { text: name }), el("span", { className: "group-count", text: ` ${group.count} ${group.count === 1 ? "run" : "runs"}` })));
+    el("span", { text: name, "data-user": group.group !== null }), " ", el("span", { className: "group-count", text: t("runs.count", { count: group.count }) })));
   for (const c of cols) {
     const a = group.aggregates[c];
     const td = el("td", { className: "num col aggregate" });
     if (a) {
-      td.textContent = "mean " + formatCell(a.mean);
+      td.textContent = t("runs.mean", { value: formatCell(a.mean) });
       td.append(el("span", { className: "range", text: `${formatCell(a.min)} – ${formatCell(a.max)}` }));
-      td.title = `${c}: min ${a.min}, mean ${a.mean}, max ${a.max}`;
+      td.title = t("runs.aggregateTitle", { column: c, min: String(a.min), mean: String(a.mean), max: String(a.max) });
     }
     row.append(td);
   }
@@ -64,14 +65,14 @@ export function renderChooser(box, keys, state, onChange) {
   for (const kind of ["config", "summary", "metric"]) for (const k of keys[kind]) known.add(kind + "." + k);
   const sorted = [...known].sort();
   if (!sorted.length) {
-    box.replaceChildren(el("p", { className: "empty", text: "No config, summary or metric keys yet." }));
+    box.replaceChildren(el("p", { className: "empty", text: t("runs.noKeys") }));
     return;
   }
   box.replaceChildren(...sorted.map((c) => {
     const input = el("input", { type: "checkbox", value: c });
     input.checked = state.cols.includes(c);
     input.addEventListener("change", () => onChange(c, input.checked));
-    return el("label", { className: "column-choice" }, input, el("span", { text: c }));
+    return el("label", { className: "column-choice" }, input, el("span", { text: c, "data-user": true }));
   }));
 }
 
@@ -81,6 +82,6 @@ export function columnOptions(select, keys, state) {
   const cols = new Set(state.cols);
   for (const kind of ["config", "summary", "metric"]) for (const k of keys[kind]) cols.add(kind + "." + k);
   const current = select.value;
-  select.replaceChildren(...[...[...cols].sort(), ...fields].map((c) => el("option", { value: c, text: c })));
+  select.replaceChildren(...[...[...cols].sort(), ...fields].map((c) => el("option", { value: c, text: c, "data-user": true })));
   if (current) select.value = current;
 }
