@@ -20,7 +20,7 @@ import { CommentsPanel } from "./run/comments.js";
 import { renderConfig } from "./run/config.js";
 import { EstimatePanel } from "./run/estimate.js";
 import { EvalsPanel } from "./run/evals.js";
-import { applyLive, renderHeader, renderStatus, renderTitle, tickHeartbeat } from "./run/header.js";
+import { applyLive, renderHeader, renderTitle, tickHeartbeat } from "./run/header.js";
 import { MixChart } from "./run/mix.js";
 import { openLive } from "./run/live_source.js";
 import { fromPrefetch, prefetchedMetrics, takePrefetch } from "./run/prefetch.js";
