@@ -28,10 +28,14 @@ WRITES = {("post", "/api/v1/ingest"), ("put", "/api/v1/runs/{run_id}/alerts/conf
           ("get", "/api/v1/tokens"), ("delete", "/api/v1/tokens/{token_id}"),
           # the publication policy: a token of the run's (project's) project, reading or changing it
           ("get", "/api/v1/runs/{run_id}/policy"), ("put", "/api/v1/runs/{run_id}/policy"),
-          ("get", "/api/v1/projects/{project}/policy"), ("put", "/api/v1/projects/{project}/policy")}
+          ("get", "/api/v1/projects/{project}/policy"), ("put", "/api/v1/projects/{project}/policy"),
+          ("post", "/api/v1/runs/{run_id}/commands")}  # the team's command to the trainer (docs/commands.md)
 # /api/v1/session: sign-in takes the token in its body; its GET and DELETE use the session cookie only.
 NO_TOKEN = {"/healthz", "/readyz", "/api/v1/estimate", "/api/v1/projects/{project}/alerts.atom", "/api/v1/storage",
-            "/api/v1/session"}
+            "/api/v1/session",
+            # people sign in with a password or their OpenID Connect provider, never a token (docs/auth.md)
+            "/api/v1/session/password", "/api/v1/session/providers", "/api/v1/session/oidc/{provider}/login",
+            "/api/v1/session/oidc/{provider}/callback"}
 
 
 @pytest.fixture
@@ -82,7 +86,7 @@ def test_bearer_scheme_required_on_writes_optional_on_reads(doc):
 def test_every_path_answers_undocumented_methods_with_405_and_the_right_allow(client, doc):
     checked = 0
     for path, item in doc["paths"].items():
-        url = (path.replace("{run_id}", "contractrun001").replace("{cid}", "1").replace("{rid}", "1")
+        url = (path.replace("{run_id}", "contractrun001").replace("{cid}", "1").replace("{comment_id}", "1").replace("{rid}", "1")
                .replace("{subscription_id}", "1").replace("{token_id}", "1").replace("{version}", "v1").replace("{project}", "demo"))
         allowed = {m.upper() for m in item}
         for method in METHODS:

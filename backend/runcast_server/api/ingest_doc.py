@@ -42,9 +42,12 @@ from runcast.wire.events import (
     X_AXES,
 )
 from runcast.wire.limits import (
+    COMMAND_ID_RE,
+    COMMAND_OUTCOMES,
     CONTROL_RE,
     IMAGE_TYPES,
     MAX_CAPTION_CHARS,
+    MAX_COMMAND_MESSAGE_CHARS,
     MAX_EVAL_CONFIG_BYTES,
     MAX_EVAL_METRICS,
     MAX_EVAL_VERSIONS_BYTES,
@@ -237,6 +240,16 @@ class FinishedEvent(_Event):
     lost: Step | None = None
 
 
+class CommandAckEvent(_Event):
+    """The trainer's answer to one of the team's commands (docs/commands.md)."""
+
+    type: Literal["command_ack"]
+    step: Step | None = None
+    command: Annotated[str, Field(pattern=COMMAND_ID_RE.pattern, description="The command's id, as delivered.")]
+    outcome: Literal[COMMAND_OUTCOMES]  # type: ignore[valid-type]
+    message: _text(MAX_COMMAND_MESSAGE_CHARS) | None = None  # type: ignore[valid-type]
+
+
 # What the model says and scores (docs/samples.md). A label (prompt id, suite, task): no
 # control character, not blank.
 _LABEL = rf"^[^{_CONTROL}]*[^{WHITESPACE}{_CONTROL}][^{_CONTROL}]*$"
@@ -320,7 +333,7 @@ MediaEvent = TypeAliasType(
 
 WireEvent = Annotated[
     RunStartedEvent | UpdateEvent | MetricsEvent | CheckpointEvent | DataMixEvent | ManifestEvent | NoteEvent
-    | HeartbeatEvent | FinishedEvent | SampleEvent | EvalEvent | MediaEvent,
+    | HeartbeatEvent | FinishedEvent | SampleEvent | EvalEvent | MediaEvent | CommandAckEvent,
     Field(discriminator="type"),
 ]
 

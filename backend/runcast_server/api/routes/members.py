@@ -67,7 +67,7 @@ def _members(session: Session, project: Project) -> Members:
         for u, r in people.members(session, project.id)])
 
 
-@router.get("/projects/{project}/members", response_model=Members, responses=error_responses(401, 403, 404))
+@router.get("/projects/{project}/members", response_model=Members, responses=error_responses(401, 403, 404, 422))
 def list_members(request: Request, session: SessionDep, token: TokenDep, project: ProjectPath) -> Members:
     """The project's people and their roles (for its owners and its team tokens)."""
     return _members(session, _owned(request, session, token, project))

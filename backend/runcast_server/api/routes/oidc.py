@@ -58,7 +58,7 @@ def _return_path(raw: str | None) -> str:
     return raw if raw and raw.startswith("/") and not raw.startswith("//") and "\\" not in raw else "/"
 
 
-@router.get("/session/oidc/{provider}/login", status_code=302, responses=error_responses(404))
+@router.get("/session/oidc/{provider}/login", status_code=302, responses=error_responses(404, 422))
 async def oidc_login(request: Request, provider: ProviderPath,
                      next: Annotated[str | None, Query(max_length=2000, description="A path of this site to "
                                                        "return to after sign-in.")] = None) -> Any:
@@ -68,7 +68,7 @@ async def oidc_login(request: Request, provider: ProviderPath,
     return await client.authorize_redirect(request, str(request.url_for("oidc_callback", provider=provider)))
 
 
-@router.get("/session/oidc/{provider}/callback", status_code=303, responses=error_responses(400, 404))
+@router.get("/session/oidc/{provider}/callback", status_code=303, responses=error_responses(400, 404, 422))
 async def oidc_callback(request: Request, session: SessionDep, settings: SettingsDep,
                         provider: ProviderPath) -> Any:
     """The provider's redirect back: the code is exchanged and the ID token validated (Authlib); a
