@@ -214,8 +214,9 @@ def walk(browser: Any, url: str, code: str, ready: str, *, before: str | None = 
     try:
         if who:  # the session's cookies, set in this context as the sign-in form sets them
             base = url.split("/runs/")[0]
-            with signed_in(base, who) as client:
-                context.add_cookies([{"name": c.name, "value": c.value or "", "url": base} for c in client.cookies.jar])
+            client = signed_in(base, who)
+            context.add_cookies([{"name": c.name, "value": c.value or "", "url": base} for c in client.cookies.jar])
+            client.close()
         page = context.new_page()
         errors: list[str] = []
         page.on("pageerror", lambda e: errors.append(str(e)))
