@@ -320,6 +320,7 @@ def test_screenshots_of_the_run_page(live_server: Any, browser: Any, monkeypatch
     import os
 
     run, _ = seeded_runs(live_server, monkeypatch)
+    seed_comments(live_server, PROJECT, run.id, "train/loss", 200, None)
     out = Path(os.environ.get("I18N_SCREENSHOT_DIR") or tmp_path)
     for code in ("zh-CN", "en"):
         context = browser.new_context(viewport={"width": 1400, "height": 1100}, locale=code)
