@@ -24,6 +24,7 @@ import runcast
 from runcast import system
 from runcast.sender.transport import make_transport
 
+from .comment_seed import TEAM, seed_comments, signed_in
 from .conftest import open_run
 from .test_system_panel import T0, Fixed
 
@@ -43,8 +44,12 @@ RUN_READY = " && ".join([
     "document.querySelector('#media canvas.heatmap[aria-label*=\"–\"]')", "document.querySelector('#chart-mix.js-plotly-plot')",
     "document.querySelectorAll('#system-panels .js-plotly-plot').length === 2", "document.querySelector('#estimate-table')",
     "document.querySelector('#revisions li.revision')", "document.querySelector('#evals-card:not([hidden]) #evals > *')",
+    "document.querySelectorAll('#comments .comment-thread').length === 2",
 ])
+# Signed in as the team: the composer's note, held and reported comments, the moderation buttons.
+RUN_READY_TEAM = RUN_READY.replace("=== 2", "=== 2 && document.querySelector('#comments .comment-state')")
 OPEN_FOLDS = "document.querySelectorAll('details').forEach((d) => { d.open = true; })"
+OPEN_FORMS = OPEN_FOLDS + "; ['edit', 'report', 'reply'].forEach((a) => document.querySelector(`#comments button[data-action=${a}]`).click())"
 
 WALK = """() => {
   const lang = document.documentElement.lang;
@@ -204,9 +209,14 @@ def seeded_runs(live_server: Any, monkeypatch: Any) -> tuple[Any, Any]:
     return run, other
 
 
-def walk(browser: Any, url: str, code: str, ready: str, *, before: str | None = None) -> list[str]:
+def walk(browser: Any, url: str, code: str, ready: str, *, before: str | None = None, who: str | None = None) -> list[str]:
     context = browser.new_context(viewport={"width": 1280, "height": 6000}, locale=code)  # every lazy panel in view
     try:
+        if who:  # the session's cookies, set in this context as the sign-in form sets them
+            base = url.split("/runs/")[0]
+            client = signed_in(base, who)
+            context.add_cookies([{"name": c.name, "value": c.value or "", "url": base} for c in client.cookies.jar])
+            client.close()
         page = context.new_page()
         errors: list[str] = []
         page.on("pageerror", lambda e: errors.append(str(e)))
@@ -236,6 +246,8 @@ def test_every_visible_string_is_data_or_the_catalogs(live_server: Any, browser:
         import time
 
         time.sleep(0.2)
+    alerts = httpx.get(f"{live_server.url}/api/v1/runs/{run.id}/alerts", timeout=10).json()["alerts"]
+    seed_comments(live_server, PROJECT, run.id, "train/loss", 200, alerts[0]["id"] if alerts else None)
     base = live_server.url
     open_signin = "document.querySelector('#signin details') && (document.querySelector('#signin details').open = true)"
     pages = [
@@ -248,6 +260,7 @@ def test_every_visible_string_is_data_or_the_catalogs(live_server: Any, browser:
     bad = []
     for url, ready, before in pages:
         bad += [f"{url.removeprefix(base)} {b}" for b in walk(browser, url, code, ready, before=before)]
+    bad += [f"/runs/{run.id} ({TEAM}) {b}" for b in walk(browser, f"{base}/runs/{run.id}", code, RUN_READY_TEAM, before=OPEN_FORMS, who=TEAM)]
     assert bad == [], "\n".join(bad)
 
 
@@ -307,6 +320,7 @@ def test_screenshots_of_the_run_page(live_server: Any, browser: Any, monkeypatch
     import os
 
     run, _ = seeded_runs(live_server, monkeypatch)
+    seed_comments(live_server, PROJECT, run.id, "train/loss", 200, None)
     out = Path(os.environ.get("I18N_SCREENSHOT_DIR") or tmp_path)
     for code in ("zh-CN", "en"):
         context = browser.new_context(viewport={"width": 1400, "height": 1100}, locale=code)

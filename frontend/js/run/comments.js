@@ -10,6 +10,7 @@
 
 import { getJSON, runUrl } from "../api.js";
 import { debounce, el, formatTime, LIVE_MAX_WAIT_MS } from "../util.js";
+import { t } from "../i18n.js";
 
 const $ = (id) => document.getElementById(id);
 const LABEL_CHARS = 120;
@@ -28,13 +29,15 @@ function firstLine(c) {
   return text.length > LABEL_CHARS ? text.slice(0, LABEL_CHARS) + "…" : text;
 }
 
+/** An anchor as the panel names it: "step 20 of train/loss", "alert #3 at step 812", ... */
 export function anchorText(a) {
+  const at = a.step !== null;
   switch (a.kind) {
-    case "step": return `step ${a.step} of ${a.key}`;
-    case "checkpoint": return `checkpoint at step ${a.step}`;
-    case "alert": return `alert #${a.id}` + (a.step !== null ? ` at step ${a.step}` : "");
-    case "sample": return `sample #${a.id}` + (a.step !== null ? ` at step ${a.step}` : "");
-    case "eval": return `evaluation #${a.id}` + (a.step !== null ? ` at step ${a.step}` : "");
+    case "step": return t("comments.anchor.step", { step: a.step, key: a.key });
+    case "checkpoint": return t("comments.anchor.checkpoint", { step: a.step });
+    case "alert": return t(at ? "comments.anchor.alertAt" : "comments.anchor.alert", { id: a.id, step: a.step });
+    case "sample": return t(at ? "comments.anchor.sampleAt" : "comments.anchor.sample", { id: a.id, step: a.step });
+    case "eval": return t(at ? "comments.anchor.evalAt" : "comments.anchor.eval", { id: a.id, step: a.step });
     default: return a.kind;
   }
 }
@@ -74,7 +77,7 @@ export class CommentsPanel {
     try {
       body = await getJSON(this.url());
     } catch (err) {
-      this.setError("Comments could not be read: " + err.message);
+      this.setError(t("comments.failed", { error: err.message }));
       return;
     }
     this.comments = body.comments;
@@ -154,13 +157,13 @@ export class CommentsPanel {
       }
     }
     const parts = [];
-    if (!this.signedIn) parts.push(el("p", { className: "note", text: "Sign in to comment." }));
+    if (!this.signedIn) parts.push(el("p", { className: "note", text: t("comments.signIn") }));
     else if (this.draft) parts.push(this.composer());
-    else parts.push(el("p", { className: "note", text: "Click a point of the loss chart to comment on it." }));
-    if (this.hold && this.signedIn) parts.push(el("p", { className: "note", text: "New comments wait for the team's approval." }));
+    else parts.push(el("p", { className: "note", text: t("comments.clickPoint") }));
+    if (this.hold && this.signedIn) parts.push(el("p", { className: "note", text: t("comments.holdNote") }));
     const list = el("ol", { className: "comment-threads", id: "comment-threads" });
     for (const t of threads) list.append(this.thread(t));
-    if (!threads.length && this.loaded) list.append(el("li", { className: "empty", text: "No comments yet." }));
+    if (!threads.length && this.loaded) list.append(el("li", { className: "empty", text: t("comments.none") }));
     const typing = document.activeElement && host.contains(document.activeElement) ? document.activeElement.dataset.draft : null;
     host.replaceChildren(...parts, list);
     const again = typing ? host.querySelector(`[data-draft="${CSS.escape(typing)}"]`) : null;
@@ -179,11 +182,11 @@ export class CommentsPanel {
     const draft = this.draft;
     const name = `new-${draft.key}-${draft.step}`;
     const box = this.field("textarea", name, { id: "comment-new-body", rows: "3", required: true, maxlength: "10000",
-      "aria-label": "Comment (Markdown)" });
+      "aria-label": t("comments.bodyLabel") });
     const form = el("form", { className: "comment-form", id: "comment-new" },
-      el("p", { className: "comment-anchor", text: `Comment on step ${draft.step} of ${draft.key}` }), box,
-      el("div", { className: "comment-actions" }, el("button", { type: "submit", text: "Post" }),
-        el("button", { type: "button", text: "Cancel", onclick: () => { this.draft = null; this.render(); } })));
+      el("p", { className: "comment-anchor", text: t("comments.newOn", { step: draft.step, key: draft.key }) }), box,
+      el("div", { className: "comment-actions" }, el("button", { type: "submit", text: t("comments.post") }),
+        el("button", { type: "button", text: t("comments.cancel"), onclick: () => { this.draft = null; this.render(); } })));
     form.addEventListener("submit", async (e) => {
       e.preventDefault();
       if (await this.send("POST", "", { body: box.value, anchor: draft })) {
@@ -203,8 +206,8 @@ export class CommentsPanel {
       anchor.append(el("button", { type: "button", className: "link", text: anchorText(head.anchor),
         onclick: () => this.page.zoomTo(head.anchor.step) }));
     } else anchor.append(anchorText(head.anchor));
-    if (head.pinned) anchor.append(" ", el("span", { className: "badge comment-pinned", text: "pinned" }));
-    if (head.locked) anchor.append(" ", el("span", { className: "badge comment-locked", text: "locked" }));
+    if (head.pinned) anchor.append(" ", el("span", { className: "badge comment-pinned", text: t("comments.pinned") }));
+    if (head.locked) anchor.append(" ", el("span", { className: "badge comment-locked", text: t("comments.locked") }));
     li.append(anchor, this.comment(head, head));
     for (const r of replies) li.append(this.comment(r, head));
     if (this.replying === head.id) li.append(this.replyForm(head));
@@ -215,14 +218,18 @@ export class CommentsPanel {
     const art = el("article", { className: "comment" + (c.team ? " comment-team" : "") + (c.parent ? " comment-reply" : ""),
       "data-comment-id": String(c.id), "data-state": c.state });
     const who = el("div", { className: "comment-head" },
-      el("strong", { text: c.author ? c.author.display_name : "The team" }));
-    if (c.team) who.append(" ", el("span", { className: "badge comment-team-badge", text: "team" }));
-    if (c.state !== "visible") who.append(" ", el("span", { className: "badge comment-state", text: c.state }));
-    if (c.reports) who.append(" ", el("span", { className: "badge comment-reports", text: `${c.reports} reports` }));
-    who.append(" ", el("time", { className: "tl-time", text: formatTime(c.created_at) + (c.edited_at ? " (edited)" : "") }));
+      c.author ? el("strong", { text: c.author.display_name, "data-user": true }) : el("strong", { text: t("comments.theTeam") }));
+    if (c.team) who.append(" ", el("span", { className: "badge comment-team-badge", text: t("comments.teamBadge") }));
+    if (c.state !== "visible") who.append(" ", el("span", { className: "badge comment-state", text: t("comments.state." + c.state) }));
+    if (c.reports) who.append(" ", el("span", { className: "badge comment-reports", text: t("comments.reports", { count: c.reports }) }));
+    who.append(" ", el("time", { className: "tl-time", text: formatTime(c.created_at), "data-intl": true }));
+    if (c.edited_at) who.append(" ", el("span", { className: "comment-edited", text: t("comments.edited") }));
     const body = el("div", { className: "comment-body" });
     if (this.editing === c.id) body.append(this.editForm(c));
-    else body.append(fragment(c.html));
+    else {
+      body.dataset.user = ""; // the server's sanitized HTML: the writer's words, in their language
+      body.append(fragment(c.html));
+    }
     art.append(who, body, this.actions(c, head));
     if (this.reporting === c.id) art.append(this.reportForm(c));
     return art;
@@ -230,32 +237,34 @@ export class CommentsPanel {
 
   actions(c, head) {
     const row = el("div", { className: "comment-actions" });
-    const act = (text, fn) => row.append(el("button", { type: "button", className: "link", text, onclick: fn }));
+    // data-action names the button whatever the language.
+    const act = (text, action, fn) => row.append(el("button", { type: "button", className: "link", text,
+      "data-action": action, onclick: fn }));
     const rerender = (field, value) => () => {
       this[field] = this[field] === value ? null : value;
       this.render();
     };
     const moderate = (change) => () => this.send("POST", `/${c.id}/moderation`, change);
     const alive = c.state !== "deleted";
-    if (this.signedIn && c === head && alive && (!head.locked || this.moderator)) act("Reply", rerender("replying", head.id));
-    if (c.mine && alive && c.body !== null) act("Edit", rerender("editing", c.id));
-    if (c.mine && alive) act("Delete", () => this.send("DELETE", `/${c.id}`));
-    if (this.signedIn && !c.mine && alive) act("Report", rerender("reporting", c.id));
+    if (this.signedIn && c === head && alive && (!head.locked || this.moderator)) act(t("comments.reply"), "reply", rerender("replying", head.id));
+    if (c.mine && alive && c.body !== null) act(t("comments.edit"), "edit", rerender("editing", c.id));
+    if (c.mine && alive) act(t("comments.delete"), "delete", () => this.send("DELETE", `/${c.id}`));
+    if (this.signedIn && !c.mine && alive) act(t("comments.report"), "report", rerender("reporting", c.id));
     if (this.moderator) {
-      if (c === head) act(c.pinned ? "Unpin" : "Pin", moderate({ pinned: !c.pinned }));
-      if (c === head) act(c.locked ? "Unlock" : "Lock", moderate({ locked: !c.locked }));
-      if (c.state === "held") act("Approve", moderate({ approved: true }));
-      if (c.state === "visible" || c.state === "held") act("Hide", moderate({ hidden: true }));
-      if (c.state === "hidden") act("Show", moderate({ hidden: false }));
+      if (c === head) act(t(c.pinned ? "comments.unpin" : "comments.pin"), c.pinned ? "unpin" : "pin", moderate({ pinned: !c.pinned }));
+      if (c === head) act(t(c.locked ? "comments.unlock" : "comments.lock"), c.locked ? "unlock" : "lock", moderate({ locked: !c.locked }));
+      if (c.state === "held") act(t("comments.approve"), "approve", moderate({ approved: true }));
+      if (c.state === "visible" || c.state === "held") act(t("comments.hide"), "hide", moderate({ hidden: true }));
+      if (c.state === "hidden") act(t("comments.show"), "show", moderate({ hidden: false }));
     }
     return row;
   }
 
   replyForm(head) {
     const box = this.field("textarea", "reply-" + head.id, { rows: "2", required: true, maxlength: "10000",
-      className: "comment-reply-body", "aria-label": "Reply (Markdown)" });
+      className: "comment-reply-body", "aria-label": t("comments.replyLabel") });
     const form = el("form", { className: "comment-form" }, box,
-      el("div", { className: "comment-actions" }, el("button", { type: "submit", text: "Reply" })));
+      el("div", { className: "comment-actions" }, el("button", { type: "submit", text: t("comments.reply") })));
     form.addEventListener("submit", async (e) => {
       e.preventDefault();
       if (await this.send("POST", "", { body: box.value, parent: head.id })) {
@@ -269,10 +278,10 @@ export class CommentsPanel {
 
   editForm(c) {
     const box = this.field("textarea", "edit-" + c.id, { rows: "3", required: true, maxlength: "10000",
-      className: "comment-edit-body", "aria-label": "Edit (Markdown)" }, c.body);
+      className: "comment-edit-body", "aria-label": t("comments.editLabel") }, c.body);
     const form = el("form", { className: "comment-form" }, box,
-      el("div", { className: "comment-actions" }, el("button", { type: "submit", text: "Save" }),
-        el("button", { type: "button", text: "Cancel", onclick: () => { this.editing = null; this.render(); } })));
+      el("div", { className: "comment-actions" }, el("button", { type: "submit", text: t("comments.save") }),
+        el("button", { type: "button", text: t("comments.cancel"), onclick: () => { this.editing = null; this.render(); } })));
     form.addEventListener("submit", async (e) => {
       e.preventDefault();
       if (await this.send("PATCH", `/${c.id}`, { body: box.value })) {
@@ -286,9 +295,9 @@ export class CommentsPanel {
 
   reportForm(c) {
     const reason = this.field("input", "report-" + c.id, { type: "text", maxlength: "500",
-      className: "comment-report-reason", "aria-label": "Why should the team look at it?" });
+      className: "comment-report-reason", "aria-label": t("comments.reasonLabel") });
     const form = el("form", { className: "comment-form" }, reason,
-      el("button", { type: "submit", text: "Send report" }));
+      el("button", { type: "submit", text: t("comments.sendReport") }));
     form.addEventListener("submit", async (e) => {
       e.preventDefault();
       if (await this.send("POST", `/${c.id}/reports`, { reason: reason.value })) {
