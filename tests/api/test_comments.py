@@ -155,13 +155,13 @@ def test_reports_and_hold_for_approval(client: Any, world: dict[str, Any]) -> No
     assert eve.post(f"{API}/runs/{run}/comments/{c['id']}/reports", json={"reason": "spam"},
                     headers=SAME).status_code == 202
     assert client.post(f"{API}/runs/{run}/comments/{c['id']}/reports", json={}).status_code == 401
-    assert eve.get(f"{API}/runs/{run}/comments/reports").status_code == 403
-    reports = ada.get(f"{API}/runs/{run}/comments/reports").json()["reports"]
+    assert eve.get(f"{API}/runs/{run}/comment-reports").status_code == 403
+    reports = ada.get(f"{API}/runs/{run}/comment-reports").json()["reports"]
     assert [(r["comment"], r["reporter"], r["reason"]) for r in reports] == [(c["id"], "eve", "spam")]
     assert ada.get(f"{API}/runs/{run}/comments").json()["comments"][0]["reports"] == 1
     # Hold: a new comment is seen by its author and the team only, until approved.
-    assert eve.put(f"{API}/runs/{run}/comments/settings", json={"hold": True}, headers=SAME).status_code == 403
-    assert ada.put(f"{API}/runs/{run}/comments/settings", json={"hold": True}, headers=SAME).json()["hold"]
+    assert eve.put(f"{API}/runs/{run}/comment-settings", json={"hold": True}, headers=SAME).status_code == 403
+    assert ada.put(f"{API}/runs/{run}/comment-settings", json={"hold": True}, headers=SAME).json()["hold"]
     held = post(eve, run, "held back", anchor=step(at=3)).json()
     assert held["state"] == "held"
     assert [x["id"] for x in zed.get(f"{API}/runs/{run}/comments").json()["comments"]] == [c["id"]]

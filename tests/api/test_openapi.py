@@ -92,9 +92,9 @@ OPERATION_IDS = {
     "DELETE /api/v1/runs/{run_id}/comments/{comment_id}": "delete_comment",
     "POST /api/v1/runs/{run_id}/comments/{comment_id}/moderation": "moderate_comment",
     "POST /api/v1/runs/{run_id}/comments/{comment_id}/reports": "report_comment",
-    "GET /api/v1/runs/{run_id}/comments/reports": "list_reports",
+    "GET /api/v1/runs/{run_id}/comment-reports": "list_reports",
     "GET /api/v1/runs/{run_id}/comments/{comment_id}/versions": "list_versions",
-    "PUT /api/v1/runs/{run_id}/comments/settings": "put_comment_settings",
+    "PUT /api/v1/runs/{run_id}/comment-settings": "put_comment_settings",
     "GET /badge/runs/{run_id}.svg": "get_run_badge",
     "GET /api/v1/runs/{run_id}/plot.svg": "get_plot_svg", "GET /api/v1/runs/{run_id}/plot.png": "get_plot_png",
 }

@@ -42,7 +42,7 @@ def seed_comments(server: Any, project: str, run_id: str, key: str, step: int, a
     assert mia.post(f"{comments}/{head}/moderation", json={"pinned": True}).status_code == 200
     if alert_id is not None:
         post(ada, body="Is this real?", anchor={"kind": "alert", "id": alert_id})
-    assert mia.put(f"{comments}/settings", json={"hold": True}).status_code == 200
+    assert mia.put(f"/api/v1/runs/{run_id}/comment-settings", json={"hold": True}).status_code == 200
     post(ada, body="And at step 201?", parent=head)  # held: seen by its writer and the team
     ada.close()
     mia.close()

@@ -55,7 +55,7 @@ from runcast_server.record.models import Run
 
 router = APIRouter(tags=["comments"])
 RunPath = Annotated[str, Path(max_length=64, description="The run id.")]
-CommentPath = Annotated[int, Path(ge=1, description="The comment id.")]
+CommentPath = Annotated[int, Path(ge=1, le=2**63 - 1, description="The comment id.")]
 ERRORS = error_responses(401, 403, 404, 409, 422, 429)
 
 
@@ -183,7 +183,7 @@ def post_comment(request: Request, session: SessionDep, ctx: ContextDep, token: 
     return answer
 
 
-@router.patch("/runs/{run_id}/comments/{comment_id:int}", response_model=CommentOut, responses=ERRORS)
+@router.patch("/runs/{run_id}/comments/{comment_id}", response_model=CommentOut, responses=ERRORS)
 def edit_comment(request: Request, session: SessionDep, ctx: ContextDep, token: TokenDep, person: PersonDep,
                  run_id: RunPath, comment_id: CommentPath, body: CommentEdit) -> CommentOut:
     """Change one's own comment (its former text is kept for the team)."""
@@ -199,7 +199,7 @@ def edit_comment(request: Request, session: SessionDep, ctx: ContextDep, token: 
     return answer
 
 
-@router.delete("/runs/{run_id}/comments/{comment_id:int}", status_code=204, response_class=Response, responses=ERRORS)
+@router.delete("/runs/{run_id}/comments/{comment_id}", status_code=204, response_class=Response, responses=ERRORS)
 def delete_comment(request: Request, session: SessionDep, ctx: ContextDep, token: TokenDep, person: PersonDep,
                    run_id: RunPath, comment_id: CommentPath) -> Response:
     """Withdraw one's own comment (its text is kept for the team; the team hides instead)."""
@@ -213,7 +213,7 @@ def delete_comment(request: Request, session: SessionDep, ctx: ContextDep, token
     return Response(status_code=204)
 
 
-@router.post("/runs/{run_id}/comments/{comment_id:int}/moderation", response_model=CommentOut, responses=ERRORS)
+@router.post("/runs/{run_id}/comments/{comment_id}/moderation", response_model=CommentOut, responses=ERRORS)
 def moderate_comment(request: Request, session: SessionDep, ctx: ContextDep, token: TokenDep, person: PersonDep,
                      run_id: RunPath, comment_id: CommentPath, body: ModerationIn) -> CommentOut:
     """The team pins, locks, hides (or shows again) and approves."""
@@ -231,7 +231,7 @@ def moderate_comment(request: Request, session: SessionDep, ctx: ContextDep, tok
     return answer
 
 
-@router.post("/runs/{run_id}/comments/{comment_id:int}/reports", status_code=202, response_class=Response,
+@router.post("/runs/{run_id}/comments/{comment_id}/reports", status_code=202, response_class=Response,
              responses=ERRORS)
 def report_comment(request: Request, session: SessionDep, ctx: ContextDep, token: TokenDep, person: PersonDep,
                    run_id: RunPath, comment_id: CommentPath, body: ReportIn) -> Response:
@@ -245,7 +245,7 @@ def report_comment(request: Request, session: SessionDep, ctx: ContextDep, token
     return Response(status_code=202)
 
 
-@router.get("/runs/{run_id}/comments/reports", response_model=ReportList, responses=ERRORS)
+@router.get("/runs/{run_id}/comment-reports", response_model=ReportList, responses=ERRORS)
 def list_reports(request: Request, session: SessionDep, token: TokenDep, person: PersonDep,
                  run_id: RunPath) -> ReportList:
     """The reports of the run's comments, newest first (the team)."""
@@ -256,7 +256,7 @@ def list_reports(request: Request, session: SessionDep, token: TokenDep, person:
                                            for r, name in service.reports(session, run.id)])
 
 
-@router.get("/runs/{run_id}/comments/{comment_id:int}/versions", response_model=VersionList, responses=ERRORS)
+@router.get("/runs/{run_id}/comments/{comment_id}/versions", response_model=VersionList, responses=ERRORS)
 def list_versions(request: Request, session: SessionDep, token: TokenDep, person: PersonDep,
                   run_id: RunPath, comment_id: CommentPath) -> VersionList:
     """A comment's earlier texts (the team)."""
@@ -267,7 +267,7 @@ def list_versions(request: Request, session: SessionDep, token: TokenDep, person
                                                      for v in service.versions(session, comment.id)])
 
 
-@router.put("/runs/{run_id}/comments/settings", response_model=CommentList, responses=ERRORS)
+@router.put("/runs/{run_id}/comment-settings", response_model=CommentList, responses=ERRORS)
 def put_comment_settings(request: Request, session: SessionDep, ctx: ContextDep, token: TokenDep, person: PersonDep,
                          run_id: RunPath, body: HoldIn) -> CommentList:
     """Hold new comments for approval, or not (the team); answers as the GET."""
