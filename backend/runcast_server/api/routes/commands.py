@@ -5,8 +5,9 @@ run's publication policy). docs/commands.md."""
 from __future__ import annotations
 
 import time
+from typing import Annotated
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends, Request
 from sqlalchemy.orm import Session
 
 from runcast_server.api.deps import SessionDep, TeamDep, TokenDep
@@ -34,14 +35,22 @@ def _sender(request: Request, session: Session, token: str | None) -> tuple[str,
     return (user.display_name if user is not None else "a member"), "person"
 
 
+def _team_run(session: SessionDep, project: TeamDep, run_id: str) -> Run:
+    """The run, if the team's project holds it: a 404 for another project's run or an unknown id,
+    before the body is read (as every write route answers)."""
+    return manage.owned_run(session, run_id, project)
+
+
+TeamRunDep = Annotated[Run, Depends(_team_run)]
+
+
 @router.post("/runs/{run_id}/commands", status_code=201, response_model=CommandOut,
              responses=error_responses(401, 403, 404, 409, 422))
-def send_command(request: Request, session: SessionDep, settings: SettingsDep, project: TeamDep, token: TokenDep,
+def send_command(request: Request, session: SessionDep, settings: SettingsDep, run: TeamRunDep, token: TokenDep,
                  run_id: str, body: CommandRequest) -> CommandOut:
     """Send ``stop``, ``checkpoint``, ``pause``, ``resume`` or ``set`` (a declared tunable, within its
     bounds) to the run's live trainer: a ``team`` token, or a member's or owner's session. 409 for a
     finished run; nothing is written on any error."""
-    run = manage.owned_run(session, run_id, project)
     sender, kind = _sender(request, session, token)
     command = service.send(session, run, body.kind, body.reason, name=body.name, value=body.value, sender=sender,
                            sender_kind=kind, expire_s=settings.command_expire_s, now=time.time())

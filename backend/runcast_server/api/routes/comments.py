@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Request, Response
+from fastapi import APIRouter, Depends, Path, Request, Response
 from runcast.wire.events import ID_RE
 from sqlalchemy.orm import Session
 
@@ -146,12 +146,24 @@ def list_comments(request: Request, session: SessionDep, token: TokenDep, person
                        signed_in=caller.person is not None or caller.team, comments=_listing(session, run, caller))
 
 
+def _writer(request: Request, session: SessionDep, token: TokenDep, person: PersonDep,
+            run_id: RunPath) -> tuple[Caller, Run]:
+    """Who writes, and the run: 401 for nobody (before any lookup), 404 for a run hidden from the
+    caller, both before the body is read (as every write route answers)."""
+    if token is None and person is None:
+        raise ApiError(401, "sign in to comment", field=SESSION_COOKIE)
+    return _caller(request, session, token, person, run_id)
+
+
+WriterDep = Annotated[tuple[Caller, Run], Depends(_writer)]
+
+
 @router.post("/runs/{run_id}/comments", response_model=CommentOut, status_code=201, responses=ERRORS)
-def post_comment(request: Request, session: SessionDep, ctx: ContextDep, token: TokenDep, person: PersonDep,
-                 run_id: RunPath, body: CommentIn) -> CommentOut:
+def post_comment(request: Request, session: SessionDep, ctx: ContextDep,
+                 writer: WriterDep, body: CommentIn) -> CommentOut:
     """A new thread anchored to the curve (``anchor``) or a reply (``parent``). With a token, only the
     team's answer (a ``team`` token of the run's project)."""
-    caller, run = _caller(request, session, token, person, run_id)
+    caller, run = writer
     if caller.person is None and not caller.team:
         if caller.token:
             raise ApiError(403, "comments are written by signed-in people; a token writes only the team's "
@@ -184,10 +196,10 @@ def post_comment(request: Request, session: SessionDep, ctx: ContextDep, token: 
 
 
 @router.patch("/runs/{run_id}/comments/{comment_id}", response_model=CommentOut, responses=ERRORS)
-def edit_comment(request: Request, session: SessionDep, ctx: ContextDep, token: TokenDep, person: PersonDep,
-                 run_id: RunPath, comment_id: CommentPath, body: CommentEdit) -> CommentOut:
+def edit_comment(request: Request, session: SessionDep, ctx: ContextDep,
+                 writer: WriterDep, comment_id: CommentPath, body: CommentEdit) -> CommentOut:
     """Change one's own comment (its former text is kept for the team)."""
-    caller, run = _caller(request, session, token, person, run_id)
+    caller, run = writer
     comment = _comment(session, run, caller, comment_id)
     if caller.person is None or comment.author_id != caller.person.id or comment.state == "deleted":
         raise ApiError(403, "only its author changes a comment", field="comment")
@@ -200,10 +212,10 @@ def edit_comment(request: Request, session: SessionDep, ctx: ContextDep, token: 
 
 
 @router.delete("/runs/{run_id}/comments/{comment_id}", status_code=204, response_class=Response, responses=ERRORS)
-def delete_comment(request: Request, session: SessionDep, ctx: ContextDep, token: TokenDep, person: PersonDep,
-                   run_id: RunPath, comment_id: CommentPath) -> Response:
+def delete_comment(request: Request, session: SessionDep, ctx: ContextDep,
+                   writer: WriterDep, comment_id: CommentPath) -> Response:
     """Withdraw one's own comment (its text is kept for the team; the team hides instead)."""
-    caller, run = _caller(request, session, token, person, run_id)
+    caller, run = writer
     comment = _comment(session, run, caller, comment_id)
     if caller.person is None or comment.author_id != caller.person.id:
         raise ApiError(403, "only its author deletes a comment (the team hides it)", field="comment")
@@ -214,10 +226,10 @@ def delete_comment(request: Request, session: SessionDep, ctx: ContextDep, token
 
 
 @router.post("/runs/{run_id}/comments/{comment_id}/moderation", response_model=CommentOut, responses=ERRORS)
-def moderate_comment(request: Request, session: SessionDep, ctx: ContextDep, token: TokenDep, person: PersonDep,
-                     run_id: RunPath, comment_id: CommentPath, body: ModerationIn) -> CommentOut:
+def moderate_comment(request: Request, session: SessionDep, ctx: ContextDep,
+                     writer: WriterDep, comment_id: CommentPath, body: ModerationIn) -> CommentOut:
     """The team pins, locks, hides (or shows again) and approves."""
-    caller, run = _caller(request, session, token, person, run_id)
+    caller, run = writer
     _require_team(caller)
     comment = _comment(session, run, caller, comment_id)
     if comment.parent_id is not None and (body.pinned is not None or body.locked is not None):
@@ -233,10 +245,10 @@ def moderate_comment(request: Request, session: SessionDep, ctx: ContextDep, tok
 
 @router.post("/runs/{run_id}/comments/{comment_id}/reports", status_code=202, response_class=Response,
              responses=ERRORS)
-def report_comment(request: Request, session: SessionDep, ctx: ContextDep, token: TokenDep, person: PersonDep,
-                   run_id: RunPath, comment_id: CommentPath, body: ReportIn) -> Response:
+def report_comment(request: Request, session: SessionDep, ctx: ContextDep,
+                   writer: WriterDep, comment_id: CommentPath, body: ReportIn) -> Response:
     """Report a comment to the team (any signed-in person, once per comment)."""
-    caller, run = _caller(request, session, token, person, run_id)
+    caller, run = writer
     if caller.person is None:
         raise ApiError(401, "sign in to report a comment", field=SESSION_COOKIE)
     comment = _comment(session, run, caller, comment_id)
@@ -268,10 +280,10 @@ def list_versions(request: Request, session: SessionDep, token: TokenDep, person
 
 
 @router.put("/runs/{run_id}/comment-settings", response_model=CommentList, responses=ERRORS)
-def put_comment_settings(request: Request, session: SessionDep, ctx: ContextDep, token: TokenDep, person: PersonDep,
-                         run_id: RunPath, body: HoldIn) -> CommentList:
+def put_comment_settings(request: Request, session: SessionDep, ctx: ContextDep,
+                         writer: WriterDep, body: HoldIn) -> CommentList:
     """Hold new comments for approval, or not (the team); answers as the GET."""
-    caller, run = _caller(request, session, token, person, run_id)
+    caller, run = writer
     _require_team(caller)
     service.set_hold(session, run.id, body.hold)
     session.commit()
