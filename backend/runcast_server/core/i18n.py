@@ -4,16 +4,18 @@ English is the source: every message's id is its English text (``str.format`` fi
 braces), so English needs no catalog and a client that asks for nothing gets the text it
 always got. Every other language is one gettext catalog, ``core/locales/<tag>.po`` (its
 ``Plural-Forms`` header carries the language's plural rule): adding a language is adding a
-file. Catalogs are read with Babel when first used and kept (they are read-only files).
+file. The catalogs are read with Babel once, when this module is imported, into a read-only
+mapping: data shipped with the code, like a table of constants, not state a process changes.
 """
 
 from __future__ import annotations
 
-import functools
 import gettext
 import io
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Final
 
 from babel.messages.mofile import write_mo
@@ -21,12 +23,6 @@ from babel.messages.pofile import read_po
 
 SOURCE: Final = "en"
 LOCALES: Final = Path(__file__).with_name("locales")
-
-
-@functools.cache
-def languages() -> tuple[str, ...]:
-    """The languages served: English and one per catalog file (BCP 47 tags, e.g. ``zh-CN``)."""
-    return (SOURCE, *sorted(p.stem for p in LOCALES.glob("*.po")))
 
 
 @dataclass(frozen=True)
@@ -48,17 +44,29 @@ class Messages:
         return text.format(**fields) if fields else text
 
 
-@functools.cache
-def messages(language: str = SOURCE) -> Messages:
-    """The messages of ``language`` (English for one not served)."""
-    if language == SOURCE or language not in languages():
-        return Messages(SOURCE, gettext.NullTranslations())
+def _read(language: str) -> Messages:
     with (LOCALES / f"{language}.po").open("rb") as f:
         catalog = read_po(f, locale=language.replace("-", "_"))
     compiled = io.BytesIO()
     write_mo(compiled, catalog)
     compiled.seek(0)
     return Messages(language, gettext.GNUTranslations(compiled))
+
+
+_ENGLISH: Final = Messages(SOURCE, gettext.NullTranslations())
+# Every served language's messages, English first; read once at import (see the module's docstring).
+_CATALOGS: Final[Mapping[str, Messages]] = MappingProxyType(
+    {SOURCE: _ENGLISH, **{p.stem: _read(p.stem) for p in sorted(LOCALES.glob("*.po"))}})
+
+
+def languages() -> tuple[str, ...]:
+    """The languages served: English and one per catalog file (BCP 47 tags, e.g. ``zh-CN``)."""
+    return tuple(_CATALOGS)
+
+
+def messages(language: str = SOURCE) -> Messages:
+    """The messages of ``language`` (English for one not served)."""
+    return _CATALOGS.get(language, _ENGLISH)
 
 
 def negotiate(accept_language: str | None, asked: str | None = None) -> str:
