@@ -48,5 +48,6 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.drop_table("commands")
-    with op.batch_alter_table("runs") as batch:
-        batch.drop_column("commands_pending")
+    # A plain DROP COLUMN on both (SQLite >= 3.35): batch mode would rebuild runs and copy 0019's
+    # generated columns as plain ones (duplicate column names).
+    op.execute("ALTER TABLE runs DROP COLUMN commands_pending")
