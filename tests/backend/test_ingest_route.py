@@ -32,7 +32,7 @@ def post(client: Any, events: list[dict[str, Any]] | None = None, token: str | N
 def test_happy_path_stores_points_and_state(db: Any, embedded: Any, token: str) -> None:
     events = [started(), *(metrics(s, {"loss": 2.0 - s / 10, "lr": "NaN"}) for s in range(5))]
     r = post(embedded, events, token)
-    assert r.status_code == 202 and r.json() == {"accepted": 6, "commands": []}
+    assert r.status_code == 202 and r.json() == {"accepted": 6}
     c = counts(db.engine)
     assert (c["runs"], c["segments"], c["series"], c["points"], c["events"]) == (1, 1, 2, 10, 1)
     run = embedded.get("/api/v1/runs/run_aaaaaaaa").json()
@@ -163,7 +163,7 @@ def test_the_largest_batch_is_stored_whole_and_whoami_names_its_size(db: Any, em
     assert embedded.get("/api/v1/whoami", headers={"Authorization": f"Bearer {token}"}).json()["max_batch_events"] \
         == MAX_BATCH_EVENTS == 5000
     r = post(embedded, [started(), *(metrics(s, {"a": s / 7}) for s in range(MAX_BATCH_EVENTS - 1))], token)
-    assert r.status_code == 202 and r.json() == {"accepted": MAX_BATCH_EVENTS, "commands": []}
+    assert r.status_code == 202 and r.json() == {"accepted": MAX_BATCH_EVENTS}
     assert counts(db.engine)["points"] == MAX_BATCH_EVENTS - 1
 
 

@@ -35,10 +35,11 @@ class Accepted(BaseModel):
     commands: list[DeliveredCommand] = Field(
         default_factory=list,
         description="Commands from the team waiting for the batch's runs (docs/commands.md): the trainer "
-        "acts on each id once and acknowledges it with a command_ack event.")
+        "acts on each id once and acknowledges it with a command_ack event. Absent when none waits.")
 
 
-@router.post("/ingest", status_code=202, response_model=Accepted,
+# No "commands" key when none waits: the answer stays {"accepted": N} for every client that never sends any.
+@router.post("/ingest", status_code=202, response_model=Accepted, response_model_exclude_defaults=True,
              responses=error_responses(400, 401, 403, 404, 409, 422), openapi_extra=json_body(ref(IngestBatch)))
 async def ingest(request: Request, project: IngestDep, session: SessionDep, ctx: ContextDep) -> Accepted:
     """Accept a batch ``{"v": 1, "events": [...]}`` for the token's project.
