@@ -72,7 +72,8 @@ def test_demo_trains_streams_and_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None
         token = line.split("RUNCAST_TOKEN=", 1)[1].strip()
         mine = api.get("/whoami", headers={"Authorization": f"Bearer {token}"})
         assert mine.status_code == 200 and mine.json() == {"project": "demo", "run": None, "max_batch_events": 5000,
-                                                            "max_body_bytes": 8 * 1024 * 1024}
+                                                            "max_body_bytes": 8 * 1024 * 1024,
+                                                            "scopes": ["read", "ingest", "team"]}  # a full token
 
         # A live viewer is connected when Ctrl-C comes: the stream must not hold up shutdown.
         with httpx.stream("GET", f"http://127.0.0.1:{port}/api/v1/runs/{run['id']}/stream", timeout=10) as stream:
