@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -28,6 +28,12 @@ AnchorKind = Literal["step", "checkpoint", "alert", "sample", "eval"]
 class AnchorIn(BaseModel):
     """Where a new thread is anchored: a step of a metric (``key`` and ``step``), or the ``id`` of
     a checkpoint, an alert, a sample or an evaluation of the run."""
+
+    model_config = ConfigDict(json_schema_extra={
+        "if": {"properties": {"kind": {"const": "step"}}},
+        "then": {"required": ["key", "step"], "properties": {"key": {"type": "string"}, "step": {"type": "integer"}}},
+        "else": {"required": ["id"], "properties": {"id": {"type": "integer"}}},
+    })
 
     kind: AnchorKind
     key: str | None = Field(default=None, max_length=200, description="The metric (kind `step`).")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from runcast_server.comments.anchors import AnchorIn, AnchorKind
 
@@ -13,6 +13,13 @@ MAX_BODY = 10_000
 
 class CommentIn(BaseModel):
     """A new thread (``anchor``) or a reply (``parent``): exactly one of them."""
+
+    # The rule the route checks, in the schema (inside allOf: a client generator would read a top-level
+    # oneOf as alternative bodies).
+    model_config = ConfigDict(json_schema_extra={"allOf": [{"oneOf": [
+        {"required": ["anchor"], "properties": {"anchor": {"type": "object"}}},
+        {"required": ["parent"], "properties": {"parent": {"type": "integer"}}},
+    ]}]})
 
     body: str = Field(min_length=1, max_length=MAX_BODY, description="Markdown (rendered and sanitized by the server).")
     anchor: AnchorIn | None = Field(default=None, description="Where a new thread is anchored.")

@@ -45,13 +45,29 @@ def _one_of(*fields: str) -> list[dict[str, Any]]:
     return [{"required": [f], "properties": {f: {"type": "string"}}} for f in fields]
 
 
-# The rules between fields that create_subscription checks: exactly one of run and project; a webhook's
+# The rules between fields that create_subscription checks: exactly one of run and project; a secret only
+# for the signed robots; a webhook's
 # url, an email subscription's address.
 _RULES: Final[dict[str, Any]] = {
-    "allOf": [{"oneOf": _one_of("run", "project")}],  # not top-level: a client generator would read alternatives
+    "allOf": [
+        {"oneOf": _one_of("run", "project")},  # not top-level: a client generator would read alternatives
+        # A signing secret is given only for the robots that are signed with one (a webhook's is made).
+        {"if": {"required": ["secret"], "properties": {"secret": {"type": "string"}}},
+         "then": {"required": ["format"], "properties": {"format": {"enum": ["feishu", "dingtalk"]}}}},
+        # A robot's URL carries its token (chat.url_secret): Feishu's path ends in it, DingTalk's and
+        # WeCom's query names it.
+        {"if": {"required": ["format"], "properties": {"format": {"const": "feishu"}}},
+         "then": {"properties": {"url": {"type": "string", "pattern": r"^[^?#]*://[^/?#]*/(?:[^?#]*/)?[^/?#]+(?:[?#]|$)"}}}},
+        {"if": {"required": ["format"], "properties": {"format": {"const": "dingtalk"}}},
+         "then": {"properties": {"url": {"type": "string", "pattern": r"^[^?#]*\?(?:[^#]*&)?access_token=[^&#]"}}}},
+        {"if": {"required": ["format"], "properties": {"format": {"const": "wecom"}}},
+         "then": {"properties": {"url": {"type": "string", "pattern": r"^[^?#]*\?(?:[^#]*&)?key=[^&#]"}}}},
+    ],
     "if": {"properties": {"channel": {"const": "webhook"}}},
     "then": {"required": ["url"], "properties": {"url": {"type": "string", "pattern": WEBHOOK_URL}}},
-    "else": {"required": ["email"], "properties": {"email": {"type": "string", "pattern": EMAIL_RE.pattern}}},
+    "else": {"required": ["email"], "properties": {"email": {"type": "string", "pattern": EMAIL_RE.pattern},
+                                                   "format": {"not": {"enum": ["feishu", "dingtalk", "wecom"]}},
+                                                   "secret": {"type": "null"}}},
 }
 
 
@@ -71,7 +87,8 @@ class NewSubscription(BaseModel):
         "json", description="The body: Runcast's JSON, or a Slack, Discord, Feishu/Lark, DingTalk or WeCom message.")
     secret: str | None = Field(None, min_length=1, max_length=128, pattern=NO_NUL,
                                description="feishu and dingtalk only: the robot's signing secret (never shown again).")
-    language: str = Field("en", max_length=16, description="The language of its messages: en or zh-CN.")
+    language: str = Field("en", max_length=16, json_schema_extra={"enum": list(languages())},
+                          description="The language of its messages: one of the served languages (en, zh-CN).")
     kinds: list[AlertKind] = Field(default_factory=list, description="Only these kinds (empty: all).")
     notify_close: bool = Field(False, description="Also notify when an alert closes.")
 
