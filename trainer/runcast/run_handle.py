@@ -45,6 +45,7 @@ from .steps import Steps, checked_step
 from .values import json_object, wire_numbers
 from .wire import events
 from .wire.events import new_id
+from .wire.limits import MAX_COMMAND_MESSAGE_CHARS
 from .wire.policy import check_policy, put_policy
 
 log = logging.getLogger("runcast")
@@ -380,7 +381,7 @@ class Run(Details, Commanded):
         )
 
     def _ack_command(self, command: str, step: int | None, outcome: str, message: str) -> None:
-        body = {"command": command, "step": step, "outcome": outcome, "message": message[:1000]}
+        body = {"command": command, "step": step, "outcome": outcome, "message": message[:MAX_COMMAND_MESSAGE_CHARS]}
         self._put("command_ack", time.time(), None, body)
 
     def _heartbeat(self) -> Item:
