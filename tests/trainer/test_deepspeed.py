@@ -1,13 +1,17 @@
 """The DeepSpeed path of the reference trainer, for real on the CPU (gloo, torch_adam).
 
-The first DeepSpeed process on a machine compiles a small comm op (1-2 minutes); it is
-kept in ~/.cache/runcast-torch-extensions (or $TORCH_EXTENSIONS_DIR) for later runs.
+The first DeepSpeed process on a machine compiles a small comm op (1-2 minutes; the module fixture
+builds it first, with a deadline); it is kept in ~/.cache/runcast-torch-extensions (or
+$TORCH_EXTENSIONS_DIR) for later runs.
 """
 
 from __future__ import annotations
 
 import math
 import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -30,6 +34,39 @@ def one_process_world(monkeypatch):
     yield
     for key in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
         os.environ.pop(key, None)
+
+
+STALE_LOCK_S = 600  # a compile takes a minute or two; an older lock is a killed build's
+
+
+@pytest.fixture(scope="module", autouse=True)
+def shm_comm_op_built():
+    """Build DeepSpeed's CPU comm op once, bounded, before any test trains.
+
+    torch's JIT build waits, without limit, while a ``lock`` file sits in the build directory, and a build
+    killed mid-way (a timeout, a kill -9) leaves one behind: every later DeepSpeed process on the machine
+    would then hang. Clear such a leftover, and build in a child with a deadline so a failure shows the
+    compiler's output instead of a hang.
+    """
+    root = Path(os.environ.get("TORCH_EXTENSIONS_DIR", Path.home() / ".cache" / "runcast-torch-extensions"))
+    lock = root / "deepspeed_shm_comm" / "lock"
+
+    def clear_stale() -> None:
+        if lock.exists() and time.time() - lock.stat().st_mtime > STALE_LOCK_S:
+            lock.unlink(missing_ok=True)
+
+    clear_stale()
+    env = {**os.environ, "TORCH_EXTENSIONS_DIR": str(root)}
+    try:
+        built = subprocess.run(
+            [sys.executable, "-c", "from deepspeed.comm.torch import build_shm_op; build_shm_op()"],
+            env=env, capture_output=True, text=True, timeout=420,
+        )
+    except subprocess.TimeoutExpired as exc:
+        lock.unlink(missing_ok=True)  # the killed child's
+        pytest.fail(f"building DeepSpeed's comm op took over {exc.timeout} s")
+    if built.returncode != 0:
+        pytest.fail(f"building DeepSpeed's comm op failed:\n{built.stdout[-3000:]}\n{built.stderr[-3000:]}")
 
 
 def quiet(*_):
