@@ -1,5 +1,7 @@
 // The read API (docs/api.md): JSON with NaN/±Inf as strings, errors as {"error": {"message"}}.
 
+import { lang } from "./i18n.js";
+
 export class ApiError extends Error {
   constructor(status, message) {
     super(message);
@@ -24,7 +26,9 @@ export function decodeAll(values) {
 export async function getJSON(url, options = {}) {
   // Revalidated every time: a run's reads may be cached for a second (shared caches serve the
   // crowd), but the page's store reads again because it needs what is newer.
-  const response = await fetch(url, { headers: { Accept: "application/json" }, cache: "no-cache", ...options });
+  // The page's language (the viewer's choice, not only the browser's) for the errors a person reads.
+  const headers = { Accept: "application/json", "Accept-Language": lang(), ...(options.headers || {}) };
+  const response = await fetch(url, { cache: "no-cache", ...options, headers });
   let body = null;
   try {
     body = await response.json();

@@ -30,7 +30,21 @@ function family(tag) {
   }
 }
 
-/** The catalog for a list of preferred tags (navigator.languages): exact code, else same language and script. */
+// The language of a tag, e.g. "zh-Hant-TW" -> "zh".
+function language(tag) {
+  try {
+    return new Intl.Locale(tag).language;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * The catalog for a list of preferred tags (navigator.languages): for each tag in turn, the
+ * exact code, else a catalog of the same language and script, else one of the same language
+ * (zh-TW and zh-Hant read the zh-CN catalog while no Traditional one exists: closer than
+ * English). A catalog file for zh-TW would take zh-TW and zh-HK by the second rule.
+ */
 export function pickLanguage(preferred, codes = LANGUAGES.map(([c]) => c)) {
   for (const tag of preferred || []) {
     const exact = codes.find((c) => c.toLowerCase() === String(tag).toLowerCase());
@@ -38,6 +52,9 @@ export function pickLanguage(preferred, codes = LANGUAGES.map(([c]) => c)) {
     const fam = family(tag);
     const same = fam && codes.find((c) => family(c) === fam);
     if (same) return same;
+    const lng = language(tag);
+    const kin = lng && codes.find((c) => language(c) === lng);
+    if (kin) return kin;
   }
   return DEFAULT_LANGUAGE;
 }

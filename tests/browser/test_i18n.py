@@ -49,7 +49,11 @@ RUN_READY = " && ".join([
 # Signed in as the team: the composer's note, held and reported comments, the moderation buttons.
 RUN_READY_TEAM = RUN_READY.replace("=== 2", "=== 2 && document.querySelector('#comments .comment-state')")
 OPEN_FOLDS = "document.querySelectorAll('details').forEach((d) => { d.open = true; })"
-OPEN_FORMS = OPEN_FOLDS + "; ['edit', 'report', 'reply'].forEach((a) => document.querySelector(`#comments button[data-action=${a}]`).click())"
+# The composer of a new thread (a click on a point of the loss chart, as a reader clicks it), then the other forms.
+CLICK_POINT = ("(() => { const gd = document.getElementById('chart-main'); const tr = gd.data.find((d) => d.meta && ['raw', 'smooth'].includes(d.meta.role));"
+               " gd.emit('plotly_click', {points: [{data: tr, x: tr.x[10]}]}); })()")
+OPEN_FORMS = (OPEN_FOLDS + "; " + CLICK_POINT
+              + "; ['edit', 'report', 'reply'].forEach((a) => document.querySelector(`#comments button[data-action=${a}]`).click())")
 
 WALK = """() => {
   const lang = document.documentElement.lang;
@@ -230,6 +234,8 @@ def walk(browser: Any, url: str, code: str, ready: str, *, before: str | None = 
         if before:
             page.evaluate(before)
             page.wait_for_timeout(300)  # what a fold draws once opened
+        if before == OPEN_FORMS:  # every form is open, the composer's Post included
+            assert page.locator("#comment-new button[type=submit]").count() == 1, "the composer did not open"
         found = page.evaluate(WALK)
         assert errors == []
         return problems(found, code)

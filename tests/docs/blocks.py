@@ -74,5 +74,5 @@ def examples(doc: str, text: str | None = None) -> list[Example]:
 
 
 def all_examples() -> list[Example]:
-    """Every example of README.md and docs/*.md."""
+    """Every example of README.md, docs/*.md and the translated pages (docs/<language>/*.md)."""
     return [example for doc in doc_paths() for example in examples(doc)]

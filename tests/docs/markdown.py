@@ -33,8 +33,10 @@ class Block:
 
 
 def doc_paths() -> list[str]:
-    """README.md and every docs/*.md, relative to the checkout."""
-    return ["README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md"))]
+    """README.md, every docs/*.md and every translated page (docs/<language>/*.md, e.g.
+    docs/zh-CN/README.md), relative to the checkout."""
+    pages = [*(ROOT / "docs").glob("*.md"), *(ROOT / "docs").glob("*/*.md")]
+    return ["README.md", *sorted(str(p.relative_to(ROOT)) for p in pages)]
 
 
 def blocks(doc: str, text: str | None = None) -> list[Block]:

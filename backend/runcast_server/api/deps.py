@@ -14,7 +14,7 @@ from runcast_server.alerts import ratelimit
 from runcast_server.api import access
 from runcast_server.context import AppContext
 from runcast_server.core.auth import Grant, is_admin_token, project_for_token, token_grant
-from runcast_server.core.errors import ApiError, error_body, error_response, request_language
+from runcast_server.core.errors import VARY, ApiError, error_body, error_response, localized, request_language
 from runcast_server.core.models import Project
 from runcast_server.people.models import User
 from runcast_server.sessions.service import COOKIE as SESSION_COOKIE
@@ -201,4 +201,4 @@ def over_rate_limit(request: Request, session: Session, action: str, limit: int,
     if wait is None:
         return None
     session.commit()
-    return error_response(429, error_body(message), headers={"Retry-After": str(int(wait) + 1)})
+    return error_response(429, localized(request, error_body(message)), headers={"Retry-After": str(int(wait) + 1), **VARY})

@@ -32,6 +32,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from runcast_server.core.db import is_read_only
 from runcast_server.core.disk import DiskFull
 from runcast_server.core.i18n import SOURCE, messages, negotiate
+from runcast_server.core.validation_text import validation_message
 
 log = logging.getLogger(__name__)
 
@@ -146,7 +147,7 @@ def _translated(request: Request, message: str, exc: Exception | None = None) ->
     return t(message)
 
 
-def _localized(request: Request, body: dict[str, Any], exc: Exception | None = None) -> dict[str, Any]:
+def localized(request: Request, body: dict[str, Any], exc: Exception | None = None) -> dict[str, Any]:
     """``body`` with its message for a person in the request's language; ``field`` and the shape unchanged."""
     message = body.get("error", {}).get("message")
     if isinstance(message, str):
@@ -177,11 +178,15 @@ def error_response(status: int, body: dict[str, Any], headers: dict[str, str] | 
     return ErrorResponse(body, status_code=status, headers=headers)
 
 
-def unavailable(what: str) -> ErrorResponse:
-    """503 for a dependency that cannot be reached, with Retry-After."""
-    return error_response(
-        503, error_body(f"{what} unavailable; retry later"), headers={"Retry-After": str(RETRY_AFTER_S)}
-    )
+# The 503s' messages, one per dependency (whole sentences, so that each translates as one).
+_UNAVAILABLE: Final = {"database": "database unavailable; retry later", "queue": "queue unavailable; retry later",
+                       "disk": "the server's disk is full; retry later"}
+
+
+def unavailable(request: Request, what: str) -> ErrorResponse:
+    """503 for a dependency that cannot be reached (``_UNAVAILABLE``), with Retry-After."""
+    return error_response(503, localized(request, error_body(_UNAVAILABLE[what])),
+                          headers={"Retry-After": str(RETRY_AFTER_S), **VARY})
 
 
 def _allowed_methods(request: Request) -> set[str]:
@@ -211,30 +216,33 @@ def install_error_handlers(app: FastAPI) -> None:
         headers = {**(exc.headers or {}), **VARY}
         if exc.status == 401:
             headers["WWW-Authenticate"] = "Bearer"
-        return error_response(exc.status, _localized(request, exc.body(), exc), headers)
+        return error_response(exc.status, localized(request, exc.body(), exc), headers)
 
     @app.exception_handler(DomainError)
     async def _domain_error(request: Request, exc: DomainError) -> ErrorResponse:
-        return error_response(domain_status(exc), _localized(request, exc.body(), exc), VARY)
+        return error_response(domain_status(exc), localized(request, exc.body(), exc), VARY)
 
     @app.exception_handler(EventError)
     async def _event_error(_: Request, exc: EventError) -> ErrorResponse:
         return error_response(422, {"error": exc.as_dict()})
 
     @app.exception_handler(RequestValidationError)
-    async def _validation(_: Request, exc: RequestValidationError) -> ErrorResponse:
+    async def _validation(request: Request, exc: RequestValidationError) -> ErrorResponse:
         first: Mapping[str, Any] = exc.errors()[0] if exc.errors() else {"loc": (), "msg": "invalid request"}
+        language = request_language(request)
         if first.get("type") == "json_invalid":  # the body itself, not a field of it
-            return error_response(422, error_body(f"the body is not JSON: {first.get('msg', '')}", field="body"))
+            message = messages(language)("the body is not JSON: {error}", error=first.get("msg", ""))
+            return error_response(422, error_body(message, field="body"), VARY)
         loc = [str(p) for p in first.get("loc", ()) if p not in ("body", "query", "path", "header")]
-        return error_response(422, error_body(first.get("msg", "invalid request"), field=".".join(loc) or "request"))
+        return error_response(422, error_body(validation_message(first, language), field=".".join(loc) or "request"),
+                              VARY)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> ErrorResponse:
         headers = dict(exc.headers or {})
         status, detail = exc.status_code, str(exc.detail)
         if status == 400 and detail == "There was an error parsing the body":  # FastAPI: not UTF-8 JSON
-            return error_response(422, error_body("the body is not JSON (UTF-8)", field="body"))
+            return error_response(422, localized(request, error_body("the body is not JSON (UTF-8)", field="body")), VARY)
         if status in (404, 405):
             # A method no route serves at a path some route serves is a 405 (the static files
             # mounted at / would otherwise answer a HEAD or a POST with their own 404 or 405).
@@ -243,12 +251,12 @@ def install_error_handlers(app: FastAPI) -> None:
                 status, detail = 405, "Method Not Allowed"
             if status == 405:
                 headers["Allow"] = ", ".join(sorted(allowed or {"GET", "HEAD"}))  # none: the static files
-        body = _localized(request, error_body(detail, field="body" if status == 413 else None))
+        body = localized(request, error_body(detail, field="body" if status == 413 else None))
         return error_response(status, body, {**headers, **VARY})
 
-    async def _database_down(_: Request, exc: Exception) -> ErrorResponse:
+    async def _database_down(request: Request, exc: Exception) -> ErrorResponse:
         log.warning("database unavailable: %s", exc)
-        return unavailable("database")
+        return unavailable(request, "database")
 
     for kind in (OperationalError, PoolTimeout):
         app.add_exception_handler(kind, _database_down)
@@ -260,14 +268,13 @@ def install_error_handlers(app: FastAPI) -> None:
         return await _internal(request, exc)
 
     @app.exception_handler(DiskFull)
-    async def _disk_full(_: Request, exc: DiskFull) -> ErrorResponse:
+    async def _disk_full(request: Request, exc: DiskFull) -> ErrorResponse:
         log.warning("refused: %s", exc)
-        return error_response(503, error_body("the server's disk is full; retry later"),
-                              headers={"Retry-After": str(RETRY_AFTER_S)})
+        return unavailable(request, "disk")
 
-    async def _queue_down(_: Request, exc: Exception) -> ErrorResponse:
+    async def _queue_down(request: Request, exc: Exception) -> ErrorResponse:
         log.warning("redis unavailable: %s", exc)
-        return unavailable("queue")
+        return unavailable(request, "queue")
 
     for broker_error in _broker_errors():
         app.add_exception_handler(broker_error, _queue_down)
@@ -275,4 +282,4 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(Exception)
     async def _internal(request: Request, exc: Exception) -> ErrorResponse:
         log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
-        return error_response(500, error_body("internal server error"))
+        return error_response(500, localized(request, error_body("internal server error")), VARY)

@@ -15,7 +15,12 @@ const PLOTLY_WORDS = {
   "Double-click to zoom back out": "plotly.zoomBack", "Double-click on legend to isolate one trace": "plotly.isolate",
 };
 
-/** Plotly's locale for the page's language: its words and, for date axes, month and day names from Intl. */
+/**
+ * Plotly's locale for the page's language: its words; for date axes and their hover, month and
+ * day names from Intl and the catalog's order of a date's parts (d3 time formats: "%b %-d, %Y",
+ * "%Y年%-m月%-d日"). Built here from the catalog, so the partial bundle needs no Plotly locale
+ * file registered, and a language is still only its catalog.
+ */
 function plotlyLocale(code) {
   const dictionary = Object.fromEntries(Object.entries(PLOTLY_WORDS).map(([en, key]) => [en, t(key)]));
   const names = (opts, n, at) => Array.from({ length: n }, (_, i) => new Intl.DateTimeFormat(code, { ...opts, timeZone: "UTC" }).format(at(i)));
@@ -24,6 +29,8 @@ function plotlyLocale(code) {
   const format = {
     months: names({ month: "long" }, 12, month), shortMonths: names({ month: "short" }, 12, month),
     days: names({ weekday: "long" }, 7, day), shortDays: names({ weekday: "short" }, 7, day),
+    year: t("date.axis.year"), month: t("date.axis.month"), dayMonth: t("date.axis.dayMonth"),
+    dayMonthYear: t("date.axis.dayMonthYear"),
   };
   return { dictionary, format };
 }

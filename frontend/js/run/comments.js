@@ -15,6 +15,7 @@ import { t } from "../i18n.js";
 const $ = (id) => document.getElementById(id);
 const LABEL_CHARS = 120;
 const DATA_ROLES = new Set(["raw", "smooth", "max", "min"]);
+const FULL_WIDTH = /^[\u3000-\u303f\uff00-\uffef]/; // CJK symbols and punctuation, full-width forms
 
 /** The sanitized HTML as nodes: parsed inert (a template runs no script and loads nothing). */
 function fragment(html) {
@@ -223,7 +224,12 @@ export class CommentsPanel {
     if (c.state !== "visible") who.append(" ", el("span", { className: "badge comment-state", text: t("comments.state." + c.state) }));
     if (c.reports) who.append(" ", el("span", { className: "badge comment-reports", text: t("comments.reports", { count: c.reports }) }));
     who.append(" ", el("time", { className: "tl-time", text: formatTime(c.created_at), "data-intl": true }));
-    if (c.edited_at) who.append(" ", el("span", { className: "comment-edited", text: t("comments.edited") }));
+    if (c.edited_at) {
+      const edited = t("comments.edited");
+      // A full-width bracket (CJK punctuation) carries its own spacing: no space before "（已编辑）".
+      if (!FULL_WIDTH.test(edited)) who.append(" ");
+      who.append(el("span", { className: "comment-edited", text: edited }));
+    }
     const body = el("div", { className: "comment-body" });
     if (this.editing === c.id) body.append(this.editForm(c));
     else {

@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 from runcast_server.api.access import is_same_site
 from runcast_server.api.deps import SessionDep, over_rate_limit
 from runcast_server.api.read_deps import SettingsDep
-from runcast_server.core.errors import ApiError, error_body, error_response, error_responses
+from runcast_server.core.errors import VARY, ApiError, error_body, error_response, error_responses, localized
 from runcast_server.core.settings import Settings
 from runcast_server.people import service as people
 from runcast_server.people.models import User
@@ -111,7 +111,7 @@ def sign_in(request: Request, response: Response, session: SessionDep, settings:
     opened = service.sign_in(session, body.token, settings.session_ttl_s)
     if opened is None:
         session.commit()  # the attempt counts
-        return error_response(401, error_body("invalid or revoked token", field="token"))
+        return error_response(401, localized(request, error_body("invalid or revoked token", field="token")), VARY)
     service.sign_out(session, request.cookies.get(COOKIE))  # the browser's previous session ends
     secret, signed_in = opened
     set_cookie(request, response, secret, int(settings.session_ttl_s))
@@ -133,7 +133,7 @@ def sign_in_with_password(request: Request, response: Response, session: Session
     user = people.authenticate(session, body.name, body.password)
     if user is None:
         session.commit()  # the attempt counts
-        return error_response(401, error_body("wrong name or password", field="password"))
+        return error_response(401, localized(request, error_body("wrong name or password", field="password")), VARY)
     return open_person_session(request, response, session, settings, user)
 
 
