@@ -1,0 +1,45 @@
+// The report page (/runs/{id}/reports/{n}, docs/reports.md): the report's sanitized HTML from the
+// API, its live blocks drawn by report-blocks.js and drawn again from fresh data every few seconds
+// while the run is live (the data route applies the run's policy and broadcast delay).
+import { getJSON } from "./api.js";
+
+const REFRESH_MS = 5000;
+const match = location.pathname.match(/^\/runs\/([^/]+)\/reports\/(\d+)\/?$/);
+const status = document.getElementById("report-status");
+
+function whenPlotly() {
+  return new Promise((resolve) => {
+    const wait = () => (window.Plotly ? resolve(window.Plotly) : setTimeout(wait, 50));
+    wait();
+  });
+}
+
+async function main() {
+  if (!match) throw new Error("not a report address");
+  const [, runId, number] = match;
+  const base = `/api/v1/runs/${runId}/reports/${number}`;
+  const report = await getJSON(base);
+  document.title = `${report.title} · Runcast`;
+  document.getElementById("report-title").textContent = report.title;
+  const who = report.author ? report.author.display_name : "the team";
+  document.getElementById("report-meta").textContent =
+    `Steps ${report.from_step} to ${report.to_step} · version ${report.version} · by ${who}` +
+    (report.state === "draft" ? " · draft (not published)" : "");
+  document.getElementById("report-run").href = `/runs/${runId}`;
+  document.getElementById("report-export").href = `${base}/export.html`;
+  const body = document.getElementById("report-body");
+  body.innerHTML = report.html; // sanitized by the server (reports/blocks.py: nh3 allow-list)
+  document.getElementById("report").hidden = false;
+  status.hidden = true;
+  const Plotly = await whenPlotly();
+  const draw = async () => {
+    const data = await getJSON(`${base}/data?version=${report.version}`);
+    window.runcastFillBlocks(body, data.blocks, Plotly);
+  };
+  await draw();
+  if (report.blocks.length) setInterval(() => draw().catch(() => {}), REFRESH_MS);
+}
+
+main().catch((err) => {
+  status.textContent = err.status === 404 ? "Report not found." : `Could not load the report: ${err.message}`;
+});
