@@ -124,6 +124,8 @@ def test_the_blocks_data_follow_the_policy(client: Any, world: dict[str, Any]) -
     assert client.put(f"{API}/runs/{run}/policy", json={"metrics": ["loss"]}, headers=team).status_code == 200
     public = browser(client).get(f"{API}/runs/{run}/reports/1/data").json()["blocks"][0]
     assert public["series"] == {"loss": {"step": [1, 2, 3], "value": [2.0, 1.5, 1.2]}}
+    page = browser(client).get(f"{API}/runs/{run}/reports/1").json()
+    assert "secret" not in page["html"] and page["blocks"][0]["keys"] == ["loss"] and page["body"] is None
     mine = client.get(f"{API}/runs/{run}/reports/1/data", headers=team).json()["blocks"][0]
     assert set(mine["series"]) == {"loss", "secret"}
     exported = client.get(f"{API}/runs/{run}/reports/1/export.html", headers=team)

@@ -15,8 +15,8 @@ rendered as comments are (comments.markdown: raw HTML off, nh3 allow-list, no re
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 import nh3
@@ -95,6 +95,9 @@ def _fence(self: Any, tokens: Sequence[Token], idx: int, options: OptionsDict, e
     block = parse_info(token.info, len(env.setdefault("blocks", [])))
     if block is None:
         return str(self.fence_default(tokens, idx, options, env))
+    shown = env.get("shown")
+    if shown is not None:  # a reader outside the project: withheld metric names are left out
+        block = replace(block, keys=tuple(k for k in block.keys if shown(k)))
     env["blocks"].append(block)
     attrs = {"data-index": str(block.index), "data-block": block.kind, "data-keys": ",".join(block.keys),
              "data-from": "" if block.start is None else str(block.start),
@@ -121,9 +124,10 @@ class Rendered:
     blocks: list[Block]
 
 
-def render(source: str) -> Rendered:
-    """The report's sanitized HTML and its live blocks, in order (422 naming ``body`` for a bad block)."""
-    env: dict[str, Any] = {"blocks": []}
+def render(source: str, shown: Callable[[str], bool] | None = None) -> Rendered:
+    """The report's sanitized HTML and its live blocks, in order (422 naming ``body`` for a bad block);
+    ``shown``: which metric names the reader may see (policy.apply.View.metric; default: all)."""
+    env: dict[str, Any] = {"blocks": [], "shown": shown}
     html = _MD.render(source, env)
     if len(env["blocks"]) > MAX_BLOCKS:
         raise ApiError(422, f"at most {MAX_BLOCKS} live blocks in a report", field="body")

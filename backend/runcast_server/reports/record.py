@@ -119,7 +119,7 @@ def changes(session: Session, run: Run, view: View, period: Period) -> list[Chan
     for kind, step, payload, index in session.execute(query.order_by(Event.id)).all():
         p = payload or {}
         if kind == "run_started":
-            sha = (p.get("code") or {}).get("sha") if view.code_shown() else None
+            sha = (p.get("code") or {}).get("sha") if view.code_shown else None
             at = p.get("resume_step") if p.get("resume_step") is not None else step
             if index > 0 and period.holds(at):
                 out.append(Change("resume", at, f"resumed at step {at} (segment {index})"))

@@ -36,7 +36,7 @@ class ReportOut(BaseModel):
     latest_version: int | None = Field(description="The newest version (the team only; else null).")
     published_version: int | None
     title: str
-    body: str = Field(description="The Markdown source.")
+    body: str | None = Field(description="The Markdown source (the team only; else null).")
     html: str = Field(description="Sanitized HTML; each live block an empty div.runcast-block with data-* attributes.")
     blocks: list[dict[str, Any]] = Field(description="The live blocks, in order: kind, keys, from, to, step.")
     from_step: int

@@ -22,7 +22,7 @@ from runcast_server.people.models import User
 from runcast_server.policy.apply import public_view, view_for
 from runcast_server.record.models import Run
 from runcast_server.reports import service
-from runcast_server.reports.blocks import render
+from runcast_server.reports.blocks import Rendered, render
 from runcast_server.reports.data import report_data
 from runcast_server.reports.draft import draft
 from runcast_server.reports.export import static_html
@@ -92,11 +92,18 @@ def _shown(session: Session, run: Run, caller: Caller, number: int,
     return report, found[0], found[1]
 
 
-def _out(run: Run, report: Report, v: ReportVersion, author: User | None, caller: Caller) -> ReportOut:
-    rendered = render(v.body)
+def _rendered(session: Session, run: Run, caller: Caller, v: ReportVersion) -> Rendered:
+    """The version's HTML and blocks as this reader may see them (withheld metric names left out)."""
+    return render(v.body, None if caller.team else public_view(session, run).metric)
+
+
+def _out(session: Session, run: Run, report: Report, v: ReportVersion, author: User | None,
+         caller: Caller) -> ReportOut:
+    rendered = _rendered(session, run, caller, v)
     return ReportOut(run=run.id, number=report.number, url=_page(run, report.number), state=report.state,  # type: ignore[arg-type]
                      version=v.version, latest_version=report.version if caller.team else None,
-                     published_version=report.published_version, title=v.title, body=v.body, html=rendered.html,
+                     published_version=report.published_version, title=v.title,
+                     body=v.body if caller.team else None, html=rendered.html,
                      blocks=[b.as_dict() for b in rendered.blocks], from_step=v.from_step, to_step=v.to_step,
                      author=_author(author), created_at=v.created_at, published_at=report.published_at)
 
@@ -128,7 +135,7 @@ def create_report(session: SessionDep, writer: WriterDep, body: ReportIn) -> Rep
     caller, run = writer
     report, version = service.create(session, run.id, _text(body), author=caller.person)
     session.commit()
-    return _out(run, report, version, caller.person, caller)
+    return _out(session, run, report, version, caller.person, caller)
 
 
 @router.get("/runs/{run_id}/reports/{number}", response_model=ReportOut, responses=ERRORS)
@@ -138,7 +145,7 @@ def get_report(session: SessionDep, reader: ReaderDep, number: NumberPath,
     """A report: the published version for everyone, the newest (or ``version``) for the team."""
     caller, run = reader
     report, v, author = _shown(session, run, caller, number, version)
-    return _out(run, report, v, author, caller)
+    return _out(session, run, report, v, author, caller)
 
 
 @router.put("/runs/{run_id}/reports/{number}", response_model=ReportOut, responses=ERRORS)
@@ -148,7 +155,7 @@ def edit_report(session: SessionDep, writer: WriterDep, number: NumberPath, body
     report, _, _ = _shown(session, run, caller, number)
     version = service.edit(session, report, _text(body), author=caller.person)
     session.commit()
-    return _out(run, report, version, caller.person, caller)
+    return _out(session, run, report, version, caller.person, caller)
 
 
 @router.post("/runs/{run_id}/reports/{number}/publish", response_model=ReportOut, responses=ERRORS)
@@ -162,7 +169,7 @@ def publish_report(session: SessionDep, writer: WriterDep, number: NumberPath,
     service.publish(session, report, body.version)
     session.commit()
     shown, v, author = _shown(session, run, caller, number, report.published_version)
-    return _out(run, shown, v, author, caller)
+    return _out(session, run, shown, v, author, caller)
 
 
 @router.post("/runs/{run_id}/reports/{number}/unpublish", response_model=ReportOut, responses=ERRORS)
@@ -173,7 +180,7 @@ def unpublish_report(session: SessionDep, writer: WriterDep, number: NumberPath)
     service.unpublish(session, report)
     session.commit()
     shown, v, author = _shown(session, run, caller, number)
-    return _out(run, shown, v, author, caller)
+    return _out(session, run, shown, v, author, caller)
 
 
 @router.get("/runs/{run_id}/reports/{number}/versions", response_model=VersionList, responses=ERRORS)
@@ -198,7 +205,7 @@ def get_report_data(session: SessionDep, reader: ReaderDep, number: NumberPath,
     report, v, _ = _shown(session, run, caller, number, version)
     view = view_for(session, run, caller.reader)
     return ReportData(run=run.id, number=report.number, version=v.version,
-                      blocks=report_data(session, run, view, render(v.body).blocks))
+                      blocks=report_data(session, run, view, _rendered(session, run, caller, v).blocks))
 
 
 @router.get("/runs/{run_id}/reports/{number}/export.html", response_class=Response, responses={
@@ -207,8 +214,9 @@ def export_report(request: Request, session: SessionDep, reader: ReaderDep, numb
     """The report as one static HTML file: the data inline as the public reads it, Plotly.js inline."""
     caller, run = reader
     report, v, author = _shown(session, run, caller, number)
-    rendered = render(v.body)
-    blocks = report_data(session, run, public_view(session, run), rendered.blocks)
+    public = public_view(session, run)
+    rendered = render(v.body, public.metric)
+    blocks = report_data(session, run, public, rendered.blocks)
     plotly = request.app.state.vendor.get(PLOTLY).asset.body
     renderer = request.app.state.frontend.file(RENDERER)
     if renderer is None:  # pragma: no cover - the file ships with the package
