@@ -49,7 +49,7 @@ def points(session: Session, run: Run, view: View, key: str, period: Period) -> 
         query = query.where(Point.step <= period.end)
     if view.horizon is not None:
         query = query.where(view.horizon.points_due())
-    rows = session.execute(query.order_by(Point.step)).all()
+    rows = list(session.execute(query.order_by(Point.step)).all())
     if len(rows) > MAX_POINTS:
         stride = math.ceil(len(rows) / MAX_POINTS)
         rows = rows[::stride] + ([rows[-1]] if (len(rows) - 1) % stride else [])

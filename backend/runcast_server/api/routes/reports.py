@@ -116,7 +116,7 @@ def _text(body: ReportIn) -> service.Text:
 
 
 @router.get("/runs/{run_id}/reports", response_model=ReportList, responses=ERRORS)
-def list_reports(session: SessionDep, reader: ReaderDep) -> ReportList:
+def list_run_reports(session: SessionDep, reader: ReaderDep) -> ReportList:
     """The run's reports: published ones for everyone, drafts too for the team."""
     caller, run = reader
     if caller.team:
@@ -184,7 +184,7 @@ def unpublish_report(session: SessionDep, writer: WriterDep, number: NumberPath)
 
 
 @router.get("/runs/{run_id}/reports/{number}/versions", response_model=VersionList, responses=ERRORS)
-def list_versions(session: SessionDep, reader: ReaderDep, number: NumberPath) -> VersionList:
+def list_report_versions(session: SessionDep, reader: ReaderDep, number: NumberPath) -> VersionList:
     """Every version of the report, oldest first (the team)."""
     caller, run = reader
     _require_team(caller)
