@@ -132,3 +132,23 @@ def test_the_blocks_data_follow_the_policy(client: Any, world: dict[str, Any]) -
     assert exported.status_code == 200 and "attachment" in exported.headers["content-disposition"]
     assert '"secret"' not in exported.text.split('id="runcast-report-data"')[1].split("</script>")[0]
     assert "<script>alert(1)" not in exported.text
+
+
+def test_each_publication_is_an_entry_of_the_runs_atom_feed(client: Any, world: dict[str, Any]) -> None:
+    from xml.etree import ElementTree as ET
+
+    run, team = world["run"], bearer(world["tokens"]["team"])
+    create(client, run, team, title="Week 1")
+    create(client, run, team, title="Week 2 (a draft)")
+    client.post(f"{API}/runs/{run}/reports/1/publish", json={}, headers=team)
+    feed = ET.fromstring(browser(client).get(f"{API}/runs/{run}/alerts.atom").content)
+    ns = {"a": "http://www.w3.org/2005/Atom"}
+    entries = [(e.findtext("a:title", namespaces=ns), e.find("a:link", ns).get("href"))  # type: ignore[union-attr]
+               for e in feed.findall("a:entry", ns)]
+    assert entries == [("Report: Week 1", f"http://testserver/runs/{run}/reports/1")]
+    zh = browser(client).get(f"{API}/runs/{run}/alerts.atom", headers={"Accept-Language": "zh-CN"}).text
+    assert "训练报告：Week 1" in zh
+    # The private run's reports are in no feed anyone else reads.
+    assert create(client, world["private"], team).status_code == 201
+    client.post(f"{API}/runs/{world['private']}/reports/1/publish", json={}, headers=team)
+    assert browser(client).get(f"{API}/runs/{world['private']}/alerts.atom").status_code == 404
