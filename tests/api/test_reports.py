@@ -152,3 +152,22 @@ def test_each_publication_is_an_entry_of_the_runs_atom_feed(client: Any, world: 
     assert create(client, world["private"], team).status_code == 201
     client.post(f"{API}/runs/{world['private']}/reports/1/publish", json={}, headers=team)
     assert browser(client).get(f"{API}/runs/{world['private']}/alerts.atom").status_code == 404
+
+
+def test_comments_on_a_report_follow_its_publication(client: Any, world: dict[str, Any]) -> None:
+    run, team = world["run"], bearer(world["tokens"]["team"])
+    create(client, run, team)
+    zed, anonymous = browser(client, "zed"), browser(client)
+    on_report = {"kind": "report", "id": 1}
+    refused = zed.post(f"{API}/runs/{run}/comments", json={"body": "?", "anchor": on_report}, headers=SAME)
+    assert refused.status_code == 404 and refused.json()["error"]["field"] == "anchor.id"  # a draft: nobody else sees it
+    client.post(f"{API}/runs/{run}/reports/1/publish", json={}, headers=team)
+    made = zed.post(f"{API}/runs/{run}/comments", json={"body": "Why the cut?", "anchor": on_report}, headers=SAME)
+    assert made.status_code == 201, made.text
+    assert made.json()["anchor"] == {"kind": "report", "key": None, "id": 1, "step": None}
+    assert zed.post(f"{API}/runs/{run}/comments", json={"body": "?", "anchor": {"kind": "report", "id": 9}},
+                    headers=SAME).status_code == 404
+    assert [c["anchor"]["kind"] for c in anonymous.get(f"{API}/runs/{run}/comments").json()["comments"]] == ["report"]
+    client.post(f"{API}/runs/{run}/reports/1/unpublish", headers=team)
+    assert anonymous.get(f"{API}/runs/{run}/comments").json()["comments"] == []
+    assert len(client.get(f"{API}/runs/{run}/comments", headers=team).json()["comments"]) == 1

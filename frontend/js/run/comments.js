@@ -38,6 +38,7 @@ export function anchorText(a) {
     case "alert": return t(at ? "comments.anchor.alertAt" : "comments.anchor.alert", { id: a.id, step: a.step });
     case "sample": return t(at ? "comments.anchor.sampleAt" : "comments.anchor.sample", { id: a.id, step: a.step });
     case "eval": return t(at ? "comments.anchor.evalAt" : "comments.anchor.eval", { id: a.id, step: a.step });
+    case "report": return t("comments.anchor.report", { id: a.id });
     default: return a.kind;
   }
 }

@@ -52,6 +52,7 @@ from runcast_server.people.models import User
 from runcast_server.policy.apply import View, view_for
 from runcast_server.reads.access import can_read
 from runcast_server.record.models import Run
+from runcast_server.reports import service as reports_service
 
 router = APIRouter(tags=["comments"])
 RunPath = Annotated[str, Path(max_length=64, description="The run id.")]
@@ -97,7 +98,12 @@ def _listing(session: Session, run: Run, caller: Caller, view: View | None = Non
     view = view if view is not None else view_for(session, run, caller.reader)
     counts = service.report_counts(session, run.id) if caller.team else None
     return visible(service.run_comments(session, run.id), view, me=None if caller.person is None else caller.person.id,
-                   moderator=caller.team, reports=counts)
+                   moderator=caller.team, reports=counts, shown_reports=_reports_seen(session, run, caller))
+
+
+def _reports_seen(session: Session, run: Run, caller: Caller) -> set[int]:
+    """The numbers of the run's reports this caller sees: every one for the team, else the published."""
+    return {r.number for r in reports_service.run_reports(session, run.id) if caller.team or r.published_version}
 
 
 def _comment(session: Session, run: Run, caller: Caller, comment_id: int) -> Comment:
@@ -184,7 +190,7 @@ def post_comment(request: Request, session: SessionDep, ctx: ContextDep,
     else:
         assert body.anchor is not None
         anchor = resolve(session, run, view, body.anchor, team=caller.reader is not None
-                         and caller.reader.id == run.project_id)
+                         and caller.reader.id == run.project_id, reports=_reports_seen(session, run, caller))
     held = service.holds(session, run.id) and not caller.team
     comment = service.create(session, run.id, body.body, anchor=anchor, parent=parent, author=caller.person,
                              team=caller.team, held=held)
