@@ -1,7 +1,9 @@
 // The report page (/runs/{id}/reports/{n}, docs/reports.md): the report's sanitized HTML from the
 // API, its live blocks drawn by report-blocks.js and drawn again from fresh data every few seconds
-// while the run is live (the data route applies the run's policy and broadcast delay).
+// while the run is live (the data route applies the run's policy and broadcast delay); its comments
+// below (report/comments.js), read again as often.
 import { getJSON } from "./api.js";
+import { ReportComments } from "./report/comments.js";
 
 const REFRESH_MS = 5000;
 const match = location.pathname.match(/^\/runs\/([^/]+)\/reports\/(\d+)\/?$/);
@@ -31,13 +33,18 @@ async function main() {
   body.innerHTML = report.html; // sanitized by the server (reports/blocks.py: nh3 allow-list)
   document.getElementById("report").hidden = false;
   status.hidden = true;
+  const comments = new ReportComments(runId, number);
+  comments.load().catch(() => {});
   const Plotly = await whenPlotly();
   const draw = async () => {
     const data = await getJSON(`${base}/data?version=${report.version}`);
     window.runcastFillBlocks(body, data.blocks, Plotly);
   };
   await draw();
-  if (report.blocks.length) setInterval(() => draw().catch(() => {}), REFRESH_MS);
+  setInterval(() => {
+    if (report.blocks.length) draw().catch(() => {});
+    comments.load().catch(() => {});
+  }, REFRESH_MS);
 }
 
 main().catch((err) => {

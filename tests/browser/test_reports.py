@@ -36,8 +36,8 @@ def _shots(tmp_path: Path) -> Path:
 def _wait_points(server: LiveServer, run_id: str, n: int) -> None:
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
-        body = httpx.get(f"{server.url}/api/v1/runs/{run_id}").json()
-        if (body.get("last_step") or -1) >= n - 1:
+        last = httpx.get(f"{server.url}/api/v1/runs/{run_id}").json().get("last_step")
+        if last is not None and last >= n - 1:
             return
         time.sleep(0.2)
     raise AssertionError("the run's points did not arrive")
@@ -91,3 +91,33 @@ def test_a_published_report_draws_its_live_chart_and_its_export_opens_offline(
         context.close()
     assert asked == [] and errors == []
     assert page.errors == [] and page.dialogs == []
+
+
+def test_a_signed_in_reader_comments_on_a_report_and_script_runs_nowhere(
+        live_server: LiveServer, browser: Any, tmp_path: Path) -> None:
+    from .test_comments import PASSWORD, Person
+    from .test_oidc import _runcast
+
+    run = live_server.sdk_run(name="reported")
+    run.log({"loss": 1.0}, step=0)
+    _wait_points(live_server, run.id, 1)
+    team = {"Authorization": f"Bearer {live_server.token()}"}
+    api = f"{live_server.url}/api/v1/runs/{run.id}/reports"
+    httpx.post(api, json={"title": "Week one", "body": "Short.", "from_step": 0, "to_step": 0}, headers=team)
+    httpx.post(f"{api}/1/publish", json={}, headers=team)
+    _runcast(live_server, "user", "create", "alice", "--display-name", "Alice", "--password-stdin",
+             stdin=PASSWORD + "\n")
+    alice = Person(browser, live_server, "alice")
+    try:
+        alice.page.goto(f"{live_server.url}/runs/{run.id}/reports/1")
+        alice.page.wait_for_selector("#report-comment-form:not([hidden])")
+        alice.page.fill("#report-comment-body", "Why **stop** here? <img src=x onerror=alert(1)>")
+        alice.page.click("#report-comment-form button[type=submit]")
+        alice.page.wait_for_selector("#report-comments li.comment strong")
+        assert alice.page.text_content("#report-comments li.comment strong") == "stop"
+        alice.page.screenshot(path=str(_shots(tmp_path) / "report-comments.png"), full_page=True)
+        assert alice.dialogs == [] and alice.errors == []
+    finally:
+        alice.context.close()
+    listed = httpx.get(f"{live_server.url}/api/v1/runs/{run.id}/comments").json()["comments"]
+    assert [(c["anchor"]["kind"], c["anchor"]["id"]) for c in listed] == [("report", 1)]
