@@ -10,7 +10,10 @@ from typing import Any
 
 import pytest
 
-from api.test_comments import SAME, bearer, browser, world  # noqa: F401  (the fixture)
+from api import test_comments
+from api.test_comments import SAME, bearer, browser
+
+world = test_comments.world  # the fixture: a public, a private and another project's run; people; tokens
 
 API = "/api/v1"
 BODY = """Loss fell steadily.
@@ -171,3 +174,16 @@ def test_comments_on_a_report_follow_its_publication(client: Any, world: dict[st
     client.post(f"{API}/runs/{run}/reports/1/unpublish", headers=team)
     assert anonymous.get(f"{API}/runs/{run}/comments").json()["comments"] == []
     assert len(client.get(f"{API}/runs/{run}/comments", headers=team).json()["comments"]) == 1
+
+
+def test_deleting_the_run_deletes_its_reports_and_their_versions(client: Any, world: dict[str, Any], db: Any) -> None:
+    from sqlalchemy import text
+
+    run, team = world["run"], bearer(world["tokens"]["team"])
+    create(client, run, team)
+    client.put(f"{API}/runs/{run}/reports/1", json=report(title="v2"), headers=team)
+    create(client, world["private"], team)  # another run's report stays
+    assert client.delete(f"{API}/runs/{run}", headers=team).status_code in (200, 204)
+    with db.engine.connect() as conn:
+        assert conn.execute(text("SELECT count(*) FROM reports")).scalar() == 1
+        assert conn.execute(text("SELECT count(*) FROM report_versions")).scalar() == 1
