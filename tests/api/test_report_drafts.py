@@ -76,3 +76,25 @@ def test_a_delayed_runs_public_draft_stops_where_its_public_record_stops(client:
     public = draft(client, sim.run, token, 0, 10)
     assert "1.8 at step 2" in public and "0.9" not in public and "math" not in public
     assert "0.9 at step 4" in draft(client, sim.run, token, 0, 10, audience="team")
+
+
+def test_a_delayed_runs_report_blocks_stop_where_its_public_record_stops(client: Any, seed: Any, db: Any) -> None:
+    sim = seed.run("pp", name="lm").start()
+    token = seed.token("pp")
+    sim.log({"loss": [(1, 2.0), (2, 1.8)]})
+    with db.engine.begin() as conn:
+        conn.execute(text("UPDATE run_versions SET committed_at = committed_at - 7200"))
+    sim.log({"loss": [(3, 1.5), (4, 0.9)]})
+    sim.send([sim.event("data_mix", step=4, weights={"web": 0.5, "math": 0.5})])
+    assert client.put(f"{API}/runs/{sim.run}/policy", json={"delay_s": 3600}, headers=bearer(token)).status_code == 200
+    body = "```runcast-chart keys=loss\n```\n\n```runcast-changes from=0 to=10\n```\n"
+    api = f"{API}/runs/{sim.run}/reports"
+    assert client.post(api, json={"title": "t", "body": body, "from_step": 0, "to_step": 10},
+                       headers=bearer(token)).status_code == 201
+    client.post(f"{api}/1/publish", json={}, headers=bearer(token))
+    chart, changes = client.get(f"{api}/1/data").json()["blocks"]
+    assert chart["series"]["loss"]["step"] == [1, 2] and changes["rows"] == []
+    exported = client.get(f"{api}/1/export.html").text
+    assert "0.9" not in exported.split('id="runcast-report-data"')[1].split("</script>")[0]
+    team_chart, team_changes = client.get(f"{api}/1/data", headers=bearer(token)).json()["blocks"]
+    assert team_chart["series"]["loss"]["step"] == [1, 2, 3, 4] and "math" in team_changes["rows"][0]["text"]
