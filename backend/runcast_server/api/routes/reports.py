@@ -14,7 +14,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Query, Request, Response
 from sqlalchemy.orm import Session
 
-from runcast_server.api.deps import SESSION_COOKIE, PersonDep, SessionDep, TokenDep
+from runcast_server.api.deps import SESSION_COOKIE, ContextDep, PersonDep, SessionDep, TokenDep
 from runcast_server.api.routes.comments import Caller, CommentPath, RunPath, _caller, _require_team
 from runcast_server.comments.schemas import Author
 from runcast_server.core.errors import ApiError, NotFound, error_responses
@@ -108,6 +108,11 @@ def _out(session: Session, run: Run, report: Report, v: ReportVersion, author: U
                      author=_author(author), created_at=v.created_at, published_at=report.published_at)
 
 
+def _announce(ctx: ContextDep, run: Run, report: Report, change: str) -> None:
+    """After the commit: every open page of the run reads its reports again (``event: reports``)."""
+    ctx.hub.publish(run.id, {"run": run.id, "reports": {"number": report.number, "change": change}})
+
+
 def _text(body: ReportIn) -> service.Text:
     if body.to_step < body.from_step:
         raise ApiError(422, "to_step is below from_step", field="to_step")
@@ -159,7 +164,7 @@ def edit_report(session: SessionDep, writer: WriterDep, number: NumberPath, body
 
 
 @router.post("/runs/{run_id}/reports/{number}/publish", response_model=ReportOut, responses=ERRORS)
-def publish_report(session: SessionDep, writer: WriterDep, number: NumberPath,
+def publish_report(session: SessionDep, ctx: ContextDep, writer: WriterDep, number: NumberPath,
                    body: PublishIn) -> ReportOut:
     """Publish the newest version (or ``version``): its page, the run's list and feed show it (the team)."""
     caller, run = writer
@@ -168,17 +173,19 @@ def publish_report(session: SessionDep, writer: WriterDep, number: NumberPath,
         raise NotFound("report version", field="version")
     service.publish(session, report, body.version)
     session.commit()
+    _announce(ctx, run, report, "published")
     shown, v, author = _shown(session, run, caller, number, report.published_version)
     return _out(session, run, shown, v, author, caller)
 
 
 @router.post("/runs/{run_id}/reports/{number}/unpublish", response_model=ReportOut, responses=ERRORS)
-def unpublish_report(session: SessionDep, writer: WriterDep, number: NumberPath) -> ReportOut:
+def unpublish_report(session: SessionDep, ctx: ContextDep, writer: WriterDep, number: NumberPath) -> ReportOut:
     """Take the report back to a draft: the public no longer sees it (the team)."""
     caller, run = writer
     report, _, _ = _shown(session, run, caller, number)
     service.unpublish(session, report)
     session.commit()
+    _announce(ctx, run, report, "unpublished")
     shown, v, author = _shown(session, run, caller, number)
     return _out(session, run, shown, v, author, caller)
 
