@@ -1,5 +1,6 @@
 """A training report from the reader's seat: the team publishes a report with a live chart on a
-running run; a reader opens its page from the run page's Reports card and sees the chart, which
+running run; it appears in the Reports card of a reader's open run page without a reload; the
+reader opens its page from there and sees the chart, which
 grows as the run goes on; the report's static export, opened from disk in a Chromium with every
 network request refused, shows the same chart."""
 
@@ -53,9 +54,12 @@ def test_a_published_report_draws_its_live_chart_and_its_export_opens_offline(
     api = f"{live_server.url}/api/v1/runs/{run.id}/reports"
     made = httpx.post(api, json={"title": "Week one", "body": BODY, "from_step": 0, "to_step": 40}, headers=team)
     assert made.status_code == 201, made.text
-    assert httpx.post(f"{api}/1/publish", json={}, headers=team).status_code == 200
-
+    # A reader on the run page sees the report appear in its Reports card when it is published.
     page.goto(f"{live_server.url}/runs/{run.id}")
+    page.wait_for_function("window.__runcast && window.__runcast.stream && window.__runcast.stream.open",
+                           timeout=20000)
+    page.wait_for_selector("#reports li.empty")
+    assert httpx.post(f"{api}/1/publish", json={}, headers=team).status_code == 200
     page.wait_for_selector("#reports a")
     assert page.text_content("#reports a") == "Week one"
     page.click("#reports a")
