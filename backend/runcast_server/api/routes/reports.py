@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query, Request, Response
+from fastapi import APIRouter, Depends, Path, Query, Request, Response
 from sqlalchemy.orm import Session
 
 from runcast_server.api.deps import SESSION_COOKIE, ContextDep, PersonDep, SessionDep, TokenDep
-from runcast_server.api.routes.comments import Caller, CommentPath, RunPath, _caller, _require_team
+from runcast_server.api.routes.comments import Caller, RunPath, _caller, _require_team
 from runcast_server.comments.schemas import Author
 from runcast_server.core.errors import ApiError, NotFound, error_responses
 from runcast_server.people.models import User
@@ -43,7 +43,7 @@ from runcast_server.web.vendor import PLOTLY
 
 router = APIRouter(tags=["reports"])
 ERRORS = error_responses(401, 403, 404, 409, 422)
-NumberPath = CommentPath
+NumberPath = Annotated[int, Path(ge=1, le=2**31 - 1, description="The report's number in its run (1, 2, ...).")]
 RENDERER = "js/report-blocks.js"
 
 
