@@ -1,8 +1,10 @@
 // The report page (/runs/{id}/reports/{n}, docs/reports.md): the report's sanitized HTML from the
 // API, its live blocks drawn by report-blocks.js and drawn again from fresh data every few seconds
 // while the run is live (the data route applies the run's policy and broadcast delay); its comments
-// below (report/comments.js), read again as often.
+// below (report/comments.js), read again as often. Its words come from the catalogs (js/i18n.js);
+// the title, prose and names are the team's and the run's.
 import { getJSON } from "./api.js";
+import { loadLanguage, t } from "./i18n.js";
 import { ReportComments } from "./report/comments.js";
 
 const REFRESH_MS = 5000;
@@ -21,12 +23,13 @@ async function main() {
   const [, runId, number] = match;
   const base = `/api/v1/runs/${runId}/reports/${number}`;
   const report = await getJSON(base);
-  document.title = `${report.title} · Runcast`;
+  document.title = t("report.pageTitle", { title: report.title });
   document.getElementById("report-title").textContent = report.title;
-  const who = report.author ? report.author.display_name : "the team";
-  document.getElementById("report-meta").textContent =
-    `Steps ${report.from_step} to ${report.to_step} · version ${report.version} · by ${who}` +
-    (report.state === "draft" ? " · draft (not published)" : "");
+  document.getElementById("report-meta").textContent = t("report.meta", {
+    from: report.from_step, to: report.to_step, version: report.version,
+    who: report.author ? report.author.display_name : t("comments.theTeam"),
+    draft: String(report.state === "draft"),
+  });
   document.getElementById("report-run").href = `/runs/${runId}`;
   document.getElementById("report-export").href = `${base}/export.html`;
   const body = document.getElementById("report-body");
@@ -38,7 +41,7 @@ async function main() {
   const Plotly = await whenPlotly();
   const draw = async () => {
     const data = await getJSON(`${base}/data?version=${report.version}`);
-    window.runcastFillBlocks(body, data.blocks, Plotly);
+    window.runcastFillBlocks(body, data.blocks, Plotly, t);
   };
   await draw();
   setInterval(() => {
@@ -47,6 +50,6 @@ async function main() {
   }, REFRESH_MS);
 }
 
-main().catch((err) => {
-  status.textContent = err.status === 404 ? "Report not found." : `Could not load the report: ${err.message}`;
+loadLanguage().then(main).catch((err) => {
+  status.textContent = err.status === 404 ? t("report.notFound") : t("report.failed", { error: err.message });
 });

@@ -1,15 +1,10 @@
 // Comments on a report (anchor kind "report", docs/comments.md): the threads anchored to it, read
 // again with the page's refresh; a signed-in reader writes one (from this page: same-site).
 import { getJSON } from "../api.js";
-import { el } from "../util.js";
+import { el, fragment } from "../util.js";
+import { t } from "../i18n.js";
 
 const $ = (id) => document.getElementById(id);
-
-function fragment(html) {
-  const t = document.createElement("template");
-  t.innerHTML = html; // sanitized by the server (comments/markdown.py)
-  return t.content;
-}
 
 export class ReportComments {
   constructor(runId, number) {
@@ -25,8 +20,9 @@ export class ReportComments {
     const body = await getJSON(this.url);
     const mine = body.comments.filter((c) => c.anchor.kind === "report" && c.anchor.id === this.number);
     $("report-comments").replaceChildren(...mine.map((c) => el("li", { className: "comment", "data-id": c.id },
-      el("p", { className: "comment-author" }, c.author ? c.author.display_name : "the team"),
-      el("div", { className: "comment-body" }, fragment(c.html)))));
+      c.author ? el("p", { className: "comment-author", "data-user": true }, c.author.display_name)
+        : el("p", { className: "comment-author" }, t("comments.theTeam")),
+      el("div", { className: "comment-body", "data-user": true }, fragment(c.html)))));
     $("report-comment-form").hidden = !body.signed_in;
     $("report-comments-card").hidden = !body.signed_in && mine.length === 0;
   }
@@ -43,7 +39,7 @@ export class ReportComments {
       box.value = "";
       await this.load();
     } catch (err) {
-      $("report-comment-error").textContent = err.message;
+      $("report-comment-error").textContent = err.message; // the server's message, as the run page shows it
     }
   }
 }

@@ -9,19 +9,12 @@
 // `event: comments` carries no text: the list is read again, with this reader's rights.
 
 import { getJSON, runUrl } from "../api.js";
-import { debounce, el, formatTime, LIVE_MAX_WAIT_MS } from "../util.js";
+import { debounce, el, formatTime, fragment, LIVE_MAX_WAIT_MS } from "../util.js";
 import { t } from "../i18n.js";
 
 const $ = (id) => document.getElementById(id);
 const LABEL_CHARS = 120;
 const DATA_ROLES = new Set(["raw", "smooth", "max", "min"]);
-
-/** The sanitized HTML as nodes: parsed inert (a template runs no script and loads nothing). */
-function fragment(html) {
-  const t = document.createElement("template");
-  t.innerHTML = html;
-  return t.content;
-}
 
 /** A comment's first line of text, for a marker's hover. */
 function firstLine(c) {

@@ -21,8 +21,8 @@ export async function loadReports(runId) {
     return;
   }
   list.replaceChildren(...reports.map((r) => {
-    const link = el("a", { href: r.url }, r.title);
-    const steps = el("span", { className: "note" }, ` steps ${r.from_step}–${r.to_step}` +
+    const link = el("a", { href: r.url, "data-user": true }, r.title);
+    const steps = el("span", { className: "note" }, " " + t("reports.steps", { from: r.from_step, to: r.to_step }) +
       (r.state === "draft" ? ` · ${t("reports.draft")}` : ""));
     return el("li", {}, link, steps);
   }));
