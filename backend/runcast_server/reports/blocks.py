@@ -19,13 +19,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-import nh3
 from markdown_it import MarkdownIt
 from markdown_it.common.utils import escapeHtml
 from markdown_it.token import Token
 from markdown_it.utils import EnvType, OptionsDict
 
-from runcast_server.comments.markdown import ATTRIBUTES, LINK_REL, TAGS, URL_SCHEMES, _image_as_link
+from runcast_server.comments.markdown import parser, sanitize
 from runcast_server.core.errors import ApiError
 
 KINDS = ("chart", "samples", "evals", "checkpoint", "changes")
@@ -34,7 +33,7 @@ PARAMS = {"chart": {"keys", "from", "to"}, "samples": {"from", "to"}, "evals": {
 MAX_KEYS = 8
 MAX_BLOCKS = 50
 _KEY = re.compile(r"^[A-Za-z0-9_./\-:@]{1,200}$")
-_BLOCK_ATTRIBUTES = {"class", "data-index", "data-block", "data-keys", "data-from", "data-to", "data-step"}
+_BLOCK_ATTRIBUTES = frozenset({"class", "data-index", "data-block", "data-keys", "data-from", "data-to", "data-step"})
 
 
 @dataclass(frozen=True)
@@ -108,8 +107,7 @@ def _fence(self: Any, tokens: Sequence[Token], idx: int, options: OptionsDict, e
 
 
 def _parser() -> MarkdownIt:
-    md = MarkdownIt("commonmark", {"html": False, "linkify": False}).enable(["table", "strikethrough"])
-    md.add_render_rule("image", _image_as_link)
+    md = parser()
     md.renderer.fence_default = md.renderer.rules["fence"]  # type: ignore[attr-defined]
     md.add_render_rule("fence", _fence)
     return md
@@ -131,7 +129,4 @@ def render(source: str, shown: Callable[[str], bool] | None = None) -> Rendered:
     html = _MD.render(source, env)
     if len(env["blocks"]) > MAX_BLOCKS:
         raise ApiError(422, f"at most {MAX_BLOCKS} live blocks in a report", field="body")
-    clean = nh3.clean(html, tags=set(TAGS) | {"div"}, clean_content_tags={"script", "style"},
-                      attributes={**ATTRIBUTES, "div": _BLOCK_ATTRIBUTES}, url_schemes=set(URL_SCHEMES),
-                      link_rel=LINK_REL, set_tag_attribute_values={"a": {"target": "_blank"}})
-    return Rendered(clean, list(env["blocks"]))
+    return Rendered(sanitize(html, {"div": _BLOCK_ATTRIBUTES}), list(env["blocks"]))

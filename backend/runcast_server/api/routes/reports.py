@@ -15,7 +15,7 @@ from fastapi import APIRouter, Depends, Path, Query, Request, Response
 from sqlalchemy.orm import Session
 
 from runcast_server.api.deps import SESSION_COOKIE, ContextDep, PersonDep, SessionDep, TokenDep
-from runcast_server.api.routes.comments import Caller, RunPath, _caller, _require_team
+from runcast_server.api.run_caller import Caller, RunPath, require_team, run_caller
 from runcast_server.comments.schemas import Author
 from runcast_server.core.errors import ApiError, NotFound, error_responses
 from runcast_server.people.models import User
@@ -25,7 +25,7 @@ from runcast_server.reports import service
 from runcast_server.reports.blocks import Rendered, render
 from runcast_server.reports.data import report_data
 from runcast_server.reports.draft import draft
-from runcast_server.reports.export import static_html
+from runcast_server.reports.export import LANGUAGE, block_messages, static_html
 from runcast_server.reports.models import Report, ReportVersion
 from runcast_server.reports.schemas import (
     MAX_STEP,
@@ -49,7 +49,7 @@ RENDERER = "js/report-blocks.js"
 
 def _reader(request: Request, session: SessionDep, token: TokenDep, person: PersonDep,
             run_id: RunPath) -> tuple[Caller, Run]:
-    return _caller(request, session, token, person, run_id)
+    return run_caller(request, session, token, person, run_id)
 
 
 def _writer(request: Request, session: SessionDep, token: TokenDep, person: PersonDep,
@@ -58,8 +58,8 @@ def _writer(request: Request, session: SessionDep, token: TokenDep, person: Pers
     anyone else, all before the body is read."""
     if token is None and person is None:
         raise ApiError(401, "sign in, or give a token with the 'team' scope, to write reports", field=SESSION_COOKIE)
-    caller, run = _caller(request, session, token, person, run_id)
-    _require_team(caller)
+    caller, run = run_caller(request, session, token, person, run_id)
+    require_team(caller)
     return caller, run
 
 
@@ -194,7 +194,7 @@ def unpublish_report(session: SessionDep, ctx: ContextDep, writer: WriterDep, nu
 def list_report_versions(session: SessionDep, reader: ReaderDep, number: NumberPath) -> VersionList:
     """Every version of the report, oldest first (the team)."""
     caller, run = reader
-    _require_team(caller)
+    require_team(caller)
     report, _, _ = _shown(session, run, caller, number)
     users = {u.id: u for u in session.query(User).filter(User.id.in_(
         [v.author_id for v in service.versions(session, report) if v.author_id is not None]))}
@@ -226,12 +226,13 @@ def export_report(request: Request, session: SessionDep, reader: ReaderDep, numb
     blocks = report_data(session, run, public, rendered.blocks)
     plotly = request.app.state.vendor.get(PLOTLY).asset.body
     renderer = request.app.state.frontend.file(RENDERER)
-    if renderer is None:  # pragma: no cover - the file ships with the package
+    catalog = request.app.state.frontend.file(f"i18n/{LANGUAGE}.json")
+    if renderer is None or catalog is None:  # pragma: no cover - the files ship with the package
         raise ApiError(503, "the report renderer is missing from this install", field="report")
     who = author.display_name if author is not None else "the team"
     meta = f"{run.name}, steps {v.from_step} to {v.to_step}, version {v.version}, by {who}"
     body = static_html(title=v.title, meta=meta, body_html=rendered.html, blocks=blocks, plotly=plotly,
-                       renderer=renderer.body)
+                       renderer=renderer.body, messages=block_messages(catalog.body))
     name = f"{run.name}-report-{report.number}.html".replace('"', "")
     return Response(body, media_type="text/html; charset=utf-8",
                     headers={"Content-Disposition": f'attachment; filename="{name}"'})
@@ -247,7 +248,7 @@ def get_draft(session: SessionDep, reader: ReaderDep,
     """A Markdown draft from the period's record: loss change, alerts, checkpoints, evaluations, data-mix
     changes, code revisions, resumes and decisions (the team)."""
     caller, run = reader
-    _require_team(caller)
+    require_team(caller)
     if to_step < from_step:
         raise ApiError(422, "to_step is below from_step", field="to_step")
     view = public_view(session, run) if audience == "public" else view_for(session, run, caller.reader)
