@@ -362,12 +362,13 @@ def test_the_static_text_is_hidden_until_its_language_is_set(live_server: Any, b
     context.close()
 
 
-def test_screenshots_of_the_run_page(live_server: Any, browser: Any, monkeypatch: Any, tmp_path: Path) -> None:
-    """The run page in both languages, for a person to look at (I18N_SCREENSHOT_DIR keeps them)."""
+def test_screenshots_of_the_run_page_and_a_report(live_server: Any, browser: Any, monkeypatch: Any, tmp_path: Path) -> None:
+    """The run page and a report's page in both languages, for a person to look at (I18N_SCREENSHOT_DIR keeps them)."""
     import os
 
     run, _ = seeded_runs(live_server, monkeypatch)
     seed_comments(live_server, PROJECT, run.id, "train/loss", 200, None)
+    report = publish_report(live_server, run.id)
     out = Path(os.environ.get("I18N_SCREENSHOT_DIR") or tmp_path)
     for code in ("zh-CN", "en"):
         context = browser.new_context(viewport={"width": 1400, "height": 1100}, locale=code)
@@ -381,6 +382,10 @@ def test_screenshots_of_the_run_page(live_server: Any, browser: Any, monkeypatch
         page.evaluate(OPEN_FOLDS.replace("'details'", "'details:not(.signin-box)'"))  # the sign-in form would cover the header
         page.wait_for_timeout(800)
         page.screenshot(path=str(out / f"run-{code}.png"), full_page=True)
+        page.goto(live_server.url + report)
+        page.wait_for_function(REPORT_READY, timeout=20000)
+        page.wait_for_timeout(500)
+        page.screenshot(path=str(out / f"report-{code}.png"), full_page=True)
         context.close()
 
 

@@ -90,6 +90,7 @@ def test_a_published_report_draws_its_live_chart_and_its_export_opens_offline(
         offline.goto(path.as_uri())
         offline.wait_for_function(f"({TRACE_POINTS})() && ({TRACE_POINTS})()[0][1] === 30", timeout=20000)
         assert offline.evaluate("window.__pwned") is None
+        assert offline.text_content(".runcast-chart .xtitle") == "step"  # the English catalog's word, carried inline
         offline.screenshot(path=str(_shots(tmp_path) / "report-export.png"), full_page=True)
     finally:
         context.close()
