@@ -148,6 +148,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     frontend = Frontend(FileAssets(FRONTEND_DIR), vendor, bundles=settings.page_bundles,
                         follow=settings.public_follow)
+    app.state.vendor, app.state.frontend = vendor, frontend  # a report's static export inlines their files
     app.include_router(share_router(frontend, settings), responses=error_responses(413, 503))
     app.include_router(pages_router(frontend, vendor, title=app.title, openapi_url=app.openapi_url or "/openapi.json"))
     app.mount("/", FrontendFiles(frontend), name="frontend")  # last: whatever no route matched

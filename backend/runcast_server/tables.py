@@ -24,6 +24,7 @@ from runcast_server.outputs import models as _output_models  # noqa: F401  (samp
 from runcast_server.people import models as _people_models  # noqa: F401  (users, roles: migration 0020)
 from runcast_server.policy import models as _policy_models  # noqa: F401  (publication policies, migration 0011)
 from runcast_server.record.models import Run
+from runcast_server.reports import models as _report_models  # (training reports, migration 0024)
 from runcast_server.runs import manage
 from runcast_server.runs import models as _run_models  # noqa: F401  (run tags, run updates)
 from runcast_server.sessions import models as _session_models  # noqa: F401  (dashboard sign-in, migration 0010)
@@ -35,4 +36,5 @@ def delete_run(session: Session, run: Run) -> manage.Deleted:
     """Delete ``run`` and every row of every domain that belongs to it, in the caller's transaction
     (``runs.manage.delete_run``; then ``manage.drop_detached`` after the commit)."""
     return manage.delete_run(session, run, METADATA.sorted_tables, dependents=(_alert_models.delete_run_deliveries,
-                                                                                 _comment_models.delete_run_comment_rows))
+                                                                                 _comment_models.delete_run_comment_rows,
+                                                                                 _report_models.delete_run_report_rows))

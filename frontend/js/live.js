@@ -20,13 +20,16 @@ export class LiveStream {
    * onState(state): "live" | "reconnecting" | "offline" | "unsupported".
    * onComments(message): {run, comment, change} (`event: comments`, outside the versions: it
    *   neither moves the resume point nor takes part in the batch/reset order).
+   * onReports(message): {run, report, change} (`event: reports`, outside the versions as comments').
    */
-  constructor(runId, { onBatch, onReset, onState = () => {}, onComments = () => {} }, prefetch = null) {
+  constructor(runId, { onBatch, onReset, onState = () => {}, onComments = () => {}, onReports = () => {} },
+    prefetch = null) {
     this.url = "/api/v1/runs/" + encodeURIComponent(runId) + "/stream";
     this.onBatch = onBatch;
     this.onReset = onReset;
     this.onState = onState;
     this.onComments = onComments;
+    this.onReports = onReports;
     this.prefetch = prefetch;
     this.subscribed = false;
     this.lastId = null;
@@ -63,6 +66,7 @@ export class LiveStream {
     es.addEventListener("batch", (e) => this.handleBatch(e));
     es.addEventListener("reset", (e) => this.handleReset(e));
     es.addEventListener("comments", (e) => this.handleComments(e));
+    es.addEventListener("reports", (e) => this.handleReports(e));
     es.addEventListener("error", () => this.handleError(es));
   }
 
@@ -80,6 +84,14 @@ export class LiveStream {
       return;
     }
     this.onBatch(message);
+  }
+
+  handleReports(e) {
+    try {
+      this.onReports(JSON.parse(e.data));
+    } catch {
+      /* not JSON: nothing to announce */
+    }
   }
 
   handleComments(e) {

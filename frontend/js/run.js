@@ -17,6 +17,7 @@ import { loadAlerts } from "./run/alerts.js";
 import { allCharts, buildMainChart, buildPanels, redraw, setMarkers, setupXmaps } from "./run/charts.js";
 import { loadCheckpoints } from "./run/checkpoints.js";
 import { CommentsPanel } from "./run/comments.js";
+import { loadReports } from "./run/reports.js";
 import { renderConfig } from "./run/config.js";
 import { EstimatePanel } from "./run/estimate.js";
 import { EvalsPanel } from "./run/evals.js";
@@ -135,6 +136,7 @@ function loadArtifacts(page) {
   page.samples.reload();
   page.media.reload();
   page.comments.load();
+  loadReports(page.runId);
 }
 
 // --- the run's detail: keys, segments, status ------------------------------------------------

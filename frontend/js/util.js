@@ -42,6 +42,16 @@ export function el(tag, attrs = {}, ...children) {
   return node;
 }
 
+/**
+ * The server's sanitized HTML (a comment's or a report's, nh3 there) as nodes: parsed inert (a
+ * template runs no script and loads nothing); nothing else may come through here.
+ */
+export function fragment(html) {
+  const template = document.createElement("template");
+  template.innerHTML = html;
+  return template.content;
+}
+
 /** An http(s) address or null: a code-host link from the server is checked before it becomes an href. */
 export function safeHttpUrl(raw) {
   if (typeof raw !== "string" || !raw) return null;

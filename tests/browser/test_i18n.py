@@ -36,7 +36,7 @@ RANKS = ("node0/rank0", "node0/rank1")  # the system panel's lines
 USER_WORDS = {PROJECT, RUN_NAME, *KEYS, NOTE, f"{RUN_NAME} ({PROJECT})", f"i18n-other ({PROJECT})", *SOURCES, *RANKS}  # chart legends
 CODE = {"sha": "0123456789abcdef0123456789abcdef01234567", "branch": "main", "remote": "https://example.org/lab/model.git",
         "dirty": True, "diff": "diff --git a/train.py b/train.py\n+lr = 3e-4\n"}
-# Every panel of the run page has something to show (run page: media loads in view, so the window is tall).
+# Every panel of the run page has something to show (the threads: a step's, an alert's, the report's) (run page: media loads in view, so the window is tall).
 RUN_READY = " && ".join([
     "window.__runcastDrawn !== undefined", "document.querySelector('#timeline li')",
     "document.querySelector('#sample-view .sample-meta')", "document.querySelectorAll('#media .media-key').length === 3",
@@ -44,10 +44,38 @@ RUN_READY = " && ".join([
     "document.querySelector('#media canvas.heatmap[aria-label*=\"–\"]')", "document.querySelector('#chart-mix.js-plotly-plot')",
     "document.querySelectorAll('#system-panels .js-plotly-plot').length === 2", "document.querySelector('#estimate-table')",
     "document.querySelector('#revisions li.revision')", "document.querySelector('#evals-card:not([hidden]) #evals > *')",
-    "document.querySelectorAll('#comments .comment-thread').length === 2",
+    "document.querySelectorAll('#comments .comment-thread').length === 3", "document.querySelector('#reports a')",
 ])
 # Signed in as the team: the composer's note, held and reported comments, the moderation buttons.
-RUN_READY_TEAM = RUN_READY.replace("=== 2", "=== 2 && document.querySelector('#comments .comment-state')")
+RUN_READY_TEAM = RUN_READY.replace("=== 3", "=== 3 && document.querySelector('#comments .comment-state')")
+# A published report of the run (docs/reports.md): its page with a block of every kind, drawn.
+REPORT_BODY = f"""{NOTE}
+
+```runcast-chart keys=train/loss,val/loss from=1 to=400
+```
+
+```runcast-samples from=100 to=300
+```
+
+```runcast-evals from=1 to=400
+```
+
+```runcast-checkpoint step=300
+```
+
+```runcast-checkpoint step=7
+```
+
+```runcast-changes from=1 to=400
+```
+
+```runcast-samples from=390 to=400
+```
+"""
+REPORT_READY = ("document.querySelectorAll('.runcast-block[data-filled]').length === 7"
+                " && document.querySelector('#report-body .js-plotly-plot')")
+REPORT_READY_TEAM = REPORT_READY + " && !document.getElementById('report-comment-form').hidden && document.querySelector('#report-comments li')"
+REPORT_MISSING = "/not found|未找到/.test(document.getElementById('report-status').textContent)"
 OPEN_FOLDS = "document.querySelectorAll('details').forEach((d) => { d.open = true; })"
 # The composer of a new thread (a click on a point of the loss chart, as a reader clicks it), then the other forms.
 CLICK_POINT = ("(() => { const gd = document.getElementById('chart-main'); const tr = gd.data.find((d) => d.meta && ['raw', 'smooth'].includes(d.meta.role));"
@@ -213,6 +241,20 @@ def seeded_runs(live_server: Any, monkeypatch: Any) -> tuple[Any, Any]:
     return run, other
 
 
+def publish_report(server: Any, run_id: str) -> str:
+    """A published report on the run (its page's path), with a comment of the team on it."""
+    team = {"Authorization": f"Bearer {server.token(PROJECT)}"}
+    api = f"{server.url}/api/v1/runs/{run_id}/reports"
+    made = httpx.post(api, json={"title": RUN_NAME, "body": REPORT_BODY, "from_step": 0, "to_step": 400}, headers=team, timeout=10)
+    assert made.status_code == 201, made.text
+    assert httpx.post(f"{api}/1/publish", json={}, headers=team, timeout=10).status_code == 200
+    mia = signed_in(server.url, TEAM)
+    res = mia.post(f"/api/v1/runs/{run_id}/comments", json={"body": NOTE, "anchor": {"kind": "report", "id": 1}})
+    assert res.status_code == 201, res.text
+    mia.close()
+    return f"/runs/{run_id}/reports/1"
+
+
 def walk(browser: Any, url: str, code: str, ready: str, *, before: str | None = None, who: str | None = None) -> list[str]:
     context = browser.new_context(viewport={"width": 1280, "height": 6000}, locale=code)  # every lazy panel in view
     try:
@@ -255,6 +297,7 @@ def test_every_visible_string_is_data_or_the_catalogs(live_server: Any, browser:
     alerts = httpx.get(f"{live_server.url}/api/v1/runs/{run.id}/alerts", timeout=10).json()["alerts"]
     seed_comments(live_server, PROJECT, run.id, "train/loss", 200, alerts[0]["id"] if alerts else None)
     base = live_server.url
+    report = publish_report(live_server, run.id)
     open_signin = "document.querySelector('#signin details') && (document.querySelector('#signin details').open = true)"
     pages = [
         (f"{base}/", "document.querySelector('#runs tbody tr')", open_signin),
@@ -267,6 +310,10 @@ def test_every_visible_string_is_data_or_the_catalogs(live_server: Any, browser:
     for url, ready, before in pages:
         bad += [f"{url.removeprefix(base)} {b}" for b in walk(browser, url, code, ready, before=before)]
     bad += [f"/runs/{run.id} ({TEAM}) {b}" for b in walk(browser, f"{base}/runs/{run.id}", code, RUN_READY_TEAM, before=OPEN_FORMS, who=TEAM)]
+    bad += [f"{report} {b}" for b in walk(browser, base + report, code, REPORT_READY)]
+    bad += [f"{report} ({TEAM}) {b}" for b in walk(browser, base + report, code, REPORT_READY_TEAM, who=TEAM)]
+    missing = report.replace("/reports/1", "/reports/9")
+    bad += [f"{missing} {b}" for b in walk(browser, base + missing, code, REPORT_MISSING)]
     assert bad == [], "\n".join(bad)
 
 
@@ -321,12 +368,13 @@ def test_the_static_text_is_hidden_until_its_language_is_set(live_server: Any, b
     context.close()
 
 
-def test_screenshots_of_the_run_page(live_server: Any, browser: Any, monkeypatch: Any, tmp_path: Path) -> None:
-    """The run page in both languages, for a person to look at (I18N_SCREENSHOT_DIR keeps them)."""
+def test_screenshots_of_the_run_page_and_a_report(live_server: Any, browser: Any, monkeypatch: Any, tmp_path: Path) -> None:
+    """The run page and a report's page in both languages, for a person to look at (I18N_SCREENSHOT_DIR keeps them)."""
     import os
 
     run, _ = seeded_runs(live_server, monkeypatch)
     seed_comments(live_server, PROJECT, run.id, "train/loss", 200, None)
+    report = publish_report(live_server, run.id)
     out = Path(os.environ.get("I18N_SCREENSHOT_DIR") or tmp_path)
     for code in ("zh-CN", "en"):
         context = browser.new_context(viewport={"width": 1400, "height": 1100}, locale=code)
@@ -340,6 +388,10 @@ def test_screenshots_of_the_run_page(live_server: Any, browser: Any, monkeypatch
         page.evaluate(OPEN_FOLDS.replace("'details'", "'details:not(.signin-box)'"))  # the sign-in form would cover the header
         page.wait_for_timeout(800)
         page.screenshot(path=str(out / f"run-{code}.png"), full_page=True)
+        page.goto(live_server.url + report)
+        page.wait_for_function(REPORT_READY, timeout=20000)
+        page.wait_for_timeout(500)
+        page.screenshot(path=str(out / f"report-{code}.png"), full_page=True)
         context.close()
 
 

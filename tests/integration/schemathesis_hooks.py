@@ -136,7 +136,28 @@ def _integers(value: Any) -> Any:
     return value
 
 
+def _report(case: Case) -> None:
+    """``to_step`` is not below ``from_step``, and the body names no live block (``runcast-...``
+    fences have rules of their own: reports/blocks.py)."""
+    body = case.body if isinstance(case.body, dict) else {}
+    if isinstance(body.get("from_step"), int) and isinstance(body.get("to_step"), int) \
+            and body["to_step"] < body["from_step"]:
+        body["from_step"], body["to_step"] = body["to_step"], body["from_step"]
+    if isinstance(body.get("body"), str):
+        body["body"] = body["body"].replace("runcast-", "runcast ")
+
+
+def _draft(case: Case) -> None:
+    query = case.query or {}
+    if query.get("from_step") is not None and query.get("to_step") is not None \
+            and int(query["to_step"]) < int(query["from_step"]):
+        query["from_step"], query["to_step"] = query["to_step"], query["from_step"]
+
+
 RULES: dict[str, Callable[[Case], None]] = {
+    "POST /api/v1/runs/{run_id}/reports": _report,
+    "PUT /api/v1/runs/{run_id}/reports/{number}": _report,
+    "GET /api/v1/runs/{run_id}/report-draft": _draft,
     "GET /api/v1/estimate": _estimate,
     "GET /api/v1/runs": _runs,
     "GET /api/v1/runs/{run_id}/metrics": _range,

@@ -22,7 +22,7 @@ USES = [
     re.compile(r"""\bt\(\s*["']([\w.-]+)["']"""),
     re.compile(r"""\bt\([^;]*?\?\s*["']([\w.-]+)["']\s*:\s*["']([\w.-]+)["']"""),
     re.compile(r"""data-i18n="([\w.-]+)\""""),
-    re.compile(r"""["']((?:panel|marker|plotly|stream|x|trace|alert\.kind|runs\.col)\.[\w]+)["']"""),
+    re.compile(r"""["']((?:panel|marker|plotly|stream|x|trace|alert\.kind|runs\.col|reportBlock)\.[\w]+)["']"""),
 ]
 ATTRS = re.compile(r'data-i18n-attr="([^"]+)"')
 # Keys put together from a value the server sends (a status, a kind): every value the API documents.
@@ -40,6 +40,7 @@ DYNAMIC = {
     "media.count.": ["image", "table", "histogram"],
     "signin.role.": ["owner", "member", "viewer"],
     "comments.state.": ["held", "hidden", "deleted"],
+    "reportBlock.col.": ["step", "key", "prompt", "output", "suite", "task", "metrics", "change"],  # report-blocks.js's table heads
 }
 
 
@@ -85,7 +86,7 @@ def test_no_key_is_left_unused() -> None:
 
 def test_chinese_messages_are_chinese() -> None:
     """A zh-CN message copied from English by mistake: Latin words outside placeholders, metric names and units."""
-    allowed = {"Runcast", "token", "GPU", "ZeRO", "ID", "PNG", "SVG", "JSON", "sha256", "diff", "runcast", "sync", "world", "size",
+    allowed = {"Runcast", "token", "GPU", "ZeRO", "ID", "PNG", "SVG", "JSON", "HTML", "sha256", "diff", "runcast", "sync", "world", "size",
                "rc_", "UTC", "key", "metric", "adam", "true", "sha",
                "fp", "Adam", "CPU", "CUDA", "GB", "rank", "Markdown"}
     for key, msg in CATALOGS["zh-CN"].items():

@@ -25,6 +25,7 @@ from runcast_server.api.routes import (
     oidc,
     outputs,
     policy,
+    reports,
     revisions,
     runs,
     stream,
@@ -56,6 +57,7 @@ api_router.include_router(blobs.router)  # images of runs: uploads and thumbnail
 api_router.include_router(broadcast.router)  # the cacheable broadcast (docs/live.md)
 api_router.include_router(commands.router)  # the team's commands to live trainers (docs/commands.md)
 api_router.include_router(comments.router)  # comments on runs (docs/comments.md)
+api_router.include_router(reports.router)  # training reports (docs/reports.md)
 
 # Models of bodies the routes read or write themselves, named in the document by documented.ref.
 DOCUMENTED_REQUESTS = (IngestBatch, PolicyChange, UploadBegin)

@@ -8,6 +8,7 @@ not published yet.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Literal
 
@@ -22,12 +23,12 @@ from runcast_server.outputs.models import Evaluation, Sample
 from runcast_server.policy.apply import View
 from runcast_server.record.models import Point, Run, Series
 
-AnchorKind = Literal["step", "checkpoint", "alert", "sample", "eval"]
+AnchorKind = Literal["step", "checkpoint", "alert", "sample", "eval", "report"]
 
 
 class AnchorIn(BaseModel):
     """Where a new thread is anchored: a step of a metric (``key`` and ``step``), or the ``id`` of
-    a checkpoint, an alert, a sample or an evaluation of the run."""
+    a checkpoint, an alert, a sample or an evaluation of the run, or a report's number."""
 
     model_config = ConfigDict(json_schema_extra={
         "if": {"properties": {"kind": {"const": "step"}}},
@@ -38,7 +39,8 @@ class AnchorIn(BaseModel):
     kind: AnchorKind
     key: str | None = Field(default=None, max_length=200, description="The metric (kind `step`).")
     step: int | None = Field(default=None, ge=0, description="The step (kind `step`).")
-    id: int | None = Field(default=None, ge=1, description="The checkpoint's, alert's, sample's or evaluation's id.")
+    id: int | None = Field(default=None, ge=1, description="The checkpoint's, alert's, sample's or evaluation's id; "
+                           "a report's number (kind `report`).")
 
 
 @dataclass(frozen=True)
@@ -52,8 +54,10 @@ class Anchor:
     step: int | None
 
 
-def resolve(session: Session, run: Run, view: View, anchor: AnchorIn, *, team: bool) -> Anchor:
-    """``anchor`` checked against the run's record as ``view`` shows it (``team``: the run's project)."""
+def resolve(session: Session, run: Run, view: View, anchor: AnchorIn, *, team: bool,
+            reports: Collection[int] = ()) -> Anchor:
+    """``anchor`` checked against the run's record as ``view`` shows it (``team``: the run's project);
+    ``reports``: the numbers of the run's reports the writer may see (the reports domain knows them)."""
     if anchor.kind == "step":
         if anchor.key is None or anchor.step is None:
             raise ApiError(422, "an anchor of kind 'step' needs 'key' and 'step'", field="anchor.key")
@@ -67,6 +71,10 @@ def resolve(session: Session, run: Run, view: View, anchor: AnchorIn, *, team: b
         return Anchor("step", anchor.key, None, anchor.step)
     if anchor.id is None:
         raise ApiError(422, f"an anchor of kind {anchor.kind!r} needs 'id'", field="anchor.id")
+    if anchor.kind == "report":
+        if anchor.id not in reports:
+            raise NotFound("report", field="anchor.id")
+        return Anchor("report", None, anchor.id, None)
     if anchor.kind == "checkpoint":
         view.require("checkpoint")
         for record in load_checkpoints(session, run.id, view.horizon):
@@ -102,4 +110,6 @@ def shown(view: View, kind: str, key: str | None, step: int | None) -> bool:
         return view.alert({"key": key or ""})
     if kind == "sample":
         return view.output_shown("samples")
+    if kind == "report":  # whether the report is published: the caller's (comments.reading.visible)
+        return True
     return view.output_shown("evals")

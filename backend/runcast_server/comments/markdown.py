@@ -7,7 +7,7 @@ browser: each becomes a link to its address (its alt text as the link's text).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import nh3
@@ -30,13 +30,15 @@ def _image_as_link(self: Any, tokens: Sequence[Token], idx: int, options: Option
     return f'<a href="{src}">{alt}</a>'
 
 
-def _parser() -> MarkdownIt:
+def parser() -> MarkdownIt:
+    """A new parser as comments (and reports: reports.blocks) are rendered with: CommonMark with tables
+    and strikethrough, raw HTML off, each image a link to its address."""
     md = MarkdownIt("commonmark", {"html": False, "linkify": False}).enable(["table", "strikethrough"])
     md.add_render_rule("image", _image_as_link)
     return md
 
 
-_MD = _parser()
+_MD = parser()
 
 
 def render(source: str) -> str:
@@ -44,8 +46,11 @@ def render(source: str) -> str:
     return sanitize(_MD.render(source))
 
 
-def sanitize(html: str) -> str:
-    """``html`` reduced to the allow-list: no script, no event handler, no style, no image."""
-    return nh3.clean(html, tags=set(TAGS), clean_content_tags={"script", "style"}, attributes=ATTRIBUTES,
+def sanitize(html: str, extra: Mapping[str, frozenset[str]] | None = None) -> str:
+    """``html`` reduced to the allow-list: no script, no event handler, no style, no image;
+    ``extra``: more tags, each with the attributes it keeps (a report's block ``div``)."""
+    extra = extra or {}
+    return nh3.clean(html, tags=set(TAGS) | set(extra), clean_content_tags={"script", "style"},
+                     attributes={**ATTRIBUTES, **{tag: set(names) for tag, names in extra.items()}},
                      url_schemes=set(URL_SCHEMES), link_rel=LINK_REL,
                      set_tag_attribute_values={"a": {"target": "_blank"}})

@@ -22,7 +22,7 @@ from sqlalchemy.orm import Mapped, Session, mapped_column
 
 from runcast_server.core.models import Base, BigId
 
-ANCHOR_KINDS = ("step", "checkpoint", "alert", "sample", "eval")
+ANCHOR_KINDS = ("step", "checkpoint", "alert", "sample", "eval", "report")
 # visible: shown to its readers; held: waiting for the team's approval (hold-for-approval);
 # hidden: hidden by the team; deleted: withdrawn by its author (its text kept as a version).
 STATES = ("visible", "held", "hidden", "deleted")

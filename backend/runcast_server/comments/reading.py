@@ -7,6 +7,8 @@ comment they see and whose anchor the run's publication policy shows them (comme
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from runcast_server.comments.anchors import shown
 from runcast_server.comments.models import Comment
 from runcast_server.comments.schemas import AnchorOut, Author, CommentOut
@@ -33,13 +35,16 @@ def out(comment: Comment, author: User | None, *, me: int | None, moderator: boo
 
 
 def visible(rows: list[tuple[Comment, User | None]], view: View, *, me: int | None, moderator: bool,
-            reports: dict[int, int] | None = None) -> list[CommentOut]:
-    """The comments this reader sees, threads (pinned first, then oldest first) each followed by its replies."""
+            reports: dict[int, int] | None = None, shown_reports: Collection[int] | None = None) -> list[CommentOut]:
+    """The comments this reader sees, threads (pinned first, then oldest first) each followed by its replies;
+    ``shown_reports``: the numbers of the reports the reader sees (None: all), whose threads are shown."""
     counts: dict[int, int] = reports or {}
     roots: list[tuple[Comment, User | None]] = []
     replies: dict[int, list[tuple[Comment, User | None]]] = {}
     for comment, author in rows:
         if comment.parent_id is None:
+            if comment.anchor_kind == "report" and shown_reports is not None and comment.anchor_id not in shown_reports:
+                continue
             if _sees(comment, me, moderator) and shown(view, comment.anchor_kind, comment.anchor_key, comment.anchor_step):
                 roots.append((comment, author))
         else:

@@ -74,5 +74,12 @@ def comments_frame(run_id: str, comment_id: int, change: str) -> Frame:
     return Frame(0, f"event: comments\ndata: {data}\n\n".encode(), notice=True)
 
 
+def reports_frame(run_id: str, number: int, change: str) -> Frame:
+    """``event: reports``: a report of the run was published or unpublished; the page reads the run's
+    reports again through REST (which applies the reader's rights). No ``id:``, as ``comments_frame``."""
+    data = _dumps({"run": run_id, "report": number, "change": change})
+    return Frame(0, f"event: reports\ndata: {data}\n\n".encode(), notice=True)
+
+
 KEEPALIVE: Final = b": keep-alive\n\n"
 PREAMBLE: Final = f"retry: {RETRY_MS}\n\n".encode()

@@ -75,6 +75,15 @@ class StreamComments(BaseModel):
     change: Literal["new", "edited", "deleted", "moderated"]
 
 
+class StreamReports(BaseModel):
+    """``event: reports`` (no ``id``): a report of the run was published or unpublished; read
+    GET /runs/{id}/reports again (docs/reports.md)."""
+
+    run: str
+    report: int = Field(description="The report's number.")
+    change: Literal["published", "unpublished"]
+
+
 class StreamReset(BaseModel):
     """``event: reset``: reload through REST, then apply the batches after ``version``."""
 

@@ -1,7 +1,7 @@
 """The dashboard's pages and files, and the API docs, all served from this server.
 
-* ``/``, ``/runs/{id}`` and ``/compare`` are ``frontend/index.html``, ``run.html`` and
-  ``compare.html`` (the page's script reads the run id and the view from the URL); every
+* ``/``, ``/runs/{id}``, ``/runs/{id}/reports/{n}`` and ``/compare`` are ``frontend/index.html``,
+  ``run.html``, ``report.html`` and ``compare.html`` (the page's script reads the run id and the view from the URL); every
   other path is a file under ``frontend/`` (:class:`FrontendFiles`, mounted at ``/`` after
   every route, so a method the API does not serve at a path stays a 405). Pages are revalidated on every use
   (``Cache-Control: no-cache`` with a strong ETag: a 304 when unchanged); they link their
@@ -92,6 +92,11 @@ def pages_router(frontend: Frontend, vendor: Vendor, *, title: str, openapi_url:
     def run_page(request: Request, run_id: str) -> Response:
         """One run's live page; the script shows "run not found" when the API says so."""
         return page(request, "run.html")
+
+    @router.api_route("/runs/{run_id}/reports/{number}", methods=_GET)
+    def report_page(request: Request, run_id: str, number: str) -> Response:
+        """One training report (docs/reports.md); the script reads it and its blocks' data from the API."""
+        return page(request, "report.html")
 
     @router.api_route("/compare", methods=_GET)
     def compare_page(request: Request) -> Response:

@@ -9,20 +9,13 @@
 // `event: comments` carries no text: the list is read again, with this reader's rights.
 
 import { getJSON, runUrl } from "../api.js";
-import { debounce, el, formatTime, LIVE_MAX_WAIT_MS } from "../util.js";
+import { debounce, el, formatTime, fragment, LIVE_MAX_WAIT_MS } from "../util.js";
 import { t } from "../i18n.js";
 
 const $ = (id) => document.getElementById(id);
 const LABEL_CHARS = 120;
 const DATA_ROLES = new Set(["raw", "smooth", "max", "min"]);
 const FULL_WIDTH = /^[\u3000-\u303f\uff00-\uffef]/; // CJK symbols and punctuation, full-width forms
-
-/** The sanitized HTML as nodes: parsed inert (a template runs no script and loads nothing). */
-function fragment(html) {
-  const t = document.createElement("template");
-  t.innerHTML = html;
-  return t.content;
-}
 
 /** A comment's first line of text, for a marker's hover. */
 function firstLine(c) {
@@ -39,6 +32,7 @@ export function anchorText(a) {
     case "alert": return t(at ? "comments.anchor.alertAt" : "comments.anchor.alert", { id: a.id, step: a.step });
     case "sample": return t(at ? "comments.anchor.sampleAt" : "comments.anchor.sample", { id: a.id, step: a.step });
     case "eval": return t(at ? "comments.anchor.evalAt" : "comments.anchor.eval", { id: a.id, step: a.step });
+    case "report": return t("comments.anchor.report", { id: a.id });
     default: return a.kind;
   }
 }

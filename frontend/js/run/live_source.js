@@ -5,6 +5,7 @@ import { BroadcastFollower } from "../follow.js";
 import { LiveStream } from "../live.js";
 import { hasSessionMarker } from "../signin.js";
 import { renderStatus } from "./header.js";
+import { loadReports } from "./reports.js";
 
 // The server's choice for anonymous viewers (RUNCAST_PUBLIC_FOLLOW, a meta tag of run.html).
 const followsThroughCache = () => document.querySelector('meta[name="runcast-follow"]')?.content === "cache";
@@ -17,6 +18,7 @@ export function openLive(page, { onBatch, onReset }) {
     onBatch: (m) => onBatch(page, m),
     onReset: (version, info) => onReset(page, version, info),
     onComments: () => page.comments.soon(),
+    onReports: () => loadReports(page.runId),
     onState: (s) => {
       page.streamState = s;
       if (page.detail) renderStatus(page);

@@ -9,15 +9,12 @@ live channel (``event: comments``, docs/live.md) after its commit.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Request, Response
-from runcast.wire.events import ID_RE
 from sqlalchemy.orm import Session
 
 from runcast_server.alerts import ratelimit
-from runcast_server.api import access
 from runcast_server.api.deps import (
     SESSION_COOKIE,
     ContextDep,
@@ -25,9 +22,8 @@ from runcast_server.api.deps import (
     SessionDep,
     TokenDep,
     over_rate_limit,
-    session_viewer,
-    token_grant_dep,
 )
+from runcast_server.api.run_caller import Caller, RunPath, require_team, run_caller
 from runcast_server.comments import service
 from runcast_server.comments.anchors import Anchor, resolve
 from runcast_server.comments.models import Comment
@@ -47,57 +43,25 @@ from runcast_server.comments.schemas import (
 )
 from runcast_server.context import AppContext
 from runcast_server.core.errors import ApiError, NotFound, error_responses
-from runcast_server.core.models import Project
-from runcast_server.people.models import User
 from runcast_server.policy.apply import View, view_for
-from runcast_server.reads.access import can_read
 from runcast_server.record.models import Run
+from runcast_server.reports import service as reports_service
 
 router = APIRouter(tags=["comments"])
-RunPath = Annotated[str, Path(max_length=64, description="The run id.")]
 CommentPath = Annotated[int, Path(ge=1, le=2**63 - 1, description="The comment id.")]
 ERRORS = error_responses(401, 403, 404, 409, 422, 429)
-
-
-@dataclass(frozen=True)
-class Caller:
-    """Who asks about one run: the person (if signed in), the project they read as, and whether
-    they are the run's team."""
-
-    person: User | None
-    reader: Project | None
-    team: bool
-    token: bool
-
-
-def _caller(request: Request, session: Session, token: str | None, person: User | None, run_id: str) -> tuple[Caller, Run]:
-    if not ID_RE.match(run_id):
-        raise NotFound("run", field="run")
-    run = session.get(Run, run_id)
-    if token is not None:
-        grant = token_grant_dep(session, token)
-        reader = grant.project if access.grants(grant.scopes, "read") else None
-        caller = Caller(None, reader, run is not None and grant.project.id == run.project_id
-                        and access.grants(grant.scopes, "team"), True)
-    elif person is not None:
-        if request.method not in access.READ_METHODS and not access.is_same_site(request):
-            raise ApiError(403, "a signed-in browser's changes are accepted only from this site's pages", field="Origin")
-        project = access.run_project(session, run_id)
-        scopes = access.person_scopes(session, person, project)
-        caller = Caller(person, project if access.grants(scopes, "read") else None, access.grants(scopes, "team"), False)
-    else:
-        reader = session_viewer(session, request.method, request.cookies.get(SESSION_COOKIE), run_id=run_id)
-        caller = Caller(None, reader, False, False)
-    if run is None or not can_read(run, caller.reader):
-        raise NotFound("run", field="run")
-    return caller, run
 
 
 def _listing(session: Session, run: Run, caller: Caller, view: View | None = None) -> list[CommentOut]:
     view = view if view is not None else view_for(session, run, caller.reader)
     counts = service.report_counts(session, run.id) if caller.team else None
     return visible(service.run_comments(session, run.id), view, me=None if caller.person is None else caller.person.id,
-                   moderator=caller.team, reports=counts)
+                   moderator=caller.team, reports=counts, shown_reports=_reports_seen(session, run, caller))
+
+
+def _reports_seen(session: Session, run: Run, caller: Caller) -> set[int]:
+    """The numbers of the run's reports this caller sees: every one for the team, else the published."""
+    return {r.number for r in reports_service.run_reports(session, run.id) if caller.team or r.published_version}
 
 
 def _comment(session: Session, run: Run, caller: Caller, comment_id: int) -> Comment:
@@ -106,12 +70,6 @@ def _comment(session: Session, run: Run, caller: Caller, comment_id: int) -> Com
     if comment is None or comment.run_id != run.id or find_visible(_listing(session, run, caller), comment_id) is None:
         raise NotFound("comment", field="comment")
     return comment
-
-
-def _require_team(caller: Caller) -> None:
-    if not caller.team:
-        raise ApiError(403, "only the run's team (a member or an owner, or a token with the 'team' scope) does this",
-                       field="Authorization" if caller.token else SESSION_COOKIE)
 
 
 def _limited(request: Request, session: Session, ctx: AppContext, caller: Caller) -> None:
@@ -141,7 +99,7 @@ def _announce(ctx: AppContext, run_id: str, comment_id: int, change: str) -> Non
 def list_comments(request: Request, session: SessionDep, token: TokenDep, person: PersonDep,
                   run_id: RunPath) -> CommentList:
     """The run's comments the caller may see: threads (pinned first), each followed by its replies."""
-    caller, run = _caller(request, session, token, person, run_id)
+    caller, run = run_caller(request, session, token, person, run_id)
     return CommentList(run=run.id, hold=service.holds(session, run.id), moderator=caller.team,
                        signed_in=caller.person is not None or caller.team, comments=_listing(session, run, caller))
 
@@ -152,7 +110,7 @@ def _writer(request: Request, session: SessionDep, token: TokenDep, person: Pers
     caller, both before the body is read (as every write route answers)."""
     if token is None and person is None:
         raise ApiError(401, "sign in to comment", field=SESSION_COOKIE)
-    return _caller(request, session, token, person, run_id)
+    return run_caller(request, session, token, person, run_id)
 
 
 WriterDep = Annotated[tuple[Caller, Run], Depends(_writer)]
@@ -184,7 +142,7 @@ def post_comment(request: Request, session: SessionDep, ctx: ContextDep,
     else:
         assert body.anchor is not None
         anchor = resolve(session, run, view, body.anchor, team=caller.reader is not None
-                         and caller.reader.id == run.project_id)
+                         and caller.reader.id == run.project_id, reports=_reports_seen(session, run, caller))
     held = service.holds(session, run.id) and not caller.team
     comment = service.create(session, run.id, body.body, anchor=anchor, parent=parent, author=caller.person,
                              team=caller.team, held=held)
@@ -230,7 +188,7 @@ def moderate_comment(request: Request, session: SessionDep, ctx: ContextDep,
                      writer: WriterDep, comment_id: CommentPath, body: ModerationIn) -> CommentOut:
     """The team pins, locks, hides (or shows again) and approves."""
     caller, run = writer
-    _require_team(caller)
+    require_team(caller)
     comment = _comment(session, run, caller, comment_id)
     if comment.parent_id is not None and (body.pinned is not None or body.locked is not None):
         raise ApiError(422, "pin and lock a thread by its first comment", field="pinned" if body.pinned is not None
@@ -261,8 +219,8 @@ def report_comment(request: Request, session: SessionDep, ctx: ContextDep,
 def list_reports(request: Request, session: SessionDep, token: TokenDep, person: PersonDep,
                  run_id: RunPath) -> ReportList:
     """The reports of the run's comments, newest first (the team)."""
-    caller, run = _caller(request, session, token, person, run_id)
-    _require_team(caller)
+    caller, run = run_caller(request, session, token, person, run_id)
+    require_team(caller)
     return ReportList(run=run.id, reports=[ReportOut(comment=r.comment_id, reporter=name, reason=r.reason,
                                                      created_at=r.created_at)
                                            for r, name in service.reports(session, run.id)])
@@ -272,8 +230,8 @@ def list_reports(request: Request, session: SessionDep, token: TokenDep, person:
 def list_versions(request: Request, session: SessionDep, token: TokenDep, person: PersonDep,
                   run_id: RunPath, comment_id: CommentPath) -> VersionList:
     """A comment's earlier texts (the team)."""
-    caller, run = _caller(request, session, token, person, run_id)
-    _require_team(caller)
+    caller, run = run_caller(request, session, token, person, run_id)
+    require_team(caller)
     comment = _comment(session, run, caller, comment_id)
     return VersionList(comment=comment.id, versions=[VersionOut(body=v.body, created_at=v.created_at)
                                                      for v in service.versions(session, comment.id)])
@@ -284,7 +242,7 @@ def put_comment_settings(request: Request, session: SessionDep, ctx: ContextDep,
                          writer: WriterDep, body: HoldIn) -> CommentList:
     """Hold new comments for approval, or not (the team); answers as the GET."""
     caller, run = writer
-    _require_team(caller)
+    require_team(caller)
     service.set_hold(session, run.id, body.hold)
     session.commit()
     return CommentList(run=run.id, hold=body.hold, moderator=True, signed_in=True, comments=_listing(session, run, caller))

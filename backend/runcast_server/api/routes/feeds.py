@@ -1,9 +1,12 @@
-"""Atom feeds of alerts: one per run (``/runs/{id}/alerts.atom``, read rules of the run)
-and one per project (``/projects/{name}/alerts.atom``, its public runs)."""
+"""Atom feeds of alerts: one per run (``/runs/{id}/alerts.atom``, read rules of the run; with an
+entry for each published training report, docs/reports.md) and one per project
+(``/projects/{name}/alerts.atom``, its public runs)."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Annotated, Any
 from xml.etree import ElementTree as ET
@@ -31,6 +34,7 @@ from runcast_server.core.i18n import SOURCE, Messages, messages
 from runcast_server.core.models import Project
 from runcast_server.policy.apply import View, public_view
 from runcast_server.record.models import Run
+from runcast_server.reports.service import published as published_reports
 
 router = APIRouter(tags=["alerts"])
 ATOM = "http://www.w3.org/2005/Atom"
@@ -49,15 +53,26 @@ def _sub(parent: ET.Element, tag: str, text: str | None = None, **attrs: str) ->
     return el
 
 
+@dataclass(frozen=True)
+class ReportEntry:
+    """A report's publication in a run's feed."""
+
+    number: int
+    title: str
+    published_at: float
+    url: str
+
+
 def render_feed(feed_id: str, title: str, self_url: str, alt_url: str, views: list[dict[str, Any]],
-                t: Messages | None = None) -> bytes:
-    """The feed's XML; its titles and categories in ``t``'s language (English by default)."""
+                t: Messages | None = None, reports: Sequence[ReportEntry] = ()) -> bytes:
+    """The feed's XML; its titles and categories in ``t``'s language (English by default); ``reports``:
+    the run's published reports, one entry each."""
     t = t or messages()
     ET.register_namespace("", ATOM)
     feed = ET.Element(f"{{{ATOM}}}feed", {} if t.language == SOURCE else {XML_LANG: t.language})
     _sub(feed, "id", feed_id)
     _sub(feed, "title", title)
-    updated = max((v["closed_at"] or v["opened_at"] for v in views), default=0.0)
+    updated = max([v["closed_at"] or v["opened_at"] for v in views] + [r.published_at for r in reports], default=0.0)
     _sub(feed, "updated", _time(updated))
     _sub(feed, "link", rel="self", href=self_url, type="application/atom+xml")
     _sub(feed, "link", rel="alternate", href=alt_url)
@@ -75,6 +90,14 @@ def render_feed(feed_id: str, title: str, self_url: str, alt_url: str, views: li
         _sub(entry, "category", term=v["kind"], label=alert_title(v["kind"], t))
         _sub(entry, "content", json.dumps({k: v[k] for k in ("run", "kind", "key", "state", "step", "end_step",
                                                               "evidence", "checkpoints")}, default=str), type="text")
+    for r in reports:
+        entry = _sub(feed, "entry")
+        _sub(entry, "id", f"{feed_id.split('#')[0]}#report-{r.number}")
+        _sub(entry, "title", t("Report: {title}", title=r.title))
+        _sub(entry, "published", _time(r.published_at))
+        _sub(entry, "updated", _time(r.published_at))
+        _sub(entry, "link", rel="alternate", href=r.url)
+        _sub(entry, "category", term="report", label=t("Report"))
     return b'<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(feed, encoding="utf-8")
 
 
@@ -107,7 +130,9 @@ def get_run_alerts_feed(request: Request, session: SessionDep, settings: Setting
     self_url = f"{base}/api/v1/runs/{run.id}/alerts.atom"
     t = messages(language)
     title = t("Runcast alerts: {name}", name=f"{project}/{run.name}")
-    return _atom(render_feed(self_url, title, self_url, f"{base}/runs/{run.id}", views, t), language)
+    reports = [ReportEntry(r.number, v.title, r.published_at or r.updated_at, f"{base}/runs/{run.id}/reports/{r.number}")
+               for r, v in published_reports(session, run.id)[:FEED_ENTRIES]]
+    return _atom(render_feed(self_url, title, self_url, f"{base}/runs/{run.id}", views, t, reports), language)
 
 
 @router.get("/projects/{project}/alerts.atom", response_class=Response,
