@@ -89,3 +89,13 @@ async def run_read_dep(
 
 
 RunReadDep = Annotated[RunRead, Depends(run_read_dep)]
+
+
+async def checked_run_read_dep(read: RunReadDep) -> RunRead:
+    """``run_read_dep``, with the run's visibility checked first in a hop of its own: for a route
+    whose required parameters must not answer before a hidden run's 404 does (the walls' promise)."""
+    await read(lambda _: None)
+    return read
+
+
+CheckedRunReadDep = Annotated[RunRead, Depends(checked_run_read_dep)]

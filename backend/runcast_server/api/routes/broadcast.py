@@ -14,7 +14,7 @@ from typing import Annotated, Any, Final
 from fastapi import APIRouter, Path, Query, Request, Response
 
 from runcast_server.api.deps import SESSION_COOKIE, TokenDep
-from runcast_server.api.one_hop import Reading, RunReadDep
+from runcast_server.api.one_hop import CheckedRunReadDep, Reading, RunReadDep
 from runcast_server.core.errors import ApiError, error_responses
 from runcast_server.live import broadcast
 from runcast_server.live.schemas import BroadcastEdge, BroadcastPiece
@@ -72,7 +72,7 @@ async def get_broadcast_edge(request: Request, token: TokenDep, read: RunReadDep
                **_NOT_MODIFIED, **error_responses(401, 404, 409, 422)},
 )
 async def get_broadcast_piece(
-    request: Request, token: TokenDep, read: RunReadDep,
+    request: Request, token: TokenDep, read: CheckedRunReadDep,
     piece: Annotated[int, Path(ge=0, le=MAX_PIECE, description="n: versions n*P+1 .. (n+1)*P.")],
     policy: Annotated[str, Query(pattern=FINGERPRINT, description="The fingerprint the edge names.")],
 ) -> Response:
