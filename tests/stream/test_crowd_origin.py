@@ -22,7 +22,7 @@ def crowd_urls(run: str, policy: str) -> list[str]:
     return [base + "/broadcast/edge", base + f"/broadcast/pieces/0?policy={policy}", base,
             base + "/metrics?key=loss&max_points=1520", base + "/events?limit=1000", base + "/alerts?limit=100",
             base + "/checkpoints", base + "/revisions", base + "/evals", base + "/samples", base + "/media/keys",
-            base + "/data-mix"]
+            base + "/data-mix", base + "/comments"]
 
 
 async def burst(url: str, urls: list[str], during: Any) -> tuple[list[int], int]:
