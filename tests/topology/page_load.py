@@ -4,6 +4,7 @@ on the wire. Shared by tests/browser/test_crowd_first_load.py and bench/crowd_fi
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,12 +19,14 @@ _SIZES = """() => {
 
 @dataclass(frozen=True)
 class Fetched:
-    """One request of the load: ``cache`` is nginx's X-Cache-Status (None: not a cached location)."""
+    """One request of the load: ``cache`` is nginx's X-Cache-Status (None: not a cached location),
+    ``at`` when its response came (``time.time()``)."""
 
     url: str
     status: int
     cache: str | None
     bytes: int
+    at: float
 
 
 def first_load(browser: Any, url: str, timeout_ms: int = 30000) -> list[Fetched]:
@@ -32,13 +35,13 @@ def first_load(browser: Any, url: str, timeout_ms: int = 30000) -> list[Fetched]
     context = browser.new_context(viewport={"width": 1280, "height": 900}, locale="en-US")
     try:
         page = context.new_page()
-        seen: list[Any] = []
-        page.on("response", lambda r: seen.append(r))
+        seen: list[tuple[Any, float]] = []
+        page.on("response", lambda r: seen.append((r, time.time())))
         page.goto(url)
         page.wait_for_function("window.__runcastDrawn !== undefined", timeout=timeout_ms)
         page.wait_for_function("window.__runcast.stream && window.__runcast.stream.open", timeout=timeout_ms)
         sizes = page.evaluate(_SIZES)
-        return [Fetched(r.url, r.status, r.headers.get("x-cache-status"), int(sizes.get(r.url, 0))) for r in seen
-                if r.url.startswith("http")]
+        return [Fetched(r.url, r.status, r.headers.get("x-cache-status"), int(sizes.get(r.url, 0)), at)
+                for r, at in seen if r.url.startswith("http")]
     finally:
         context.close()

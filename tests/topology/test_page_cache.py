@@ -11,7 +11,7 @@ from typing import Any
 from stream.broadcast_follower import Follower
 from stream.helpers import RunWriter
 
-from topology.test_broadcast_cache import EDGE_LIFETIME, KEYS, _put, _until_period_start, cached  # noqa: F401 - the fixture
+from topology.test_broadcast_cache import EDGE_LIFETIME, KEYS, READ_LIFETIME, _put, _until_period_start, cached  # noqa: F401 - the fixture
 
 PUBLIC = "public, max-age=1, stale-while-revalidate=1"
 
@@ -62,7 +62,7 @@ def test_a_withheld_key_leaves_the_cached_reads_and_the_follower_within_the_edge
     assert set(KEYS) <= set(proxy.get(run).json()["keys"]) and proxy.get(run).headers["x-cache-status"] == "HIT"
     assert proxy.get(run + "/metrics?key=loss").status_code == 200
     _put(cached, w.run, {"metrics": ["lr"]})  # withhold loss
-    time.sleep(EDGE_LIFETIME)
+    time.sleep(max(EDGE_LIFETIME, READ_LIFETIME))
     follower.poll()
     assert follower.resets == 1 and {k[0] for k in follower.points} == {"lr"}
     detail = proxy.get(run)
