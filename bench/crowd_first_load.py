@@ -8,7 +8,8 @@ the page follows the run (its first edge read):
 
 * ``first``: the first viewer (nginx's cache empty: everything from the API);
 * ``next``: a viewer right after others (the first reads refreshed at the start of one of nginx's
-  two-second periods, as a crowd keeps them), the case of every viewer but the first;
+  two-second periods, the edge read every 10 ms, as a crowd keeps them), the case of every
+  viewer but the first;
 * ``later``: a viewer 3 s after the last, no one in between (its reads' period has passed).
 
 Prints, per viewer: requests, bytes on the wire (headers + encoded bodies, Chromium's
@@ -26,6 +27,7 @@ import platform
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -72,14 +74,21 @@ def row(name: str, load: list[Fetched]) -> str:
     return f"| {name} | {len(load)} | {total:,} | {cached} of {len(load)} | {statuses} | {kinds} |"
 
 
+def _poll(url: str, stop: threading.Event) -> None:
+    """The rest of the crowd, as far as the edge goes: it is read every 10 ms."""
+    with httpx.Client(headers={"Accept-Encoding": "gzip, deflate, br"}) as c:
+        while not stop.is_set():
+            c.get(url)
+            time.sleep(0.01)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--points", type=int, default=2000, help="Steps the run has logged when the viewers come.")
     ap.add_argument("--verbose", action="store_true", help="Every request of every viewer too.")
     args = ap.parse_args()
-    from playwright.sync_api import sync_playwright
-
     import runcast
+    from playwright.sync_api import sync_playwright
 
     print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs; load average before: {os.getloadavg()}", flush=True)
     with tempfile.TemporaryDirectory(prefix="runcast-first-load-") as tmp:
@@ -100,12 +109,17 @@ def main() -> None:
             with sync_playwright() as p:
                 browser = p.chromium.launch(executable_path=CHROMIUM, args=["--headless", "--no-sandbox"])
                 first = first_load(browser, page)
+                crowd = threading.Event()
+                edge = threading.Thread(target=_poll, args=(f"{proxy.url}/api/v1/runs/{run.id}/broadcast/edge", crowd))
+                edge.start()
                 time.sleep(2 - time.time() % 2 + 0.02)
                 with httpx.Client(headers={"Accept-Encoding": "gzip, deflate, br"}) as c:
                     for f in first:
                         if "/api/v1/" in f.url:
                             c.get(f.url)
                 after = first_load(browser, page)
+                crowd.set()
+                edge.join()
                 time.sleep(3)
                 later = first_load(browser, page)
                 browser.close()

@@ -1,14 +1,13 @@
 """A crowd's first loads of a public run page through the shipped nginx site: once one anonymous
 viewer has loaded it, the next one's every request (the HTML, the bundles, Plotly.js, the first
-reads, the broadcast edge and pieces) is answered from nginx's cache; a signed-in viewer's page
-and reads never are. The budget (docs/performance.md, "Page weight for a crowd") is measured by
+reads, the broadcast's pieces) is answered from nginx's cache (the edge: by whichever viewer asks
+first in each second); a signed-in viewer's page and reads never are. The budget (docs/performance.md, "Page weight for a crowd") is measured by
 bench/crowd_first_load.py, not asserted here."""
 
 from __future__ import annotations
 
 import shutil
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -50,40 +49,23 @@ def test_the_second_anonymous_viewer_is_served_from_the_cache_entirely(proxied: 
     log_steps(run, range(1, 301))
     url = f"{proxy.url}/runs/{run.id}"
     first = first_load(browser, url)
-    assert [f for f in first if f.status != 200] == []
+    assert [f for f in first if f.status not in (200, 304)] == []  # 304: the edge polled again, unchanged
     assert [f.url for f in first if f.cache is None] == []  # every request a cached location's
-    # nginx keeps the reads two seconds and the edge one (deploy/nginx: the bound on what it serves):
-    # as a crowd would, warm the reads at a period's start and poll the edge all along, and load the
-    # page within that period.
-    edge = f"{proxy.url}/api/v1/runs/{run.id}/broadcast/edge"
-    crowd_stop = threading.Event()
-
-    def crowd() -> None:
-        with httpx.Client(headers={"Accept-Encoding": "gzip, deflate, br"}) as c:
-            while not crowd_stop.is_set():
-                c.get(edge)
-                time.sleep(0.01)
-
-    poller = threading.Thread(target=crowd, daemon=True)
-    poller.start()
-    try:
-        for _ in range(5):
-            _period_start()
-            period_end = time.time() // 2 * 2 + 2
-            with httpx.Client(base_url=proxy.url, headers={"Accept-Encoding": "gzip, deflate, br"}) as c:
-                for f in first:
-                    if "/api/v1/" in f.url:
-                        c.get(f.url)
-            second = first_load(browser, url)
-            if all(f.at < period_end for f in second if "/api/v1/" in f.url and "/broadcast/" not in f.url):
-                break
-        else:
-            pytest.skip("no load's first reads fitted in one two-second period of nginx's clock on this machine now")
-    finally:
-        crowd_stop.set()
-        poller.join(10)
-    assert len(second) >= 8, second
-    assert [(f.url, f.cache) for f in second if f.cache not in FROM_CACHE] == []
+    # nginx keeps a read two seconds and the edge one (deploy/nginx: the bound on what it serves);
+    # as a crowd's previous viewer would, read them at a period's start, then load the page.
+    _period_start()
+    period_end = time.time() // 2 * 2 + 2
+    with httpx.Client(headers={"Accept-Encoding": "gzip, deflate, br"}) as c:
+        for f in first:
+            if "/api/v1/" in f.url:
+                c.get(f.url)
+    second = first_load(browser, url)
+    # Everything but the API's reads, and every read answered within that period, from the cache;
+    # a read made after it, or the edge (renewed every second by whichever request comes first in
+    # it; the crowd's cost of it: test_broadcast_cache.py) is a crowd's next refresh.
+    within = [f for f in second if "/api/v1/" not in f.url or (f.at < period_end and "/broadcast/edge" not in f.url)]
+    assert sum("/api/v1/" in f.url for f in within) >= 5, second
+    assert [(f.url, f.cache) for f in within if f.cache not in FROM_CACHE] == []
     assert {f.url.split("?")[0] for f in second} >= {url, f"{proxy.url}/api/v1/runs/{run.id}/broadcast/edge"}
 
     # A session's or a token's page and reads go to the API, and are not stored for the others.

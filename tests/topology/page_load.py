@@ -30,8 +30,9 @@ class Fetched:
 
 
 def first_load(browser: Any, url: str, timeout_ms: int = 30000) -> list[Fetched]:
-    """Open ``url`` (a run page) in a fresh context until the curve is drawn and the page follows the
-    run (its first edge read, in follow mode ``cache``); the requests made until then."""
+    """Open ``url`` (a run page) in a fresh context until the curve is drawn, the page follows the
+    run (its first edge read, in follow mode ``cache``) and the network has been idle for 500 ms
+    (the panels' reads done); the requests made until then."""
     context = browser.new_context(viewport={"width": 1280, "height": 900}, locale="en-US")
     try:
         page = context.new_page()
@@ -40,6 +41,7 @@ def first_load(browser: Any, url: str, timeout_ms: int = 30000) -> list[Fetched]
         page.goto(url)
         page.wait_for_function("window.__runcastDrawn !== undefined", timeout=timeout_ms)
         page.wait_for_function("window.__runcast.stream && window.__runcast.stream.open", timeout=timeout_ms)
+        page.wait_for_load_state("networkidle", timeout=timeout_ms)  # the panels' reads too
         sizes = page.evaluate(_SIZES)
         return [Fetched(r.url, r.status, r.headers.get("x-cache-status"), int(sizes.get(r.url, 0)), at)
                 for r, at in seen if r.url.startswith("http")]
