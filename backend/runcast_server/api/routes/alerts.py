@@ -14,13 +14,12 @@ from runcast_server.alerts.models import AlertConfig
 from runcast_server.alerts.schemas import AlertConfigView, AlertPage
 from runcast_server.api.deps import SessionDep, TeamDep
 from runcast_server.api.documented import json_body
+from runcast_server.api.one_hop import Reading, RunReadDep
 from runcast_server.api.read_deps import (
     RUN_ERRORS,
     AfterDep,
-    FullViewDep,
     ReadableRunDep,
     SettingsDep,
-    ViewDep,
 )
 from runcast_server.core.errors import ApiError, NotFound, error_responses
 from runcast_server.detectors import config as dconfig
@@ -37,27 +36,26 @@ def base_url(request: Request, settings: Any) -> str:
 
 @router.get("/runs/{run_id}/alerts", response_model=AlertPage, response_model_exclude_unset=True,
             responses=RUN_ERRORS)
-def get_alerts(
+async def get_alerts(
     request: Request,
-    session: SessionDep,
-    settings: SettingsDep,
-    found: ReadableRunDep,
-    full: FullViewDep,
-    policy: ViewDep,
+    read: RunReadDep,
     after: AfterDep,
     kind: Annotated[list[AlertKind] | None, Query(description="Only these kinds (repeatable).")] = None,
     state: Annotated[list[AlertState] | None, Query(description="Only open or closed alerts.")] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> dict[str, Any]:
     """The run's alerts, oldest first, each with its evidence and the checkpoints around it."""
-    run, project = found
-    if not policy.alerts:
-        return {"alerts": [], "next_cursor": None, "withheld": True}
-    page = service.list_alerts(session, run, project, kinds=list(kind) if kind else None,
-                               states=list(state) if state else None, after=after, limit=limit,
-                               base_url=base_url(request, settings), full=full,
-                               until=policy.until)
-    return {**page, "alerts": [a for a in page["alerts"] if policy.alert(a)], "withheld": False}
+    def alerts(r: Reading) -> dict[str, Any]:
+        policy = r.view()
+        if not policy.alerts:
+            return {"alerts": [], "next_cursor": None, "withheld": True}
+        page = service.list_alerts(r.session, r.run, r.project, kinds=list(kind) if kind else None,
+                                   states=list(state) if state else None, after=after, limit=limit,
+                                   base_url=base_url(request, r.context.settings), full=r.full,
+                                   until=policy.until)
+        return {**page, "alerts": [a for a in page["alerts"] if policy.alert(a)], "withheld": False}
+
+    return await read(alerts)
 
 
 @router.get("/runs/{run_id}/alerts/config", response_model=AlertConfigView, responses=RUN_ERRORS)

@@ -13,12 +13,11 @@ from typing import Annotated, Any, Final
 
 from fastapi import APIRouter, Path, Query, Request, Response
 
-from runcast_server.api.deps import SESSION_COOKIE, SessionDep, TokenDep, ViewerDep
-from runcast_server.api.read_deps import ReadableRunDep, SettingsDep
+from runcast_server.api.deps import SESSION_COOKIE, TokenDep
+from runcast_server.api.one_hop import CheckedRunReadDep, Reading, RunReadDep
 from runcast_server.core.errors import ApiError, error_responses
 from runcast_server.live import broadcast
 from runcast_server.live.schemas import BroadcastEdge, BroadcastPiece
-from runcast_server.reads.published import is_project_reader
 from runcast_server.share.http import etag_of, fresh
 
 router = APIRouter(tags=["stream"])
@@ -39,6 +38,10 @@ def _credentialed(request: Request, token: str | None) -> bool:
     return token is not None or SESSION_COOKIE in request.cookies
 
 
+def _side(r: Reading) -> broadcast.Side:
+    return broadcast.side(r.session, r.run, r.team, r.context.settings.broadcast_piece_versions)
+
+
 def _answer(request: Request, body: bytes, cache_control: str, credentialed: bool) -> Response:
     headers = {"ETag": etag_of(body), "Cache-Control": PRIVATE if credentialed else cache_control, "Vary": VARY}
     if fresh(request, headers["ETag"]):
@@ -52,16 +55,14 @@ def _answer(request: Request, body: bytes, cache_control: str, credentialed: boo
     responses={200: {"model": BroadcastEdge, "description": "The edge (`public, max-age=1` when anonymous)."},
                **_NOT_MODIFIED, **error_responses(401, 404, 422)},
 )
-def get_broadcast_edge(
-    request: Request, session: SessionDep, viewer: ViewerDep, token: TokenDep, found: ReadableRunDep,
-    settings: SettingsDep,
-) -> Response:
+async def get_broadcast_edge(request: Request, token: TokenDep, read: RunReadDep) -> Response:
     """The run's live edge: the highest version the caller may see (a delayed run: the last one due),
     its status, the piece size P, the last sealed piece, the messages after it and the policy
     fingerprint that piece URLs carry. Cached by shared caches for a second when anonymous."""
-    run = found[0]
-    s = broadcast.side(session, run, is_project_reader(run, viewer), settings.broadcast_piece_versions)
-    return _answer(request, broadcast.encode(broadcast.edge(session, s)), EDGE, _credentialed(request, token))
+    def edge(r: Reading) -> bytes:
+        return broadcast.encode(broadcast.edge(r.session, _side(r)))
+
+    return _answer(request, await read(edge), EDGE, _credentialed(request, token))
 
 
 @router.get(
@@ -70,22 +71,22 @@ def get_broadcast_edge(
     responses={200: {"model": BroadcastPiece, "description": "The piece (immutable: cached for a year)."},
                **_NOT_MODIFIED, **error_responses(401, 404, 409, 422)},
 )
-def get_broadcast_piece(
-    request: Request, session: SessionDep, viewer: ViewerDep, token: TokenDep, found: ReadableRunDep,
-    settings: SettingsDep,
+async def get_broadcast_piece(
+    request: Request, token: TokenDep, read: CheckedRunReadDep,
     piece: Annotated[int, Path(ge=0, le=MAX_PIECE, description="n: versions n*P+1 .. (n+1)*P.")],
     policy: Annotated[str, Query(pattern=FINGERPRINT, description="The fingerprint the edge names.")],
 ) -> Response:
     """A sealed piece: the ``batch`` messages of versions n*P+1 .. (n+1)*P as the stream sends them to
     the caller. 404 (``piece``) until every one of them is visible to the caller; 409 (``policy``) when
     ``policy`` is not the run's fingerprint now (read the edge again). Immutable once served."""
-    run = found[0]
-    s = broadcast.side(session, run, is_project_reader(run, viewer), settings.broadcast_piece_versions)
-    if policy != s.fingerprint:
-        raise ApiError(409, "the run's publication policy is not this one: read the edge again", field="policy",
-                       headers={"Cache-Control": NO_STORE})
-    if piece >= s.sealed:
-        raise ApiError(404, "piece not sealed yet (the edge names the last sealed one)", field="piece",
-                       headers={"Cache-Control": NO_STORE})
-    return _answer(request, broadcast.encode(broadcast.piece(session, s, piece)), IMMUTABLE,
-                   _credentialed(request, token))
+    def sealed(r: Reading) -> bytes:
+        s = _side(r)
+        if policy != s.fingerprint:
+            raise ApiError(409, "the run's publication policy is not this one: read the edge again", field="policy",
+                           headers={"Cache-Control": NO_STORE})
+        if piece >= s.sealed:
+            raise ApiError(404, "piece not sealed yet (the edge names the last sealed one)", field="piece",
+                           headers={"Cache-Control": NO_STORE})
+        return broadcast.encode(broadcast.piece(r.session, s, piece))
+
+    return _answer(request, await read(sealed), IMMUTABLE, _credentialed(request, token))

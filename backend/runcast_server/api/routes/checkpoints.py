@@ -10,6 +10,7 @@ from fastapi import APIRouter, Path, Query
 from fastapi.responses import Response, StreamingResponse
 
 from runcast_server.api.deps import SessionDep, ViewerDep
+from runcast_server.api.one_hop import Reading, RunReadDep
 from runcast_server.api.read_deps import (
     RUN_ERRORS,
     FullViewDep,
@@ -50,20 +51,23 @@ CheckpointId = Annotated[int, Path(ge=1, le=2**63 - 1, description="The checkpoi
 
 
 @router.get("/runs/{run_id}/checkpoints", response_model=CheckpointList, responses=RUN_ERRORS)
-def list_checkpoints(found: ReadableRunDep, session: SessionDep, viewer: ViewerDep, storage: StorageDep,
-                     policy: ViewDep) -> dict[str, Any]:
+async def list_checkpoints(read: RunReadDep) -> dict[str, Any]:
     """Every checkpoint the run recorded (pruned ones too), by segment and step, with its status and
     its evaluation scores. Under a publication policy that withholds checkpoints the list is empty
     and ``withheld`` true."""
-    run, project = found
+    return await read(_checkpoint_list)
+
+
+def _checkpoint_list(r: Reading) -> dict[str, Any]:
+    run, policy, storage = r.run, r.view(), r.context.storage
     if not policy.event_shown("checkpoint"):
         return {"checkpoints": [], "withheld": True}
-    private_ok = may_see_private(run, viewer)
-    records = load_checkpoints(session, run.id, policy.horizon)
-    scores = checkpoint_evals(session, run.id, policy, (r.step for r in records))
+    private_ok = may_see_private(run, r.viewer)
+    records = load_checkpoints(r.session, run.id, policy.horizon)
+    scores = checkpoint_evals(r.session, run.id, policy, (c.step for c in records))
     return {
         "checkpoints": [
-            {**_published(policy, as_json(view(record, storage, project=project, private_ok=private_ok), run.id)),
+            {**_published(policy, as_json(view(record, storage, project=r.project, private_ok=private_ok), run.id)),
              "evals": scores.get(record.step, [])}
             for record in records
         ],

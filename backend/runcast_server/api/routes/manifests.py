@@ -8,6 +8,7 @@ from fastapi import APIRouter, Query
 from fastapi import Path as PathParam
 
 from runcast_server.api.deps import SessionDep
+from runcast_server.api.one_hop import Reading, RunReadDep
 from runcast_server.api.read_deps import (
     RUN_ERRORS,
     FullViewDep,
@@ -92,8 +93,11 @@ def get_manifest(
 
 
 @router.get("/runs/{run_id}/data-mix", response_model=DataMix, responses=RUN_ERRORS)
-def get_data_mix(found: ReadableRunDep, session: SessionDep, policy: ViewDep) -> dict[str, Any]:
+async def get_data_mix(read: RunReadDep) -> dict[str, Any]:
     """The data-mix timeline: every change of weights, by segment and step."""
-    run, _ = found
-    policy.require("data_mix")
-    return mix_timeline(load_mix(session, run.id, policy.horizon), run_segments(session, run.id))
+    def mix(r: Reading) -> dict[str, Any]:
+        policy = r.view()
+        policy.require("data_mix")
+        return mix_timeline(load_mix(r.session, r.run.id, policy.horizon), run_segments(r.session, r.run.id))
+
+    return await read(mix)

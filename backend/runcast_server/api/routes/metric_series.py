@@ -7,8 +7,8 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 from runcast.wire.events import MAX_STEP
 
-from runcast_server.api.deps import SessionDep
-from runcast_server.api.read_deps import RUN_ERRORS, ReadableRunDep, ViewDep
+from runcast_server.api.one_hop import Reading, RunReadDep
+from runcast_server.api.read_deps import RUN_ERRORS
 from runcast_server.metrics.queries import query_metrics
 from runcast_server.reads.schemas import MAX_SEGMENT, MetricsResponse
 
@@ -16,10 +16,8 @@ router = APIRouter(tags=["metrics"])
 
 
 @router.get("/runs/{run_id}/metrics", response_model=MetricsResponse, responses=RUN_ERRORS)
-def get_metrics(
-    session: SessionDep,
-    found: ReadableRunDep,
-    view: ViewDep,
+async def get_metrics(
+    read: RunReadDep,
     key: Annotated[
         str, Query(min_length=1, max_length=200, description="The metric name.")
     ],
@@ -39,15 +37,10 @@ def get_metrics(
     ] = 2000,
 ) -> MetricsResponse:
     """Buckets of ``2**level`` steps with min/max/mean/last/count; level 0 is the raw points."""
-    run, _ = found
-    view.require_metric(key)  # a withheld key answers as an unknown one
-    return query_metrics(
-        session,
-        run,
-        key=key,
-        segment=segment,
-        start=start,
-        end=end,
-        max_points=max_points,
-        horizon=view.horizon,
-    )
+    def metrics(r: Reading) -> MetricsResponse:
+        view = r.view()
+        view.require_metric(key)  # a withheld key answers as an unknown one
+        return query_metrics(r.session, r.run, key=key, segment=segment, start=start, end=end,
+                             max_points=max_points, horizon=view.horizon)
+
+    return await read(metrics)

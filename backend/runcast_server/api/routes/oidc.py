@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from authlib.integrations.base_client.errors import OAuthError
-from fastapi import APIRouter, Path, Query, Request
+from fastapi import APIRouter, Path, Query, Request, Response
 from fastapi.responses import RedirectResponse
 from pydantic import BaseModel
 
@@ -39,8 +39,10 @@ class Providers(BaseModel):
 
 
 @router.get("/session/providers", response_model=Providers)
-def list_providers(settings: SettingsDep) -> Providers:
-    """The OpenID Connect providers people may sign in with (empty when none is configured)."""
+def list_providers(settings: SettingsDep, response: Response) -> Providers:
+    """The OpenID Connect providers people may sign in with (empty when none is configured). The
+    same for everyone until the server's configuration changes: a shared cache may keep it a minute."""
+    response.headers["Cache-Control"] = "public, max-age=60"
     return Providers(providers=[Provider(name=p.name, display_name=p.display_name,
                                          login_url=f"/api/v1/session/oidc/{p.name}/login")
                                 for p in settings.oidc_providers])

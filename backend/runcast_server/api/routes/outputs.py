@@ -12,6 +12,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Path, Query
 
 from runcast_server.api.deps import SessionDep
+from runcast_server.api.one_hop import RunReadDep
 from runcast_server.api.read_deps import RUN_ERRORS, ReadableRunDep, ViewDep
 from runcast_server.outputs import evals, media, samples
 from runcast_server.outputs.schemas import EvalList, MediaKeys, MediaList, PromptList, SampleDetail, SampleList
@@ -33,17 +34,15 @@ StepAfterDep = Annotated[tuple[int, int] | None, Depends(step_after)]
 
 
 @router.get("/runs/{run_id}/samples/prompts", response_model=PromptList, responses=RUN_ERRORS)
-def get_prompts(session: SessionDep, found: ReadableRunDep, view: ViewDep, key: KeyQuery = None) -> dict[str, Any]:
+async def get_prompts(read: RunReadDep, key: KeyQuery = None) -> dict[str, Any]:
     """The prompts the run wrote samples for: the first 500 characters of each, its length, how
     many samples and over which steps; by key, in the order the run first wrote for them."""
-    return samples.list_prompts(session, found[0], view, key)
+    return await read(lambda r: samples.list_prompts(r.session, r.run, r.view(), key))
 
 
 @router.get("/runs/{run_id}/samples", response_model=SampleList, responses=RUN_ERRORS)
-def get_samples(
-    session: SessionDep,
-    found: ReadableRunDep,
-    view: ViewDep,
+async def get_samples(
+    read: RunReadDep,
     after: StepAfterDep,
     key: KeyQuery = None,
     prompt: Annotated[str | None, Query(min_length=1, max_length=200, description="Only this prompt id.")] = None,
@@ -51,7 +50,8 @@ def get_samples(
 ) -> dict[str, Any]:
     """Samples oldest step first: each output (and reference) clipped to 2,000 characters, with its
     whole length; ``GET .../samples/{sample_id}`` gives one whole."""
-    return samples.list_samples(session, found[0], view, key=key, prompt=prompt, after=after, limit=limit)
+    return await read(lambda r: samples.list_samples(r.session, r.run, r.view(), key=key, prompt=prompt, after=after,
+                                                     limit=limit))
 
 
 @router.get("/runs/{run_id}/samples/{sample_id}", response_model=SampleDetail, responses=RUN_ERRORS)
@@ -66,33 +66,29 @@ def get_sample(
 
 
 @router.get("/runs/{run_id}/evals", response_model=EvalList, responses=RUN_ERRORS)
-def get_evals(
-    session: SessionDep,
-    found: ReadableRunDep,
-    view: ViewDep,
+async def get_evals(
+    read: RunReadDep,
     suite: Annotated[str | None, Query(min_length=1, max_length=100, description="Only this suite.")] = None,
     task: Annotated[str | None, Query(min_length=1, max_length=200, description="Only this task.")] = None,
 ) -> dict[str, Any]:
     """Evaluation scores, one entry per task, suite and step (``checkpoint``: the step of the
     checkpoint they score, when tied to one)."""
-    return evals.list_evals(session, found[0], view, suite=suite, task=task)
+    return await read(lambda r: evals.list_evals(r.session, r.run, r.view(), suite=suite, task=task))
 
 
 @router.get("/runs/{run_id}/media/keys", response_model=MediaKeys, responses=RUN_ERRORS)
-def get_media_keys(session: SessionDep, found: ReadableRunDep, view: ViewDep) -> dict[str, Any]:
+async def get_media_keys(read: RunReadDep) -> dict[str, Any]:
     """The run's media keys: each one's kind, how many rows and over which steps."""
-    return media.list_keys(session, found[0], view)
+    return await read(lambda r: media.list_keys(r.session, r.run, r.view()))
 
 
 @router.get("/runs/{run_id}/media", response_model=MediaList, responses=RUN_ERRORS)
-def get_media(
-    session: SessionDep,
-    found: ReadableRunDep,
-    view: ViewDep,
+async def get_media(
+    read: RunReadDep,
     after: StepAfterDep,
     key: KeyQuery = None,
     limit: Annotated[int, Query(ge=1, le=1000, description="Rows per page.")] = 100,
 ) -> dict[str, Any]:
     """Images, tables and histograms oldest step first, each with its kind's fields (an image's
     bytes at ``image_url``)."""
-    return media.list_media(session, found[0], view, key=key, after=after, limit=limit)
+    return await read(lambda r: media.list_media(r.session, r.run, r.view(), key=key, after=after, limit=limit))

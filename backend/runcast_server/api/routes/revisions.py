@@ -8,11 +8,10 @@ from fastapi import APIRouter, Path
 from fastapi.responses import PlainTextResponse
 
 from runcast_server.api.deps import SessionDep
+from runcast_server.api.one_hop import Reading, RunReadDep
 from runcast_server.api.read_deps import (
     RUN_ERRORS,
-    FullViewDep,
     ReadableRunDep,
-    SettingsDep,
     ViewDep,
 )
 from runcast_server.artifacts.http import content_disposition
@@ -32,19 +31,21 @@ RevisionId = Annotated[int, Path(ge=1, le=2**63 - 1, description="The revision i
 
 
 @router.get("/runs/{run_id}/revisions", response_model=RevisionList, responses=RUN_ERRORS)
-def list_revisions(found: ReadableRunDep, session: SessionDep, settings: SettingsDep, full: FullViewDep,
-                   policy: ViewDep) -> dict[str, Any]:
+async def list_revisions(read: RunReadDep) -> dict[str, Any]:
     """Each code state the run trained with, the segments that used it, and the code changes between segments."""
-    run, _ = found
-    if not policy.code_shown:
-        raise NotFound("revisions", field="run")
-    revisions = load_revisions(session, run.id, policy.horizon)
-    return {
-        "revisions": [{**revision_json(r, run.id, settings.code_link_template), "remote": published_remote(r.remote, full),
-                       **({} if policy.code_diff else {"diff_url": None})}
-                      for r in revisions],
-        "changes": changes(revisions),
-    }
+    def revision_list(rd: Reading) -> dict[str, Any]:
+        policy, template = rd.view(), rd.context.settings.code_link_template
+        if not policy.code_shown:
+            raise NotFound("revisions", field="run")
+        revisions = load_revisions(rd.session, rd.run.id, policy.horizon)
+        return {
+            "revisions": [{**revision_json(r, rd.run.id, template), "remote": published_remote(r.remote, rd.full),
+                           **({} if policy.code_diff else {"diff_url": None})}
+                          for r in revisions],
+            "changes": changes(revisions),
+        }
+
+    return await read(revision_list)
 
 
 @router.get(

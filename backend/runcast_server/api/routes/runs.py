@@ -10,12 +10,10 @@ from runcast.wire.events import MAX_TS
 
 from runcast_server.alerts.service import stall_after, stall_after_sql
 from runcast_server.api.deps import SessionDep, ViewerDep
+from runcast_server.api.one_hop import Reading, RunReadDep
 from runcast_server.api.read_deps import (
     RUN_ERRORS,
-    FullViewDep,
-    ReadableRunDep,
     SettingsDep,
-    ViewDep,
 )
 from runcast_server.core.errors import error_responses
 from runcast_server.reads.cursor import RUN_CURSOR
@@ -98,12 +96,12 @@ def list_runs(
 
 
 @router.get("/runs/{run_id}", response_model=RunDetail, responses=RUN_ERRORS)
-def get_run(
-    session: SessionDep, settings: SettingsDep, found: ReadableRunDep, full: FullViewDep, view: ViewDep
-) -> RunDetail:
+async def get_run(read: RunReadDep) -> RunDetail:
     """A run's summary, config, code, environment, metric keys and segments. Paths, host
     and pid only for a token of the run's project or a run with ``public_paths``; what the run's
     publication policy withholds only for a token of its project (``publication`` says what)."""
-    run, project = found
-    after = stall_after(session, run.id, settings.stall_after_s)
-    return reads.run_detail(session, run, project, stall_after_s=after, full=full, view=view)
+    def detail(r: Reading) -> RunDetail:
+        after = stall_after(r.session, r.run.id, r.context.settings.stall_after_s)
+        return reads.run_detail(r.session, r.run, r.project, stall_after_s=after, full=r.full, view=r.view())
+
+    return await read(detail)
