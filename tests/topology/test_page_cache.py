@@ -20,7 +20,8 @@ def first_load(run: str) -> list[str]:
     """What run.html's head script and run.js read at start (the default view's loss curve)."""
     base = f"/api/v1/runs/{run}"
     return [base, base + "/events?limit=1000", base + "/metrics?key=loss&max_points=1520",
-            base + "/alerts?limit=100", base + "/checkpoints", base + "/revisions", base + "/evals", base + "/comments"]
+            base + "/alerts?limit=100", base + "/checkpoints", base + "/revisions", base + "/evals", base + "/comments",
+            base + "/reports"]
 
 
 def test_an_anonymous_first_load_comes_from_the_cache_and_a_credentialed_one_never(cached: Any) -> None:

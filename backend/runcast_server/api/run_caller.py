@@ -5,20 +5,26 @@ they are the run's team (docs/auth.md#scopes). A run the caller may not read is 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, TypeVar
 
 from fastapi import Path, Request
 from runcast.wire.events import ID_RE
 from sqlalchemy.orm import Session
+from starlette.concurrency import run_in_threadpool
 
 from runcast_server.api import access
 from runcast_server.api.deps import SESSION_COOKIE, session_viewer, token_grant_dep
+from runcast_server.context import AppContext
 from runcast_server.core.errors import ApiError, NotFound
 from runcast_server.core.models import Project
 from runcast_server.people.models import User
 from runcast_server.reads.access import can_read
 from runcast_server.record.models import Run
+from runcast_server.sessions.service import lookup as lookup_session
+
+T = TypeVar("T")
 
 RunPath = Annotated[str, Path(max_length=64, description="The run id.")]
 
@@ -65,3 +71,16 @@ def require_team(caller: Caller) -> None:
     if not caller.team:
         raise ApiError(403, "only the run's team (a member or an owner, or a token with the 'team' scope) does this",
                        field="Authorization" if caller.token else SESSION_COOKIE)
+
+
+async def read_in_one_hop(ctx: AppContext, request: Request, token: str | None, run_id: str,
+                          work: Callable[[Session, Caller, Run], T]) -> T:
+    """``work`` on the caller and the run, in one worker-thread hop with a session of its own, for a
+    read a crowd's first loads make (api/one_hop.py says why)."""
+    def in_thread() -> T:
+        with ctx.database.scope() as session:
+            found = lookup_session(session, request.cookies.get(SESSION_COOKIE))
+            caller, run = run_caller(request, session, token, None if found is None else found.user, run_id)
+            return work(session, caller, run)
+
+    return await run_in_threadpool(in_thread)

@@ -1,7 +1,7 @@
 """The run page's first reads as shared HTTP objects (docs/live.md, "Following a run through a cache").
 
 An anonymous GET of a run's JSON reads (``/api/v1/runs/{id}`` and what the run page reads under
-it: keys, ``/metrics`` windows, events, alerts, checkpoints, comments...) is answered
+it: keys, ``/metrics`` windows, events, alerts, checkpoints, comments, reports...) is answered
 ``public, max-age=1, stale-while-revalidate=1`` with a strong ETag, so a cache in front (the
 shipped nginx site, a CDN) answers a crowd's first loads. A request with a token or the session
 cookie gets ``private, no-store``. Every answer gets ``Vary: Authorization, Cookie`` and a 304 when
@@ -27,7 +27,7 @@ PRIVATE: Final = "private, no-store"
 # A run, or one of the reads its page makes (the same list as the shipped nginx site's location);
 # never the stream, the broadcast, an export or a file (streamed bodies, their own headers).
 READS: Final = ("metrics", "events", "alerts", "checkpoints", "revisions", "evals", "samples", "samples/prompts",
-                "media", "media/keys", "data-mix", "comments")
+                "media", "media/keys", "data-mix", "comments", "reports")
 RUN_READ: Final = re.compile(r"^/api/v1/runs/[^/]+(?:/(?:" + "|".join(READS) + r"))?$")
 _COOKIE_NAME: Final = COOKIE + "="
 

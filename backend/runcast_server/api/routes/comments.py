@@ -13,7 +13,6 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Request, Response
 from sqlalchemy.orm import Session
-from starlette.concurrency import run_in_threadpool
 
 from runcast_server.alerts import ratelimit
 from runcast_server.api.deps import (
@@ -24,7 +23,7 @@ from runcast_server.api.deps import (
     TokenDep,
     over_rate_limit,
 )
-from runcast_server.api.run_caller import Caller, RunPath, require_team, run_caller
+from runcast_server.api.run_caller import Caller, RunPath, read_in_one_hop, require_team, run_caller
 from runcast_server.comments import service
 from runcast_server.comments.anchors import Anchor, resolve
 from runcast_server.comments.models import Comment
@@ -47,7 +46,6 @@ from runcast_server.core.errors import ApiError, NotFound, error_responses
 from runcast_server.policy.apply import View, view_for
 from runcast_server.record.models import Run
 from runcast_server.reports import service as reports_service
-from runcast_server.sessions.service import lookup as lookup_session
 
 router = APIRouter(tags=["comments"])
 CommentPath = Annotated[int, Path(ge=1, le=2**63 - 1, description="The comment id.")]
@@ -100,15 +98,11 @@ def _announce(ctx: AppContext, run_id: str, comment_id: int, change: str) -> Non
 @router.get("/runs/{run_id}/comments", response_model=CommentList, responses=ERRORS)
 async def list_comments(request: Request, ctx: ContextDep, token: TokenDep, run_id: RunPath) -> CommentList:
     """The run's comments the caller may see: threads (pinned first), each followed by its replies."""
-    def listing() -> CommentList:  # one worker-thread hop with its own session (api/one_hop.py says why)
-        with ctx.database.scope() as session:
-            found = lookup_session(session, request.cookies.get(SESSION_COOKIE))
-            caller, run = run_caller(request, session, token, None if found is None else found.user, run_id)
-            return CommentList(run=run.id, hold=service.holds(session, run.id), moderator=caller.team,
-                               signed_in=caller.person is not None or caller.team,
-                               comments=_listing(session, run, caller))
+    def listing(session: Session, caller: Caller, run: Run) -> CommentList:
+        return CommentList(run=run.id, hold=service.holds(session, run.id), moderator=caller.team,
+                           signed_in=caller.person is not None or caller.team, comments=_listing(session, run, caller))
 
-    return await run_in_threadpool(listing)
+    return await read_in_one_hop(ctx, request, token, run_id, listing)
 
 
 def _writer(request: Request, session: SessionDep, token: TokenDep, person: PersonDep,

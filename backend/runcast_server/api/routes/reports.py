@@ -15,7 +15,7 @@ from fastapi import APIRouter, Depends, Path, Query, Request, Response
 from sqlalchemy.orm import Session
 
 from runcast_server.api.deps import SESSION_COOKIE, ContextDep, PersonDep, SessionDep, TokenDep
-from runcast_server.api.run_caller import Caller, RunPath, require_team, run_caller
+from runcast_server.api.run_caller import Caller, RunPath, read_in_one_hop, require_team, run_caller
 from runcast_server.comments.schemas import Author
 from runcast_server.core.errors import ApiError, NotFound, error_responses
 from runcast_server.people.models import User
@@ -121,17 +121,21 @@ def _text(body: ReportIn) -> service.Text:
 
 
 @router.get("/runs/{run_id}/reports", response_model=ReportList, responses=ERRORS)
-def list_run_reports(session: SessionDep, reader: ReaderDep) -> ReportList:
-    """The run's reports: published ones for everyone, drafts too for the team."""
-    caller, run = reader
-    if caller.team:
-        rows = [(r, service.version(session, r, r.version)) for r in service.run_reports(session, run.id)]
-        items = [(r, v[0]) for r, v in rows if v is not None]
-    else:
-        items = sorted(service.published(session, run.id), key=lambda rv: rv[0].number)
-    return ReportList(run=run.id, team=caller.team, reports=[
-        ReportSummary(number=r.number, url=_page(run, r.number), title=v.title, state=r.state,  # type: ignore[arg-type]
-                      from_step=v.from_step, to_step=v.to_step, published_at=r.published_at) for r, v in items])
+async def list_run_reports(request: Request, ctx: ContextDep, token: TokenDep, run_id: RunPath) -> ReportList:
+    """The run's reports: published ones for everyone, drafts too for the team (read at every first
+    load of the run page: one hop, a shared read, as the comments are)."""
+    def listing(session: Session, caller: Caller, run: Run) -> ReportList:
+        if caller.team:
+            rows = [(r, service.version(session, r, r.version)) for r in service.run_reports(session, run.id)]
+            items = [(r, v[0]) for r, v in rows if v is not None]
+        else:
+            items = sorted(service.published(session, run.id), key=lambda rv: rv[0].number)
+        return ReportList(run=run.id, team=caller.team, reports=[
+            ReportSummary(number=r.number, url=_page(run, r.number), title=v.title,
+                          state=r.state,  # type: ignore[arg-type]
+                          from_step=v.from_step, to_step=v.to_step, published_at=r.published_at) for r, v in items])
+
+    return await read_in_one_hop(ctx, request, token, run_id, listing)
 
 
 @router.post("/runs/{run_id}/reports", response_model=ReportOut, status_code=201, responses=ERRORS)
