@@ -83,6 +83,7 @@ def test_a_person_comments_on_a_step_and_everyone_reads_it(client: Any, world: d
     ({"kind": "alert", "id": 1}, "anchor.id"), ({"kind": "sample", "id": 1}, "anchor.id"),
     ({"kind": "eval", "id": 1}, "anchor.id"), ({"kind": "step", "key": "loss"}, "anchor.key"),
     ({"kind": "planet", "id": 1}, "anchor.kind"),
+    (step(at=2**90), "anchor.step"), ({"kind": "checkpoint", "id": 2**90}, "anchor.id"),  # past a 64-bit column
 ])
 def test_an_anchor_that_does_not_exist_is_refused_and_nothing_is_written(
         client: Any, world: dict[str, Any], anchor: dict[str, Any], field: str) -> None:
@@ -91,6 +92,11 @@ def test_an_anchor_that_does_not_exist_is_refused_and_nothing_is_written(
     assert res.status_code in (404, 422), res.text
     assert res.json()["error"]["field"].endswith(field.split(".")[-1])
     assert client.get(f"{API}/runs/{world['run']}/comments").json()["comments"] == []
+
+
+def test_a_reply_to_a_comment_id_past_64_bits_is_a_422_naming_parent(client: Any, world: dict[str, Any]) -> None:
+    res = post(browser(client, "zed"), world["run"], "K", parent=3047588844868220429847756800)  # found by schemathesis
+    assert res.status_code == 422 and res.json()["error"]["field"] == "parent", res.text
 
 
 def test_anchors_on_samples_evaluations_and_checkpoints(client: Any, seed: Any, world: dict[str, Any]) -> None:

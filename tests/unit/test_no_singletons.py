@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import ast
 import json
+import logging
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -271,6 +273,25 @@ def test_two_apps_from_two_settings_use_two_databases(tmp_path: Path, monkeypatc
 # --- two Celery workers, two databases, one process --------------------------------------------
 
 
+@pytest.fixture
+def logging_restored() -> Iterator[None]:
+    """Celery's test worker sets up logging for the whole process (the root logger's level to ERROR,
+    its handlers replaced): later tests in this process would capture no warning. Put it back."""
+    root = logging.getLogger()
+    level, handlers = root.level, root.handlers[:]
+    loggers = {name: (lg.level, lg.propagate, lg.disabled, lg.handlers[:])
+               for name, lg in logging.Logger.manager.loggerDict.items() if isinstance(lg, logging.Logger)}
+    yield
+    root.setLevel(level)
+    root.handlers[:] = handlers
+    for name, (lv, propagate, disabled, hs) in loggers.items():
+        lg = logging.getLogger(name)
+        lg.setLevel(lv)
+        lg.propagate, lg.disabled = propagate, disabled
+        lg.handlers[:] = hs
+
+
+@pytest.mark.usefixtures("logging_restored")
 def test_two_workers_of_two_settings_in_one_process_each_use_their_own_context(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A worker gets its context as the API does: built once at its start (``tasks._worker_start``,

@@ -22,7 +22,7 @@ class ReportIn(BaseModel):
 
 
 class PublishIn(BaseModel):
-    version: int | None = Field(default=None, ge=1, description="The version to publish; default: the newest.")
+    version: int | None = Field(default=None, ge=1, le=2**31 - 1, description="The version to publish; default: the newest.")
 
 
 class ReportOut(BaseModel):
