@@ -194,7 +194,7 @@ def test_out_of_range_numbers_in_every_query_and_path_parameter(db: Any, client,
     sim.log({"loss": [(1, 1.0)]})
     doc = client.get("/openapi.json").json()
     fill = {"run_id": sim.run, "cid": "1", "rid": "1", "subscription_id": "1", "version": "v1",
-            "project": "demo", "media_id": "1"}
+            "project": "demo", "media_id": "1", "number": "1"}
     from runcast_server.core.auth import create_admin_token
 
     with db.scope() as session:  # the admin routes check their token before their parameters
@@ -205,7 +205,8 @@ def test_out_of_range_numbers_in_every_query_and_path_parameter(db: Any, client,
             continue
         low, high = _declared(param["schema"])
         for bad in [2**31, 2**53, 2**63, 2**64, 10**30, int(high) + 1, int(low) - 1, "1e400", "-9" * 30, "²", "x"]:
-            params = {"key": "loss", "params": "1e9", "token": "t", "from": "v1", "to": "v2"}
+            params = {"key": "loss", "params": "1e9", "token": "t", "from": "v1", "to": "v2",
+                      "from_step": "0", "to_step": "1"}
             url = path
             if param["in"] == "path":
                 url = url.replace("{" + param["name"] + "}", str(bad))

@@ -111,10 +111,11 @@ def test_frontend_files_are_the_files_on_disk(plain_client):
     client = plain_client
     assert client.get("/js/run.js").content == (FRONTEND_DIR / "js" / "run.js").read_bytes()
     assert client.get("/style.css").headers["content-type"].startswith("text/css")
-    # Pages differ from the files only by the versions in their links, the import map and the
-    # modulepreload links the server adds.
+    # Pages differ from the files only by the versions in their links, the import map, the
+    # modulepreload links and the catalogs' addresses the server adds.
     unversioned = re.sub(
-        r'\?v=[0-9a-f]{16}|<script type="importmap">.*?</script>\n  |<link rel="modulepreload" href="[^"]*" fetchpriority="low">\n  ',
+        r'\?v=[0-9a-f]{16}|<script type="importmap">.*?</script>\n  |<link rel="modulepreload" href="[^"]*" fetchpriority="low">\n  '
+        r'|<script type="application/json" id="runcast-catalogs">.*?</script>\n',
         "", client.get("/").text,
     )
     assert unversioned == (FRONTEND_DIR / "index.html").read_text()
@@ -365,7 +366,7 @@ def test_build_script_bundles_every_page_entry(tmp_path):
     shutil.copytree(FRONTEND_DIR, site, ignore=shutil.ignore_patterns("dist", "dist.tmp"))
     subprocess.run(["node", str(REPO / "vendor" / "build.mjs"), str(site)], check=True, capture_output=True, timeout=120)
     manifest = json.loads((site / "dist" / "manifest.json").read_text())["bundles"]
-    assert sorted(manifest) == ["js/compare.js", "js/embed.js", "js/run.js", "js/runs.js"]
+    assert sorted(manifest) == ["js/compare.js", "js/embed.js", "js/report.js", "js/run.js", "js/runs.js"]
     for entry, built in manifest.items():
         assert set(built["inputs"]) == _static_imports(entry)
         assert all(_sha(site / rel) == digest for rel, digest in built["inputs"].items())
