@@ -12,7 +12,7 @@ MAX_BODY = 100_000
 MAX_STEP = 2**62
 
 
-class ReportIn(BaseModel):
+class TrainingReportIn(BaseModel):
     """A new report, or a new version of one (every field given: the version is whole)."""
 
     title: str = Field(min_length=1, max_length=200)
@@ -25,7 +25,7 @@ class PublishIn(BaseModel):
     version: int | None = Field(default=None, ge=1, le=2**31 - 1, description="The version to publish; default: the newest.")
 
 
-class ReportOut(BaseModel):
+class TrainingReportOut(BaseModel):
     """One version of a report as its reader may see it: the public gets the published version only."""
 
     run: str
@@ -56,7 +56,7 @@ class ReportSummary(BaseModel):
     published_at: float | None
 
 
-class ReportList(BaseModel):
+class TrainingReportList(BaseModel):
     run: str
     team: bool = Field(description="The caller writes this run's reports (drafts are listed too).")
     reports: list[ReportSummary]
@@ -77,7 +77,7 @@ class DraftOut(BaseModel):
     body: str = Field(description="The generated Markdown.")
 
 
-class VersionOut(BaseModel):
+class ReportVersionOut(BaseModel):
     version: int
     title: str
     from_step: int
@@ -86,7 +86,7 @@ class VersionOut(BaseModel):
     created_at: float
 
 
-class VersionList(BaseModel):
+class ReportVersionList(BaseModel):
     run: str
     number: int
-    versions: list[VersionOut]
+    versions: list[ReportVersionOut]

@@ -32,12 +32,12 @@ from runcast_server.reports.schemas import (
     DraftOut,
     PublishIn,
     ReportData,
-    ReportIn,
-    ReportList,
-    ReportOut,
     ReportSummary,
-    VersionList,
-    VersionOut,
+    ReportVersionList,
+    ReportVersionOut,
+    TrainingReportIn,
+    TrainingReportList,
+    TrainingReportOut,
 )
 from runcast_server.web.vendor import PLOTLY
 
@@ -98,9 +98,9 @@ def _rendered(session: Session, run: Run, caller: Caller, v: ReportVersion) -> R
 
 
 def _out(session: Session, run: Run, report: Report, v: ReportVersion, author: User | None,
-         caller: Caller) -> ReportOut:
+         caller: Caller) -> TrainingReportOut:
     rendered = _rendered(session, run, caller, v)
-    return ReportOut(run=run.id, number=report.number, url=_page(run, report.number), state=report.state,  # type: ignore[arg-type]
+    return TrainingReportOut(run=run.id, number=report.number, url=_page(run, report.number), state=report.state,  # type: ignore[arg-type]
                      version=v.version, latest_version=report.version if caller.team else None,
                      published_version=report.published_version, title=v.title,
                      body=v.body if caller.team else None, html=rendered.html,
@@ -113,24 +113,24 @@ def _announce(ctx: ContextDep, run: Run, report: Report, change: str) -> None:
     ctx.hub.publish(run.id, {"run": run.id, "reports": {"number": report.number, "change": change}})
 
 
-def _text(body: ReportIn) -> service.Text:
+def _text(body: TrainingReportIn) -> service.Text:
     if body.to_step < body.from_step:
         raise ApiError(422, "to_step is below from_step", field="to_step")
     render(body.body)  # a bad live block is refused before anything is written
     return service.Text(body.title, body.body, body.from_step, body.to_step)
 
 
-@router.get("/runs/{run_id}/reports", response_model=ReportList, responses=ERRORS)
-async def list_run_reports(request: Request, ctx: ContextDep, token: TokenDep, run_id: RunPath) -> ReportList:
+@router.get("/runs/{run_id}/reports", response_model=TrainingReportList, responses=ERRORS)
+async def list_run_reports(request: Request, ctx: ContextDep, token: TokenDep, run_id: RunPath) -> TrainingReportList:
     """The run's reports: published ones for everyone, drafts too for the team (read at every first
     load of the run page: one hop, a shared read, as the comments are)."""
-    def listing(session: Session, caller: Caller, run: Run) -> ReportList:
+    def listing(session: Session, caller: Caller, run: Run) -> TrainingReportList:
         if caller.team:
             rows = [(r, service.version(session, r, r.version)) for r in service.run_reports(session, run.id)]
             items = [(r, v[0]) for r, v in rows if v is not None]
         else:
             items = sorted(service.published(session, run.id), key=lambda rv: rv[0].number)
-        return ReportList(run=run.id, team=caller.team, reports=[
+        return TrainingReportList(run=run.id, team=caller.team, reports=[
             ReportSummary(number=r.number, url=_page(run, r.number), title=v.title,
                           state=r.state,  # type: ignore[arg-type]
                           from_step=v.from_step, to_step=v.to_step, published_at=r.published_at) for r, v in items])
@@ -138,8 +138,8 @@ async def list_run_reports(request: Request, ctx: ContextDep, token: TokenDep, r
     return await read_in_one_hop(ctx, request, token, run_id, listing)
 
 
-@router.post("/runs/{run_id}/reports", response_model=ReportOut, status_code=201, responses=ERRORS)
-def create_report(session: SessionDep, writer: WriterDep, body: ReportIn) -> ReportOut:
+@router.post("/runs/{run_id}/reports", response_model=TrainingReportOut, status_code=201, responses=ERRORS)
+def create_report(session: SessionDep, writer: WriterDep, body: TrainingReportIn) -> TrainingReportOut:
     """A new report, a draft until published (the team)."""
     caller, run = writer
     report, version = service.create(session, run.id, _text(body), author=caller.person)
@@ -147,18 +147,18 @@ def create_report(session: SessionDep, writer: WriterDep, body: ReportIn) -> Rep
     return _out(session, run, report, version, caller.person, caller)
 
 
-@router.get("/runs/{run_id}/reports/{number}", response_model=ReportOut, responses=ERRORS)
+@router.get("/runs/{run_id}/reports/{number}", response_model=TrainingReportOut, responses=ERRORS)
 def get_report(session: SessionDep, reader: ReaderDep, number: NumberPath,
                version: Annotated[int | None, Query(ge=1, le=2**31 - 1, description="A version (the team: any).")]
-               = None) -> ReportOut:
+               = None) -> TrainingReportOut:
     """A report: the published version for everyone, the newest (or ``version``) for the team."""
     caller, run = reader
     report, v, author = _shown(session, run, caller, number, version)
     return _out(session, run, report, v, author, caller)
 
 
-@router.put("/runs/{run_id}/reports/{number}", response_model=ReportOut, responses=ERRORS)
-def edit_report(session: SessionDep, writer: WriterDep, number: NumberPath, body: ReportIn) -> ReportOut:
+@router.put("/runs/{run_id}/reports/{number}", response_model=TrainingReportOut, responses=ERRORS)
+def edit_report(session: SessionDep, writer: WriterDep, number: NumberPath, body: TrainingReportIn) -> TrainingReportOut:
     """A new version of the report (the team); the public reads the published one until it is published."""
     caller, run = writer
     report, _, _ = _shown(session, run, caller, number)
@@ -167,9 +167,9 @@ def edit_report(session: SessionDep, writer: WriterDep, number: NumberPath, body
     return _out(session, run, report, version, caller.person, caller)
 
 
-@router.post("/runs/{run_id}/reports/{number}/publish", response_model=ReportOut, responses=ERRORS)
+@router.post("/runs/{run_id}/reports/{number}/publish", response_model=TrainingReportOut, responses=ERRORS)
 def publish_report(session: SessionDep, ctx: ContextDep, writer: WriterDep, number: NumberPath,
-                   body: PublishIn) -> ReportOut:
+                   body: PublishIn) -> TrainingReportOut:
     """Publish the newest version (or ``version``): its page, the run's list and feed show it (the team)."""
     caller, run = writer
     report, _, _ = _shown(session, run, caller, number)
@@ -182,8 +182,8 @@ def publish_report(session: SessionDep, ctx: ContextDep, writer: WriterDep, numb
     return _out(session, run, shown, v, author, caller)
 
 
-@router.post("/runs/{run_id}/reports/{number}/unpublish", response_model=ReportOut, responses=ERRORS)
-def unpublish_report(session: SessionDep, ctx: ContextDep, writer: WriterDep, number: NumberPath) -> ReportOut:
+@router.post("/runs/{run_id}/reports/{number}/unpublish", response_model=TrainingReportOut, responses=ERRORS)
+def unpublish_report(session: SessionDep, ctx: ContextDep, writer: WriterDep, number: NumberPath) -> TrainingReportOut:
     """Take the report back to a draft: the public no longer sees it (the team)."""
     caller, run = writer
     report, _, _ = _shown(session, run, caller, number)
@@ -194,16 +194,16 @@ def unpublish_report(session: SessionDep, ctx: ContextDep, writer: WriterDep, nu
     return _out(session, run, shown, v, author, caller)
 
 
-@router.get("/runs/{run_id}/reports/{number}/versions", response_model=VersionList, responses=ERRORS)
-def list_report_versions(session: SessionDep, reader: ReaderDep, number: NumberPath) -> VersionList:
+@router.get("/runs/{run_id}/reports/{number}/versions", response_model=ReportVersionList, responses=ERRORS)
+def list_report_versions(session: SessionDep, reader: ReaderDep, number: NumberPath) -> ReportVersionList:
     """Every version of the report, oldest first (the team)."""
     caller, run = reader
     require_team(caller)
     report, _, _ = _shown(session, run, caller, number)
     users = {u.id: u for u in session.query(User).filter(User.id.in_(
         [v.author_id for v in service.versions(session, report) if v.author_id is not None]))}
-    return VersionList(run=run.id, number=report.number, versions=[
-        VersionOut(version=v.version, title=v.title, from_step=v.from_step, to_step=v.to_step,
+    return ReportVersionList(run=run.id, number=report.number, versions=[
+        ReportVersionOut(version=v.version, title=v.title, from_step=v.from_step, to_step=v.to_step,
                    author=_author(users.get(v.author_id) if v.author_id is not None else None), created_at=v.created_at)
         for v in service.versions(session, report)])
 
