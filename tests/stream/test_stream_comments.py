@@ -32,8 +32,11 @@ def test_a_new_and_a_hidden_comment_reach_every_open_stream(server: Any) -> None
             tasks = [asyncio.create_task(watch(client, one)), asyncio.create_task(watch(client, two))]
             while not one or not two:
                 await asyncio.sleep(0.02)
-            made = await client.post(f"{server.url}/api/v1/runs/{w.run}/comments", headers=headers,
-                                     json={"body": "a bump", "anchor": {"kind": "step", "key": "loss", "step": 1}})
+            async with asyncio.timeout(20):  # production mode: the worker may not have stored step 1 yet (404)
+                while (made := await client.post(
+                        f"{server.url}/api/v1/runs/{w.run}/comments", headers=headers,
+                        json={"body": "a bump", "anchor": {"kind": "step", "key": "loss", "step": 1}})).status_code == 404:
+                    await asyncio.sleep(0.1)
             assert made.status_code == 201, made.text
             cid = made.json()["id"]
             hidden = await client.post(f"{server.url}/api/v1/runs/{w.run}/comments/{cid}/moderation",
