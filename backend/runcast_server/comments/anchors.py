@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
-from runcast.wire.limits import MAX_INT
+from runcast.wire.limits import MAX_STEP
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -39,8 +39,8 @@ class AnchorIn(BaseModel):
 
     kind: AnchorKind
     key: str | None = Field(default=None, max_length=200, description="The metric (kind `step`).")
-    step: int | None = Field(default=None, ge=0, le=MAX_INT, description="The step (kind `step`).")
-    id: int | None = Field(default=None, ge=1, le=MAX_INT, description="The checkpoint's, alert's, sample's or evaluation's id; "
+    step: int | None = Field(default=None, ge=0, le=MAX_STEP, description="The step (kind `step`).")
+    id: int | None = Field(default=None, ge=1, le=MAX_STEP, description="The checkpoint's, alert's, sample's or evaluation's id; "
                            "a report's number (kind `report`).")
 
 

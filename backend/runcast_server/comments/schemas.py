@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
-from runcast.wire.limits import MAX_INT
+from runcast.wire.limits import MAX_STEP
 
 from runcast_server.comments.anchors import AnchorIn, AnchorKind
 
@@ -19,12 +19,14 @@ class CommentIn(BaseModel):
     # oneOf as alternative bodies).
     model_config = ConfigDict(json_schema_extra={"allOf": [{"oneOf": [
         {"required": ["anchor"], "properties": {"anchor": {"type": "object"}}},
-        {"required": ["parent"], "properties": {"parent": {"type": "integer", "minimum": 1, "maximum": MAX_INT}}},
+        {"required": ["parent"], "properties": {"parent": {"type": "integer", "minimum": 1, "maximum": MAX_STEP}}},
     ]}]})
 
     body: str = Field(min_length=1, max_length=MAX_BODY, description="Markdown (rendered and sanitized by the server).")
     anchor: AnchorIn | None = Field(default=None, description="Where a new thread is anchored.")
-    parent: int | None = Field(default=None, ge=1, le=MAX_INT, description="The comment this one replies to (its thread).")
+    # Bounded by the largest integer a JSON number holds exactly (MAX_STEP = 2**53 - 1): a bound of 2**63 - 1
+    # compares equal to 2**63 as a float, so a schema-valid 9223372036854776000 was refused (schemathesis).
+    parent: int | None = Field(default=None, ge=1, le=MAX_STEP, description="The comment this one replies to (its thread).")
 
 
 class CommentEdit(BaseModel):
