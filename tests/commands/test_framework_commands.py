@@ -6,6 +6,7 @@ Trainer that did not opt in refuses with "this run does not take commands"."""
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,7 @@ def _listed(url: str, run: str) -> dict[str, dict[str, Any]]:
 
 def _deliver(url: str, token: str, run: Any, body: dict[str, Any]) -> str:
     """Send a command as the team and wait until the trainer's SDK holds it (the next step boundary takes it)."""
+    run.flush()  # the tunables the callback declared at train start are on the server
     res = httpx.post(f"{url}{API}/runs/{run.id}/commands", json={"reason": "because", **body},
                      headers={"Authorization": f"Bearer {token}"})
     assert res.status_code == 201, res.text
@@ -107,7 +109,6 @@ def test_hf_trainer_takes_set_checkpoint_and_stop_at_the_acknowledged_steps(
 
         trainer = _hf(tmp_path, [Team(), RuncastCallback(commands=True)])
         trainer.train()  # returns: stop ends the loop
-        run.finish()
         # Each is taken at the first step boundary after the SDK holds it (the step it was sent at, unless
         # an answer was slow): the acknowledgements name the steps, the record must agree with them.
         acked = _acked(server.url, run.id, sent)
@@ -122,6 +123,18 @@ def test_hf_trainer_takes_set_checkpoint_and_stop_at_the_acknowledged_steps(
         assert trainer.optimizer.param_groups[0]["lr"] == pytest.approx(LR / 2)
         checkpoints = httpx.get(f"{server.url}{API}/runs/{run.id}/checkpoints").json()
         assert {c["step"] for c in checkpoints["checkpoints"]} == {acked["checkpoint"][0], last}
+
+        # Resumed from the stop's checkpoint, the Trainer goes on at half the rate, and a set back to 1 restores it.
+        plan.clear()
+        plan[last + 1] = {"kind": "set", "name": "lr_scale", "value": 1.0}
+        sent.clear()
+        resumed = _hf(tmp_path, [Team(), RuncastCallback(commands=True)], max_steps=last + 6)
+        resumed.train(resume_from_checkpoint=str(tmp_path / "hf" / f"checkpoint-{last}"))
+        run.finish()
+        back = _acked(server.url, run.id, sent)["set"][0]
+        lr = _series(server.url, run.id, "lr")
+        assert back > last + 1 and sorted(lr) == list(range(1, last + 7))
+        assert all(lr[s] == pytest.approx(LR / 2 if s < back else LR) for s in range(last + 1, last + 7)), lr
 
 
 def test_hf_trainer_that_did_not_opt_in_refuses(client: Any, tokens: dict[str, str], tmp_path: Path) -> None:
@@ -149,8 +162,10 @@ def test_lightning_takes_set_checkpoint_and_stop(client: Any, tokens: dict[str, 
     L = pytest.importorskip("lightning")
     from runcast.integrations.lightning import RuncastCommands, RuncastLogger
 
-    plan = {3: {"kind": "set", "name": "lr_scale", "value": 0.25}, 5: {"kind": "checkpoint"}, 7: {"kind": "stop"}}
+    plan = {3: {"kind": "set", "name": "lr_scale", "value": 0.25}, 5: {"kind": "checkpoint"}, 6: {"kind": "pause"},
+            8: {"kind": "stop"}}
     sent: dict[int, str] = {}
+    held: list[int] = []
     used: dict[int, float] = {}  # optimizer step -> the learning rate it ran with
 
     class Tiny(L.LightningModule):
@@ -173,6 +188,18 @@ def test_lightning_takes_set_checkpoint_and_stop(client: Any, tokens: dict[str, 
         def on_train_batch_end(self, trainer: Any, *args: Any) -> None:
             if trainer.global_step in plan:
                 sent[trainer.global_step] = _deliver(server.url, tokens["team"], run, plan[trainer.global_step])
+            if trainer.global_step == 6:
+                threading.Thread(target=resume_later, args=(trainer, sent[6]), daemon=True).start()
+
+    def resume_later(trainer: Any, pause: str) -> None:
+        """The team resumes a second after the pause was acknowledged, having seen the trainer hold."""
+        deadline = time.monotonic() + 20
+        while _listed(server.url, run.id)[pause]["state"] != "acknowledged" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        at = trainer.global_step
+        time.sleep(1.0)
+        held.extend([at, trainer.global_step])
+        sent[-1] = _deliver(server.url, tokens["team"], run, {"kind": "resume"})
 
     data = torch.utils.data.TensorDataset(torch.randn(128, 4), torch.randn(128, 1))
     with LiveServer(client.app) as server:
@@ -184,7 +211,8 @@ def test_lightning_takes_set_checkpoint_and_stop(client: Any, tokens: dict[str, 
         run.finish()
         acked = _acked(server.url, run.id, sent)
         last = trainer.global_step
-        assert acked["set"][0] >= 4 and acked["checkpoint"][0] >= 5 and 7 <= acked["stop"][0] == last < 40
+        assert acked["set"][0] >= 4 and acked["checkpoint"][0] >= 5 and 8 <= acked["stop"][0] == last < 40
+        assert held[0] == held[1] == acked["pause"][0] == acked["resume"][0]  # no step while paused
         names = {f"commanded-step={acked['checkpoint'][0]}.ckpt", f"commanded-step={last}.ckpt"}
         assert {p.name for p in (tmp_path / "checkpoints").iterdir()} == names
         assert f"commanded-step={last}.ckpt" in acked["stop"][1]
