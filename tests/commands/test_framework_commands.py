@@ -202,13 +202,20 @@ def test_lightning_takes_set_checkpoint_and_stop(client: Any, tokens: dict[str, 
         sent[-1] = _deliver(server.url, tokens["team"], run, {"kind": "resume"})
 
     data = torch.utils.data.TensorDataset(torch.randn(128, 4), torch.randn(128, 1))
-    with LiveServer(client.app) as server:
-        run = _open(server.url, tokens["ingest"])
-        trainer = L.Trainer(max_steps=40, logger=RuncastLogger(), callbacks=[Team(), RuncastCommands()],
+
+    def fit(max_steps: int, ckpt_path: str | None = None) -> Any:
+        trainer = L.Trainer(max_steps=max_steps, logger=RuncastLogger(), callbacks=[Team(), RuncastCommands()],
                             enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
                             default_root_dir=str(tmp_path), accelerator="cpu", log_every_n_steps=1)
-        trainer.fit(Tiny(), torch.utils.data.DataLoader(data, batch_size=2))
-        run.finish()
+        trainer.fit(Tiny(), torch.utils.data.DataLoader(data, batch_size=2), ckpt_path=ckpt_path)
+        return trainer
+
+    def schedule(step: int) -> float:
+        return LR / (1 + 0.01 * (step - 1))
+
+    with LiveServer(client.app) as server:
+        run = _open(server.url, tokens["ingest"])
+        trainer = fit(40)
         acked = _acked(server.url, run.id, sent)
         last = trainer.global_step
         assert acked["set"][0] >= 4 and acked["checkpoint"][0] >= 5 and 8 <= acked["stop"][0] == last < 40
@@ -219,9 +226,21 @@ def test_lightning_takes_set_checkpoint_and_stop(client: Any, tokens: dict[str, 
         scaled = acked["set"][0]
         assert sorted(used) == list(range(1, last + 1))
         for step, lr in used.items():  # the schedule, scaled by 0.25 from the acknowledged step on
-            assert lr == pytest.approx(LR / (1 + 0.01 * (step - 1)) * (0.25 if step >= scaled else 1.0)), (step, used)
+            assert lr == pytest.approx(schedule(step) * (0.25 if step >= scaled else 1.0)), (step, used)
         checkpoints = httpx.get(f"{server.url}{API}/runs/{run.id}/checkpoints").json()
         assert {c["step"] for c in checkpoints["checkpoints"]} == {acked["checkpoint"][0], last}
+
+        # Resumed from the stop's checkpoint: the scale in force goes on, and a set of 0.5 means 0.5 of the schedule.
+        plan.clear()
+        plan[last + 1] = {"kind": "set", "name": "lr_scale", "value": 0.5}
+        sent.clear()
+        used.clear()
+        fit(last + 6, ckpt_path=str(tmp_path / "checkpoints" / f"commanded-step={last}.ckpt"))
+        run.finish()
+        half = _acked(server.url, run.id, sent)["set"][0]
+        assert half > last + 1 and sorted(used) == list(range(last + 1, last + 7))
+        for step, lr in used.items():
+            assert lr == pytest.approx(schedule(step) * (0.25 if step < half else 0.5)), (step, used)
 
 
 class _Run:

@@ -218,6 +218,14 @@ class RuncastCommands(Callback):
         super().__init__()
         self.run, self.dirpath = run, dirpath
         self._commands: StepCommands | None = None
+        self._scale = 1.0  # the scale in force in the checkpoint resumed from
+
+    def state_dict(self) -> dict[str, Any]:
+        """Kept in Lightning's checkpoints: a resumed fit goes on with the learning-rate scale in force."""
+        return {"lr_scale": self._commands.applied if self._commands is not None else self._scale}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self._scale = float(state_dict.get("lr_scale", 1.0))
 
     def on_train_start(self, trainer: Any, pl_module: Any) -> None:
         self._commands = None
@@ -231,7 +239,7 @@ class RuncastCommands(Callback):
         if run is None:
             raise RuntimeError("RuncastCommands needs a run: pass run=, add a RuncastLogger, or call runcast.init()")
         self.run = run
-        self._commands = StepCommands(run, trainer.world_size)
+        self._commands = StepCommands(run, trainer.world_size, lr_scale=self._scale)
 
     def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
         commands = self._commands
