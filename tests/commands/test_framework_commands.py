@@ -243,6 +243,33 @@ def test_lightning_takes_set_checkpoint_and_stop(client: Any, tokens: dict[str, 
             assert lr == pytest.approx(schedule(step) * (0.25 if step < half else 0.5)), (step, used)
 
 
+def test_several_ranks_do_not_opt_in_and_refuse(client: Any, tokens: dict[str, str], tmp_path: Path) -> None:
+    pytest.importorskip("transformers")
+    pytest.importorskip("lightning")
+    from runcast.integrations.lightning import RuncastCommands
+    from runcast.integrations.transformers import RuncastCallback
+
+    class Args:  # rank 0 of a two-process world, as the Trainer's arguments and Lightning's trainer say it
+        output_dir, world_size, global_rank, loggers = str(tmp_path), 2, 0, []
+
+    class State:
+        is_world_process_zero, global_step = True, 0
+
+    with LiveServer(client.app) as server:
+        for callback in (RuncastCallback, RuncastCommands):
+            run = _open(server.url, tokens["ingest"])
+            if callback is RuncastCallback:
+                RuncastCallback(run=run, commands=True).on_train_begin(Args(), State(), None)
+            else:
+                RuncastCommands(run=run).on_train_start(Args(), None)
+            run.log({"loss": 1.0}, step=1)
+            uid = _deliver(server.url, tokens["team"], run, {"kind": "checkpoint"})
+            run.flush()  # the refusal
+            entry = _listed(server.url, run.id)[uid]
+            run.finish()
+            assert (entry["state"], entry["outcome"], entry["message"]) == ("acknowledged", "refused", NOT_TAKEN)
+
+
 class _Run:
     """The few verbs StepCommands uses, holding the commands a newer server might send."""
 
