@@ -87,8 +87,9 @@ def _hf(tmp_path: Path, callbacks: list[Any], max_steps: int = 30) -> Any:
     return transformers.Trainer(model=model, args=args, train_dataset=Tokens(64), callbacks=callbacks)
 
 
-def _open(url: str, token: str) -> Any:
-    return runcast.init(project="pp", server=url, token=token, mode="online", heartbeat_interval=0.2)
+def _open(url: str, token: str, spool: Path) -> Any:
+    return runcast.init(project="pp", server=url, token=token, mode="online", heartbeat_interval=0.2,
+                        spool_dir=str(spool / "spool"))
 
 
 def test_hf_trainer_takes_set_checkpoint_and_stop_at_the_acknowledged_steps(
@@ -100,7 +101,7 @@ def test_hf_trainer_takes_set_checkpoint_and_stop_at_the_acknowledged_steps(
     sent: dict[int, str] = {}
 
     with LiveServer(client.app) as server:
-        run = _open(server.url, tokens["ingest"])
+        run = _open(server.url, tokens["ingest"], tmp_path)
 
         class Team(transformers.TrainerCallback):  # before Runcast's: its on_step_end takes what this sent
             def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
@@ -143,7 +144,7 @@ def test_hf_trainer_that_did_not_opt_in_refuses(client: Any, tokens: dict[str, s
 
     sent: list[str] = []
     with LiveServer(client.app) as server:
-        run = _open(server.url, tokens["ingest"])
+        run = _open(server.url, tokens["ingest"], tmp_path)
 
         class Team(transformers.TrainerCallback):
             def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
@@ -214,7 +215,7 @@ def test_lightning_takes_set_checkpoint_and_stop(client: Any, tokens: dict[str, 
         return LR / (1 + 0.01 * (step - 1))
 
     with LiveServer(client.app) as server:
-        run = _open(server.url, tokens["ingest"])
+        run = _open(server.url, tokens["ingest"], tmp_path)
         trainer = fit(40)
         acked = _acked(server.url, run.id, sent)
         last = trainer.global_step
@@ -250,14 +251,14 @@ def test_several_ranks_do_not_opt_in_and_refuse(client: Any, tokens: dict[str, s
     from runcast.integrations.transformers import RuncastCallback
 
     class Args:  # rank 0 of a two-process world, as the Trainer's arguments and Lightning's trainer say it
-        output_dir, world_size, global_rank, loggers = str(tmp_path), 2, 0, []
+        output_dir, world_size, global_rank, global_step, loggers = str(tmp_path), 2, 0, 0, []
 
     class State:
         is_world_process_zero, global_step = True, 0
 
     with LiveServer(client.app) as server:
         for callback in (RuncastCallback, RuncastCommands):
-            run = _open(server.url, tokens["ingest"])
+            run = _open(server.url, tokens["ingest"], tmp_path)
             if callback is RuncastCallback:
                 RuncastCallback(run=run, commands=True).on_train_begin(Args(), State(), None)
             else:
@@ -286,6 +287,9 @@ class _Run:
     def commands(self) -> list[Command]:
         taken, self.waiting = self.waiting, []
         return taken
+
+    def checkpoint(self, path: str, step: int) -> None:
+        self.answers.append(("reported", step, "checkpoint", path))
 
     def send(self, kind: str, **fields: Any) -> None:
         def answer(c: Command, step: int | None, outcome: str, message: str) -> None:
@@ -321,3 +325,27 @@ def test_unknown_kinds_are_refused_pause_holds_and_several_ranks_do_not_opt_in()
     assert run.answers[0][3] == "this trainer takes no rewind"
     ranks = _Run()
     assert not StepCommands(ranks, world_size=2).active and not hasattr(ranks, "scale")
+
+
+def test_lightning_acts_once_per_optimizer_step_when_gradients_accumulate(tmp_path: Path) -> None:
+    pytest.importorskip("lightning")
+    from types import SimpleNamespace
+
+    from runcast.integrations.lightning import RuncastCommands
+
+    run, saved = _Run(), []
+    trainer = SimpleNamespace(global_step=0, global_rank=0, world_size=1, loggers=[], optimizers=[],
+                              lr_scheduler_configs=[], should_stop=False, checkpoint_callback=None,
+                              default_root_dir=str(tmp_path), save_checkpoint=saved.append)
+    callback = RuncastCommands(run=run)
+    callback.on_train_start(trainer, None)
+    trainer.global_step = 1
+    callback.on_train_batch_end(trainer, None, None, None, 0)  # the batch that stepped the optimizer
+    run.send("stop")
+    callback.on_train_batch_end(trainer, None, None, None, 1)  # accumulating: not a step boundary
+    assert run.waiting and not trainer.should_stop and not saved
+    trainer.global_step = 2
+    callback.on_train_batch_end(trainer, None, None, None, 2)
+    path = str(tmp_path / "checkpoints" / "commanded-step=2.ckpt")
+    assert trainer.should_stop and saved == [path]
+    assert [a[:3] for a in run.answers] == [("reported", 2, "checkpoint"), ("stop", 2, "applied")]

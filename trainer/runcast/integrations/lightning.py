@@ -219,6 +219,7 @@ class RuncastCommands(Callback):
         self.run, self.dirpath = run, dirpath
         self._commands: StepCommands | None = None
         self._scale = 1.0  # the scale in force in the checkpoint resumed from
+        self._acted_at = -1  # the global step of the last boundary acted at
 
     def state_dict(self) -> dict[str, Any]:
         """Kept in Lightning's checkpoints: a resumed fit goes on with the learning-rate scale in force."""
@@ -228,7 +229,7 @@ class RuncastCommands(Callback):
         self._scale = float(state_dict.get("lr_scale", 1.0))
 
     def on_train_start(self, trainer: Any, pl_module: Any) -> None:
-        self._commands = None
+        self._commands, self._acted_at = None, trainer.global_step
         if trainer.global_rank != 0:
             return
         run = self.run or next((lg._start() for lg in trainer.loggers if isinstance(lg, RuncastLogger)), None)
@@ -242,10 +243,10 @@ class RuncastCommands(Callback):
         self._commands = StepCommands(run, trainer.world_size, lr_scale=self._scale)
 
     def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
-        commands = self._commands
-        if commands is None:
-            return
-        step = trainer.global_step
+        commands, step = self._commands, trainer.global_step
+        if commands is None or step == self._acted_at:
+            return  # a batch that accumulated gradients: no optimizer step since the last boundary
+        self._acted_at = step
         while True:  # once more after a checkpoint asked for while paused
             decision = commands.at_step(step)
             if decision.lr_ratio is not None:
