@@ -16,6 +16,12 @@ deletes (``save_top_k``) are reported as pruned. The run stays open after ``fit(
 ``validate()`` and ``test()`` afterwards are recorded; it finishes at process exit or with
 ``logger.finish()`` (as failed at once when Lightning reports a failure). A run passed in
 is never finished by the logger.
+
+``Trainer(callbacks=[RuncastCommands()])`` opts the run in to the team's commands
+(docs/commands.md), taken after each optimizer step: ``stop`` saves a checkpoint and sets
+``trainer.should_stop``, ``checkpoint`` saves one (``trainer.save_checkpoint``, reported to the
+run), ``pause`` holds until ``resume``, ``set lr_scale`` scales the learning rate and its
+schedule from the next step. A single process only: with several ranks every command is refused.
 """
 
 from __future__ import annotations
@@ -25,18 +31,22 @@ import re
 from argparse import Namespace
 from typing import TYPE_CHECKING, Any
 
+from ._commands import StepCommands, rescale
 from ._common import parameter_count, plain, sha256_now, to_number
 
 if TYPE_CHECKING:  # one package's names (the decorator where it is defined); at run time, either
     from lightning.fabric.loggers.logger import rank_zero_experiment
+    from lightning.pytorch.callbacks import Callback
     from lightning.pytorch.loggers.logger import Logger
     from lightning.pytorch.utilities import rank_zero_only
 else:
     try:
+        from lightning.pytorch.callbacks import Callback
         from lightning.pytorch.loggers.logger import Logger, rank_zero_experiment
         from lightning.pytorch.utilities import rank_zero_only
     except ImportError:  # the standalone package name
         try:
+            from pytorch_lightning.callbacks import Callback
             from pytorch_lightning.loggers.logger import Logger, rank_zero_experiment
             from pytorch_lightning.utilities import rank_zero_only
         except ImportError as exc:  # pragma: no cover - depends on the environment
@@ -194,6 +204,72 @@ class RuncastLogger(Logger):
         """Finish the run this logger started (a run passed in is left open)."""
         if self._owns_run and self._run is not None:
             self._run.finish(status)
+
+
+class RuncastCommands(Callback):
+    """Take the team's commands after each optimizer step (``Trainer(callbacks=[RuncastCommands()])``).
+
+    ``run``: the run to take them for; default the ``RuncastLogger``'s among the Trainer's loggers,
+    else the script's open run (``runcast.run``). ``dirpath``: where commanded checkpoints go
+    (default the ``ModelCheckpoint``'s folder, else ``default_root_dir/checkpoints``).
+    """
+
+    def __init__(self, run: Any = None, dirpath: str | None = None) -> None:
+        super().__init__()
+        self.run, self.dirpath = run, dirpath
+        self._commands: StepCommands | None = None
+        self._scale = 1.0  # the scale in force in the checkpoint resumed from
+        self._acted_at = -1  # the global step of the last boundary acted at
+
+    def state_dict(self) -> dict[str, Any]:
+        """Kept in Lightning's checkpoints: a resumed fit goes on with the learning-rate scale in force."""
+        return {"lr_scale": self._commands.applied if self._commands is not None else self._scale}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self._scale = float(state_dict.get("lr_scale", 1.0))
+
+    def on_train_start(self, trainer: Any, pl_module: Any) -> None:
+        self._commands, self._acted_at = None, trainer.global_step
+        if trainer.global_rank != 0:
+            return
+        run = self.run or next((lg._start() for lg in trainer.loggers if isinstance(lg, RuncastLogger)), None)
+        if run is None:
+            import runcast
+
+            run = runcast.run if runcast.run is not None and not runcast.run.finished else None
+        if run is None:
+            raise RuntimeError("RuncastCommands needs a run: pass run=, add a RuncastLogger, or call runcast.init()")
+        self.run = run
+        self._commands = StepCommands(run, trainer.world_size, lr_scale=self._scale)
+
+    def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
+        commands, step = self._commands, trainer.global_step
+        if commands is None or step == self._acted_at:
+            return  # a batch that accumulated gradients: no optimizer step since the last boundary
+        self._acted_at = step
+        while True:  # once more after a checkpoint asked for while paused
+            decision = commands.at_step(step)
+            if decision.lr_ratio is not None:
+                rescale(trainer.optimizers, [c.scheduler for c in trainer.lr_scheduler_configs], decision.lr_ratio)
+            if decision.save:
+                self._save(trainer, step)
+            if decision.stop:
+                trainer.should_stop = True
+            if decision.stop or not commands.paused:
+                return
+
+    def on_train_end(self, trainer: Any, pl_module: Any) -> None:
+        if self._commands is not None:
+            self._commands.close(trainer.global_step)
+
+    def _save(self, trainer: Any, step: int) -> None:
+        assert self._commands is not None
+        folder = self.dirpath or getattr(trainer.checkpoint_callback, "dirpath", None) or os.path.join(
+            trainer.default_root_dir, "checkpoints")
+        path = os.path.join(folder, f"commanded-step={step}.ckpt")
+        trainer.save_checkpoint(path)
+        self.run.checkpoint(path, step=step)
+        self._commands.saved(step, path)
 
 
 def _written(path: str) -> tuple[int, int, int] | None:

@@ -36,6 +36,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ._commands import StepCommands, rescale
 from ._common import parameter_count, plain, set_summary, to_number
 from .generation import DEFAULT_SETTINGS, generate_samples, sharded
 
@@ -103,11 +104,16 @@ class RuncastCallback(TrainerCallback):
     ``sample_prompts``: prompts the model continues at each evaluation, logged as samples
     (``samples_key``) with ``generation_kwargs`` (default ``{"max_new_tokens": 64,
     "do_sample": False}``) and ``tokenizer`` (default: the Trainer's ``processing_class``).
+
+    ``commands=True``: take the team's commands after each optimizer step (docs/commands.md):
+    ``stop`` saves a checkpoint and ends ``train()``, ``checkpoint`` saves one, ``pause`` holds
+    until ``resume``, ``set lr_scale`` scales the learning rate and its schedule from the next
+    step; a single process only (with several ranks every command is refused).
     """
 
     def __init__(self, project: str = "huggingface", name: str | None = None, run: Any = None, *,
                  sample_prompts: Sequence[str] = (), generation_kwargs: Mapping[str, Any] | None = None,
-                 tokenizer: Any = None, samples_key: str = "samples", **init_kwargs: Any):
+                 tokenizer: Any = None, samples_key: str = "samples", commands: bool = False, **init_kwargs: Any):
         if isinstance(sample_prompts, str) or not all(isinstance(p, str) for p in sample_prompts):
             raise TypeError("sample_prompts must be a list of strings")
         self.project, self.name, self.init_kwargs = project, name, init_kwargs
@@ -120,12 +126,22 @@ class RuncastCallback(TrainerCallback):
         self._reported: set[str] = set()
         self._last_step: dict[str, int] = {}
         self._tokens_at: tuple[float, float] | None = None  # (tokens seen, train_runtime) at the last log
+        self.commands = commands
+        self._commands: StepCommands | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
 
     def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
         if not state.is_world_process_zero:
             return
+        self._open(args, state, model)
+        self._commands = None
+        if self.commands and self.run is not None:
+            saved = Path(args.output_dir) / f"checkpoint-{state.global_step}" / RUN_FILE
+            scale = json.loads(saved.read_text()).get("lr_scale", 1.0) if state.global_step and saved.exists() else 1.0
+            self._commands = StepCommands(self.run, args.world_size, lr_scale=float(scale))
+
+    def _open(self, args: Any, state: Any, model: Any) -> None:
         if self.run is not None and not self._owns_run:
             return
         self.finish()  # a run this callback opened for an earlier train()
@@ -233,7 +249,10 @@ class RuncastCallback(TrainerCallback):
             return
         folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
         if folder.is_dir():
-            (folder / RUN_FILE).write_text(json.dumps({"run": self.run.id, "step": state.global_step}))
+            kept: dict[str, Any] = {"run": self.run.id, "step": state.global_step}
+            if self._commands is not None:
+                kept["lr_scale"] = self._commands.applied  # a resume goes on with the scale in force
+            (folder / RUN_FILE).write_text(json.dumps(kept))
             metrics = {}
             if state.best_metric is not None and args.metric_for_best_model:
                 metrics[map_key("eval_" + args.metric_for_best_model.removeprefix("eval_"))] = state.best_metric
@@ -244,3 +263,30 @@ class RuncastCallback(TrainerCallback):
                 step = int(path.rsplit("-", 1)[-1])
                 self.run.checkpoint(path, step=step, status="pruned")
                 self._reported.discard(path)
+        if self._commands is not None and self._commands.active:
+            self._commands.saved(state.global_step, str(folder))
+            if self._commands.paused and not self._commands.stopping:  # a checkpoint asked for while paused
+                self._act(state.global_step, control, kwargs)
+
+    # -- commands ----------------------------------------------------------------------------
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if self._commands is not None and state.is_world_process_zero:
+            self._act(state.global_step, control, kwargs)
+
+    def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if self._commands is not None and state.is_world_process_zero:
+            self._commands.close(state.global_step)
+
+    def _act(self, step: int, control: Any, kwargs: dict[str, Any]) -> None:
+        """The team's commands at this step boundary, through the Trainer's control flags."""
+        assert self._commands is not None
+        decision = self._commands.at_step(step)
+        if decision.lr_ratio is not None:
+            optimizer, scheduler = kwargs.get("optimizer"), kwargs.get("lr_scheduler")
+            rescale([optimizer] if optimizer is not None else [], [scheduler] if scheduler is not None else [],
+                    decision.lr_ratio)
+        if decision.save:
+            control.should_save = True
+        if decision.stop:
+            control.should_training_stop = True

@@ -1,0 +1,139 @@
+"""The team's commands (docs/commands.md) at a framework's step boundary: what the Hugging Face and
+Lightning callbacks share. The framework asks ``at_step`` what to do after each optimizer step
+(save, stop, a new learning-rate scale), saves when told, and reports the save with ``saved``:
+``stop`` and ``checkpoint`` are acknowledged then, at that step, naming the checkpoint.
+
+Only a single process takes commands: with several ranks every rank would have to act at the
+same step, which needs a broadcast the integrations do not make, so such a run does not opt in
+and the SDK refuses every command with "this run does not take commands".
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Final
+
+from runcast.commands import TUNABLES_KEY, Command, Tunable
+
+log = logging.getLogger("runcast")
+
+LR_SCALE: Final = "lr_scale"
+LR_SCALE_BOUNDS: Final = (0.01, 10.0)
+PAUSE_POLL_S: Final = 0.2
+
+
+@dataclass
+class Decision:
+    """What the framework does at this step boundary: save a checkpoint, stop, rescale the learning rate."""
+
+    save: bool = False
+    stop: bool = False
+    lr_ratio: float | None = None  # multiply the learning rate (and its schedule) by this from the next step
+
+
+class StepCommands:
+    """Takes a run's commands at step boundaries for a framework callback (``at_step``, ``saved``)."""
+
+    def __init__(self, run: Any, world_size: int, lr_scale: float = 1.0,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self.run, self.sleep = run, sleep
+        self.paused = False
+        self.stopping = False
+        self.saved_step: int | None = None
+        self._saving: list[Command] = []  # stop / checkpoint commands acknowledged by the next save
+        self.scale: Tunable | None = None
+        self.applied = lr_scale  # the scale the optimizer runs with
+        if world_size > 1:
+            log.warning("runcast: this run has %d ranks: it does not take the team's commands "
+                        "(every rank acting at the same step is not built)", world_size)
+            return
+        low, high = LR_SCALE_BOUNDS
+        declared = run.tunable(LR_SCALE, lr_scale, min=low, max=high)  # declares it and opts in
+        self.scale = declared if isinstance(declared, Tunable) else None  # None: an offline run
+
+    @property
+    def active(self) -> bool:
+        """This process takes commands."""
+        return self.scale is not None
+
+    def at_step(self, step: int) -> Decision:
+        """Handle the commands waiting; while paused, hold here until resume, stop or a checkpoint to save."""
+        decision = Decision()
+        if not self.active:
+            return decision
+        while True:
+            for command in self._take():
+                self._handle(command, step, decision)
+            if decision.stop or decision.save or not self.paused:
+                return decision
+            self.sleep(PAUSE_POLL_S)
+
+    def saved(self, step: int, where: str) -> None:
+        """The framework saved a checkpoint of ``step`` at ``where``: acknowledge the commands that asked for it."""
+        self.saved_step = step
+        waiting, self._saving = self._saving, []
+        for command in waiting:
+            stopping = "; training stops" if command.kind == "stop" else ""
+            command.ack(step=step, message=f"checkpoint saved at step {step} ({where}){stopping}")
+
+    def close(self, step: int) -> None:
+        """Training ended: refuse what still waits for a checkpoint that will not come."""
+        waiting, self._saving = self._saving, []
+        for command in waiting:
+            command.refuse(f"training ended at step {step} before the checkpoint was saved", step=step)
+
+    def _take(self) -> Iterable[Command]:
+        return list(self.run.commands() or [])
+
+    def _handle(self, command: Command, step: int, decision: Decision) -> None:
+        kind = command.kind
+        if kind in ("stop", "checkpoint"):
+            if kind == "stop":
+                decision.stop = self.stopping = True
+            if self.saved_step == step:  # e.g. a checkpoint asked for while paused: nothing changed since
+                stopping = "; training stops" if kind == "stop" else ""
+                command.ack(step=step, message=f"checkpoint of step {step} already saved{stopping}")
+            else:
+                decision.save = True
+                self._saving.append(command)
+        elif kind in ("pause", "resume"):
+            self._pause(command, step, kind == "pause")
+        elif kind == "set" and command.name == LR_SCALE and self.scale is not None:
+            # The next optimizer step is the first with the new scale: that is the step acknowledged.
+            command.ack(step=step + 1, message=f"learning rate x{float(command.value):g} from step {step + 1}")
+            ratio = self.scale.value / self.applied
+            decision.lr_ratio = ratio * (decision.lr_ratio or 1.0)
+            self.applied = self.scale.value
+        elif kind == "set" and command.name in (self.run.config.get(TUNABLES_KEY) or {}):
+            command.ack(step=step + 1, message=f"{command.name} = {command.value} from step {step + 1}")
+        else:
+            command.refuse(f"this trainer takes no {kind} {command.name or ''}".rstrip(), step=step)
+
+    def _pause(self, command: Command, step: int, pause: bool) -> None:
+        if self.paused == pause:
+            command.refuse("already paused" if pause else "not paused", step=step)
+            return
+        self.paused = pause
+        command.ack(step=step, message=f"{'paused' if pause else 'resumed'} at step {step}")
+
+
+def rescale(optimizers: Iterable[Any], schedulers: Iterable[Any], ratio: float) -> None:
+    """Multiply the learning rate by ``ratio``: each param group's, and each scheduler's base rates, so the
+    schedule the scheduler computes from them next (warmup, decay) is scaled too, and the rates it last
+    computed (``get_last_lr``, what the Trainer logs as the step's learning rate)."""
+    for optimizer in optimizers:
+        for group in optimizer.param_groups:
+            group["lr"] = group["lr"] * ratio
+            if "initial_lr" in group:
+                group["initial_lr"] = group["initial_lr"] * ratio
+    for scheduler in schedulers:
+        inner = getattr(scheduler, "scheduler", scheduler)  # accelerate wraps the scheduler
+        base = getattr(inner, "base_lrs", None)
+        if isinstance(base, list):
+            inner.base_lrs = [lr * ratio for lr in base]
+        last = getattr(inner, "_last_lr", None)
+        if isinstance(last, list):
+            inner._last_lr = [lr * ratio for lr in last]
