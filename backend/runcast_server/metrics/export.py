@@ -26,8 +26,8 @@ from sqlalchemy.orm import Session
 
 from runcast_server.core.db import Database
 from runcast_server.core.errors import NotFound
-from runcast_server.metrics.series_ref import SeriesRef
 from runcast_server.metrics.export_text import PageWriter, Row
+from runcast_server.metrics.series_ref import SeriesRef
 from runcast_server.metrics.step_times import TimePoints, time_points, time_runs
 from runcast_server.record.models import Point, Run, Segment, Series
 
