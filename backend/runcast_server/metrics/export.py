@@ -82,7 +82,7 @@ def series_pages(database: Database, ref: SeriesRef, page_rows: int) -> Iterator
             cursor = connection.connection.cursor()
             try:
                 cursor.execute(sql)
-                rows: list[Row] = cursor.fetchall()
+                rows: list[Row] = list(cursor.fetchall())
                 points = time_points(cursor, ref.times, ref.times_upto, rows[0][0], rows[-1][0]) if rows else []
             finally:
                 cursor.close()
