@@ -1,11 +1,13 @@
 """Export throughput: a run's full history through ``GET /runs/{id}/export`` per format.
 
     .venv/bin/python bench/export_throughput.py [--points 1000000 10000000] [--formats jsonl csv parquet]
-        [--data-dir DIR] [--repeat 1]
+        [--data-dir DIR] [--repeat 1] [--time-every 100]
 
 For each ``--points`` N, makes (once, kept under ``--data-dir``) an embedded database
 (SQLite, migrated to head) holding one run with one series of N points (the rows
-written straight into ``points``: this measures the read, not the ingest), starts
+written straight into ``points``: this measures the read, not the ingest) and, with
+``--time-every K``, its segment's ``_timestamp`` series with a point every K steps (a trainer
+at 1000 steps/s whose times ingest keeps one per tenth of a second: K = 100), starts
 ``runcast serve`` on it on a free port, and downloads the export with httpx, streamed,
 counting the rows the client received (JSONL/CSV lines; Parquet: the file's row count,
 read with pyarrow after the clock stops). Prints one markdown table per N, with the CPU
@@ -41,13 +43,14 @@ def loadavg() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
-def fill(data_dir: Path, points: int) -> float:
-    """The database with one run of ``points`` points; returns the seconds it took (0 if kept)."""
+def fill(data_dir: Path, points: int, time_every: int) -> float:
+    """The database with one run of ``points`` points (and a time point every ``time_every``
+    steps, none if 0); returns the seconds it took (0 if kept)."""
     from runcast_server.core import migrate
 
     db = data_dir / "runcast.db"
     marker = data_dir / "filled"
-    if marker.exists() and marker.read_text() == str(points):
+    if marker.exists() and marker.read_text() == f"{points} {time_every}":
         return 0.0
     data_dir.mkdir(parents=True, exist_ok=True)
     db.unlink(missing_ok=True)
@@ -72,8 +75,14 @@ def fill(data_dir: Path, points: int) -> float:
             ((s, 2.0 / (1.0 + s * 1e-4) + (s % 97) * 1e-3) for s in range(start, min(points, start + batch))),
         )
         con.commit()
+    if time_every:
+        con.execute("INSERT INTO series (id, run_id, segment_id, key, count, min_step, max_step)"
+                    " VALUES (2, ?, 1, '_timestamp', ?, 0, ?)", (RUN_ID, -(-points // time_every), points - 1))
+        con.executemany("INSERT INTO points (series_id, step, value, version) VALUES (2, ?, ?, 1)",
+                        ((s, now + s / 1000) for s in range(0, points, time_every)))
+        con.commit()
     con.close()
-    marker.write_text(str(points))
+    marker.write_text(f"{points} {time_every}")
     return time.perf_counter() - started
 
 
@@ -140,12 +149,15 @@ def main() -> None:
     parser.add_argument("--formats", nargs="+", default=["parquet", "jsonl", "csv"])
     parser.add_argument("--data-dir", type=Path, default=Path(tempfile.gettempdir()) / "runcast-bench-export")
     parser.add_argument("--repeat", type=int, default=1, help="Downloads per format (the best is kept).")
+    parser.add_argument("--time-every", type=int, default=100,
+                        help="A _timestamp point every K steps (0: no times, every row's time null).")
     args = parser.parse_args()
     print(f"machine: {platform.node()} {platform.machine()}, {os.cpu_count()} cores; python {platform.python_version()}")
     for points in args.points:
-        data_dir = args.data_dir / f"points-{points}"
-        filled = fill(data_dir, points)
-        print(f"\n### {points:,} points (one series){f'; filled in {filled:.0f} s' if filled else ' (data kept)'}")
+        data_dir = args.data_dir / f"points-{points}-times-{args.time_every}"
+        filled = fill(data_dir, points, args.time_every)
+        times = f"a time point every {args.time_every} steps" if args.time_every else "no times"
+        print(f"\n### {points:,} points (one series, {times}){f'; filled in {filled:.0f} s' if filled else ' (data kept)'}")
         print(f"load average before: {loadavg()}\n")
         proc, url = serve(data_dir)
         try:

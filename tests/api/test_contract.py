@@ -140,7 +140,7 @@ def test_chunked_body_over_the_limit_is_413_naming_the_body(client, seed, method
 
 
 def test_csv_export_neutralises_formula_cells_and_keeps_numbers(client, seed):
-    from runcast_server.metrics.export import csv_text
+    from runcast_server.metrics.export_text import csv_text
 
     hostile = ["=cmd|' /C calc'!A0", "+SUM(1,2)", "-2+3", "@SUM(A1)", "plain/loss"]
     sim = seed.run("demo").start()

@@ -1,5 +1,5 @@
-"""The run-management, token, Parquet-export and export step-time tests of test_manage.py,
-test_export_parquet.py and test_step_times.py,
+"""The run-management, token, export-bytes, Parquet-export and export step-time tests of test_manage.py,
+test_export_bytes.py, test_export_parquet.py and test_step_times.py,
 again on PostgreSQL (a real server started by the test setup): the app in-process on a fresh
 database at head, data written by ``store_batch``."""
 
@@ -12,7 +12,12 @@ from typing import Any
 
 import pytest
 
-from api.test_export_parquet import (  # noqa: F401  (collected here with this module's client)
+from api.test_export_bytes import (  # noqa: F401  (collected here with this module's client)
+    test_a_delayed_readers_bytes_are_the_first_exporters,
+    test_the_export_bytes_are_the_first_exporters,
+    test_the_parquet_export_reads_back_as_the_jsonl_points,
+)
+from api.test_export_parquet import (  # noqa: F401
     test_a_series_that_starts_with_many_nans_keeps_its_types,
     test_parquet_export_equals_jsonl_exactly,
     test_parquet_is_streamed_one_row_group_per_page,

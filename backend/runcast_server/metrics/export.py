@@ -5,21 +5,19 @@ Every row has the step's wall time (``time``, epoch seconds: ``metrics.step_time
 
 CSV cells that hold text (metric names) are neutralised against formula injection;
 numbers (negative ones included) and the ``NaN``/``Infinity``/``-Infinity`` markers are
-written as they are. JSONL is exact.
+written as they are. JSONL is exact. Both are written by orjson a slice of a page at a time
+(``export_text``).
 
 Each page is one keyset query (``step > last step seen``) in a short session of its
 own, so memory stays constant and no read transaction is held open for the whole
 download, however many points the run has. JSONL and CSV pages are read through the
 DB-API cursor (at a million points SQLAlchemy's row objects would cost more than the
-database does); Parquet's into Arrow columns (``export_parquet``: ADBC on PostgreSQL).
+database does); Parquet's too on SQLite, into Arrow columns (``export_parquet``: ADBC on PostgreSQL).
 """
 
 from __future__ import annotations
 
-import csv
-import io
-import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from typing import Any, Final, Literal
 
 from runcast.wire.events import TIMESTAMP_KEY
@@ -28,9 +26,9 @@ from sqlalchemy.orm import Session
 
 from runcast_server.core.db import Database
 from runcast_server.core.errors import NotFound
+from runcast_server.metrics.export_text import PageWriter, Row
 from runcast_server.metrics.series_ref import SeriesRef
-from runcast_server.metrics.step_times import page_times
-from runcast_server.reads.values import stored_value
+from runcast_server.metrics.step_times import TimePoints, time_points, time_runs
 from runcast_server.record.models import Point, Run, Segment, Series
 
 ExportFormat = Literal["jsonl", "csv", "parquet"]
@@ -40,11 +38,8 @@ MEDIA_TYPES: Final = {
     "csv": "text/csv; charset=utf-8",
     "parquet": "application/vnd.apache.parquet",
 }
-PAGE_ROWS: Final = 10_000
+PAGE_ROWS: Final = 1 << 15  # about 3 MB of JSONL
 PARQUET_PAGE_ROWS: Final = 1 << 17  # one Parquet row group
-
-
-Row = tuple[int, float | None, float | None]  # step, value (NULL = NaN), time
 
 
 def series_to_export(session: Session, run: Run, key: str | None) -> list[SeriesRef]:
@@ -68,49 +63,9 @@ def series_to_export(session: Session, run: Run, key: str | None) -> list[Series
     return refs
 
 
-# OWASP CSV injection: a text cell starting with one of these is a formula to a spreadsheet.
-_FORMULA_START: Final = ("=", "+", "-", "@", "\t", "\r")
-
-
-def csv_text(text: str) -> str:
-    """A text cell (a metric name) that no spreadsheet runs: a leading formula character gets a ``'``."""
-    return "'" + text if text.startswith(_FORMULA_START) else text
-
-
-def _value_text(value: float | None) -> str:
-    v = stored_value(value)
-    return v if isinstance(v, str) else repr(v)
-
-
-def _format_page(ref: SeriesRef, rows: Sequence[Row], fmt: ExportFormat) -> bytes:
-    if fmt == "jsonl":
-        lines = (
-            json.dumps(
-                {
-                    "segment": ref.segment,
-                    "key": ref.key,
-                    "step": step,
-                    "value": stored_value(value),
-                    "time": at,
-                },
-                separators=(",", ":"),
-                ensure_ascii=False,
-                allow_nan=False,
-            )
-            for step, value, at in rows
-        )
-        return ("\n".join(lines) + "\n").encode()
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerows(
-        (ref.segment, csv_text(ref.key), step, _value_text(value), "" if at is None else repr(at))
-        for step, value, at in rows
-    )
-    return buf.getvalue().encode()
-
-
-def series_pages(database: Database, ref: SeriesRef, page_rows: int) -> Iterator[Sequence[Row]]:
-    """The series' ``(step, value, time)`` rows in step order, ``page_rows`` per list (NULL = NaN)."""
+def series_pages(database: Database, ref: SeriesRef, page_rows: int) -> Iterator[tuple[list[Row], TimePoints]]:
+    """The series' ``(step, value)`` rows in step order, ``page_rows`` per list (NULL = NaN), each
+    page with the time points of its steps (``step_times.time_points``)."""
     after = -1
     while True:
         with database.scope() as session:
@@ -127,15 +82,13 @@ def series_pages(database: Database, ref: SeriesRef, page_rows: int) -> Iterator
             cursor = connection.connection.cursor()
             try:
                 cursor.execute(sql)
-                rows = cursor.fetchall()
-                steps = [step for step, _ in rows]
-                times = page_times(cursor, ref.times, ref.times_upto, steps)
-                rows = [(step, value, at) for (step, value), at in zip(rows, times)]
+                rows: list[Row] = list(cursor.fetchall())
+                points = time_points(cursor, ref.times, ref.times_upto, rows[0][0], rows[-1][0]) if rows else []
             finally:
                 cursor.close()
         if not rows:
             return
-        yield rows
+        yield rows, points
         if len(rows) < page_rows:
             return
         after = rows[-1][0]
@@ -152,7 +105,8 @@ def export_chunks(
         size = page_rows or PARQUET_PAGE_ROWS
         pages: Iterator[tuple[SeriesRef, Any]]
         if database.engine.dialect.name == "sqlite":  # SQLAlchemy's connection: see export_parquet
-            pages = ((ref, parquet.page_of_rows(page)) for ref in refs for page in series_pages(database, ref, size))
+            pages = ((ref, parquet.page_of_rows(rows, points))
+                     for ref in refs for rows, points in series_pages(database, ref, size))
         else:
             pages = parquet.adbc_pages(database.engine.url.render_as_string(hide_password=False), refs, size)
         yield from parquet.parquet_chunks(pages)
@@ -160,8 +114,9 @@ def export_chunks(
     if fmt == "csv":
         yield (",".join(COLUMNS) + "\n").encode()
     for ref in refs:
-        for rows in series_pages(database, ref, page_rows or PAGE_ROWS):
-            yield _format_page(ref, rows, fmt)
+        writer = PageWriter(fmt, ref.segment, ref.key)
+        for rows, points in series_pages(database, ref, page_rows or PAGE_ROWS):
+            yield b"".join(writer.rows(rows[start:end], at) for start, end, at in time_runs(rows, points))
 
 
 def filename(run: Run, fmt: ExportFormat) -> str:

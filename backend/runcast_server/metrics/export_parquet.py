@@ -21,12 +21,13 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import closing
 from typing import TYPE_CHECKING, Any, Final
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from sqlalchemy.engine import make_url
 
-from runcast_server.metrics.step_times import page_times
+from runcast_server.metrics.step_times import TimePoints, time_points
 
 if TYPE_CHECKING:
     from runcast_server.metrics.series_ref import SeriesRef
@@ -41,7 +42,7 @@ SCHEMA: Final = pa.schema(
     ]
 )
 _NAN: Final = pa.scalar(float("nan"), pa.float64())
-_ROW: Final = pa.struct([pa.field("step", pa.int64()), pa.field("value", pa.float64()), pa.field("time", pa.float64())])
+_ROW: Final = pa.struct([pa.field("step", pa.int64()), pa.field("value", pa.float64())])
 
 
 class Chunks:
@@ -90,11 +91,21 @@ def _page(cursor: Any, series_id: int, after: int, limit: int, upto: int | None 
     return cursor.fetch_arrow_table()
 
 
-def page_of_rows(rows: Sequence[tuple[int, float | None, float | None]]) -> pa.Table:
-    """A page of ``(step, value, time)`` rows (NULL value = NaN) as the columns ``_page`` answers, with ``time``."""
+def _times(steps: pa.Array, points: TimePoints) -> pa.Array:
+    """The ``time`` column of ``steps`` (ascending): each step's last time point at or before it, null before the first."""
+    if not points:
+        return pa.nulls(len(steps), pa.float64())
+    at = np.fromiter((step for step, _ in points), np.int64, len(points))
+    seconds = np.fromiter((t for _, t in points), np.float64, len(points))
+    index = np.searchsorted(at, steps.to_numpy(zero_copy_only=False), side="right") - 1
+    return pa.array(seconds[np.maximum(index, 0)], pa.float64(), mask=index < 0)
+
+
+def page_of_rows(rows: Sequence[tuple[int, float | None]], points: TimePoints) -> pa.Table:
+    """A page of ``(step, value)`` rows (NULL value = NaN) as the columns ``_page`` answers, with ``time``."""
     # pyarrow reads the tuples in C++ (a struct per row): no Python list per column, no bool per row.
-    step, value, time = pa.array(rows, type=_ROW).flatten()
-    return pa.table({"step": step, "nan": value.is_null(), "value": value.fill_null(0.0), "time": time})
+    step, value = pa.array(rows, type=_ROW).flatten()
+    return pa.table({"step": step, "nan": value.is_null(), "value": value.fill_null(0.0), "time": _times(step, points)})
 
 
 def adbc_pages(database_url: str, refs: Sequence[SeriesRef], page_rows: int) -> Iterator[tuple[SeriesRef, pa.Table]]:
@@ -106,11 +117,12 @@ def adbc_pages(database_url: str, refs: Sequence[SeriesRef], page_rows: int) -> 
                 page = _page(cursor, ref.id, after, page_rows, ref.upto)
                 if page.num_rows == 0:
                     break
-                steps = page.column("step").to_pylist()
-                yield ref, page.append_column("time", pa.array(page_times(cursor, ref.times, ref.times_upto, steps), pa.float64()))
+                step = pc.cast(page.column("step"), pa.int64()).combine_chunks()
+                first, last = step[0].as_py(), step[-1].as_py()
+                yield ref, page.append_column("time", _times(step, time_points(cursor, ref.times, ref.times_upto, first, last)))
                 if page.num_rows < page_rows:
                     break
-                after = page.column("step")[-1].as_py()
+                after = last
 
 
 def _batch(segment: int, key: str, page: pa.Table) -> pa.RecordBatch:

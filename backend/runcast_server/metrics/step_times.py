@@ -1,12 +1,20 @@
 """The wall time of exported steps: for each step, the segment's last ``_timestamp`` point at or
 before it (ingest keeps a step's time when it falls in a later tenth of a second than the last
-kept one, ingest/points.py), read one page of steps at a time on a DB-API cursor."""
+kept one, ingest/points.py), read one page of steps at a time on a DB-API cursor.
+
+A page's times are its time points (few: one per tenth of a second of training), and each
+point covers the steps from its own to the next one's; the exports use those runs of steps
+as they are (``time_runs``, or a NumPy search for Parquet) instead of a lookup per step."""
 
 from __future__ import annotations
 
-from bisect import bisect_right
-from collections.abc import Sequence
+from bisect import bisect_left
+from collections.abc import Iterator, Sequence
+from operator import itemgetter
 from typing import Any
+
+TimePoints = list[tuple[int, float]]  # (step, epoch seconds), ascending by step
+_STEP = itemgetter(0)
 
 
 def _sql(series_id: int, lo: int, hi: int, upto: int | None) -> str:
@@ -19,17 +27,22 @@ def _sql(series_id: int, lo: int, hi: int, upto: int | None) -> str:
     )
 
 
-def page_times(cursor: Any, series_id: int | None, upto: int | None, steps: Sequence[int]) -> list[float | None]:
-    """The times of ``steps`` (ascending) from the ``_timestamp`` series ``series_id`` (None: no
-    times, every entry None); a step before the first time point has none."""
-    if series_id is None or not steps:
-        return [None] * len(steps)
-    cursor.execute(_sql(series_id, steps[0], steps[-1], upto))
-    known = cursor.fetchall()
-    at = [int(s) for s, _ in known]
-    values = [float(v) for _, v in known]
-    out: list[float | None] = []
-    for step in steps:
-        i = bisect_right(at, step)
-        out.append(values[i - 1] if i else None)
-    return out
+def time_points(cursor: Any, series_id: int | None, upto: int | None, lo: int, hi: int) -> TimePoints:
+    """The points of the ``_timestamp`` series ``series_id`` that time the steps ``lo..hi`` (none
+    without a series): the last at or before ``lo``, then those up to ``hi``."""
+    if series_id is None:
+        return []
+    cursor.execute(_sql(series_id, lo, hi, upto))
+    return [(int(s), float(v)) for s, v in cursor.fetchall()]
+
+
+def time_runs(rows: Sequence[tuple[Any, ...]], points: TimePoints) -> Iterator[tuple[int, int, float | None]]:
+    """``(start, end, time)`` for consecutive slices of ``rows`` (ascending by step, the step
+    first): each slice's steps share one time; steps before the first point have none."""
+    bounds = [bisect_left(rows, step, key=_STEP) for step, _ in points]
+    starts = [0, *bounds]
+    ends = [*bounds, len(rows)]
+    times: list[float | None] = [None, *(at for _, at in points)]
+    for start, end, at in zip(starts, ends, times, strict=True):
+        if start < end:
+            yield start, end, at

@@ -1,0 +1,104 @@
+"""The JSONL and CSV bytes of a page of points, written by orjson a slice of rows at a time.
+
+A slice of ``(step, value)`` rows that share one time (``step_times.time_runs``) goes through
+``orjson.dumps`` as a whole (``[[step,value],...]``, numbers only), and the row's other fields
+are put around each pair by byte replacement: no Python object per row is made. The bytes are
+those Python's ``json.dumps`` and ``repr`` write (the format documented in docs/api.md), which
+differ from orjson's in two places that are mended here:
+
+- NaN and +-Infinity: orjson writes ``null`` for both; a slice with a ``null`` is written row by
+  row instead (``"NaN"``, ``"Infinity"``, ``"-Infinity"`` as strings, CSV without quotes).
+- Magnitudes below 1e-4: orjson writes ``0.00001`` and ``1e-7`` where ``repr`` writes ``1e-05``
+  and ``1e-07``; such numbers (and only numbers, the slice holding nothing else) are rewritten
+  by ``repr`` of the float orjson's shortest digits stand for, which is the same float.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+from collections.abc import Sequence
+from typing import Final, Literal
+
+import orjson
+
+from runcast_server.reads.values import stored_value
+
+TextFormat = Literal["jsonl", "csv"]
+Row = tuple[int, float | None]  # step, value (NULL = NaN)
+
+# A number written differently by orjson than by repr: at a number's start (after "[" or ","),
+# "0.0000..." or an exponent of one digit ("e-5".."e-9"; repr writes at least two).
+_UNLIKE_REPR: Final = re.compile(rb"(?<=[\[,])-?(?:0\.0000[0-9]*|[0-9.]+e-[0-9](?![0-9]))")
+_SEPARATOR: Final = b"\0"  # never in orjson's output of numbers
+
+
+# OWASP CSV injection: a text cell starting with one of these is a formula to a spreadsheet.
+_FORMULA_START: Final = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_text(text: str) -> str:
+    """A text cell (a metric name) that no spreadsheet runs: a leading formula character gets a ``'``."""
+    return "'" + text if text.startswith(_FORMULA_START) else text
+
+
+def _as_repr(match: re.Match[bytes]) -> bytes:
+    return repr(float(match.group())).encode()
+
+
+def _pairs(rows: Sequence[Row]) -> bytes | None:
+    """``step,value],[step,value...`` as repr writes the numbers; None if a value is NaN or infinite."""
+    body = orjson.dumps(rows)
+    if b"null" in body:
+        return None
+    if b"e-" in body or b"0.0000" in body:
+        body = _UNLIKE_REPR.sub(_as_repr, body)
+    return body[2:-2]
+
+
+class PageWriter:
+    """Writes pages of one series (its segment and key fixed) in one text format."""
+
+    def __init__(self, fmt: TextFormat, segment: int, key: str) -> None:
+        self.fmt = fmt
+        if fmt == "jsonl":
+            head = json.dumps({"segment": segment, "key": key}, separators=(",", ":"), ensure_ascii=False)
+            self._prefix = head[:-1] + ',"step":'
+        else:
+            cells = io.StringIO()
+            csv.writer(cells, lineterminator="\n").writerow((segment, csv_text(key)))
+            self._prefix = cells.getvalue()[:-1] + ","
+        self._bprefix = self._prefix.encode()
+
+    def _time(self, at: float | None) -> str:
+        if self.fmt == "jsonl":
+            return json.dumps(at, allow_nan=False)
+        return "" if at is None else repr(at)
+
+    def rows(self, rows: Sequence[Row], at: float | None) -> bytes:
+        """The lines of ``rows`` (ascending steps), every one with the time ``at``."""
+        time = self._time(at)
+        suffix = (f',"time":{time}}}\n' if self.fmt == "jsonl" else f",{time}\n").encode()
+        pairs = _pairs(rows)
+        if pairs is None:
+            return self._one_by_one(rows, time)
+        if self.fmt == "jsonl":
+            pairs = pairs.replace(b"],[", _SEPARATOR).replace(b",", b',"value":')
+            return self._bprefix + pairs.replace(_SEPARATOR, suffix + self._bprefix) + suffix
+        return self._bprefix + pairs.replace(b"],[", suffix + self._bprefix) + suffix
+
+    def _one_by_one(self, rows: Sequence[Row], time: str) -> bytes:
+        prefix = self._prefix
+        if self.fmt == "jsonl":
+            lines = [f'{prefix}{step},"value":{json.dumps(stored_value(value))},"time":{time}}}\n'
+                     for step, value in rows]
+        else:
+            lines = [f"{prefix}{step},{_value_text(value)},{time}\n" for step, value in rows]
+        return "".join(lines).encode()
+
+
+def _value_text(value: float | None) -> str:
+    v = stored_value(value)
+    return v if isinstance(v, str) else repr(v)
