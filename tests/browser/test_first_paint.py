@@ -137,7 +137,7 @@ def test_every_panel_painted_light_matches_its_plotly_chart(live_server, browser
             route.continue_()
         page.wait_for_function("window.__runcastDrawn !== undefined", timeout=20000)
         page.wait_for_function(
-            "window.__runcast.charts().filter(c => c.sketch && c.plot).length >= %d" % len(sketches), timeout=20000
+            f"window.__runcast.charts().filter(c => c.sketch && c.plot).length >= {len(sketches)}", timeout=20000
         )
         page.wait_for_timeout(300)  # the draw after the first (automargin back on)
         charts = [c for c in page.evaluate("window.__runcast.charts()") if c["sketch"] and c["plot"]]
