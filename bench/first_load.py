@@ -12,8 +12,10 @@ The server serves the Plotly.js partial bundle when ``scripts/install`` installe
 (``vendor/node_modules``); ``--full-bundle`` makes it serve the plotly package's full
 bundle instead (``RUNCAST_VENDOR_DIR`` pointed at an empty directory), to compare the two.
 
-Time to drawn = navigation start -> ``window.__runcastDrawn`` (set by the page after its
-first Plotly draw). Bytes = transfer sizes (headers + encoded bodies) of the document and
+First curve = navigation start -> ``window.__runcastPainted`` (the page's first curve on
+screen: the light drawing before Plotly.js, js/chart/sketch.js; a page without it: its first
+Plotly draw). Time to drawn = navigation start -> ``window.__runcastDrawn`` (set by the page
+after its first Plotly draw). Bytes = transfer sizes (headers + encoded bodies) of the document and
 every resource that finished before that mark. The table is printed, and with
 ``--record`` appended to docs/performance.md under "Dashboard first load". Usage::
 
@@ -37,6 +39,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 RUN_ID = "first-load-bench-0001"
 KEY = "train/loss"
+# --keys N logs the first N of these at every step (issue 31: 4 metrics of 20,000 steps).
+KEYS = ("train/loss", "train/lr", "train/grad_norm", "train/tokens_per_s")
 BATCH = 20_000
 CHROMIUM = os.environ.get("RUNCAST_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -46,6 +50,8 @@ CHROMIUM_ARGS = [
 
 MEASURE = """() => {
   const drawn = window.__runcastDrawn;
+  // The first curve on screen: the light drawing before Plotly.js (since issue 31), else Plotly's.
+  const painted = window.__runcastPainted ?? drawn;
   const nav = performance.getEntriesByType('navigation')[0];
   const res = performance.getEntriesByType('resource').filter(r => r.responseEnd <= drawn);
   const size = (e) => e.transferSize || 0;
@@ -54,19 +60,25 @@ MEASURE = """() => {
     const name = new URL(r.name).pathname.replace(/^\\/api\\/v1\\/runs\\/[^/]+/, '/api/v1/runs/{id}');
     byName[name] = (byName[name] || 0) + size(r);
   }
-  return {drawn, bytes: size(nav) + res.reduce((n, r) => n + size(r), 0), requests: res.length + 1,
+  return {drawn, painted, bytes: size(nav) + res.reduce((n, r) => n + size(r), 0), requests: res.length + 1,
           byName, points: window.__runcast.pointCount()};
 }"""
 
 
-def fill(data_dir: Path, points: int) -> float:
-    """One run of ``points`` steps of KEY (detectors off: this measures reads); returns seconds."""
+def value(key: str, s: int, points: int) -> float:
+    loss = 2.0 + 8.0 * math.exp(-s / (points / 20)) + 0.05 * math.sin(s / 7.0) + (3.0 if s % 1_000_003 == 17 else 0.0)
+    scale = {KEY: 1.0, "train/lr": 1e-4, "train/grad_norm": 0.3, "train/tokens_per_s": 1000.0}[key]
+    return loss * scale
+
+
+def fill(data_dir: Path, points: int, keys: int = 1) -> float:
+    """One run of ``points`` steps of ``keys`` keys (detectors off: this measures reads); returns seconds."""
     from runcast.wire import events as ev
     from runcast_server.core import migrate
     from runcast_server.core.auth import create_token
     from runcast_server.core.db import make_engine
-    from runcast_server.ingest.store import store_batch
     from runcast_server.core.models import Project
+    from runcast_server.ingest.store import store_batch
     from sqlalchemy import select
     from sqlalchemy.orm import Session
 
@@ -91,8 +103,7 @@ def fill(data_dir: Path, points: int) -> float:
         # Built directly in the validated shape (validate_event would only cost time here).
         batch = [
             {"v": 1, "type": "metrics", "run": RUN_ID, "segment": segment, "seq": s + 1, "ts": ts, "step": s,
-             "values": {KEY: 2.0 + 8.0 * math.exp(-s / (points / 20)) + 0.05 * math.sin(s / 7.0)
-                        + (3.0 if s % 1_000_003 == 17 else 0.0)}}
+             "values": {k: value(k, s, points) for k in KEYS[:keys]}}
             for s in range(lo, min(lo + BATCH, points))
         ]
         with Session(engine) as session, session.begin():
@@ -181,8 +192,11 @@ def measure(base: str, repeat: int, width: int) -> tuple[list[dict], list[dict],
 
 def summarize(name: str, rows: list[dict]) -> dict:
     times = sorted(r["drawn"] for r in rows)
+    painted = sorted(r["painted"] for r in rows)
     return {
         "case": name,
+        "painted_ms": statistics.median(painted),
+        "painted_max_ms": painted[-1],
         "median_ms": statistics.median(times),
         "max_ms": times[-1],
         "bytes": int(statistics.median(r["bytes"] for r in rows)),
@@ -193,12 +207,13 @@ def summarize(name: str, rows: list[dict]) -> dict:
 
 def table(summaries: list[dict]) -> str:
     lines = [
-        "| load | time to curve drawn, median (max) | bytes transferred | requests | points drawn |",
-        "|------|-----------------------------------|-------------------|----------|--------------|",
+        "| load | first curve on screen, median (max) | Plotly's first draw, median (max) | bytes until drawn | requests | points drawn |",
+        "|------|-------------------------------------|-----------------------------------|-------------------|----------|--------------|",
     ]
     for s in summaries:
         lines.append(
-            f"| {s['case']} | {s['median_ms']:.0f} ms ({s['max_ms']:.0f} ms) | {s['bytes']:,} | "
+            f"| {s['case']} | {s['painted_ms']:.0f} ms ({s['painted_max_ms']:.0f} ms) | "
+            f"{s['median_ms']:.0f} ms ({s['max_ms']:.0f} ms) | {s['bytes']:,} | "
             f"{s['requests']} | {s['points']:,} |"
         )
     return "\n".join(lines)
@@ -225,7 +240,8 @@ def record(text: str) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--points", type=int, default=10_000_000)
+    ap.add_argument("--points", type=int, default=10_000_000, help="steps")
+    ap.add_argument("--keys", type=int, default=1, choices=range(1, len(KEYS) + 1), help="keys logged at every step")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--width", type=int, default=1400, help="browser viewport width (px)")
     ap.add_argument("--data-dir", type=Path, help="keep the database here and reuse it when it exists")
@@ -241,7 +257,7 @@ def main() -> None:
     fill_s = None
     if not (data_dir / "runcast.db").exists():
         print(f"filling {args.points:,} points into {data_dir} ...", flush=True)
-        fill_s = fill(data_dir, args.points)
+        fill_s = fill(data_dir, args.points, args.keys)
         print(f"filled in {fill_s:.0f} s", flush=True)
     port = free_port()
     load_before = os.getloadavg()[0]

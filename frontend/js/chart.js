@@ -17,6 +17,7 @@ import { rangesEqual } from "./xmap.js";
 import { chartLayout, firstBottomMargin } from "./chart/layout.js";
 import { markerTraces } from "./chart/markers.js";
 import { plotConfig, whenPlotly } from "./chart/plotly.js";
+import { canSketch, leftMargin, sketchChart } from "./chart/sketch.js";
 import { fixedPart, sourceTraces, traceSignature } from "./chart/traces.js";
 
 /** Points (or buckets) per CSS pixel of plot width that a chart asks for. */
@@ -33,13 +34,18 @@ const clamp = (v, lo, hi) => Math.max(lo, Math.min(hi, v));
  * sources: [{run, key, label}]; store: the page's MetricStore.
  */
 export class MetricChart {
-  constructor(plotDiv, { sources, view, store, noteEl = null, onDrawn = null, onClick = null, prefetched = null, filename = "runcast" }) {
+  constructor(plotDiv, { sources, view, store, noteEl = null, onDrawn = null, onPainted = null, onClick = null, prefetched = null, filename = "runcast" }) {
     this.div = plotDiv;
     this.view = view;
     this.store = store;
     this.sources = sources.map((s, i) => ({ ...s, index: i, entry: store.acquire(s.run, s.key) }));
     this.noteEl = noteEl;
     this.onDrawn = onDrawn;
+    this.onPainted = onPainted; // the first curve on screen: the light drawing, or Plotly's first draw
+    this.sketch = null; // what the light drawing showed (chart/sketch.js), until Plotly replaced it
+    this.isPainted = false;
+    this.marginLeft = null; // the y labels' room set by the first layout (firstLayout)
+    this.waiting = false; // for Plotly.js
     this.onClick = onClick; // a plotly_click event
     this.prefetched = prefetched; // (key, maxPoints) -> {maxPoints, body: Promise} read before this chart existed
     this.config = plotConfig(filename);
@@ -57,6 +63,8 @@ export class MetricChart {
     this.scheduleLoad = debounce(() => this.load(), FETCH_DEBOUNCE_MS);
     /** Resolves after the chart's first Plotly draw. */
     this.firstDraw = new Promise((resolve) => { this.resolveFirstDraw = resolve; });
+    /** Resolves once a curve is on screen: the light drawing or the first Plotly draw. */
+    this.firstPaint = new Promise((resolve) => { this.resolveFirstPaint = resolve; });
   }
 
   /** Plot area width in CSS pixels. */
@@ -140,18 +148,13 @@ export class MetricChart {
   }
 
   draw() {
-    if (typeof Plotly === "undefined") {
-      whenPlotly().then(() => this.schedule(), (err) => {
-        if (this.noteEl) this.noteEl.textContent = t("chart.drawFailed", { error: err.message });
-      });
-      return;
-    }
     const entries = this.sources.map((s) => s.entry);
     if (!entries.some((e) => e.ready)) {
       const failed = entries.find((e) => e.error);
       if (failed && this.noteEl) this.noteEl.textContent = t("chart.loadFailed", { error: failed.error.message });
       return;
     }
+    if (typeof Plotly === "undefined") return this.drawLight();
     const changed = this.dirty || entries.some((e) => {
       const s = this.seen.get(e);
       return !s || s.mutations !== e.mutations || s.size !== e.size;
@@ -167,6 +170,58 @@ export class MetricChart {
     }
     this.dirty = false;
     this.writeNote();
+  }
+
+  /**
+   * Before Plotly.js: the light drawing of what the store holds (chart/sketch.js; painted again
+   * as answers land), then Plotly.js asked for once that frame is on screen (run.html only
+   * preloads it, so it runs then).
+   */
+  drawLight() {
+    const traces = this.buildTraces();
+    const layout = this.firstLayout(traces);
+    // Painted again as answers land, until Plotly draws (sources answer one by one).
+    const light = !this.drawn && canSketch(layout, traces);
+    if (light) {
+      this.sketch = sketchChart(this.div, traces, layout);
+      this.writeNote();
+      this.painted();
+    }
+    if (this.waiting) return;
+    this.waiting = true;
+    const plotly = () => whenPlotly().then(() => {
+      this.waiting = false;
+      this.schedule();
+    }, (err) => {
+      if (this.noteEl) this.noteEl.textContent = t("chart.drawFailed", { error: err.message });
+    });
+    if (light) requestAnimationFrame(() => setTimeout(plotly, 0));
+    else plotly();
+  }
+
+  painted() {
+    if (this.isPainted) return;
+    this.isPainted = true;
+    if (this.onPainted) this.onPainted(this);
+    this.resolveFirstPaint();
+  }
+
+  /**
+   * The layout of the first draw: its bottom margin set here, not by automargin (see
+   * firstBottomMargin); date axes (two-line tick labels) keep automargin.
+   */
+  firstLayout(traces) {
+    const layout = this.layout();
+    if (layout.xaxis.type === "linear") {
+      const names = traces.filter((t) => t.showlegend).map((t) => t.name);
+      const b = firstBottomMargin(names, this.div.clientWidth - layout.margin.l - layout.margin.r);
+      // The y labels' room too, kept for the chart's later draws (automargin only grows it).
+      const height = this.div.clientHeight - layout.margin.t - b;
+      if (!this.drawn) this.marginLeft = leftMargin(traces, height, layout.yaxis.type === "log", layout.margin.l);
+      layout.xaxis.automargin = false;
+      layout.margin = { ...layout.margin, l: this.marginLeft, b };
+    }
+    return layout;
   }
 
   remember(entries, traces) {
@@ -200,17 +255,9 @@ export class MetricChart {
       if (visible !== undefined && visible !== true) tr.visible = visible;
     }
     const first = !this.drawn;
-    if (first) this.div.replaceChildren(); // the placeholder
-    const layout = this.layout();
-    // The first draw's margin set here, not by automargin (see firstBottomMargin); date axes
-    // (two-line tick labels) keep automargin.
-    const quick = first && layout.xaxis.type === "linear";
-    if (quick) {
-      const names = traces.filter((t) => t.showlegend).map((t) => t.name);
-      const width = this.div.clientWidth - layout.margin.l - layout.margin.r;
-      layout.xaxis.automargin = false;
-      layout.margin = { ...layout.margin, b: firstBottomMargin(names, width) };
-    }
+    if (first) this.div.replaceChildren(); // the placeholder, or the light drawing
+    const layout = first ? this.firstLayout(traces) : this.layout();
+    const quick = first && layout.xaxis.automargin === false;
     const drawn = Plotly.react(this.div, traces, layout, this.config);
     if (first) {
       this.drawn = true;
@@ -218,6 +265,7 @@ export class MetricChart {
       if (this.onClick) this.div.on("plotly_click", (ev) => this.onClick(ev));
       Promise.resolve(drawn).then(() => {
         if (this.onDrawn) this.onDrawn(this);
+        this.painted();
         this.resolveFirstDraw();
         if (quick) this.invalidate(); // the next frame's draw has automargin back
       });
@@ -251,10 +299,12 @@ export class MetricChart {
   }
 
   layout() {
-    return chartLayout({
+    const layout = chartLayout({
       xmap: this.view.xmapFor(this.sources[0].run), range: this.view.range, log: this.view.log,
       yRange: this.yRange, markers: this.markers,
     });
+    if (this.marginLeft) layout.margin.l = this.marginLeft;
+    return layout;
   }
 
   onRelayout(ev) {

@@ -157,7 +157,7 @@ async function reloadDetail(page) {
   renderConfig(fresh); // a rename, new tags, group or notes (an SDK update) come this way
   if (keysChanged) {
     await setupXmaps(page);
-    if (buildMainChart(page, { onDrawn: onFirstDraw, markers: markers(page) }) && page.mainChart) page.mainChart.load();
+    if (buildMainChart(page, { onDrawn: onFirstDraw, onPainted: onFirstPaint, markers: markers(page) }) && page.mainChart) page.mainChart.load();
     buildPanels(page, markers(page));
     buildSystem(page);
   } else if (segsChanged) redraw(page);
@@ -250,15 +250,24 @@ function catchUp(page) {
  * The chart's first draw; at once when it has nothing to draw (every read failed), and after
  * a second at most (a hidden tab draws no frames; a chart rebuilt meanwhile never draws).
  */
-function firstDrawOrFailure(chart) {
+function firstPaintOrFailure(chart) {
   if (!chart.sources.some((s) => s.entry.ready)) return Promise.resolve();
-  return Promise.race([chart.firstDraw, new Promise((resolve) => setTimeout(resolve, 1000))]);
+  return Promise.race([chart.firstPaint, new Promise((resolve) => setTimeout(resolve, 1000))]);
 }
 
+/** The first Plotly draw (hover and zoom work from here on). */
 function onFirstDraw() {
   if (window.__runcastDrawn === undefined) {
     performance.mark("runcast-drawn");
     window.__runcastDrawn = performance.now();
+  }
+}
+
+/** The first curve on screen: the light drawing (chart/sketch.js) or, without one, Plotly's. */
+function onFirstPaint() {
+  if (window.__runcastPainted === undefined) {
+    performance.mark("runcast-painted");
+    window.__runcastPainted = performance.now();
   }
 }
 
@@ -299,18 +308,20 @@ async function start(page) {
   $("run").hidden = false;
   renderTitle(page);
   await setupXmaps(page);
-  buildMainChart(page, { onDrawn: onFirstDraw, prefetched: prefetchedMetrics(pre) });
-  // The loss curve first: the rest of the page is set up once it is drawn, or, while
-  // Plotly.js is still downloading (run.html loads it async), while it downloads.
+  // The events before the loss curve's first paint: their markers widen its x range (Plotly pads
+  // for them), so drawn later they would move the curve.
+  mergeEvents(page, await eventsPromise);
+  buildMainChart(page, { onDrawn: onFirstDraw, onPainted: onFirstPaint, prefetched: prefetchedMetrics(pre), markers: markers(page) });
+  // The loss curve first (its light drawing, or Plotly's draw when Plotly.js is there): the rest
+  // of the page is set up once it is on screen.
   if (page.mainChart) {
     await page.mainChart.load();
-    if (typeof Plotly !== "undefined") await firstDrawOrFailure(page.mainChart);
+    await firstPaintOrFailure(page.mainChart);
   }
   renderHeader(page);
   renderConfig(page.detail);
   page.estimate.update(page.detail);
   setupControls(page);
-  mergeEvents(page, await eventsPromise);
   buildPanels(page, markers(page));
   buildSystem(page);
   renderEvents(page);
@@ -349,6 +360,11 @@ function showFailed(err) {
 
 const page = createPage();
 
+const plotBox = (full) => ({
+  box: { l: full._size.l, t: full._size.t, w: full._size.w, h: full._size.h },
+  xrange: full.xaxis.range, yrange: full.yaxis.range,
+});
+
 // Read-only hooks for tests and the first-load benchmark: what the store holds, the stream's
 // state, and a summary of each chart.
 window.__runcast = Object.freeze({
@@ -358,6 +374,8 @@ window.__runcast = Object.freeze({
   },
   charts: () => allCharts(page).map((c) => ({
     keys: c.sources.map((s) => s.key), level: c.level, pixelWidth: c.pixelWidth(), budget: c.budget(), points: c.pointCount(),
+    sketch: c.sketch, // the light drawing before Plotly: its box, ranges and points (chart/sketch.js)
+    plot: c.drawn && c.div._fullLayout ? plotBox(c.div._fullLayout) : null, // Plotly's, to compare
   })),
   get view() {
     return { range: page.view.range, smoothing: page.view.smoothing, log: page.view.log };

@@ -68,14 +68,22 @@ export function plotConfig(filename) {
 let plotlyReady = null;
 
 /**
- * Resolves once Plotly.js has run. A page may load it `async` (run.html: its modules set the
- * page up while Plotly.js downloads); a chart's draw waits for it. Rejects when the script fails.
+ * Resolves once Plotly.js has run. A page may load it `async` (its modules set the page up while
+ * Plotly.js downloads), or only preload it (run.html: `<link rel="preload">`, so that its run
+ * does not hold the first light drawing back): the first call here then runs it. A chart's draw
+ * waits for it. Rejects when the script fails.
  */
 export function whenPlotly() {
   if (typeof Plotly !== "undefined") return Promise.resolve();
   if (!plotlyReady) {
     plotlyReady = new Promise((resolve, reject) => {
-      const script = document.querySelector('script[src*="/plotly.min.js"]');
+      let script = document.querySelector('script[src*="/plotly.min.js"]');
+      const preloaded = document.querySelector('link[rel="preload"][href*="/plotly.min.js"]');
+      if (!script && preloaded) {
+        script = document.createElement("script");
+        script.src = preloaded.href;
+        document.head.append(script);
+      }
       if (!script) return reject(new Error("Plotly.js is not on this page"));
       // A script's load event follows its run in the same task: not run yet, so not fired yet.
       script.addEventListener("load", () => resolve(), { once: true });

@@ -88,7 +88,7 @@ function placeholder(text) {
 
 /**
  * (Re)build the loss chart for the keys it should show; true when its keys changed (the caller
- * loads it). `options`: {onDrawn, prefetched, markers}.
+ * loads it). `options`: {onDrawn, onPainted, prefetched, markers}.
  */
 export function buildMainChart(page, options = {}) {
   const keys = mainKeys(page);
@@ -116,6 +116,7 @@ export function buildMainChart(page, options = {}) {
     store: page.store,
     noteEl: $("chart-main-note"),
     onDrawn: options.onDrawn,
+    onPainted: options.onPainted,
     onClick: (ev) => page.comments.onChartClick(ev),
     prefetched: options.prefetched || null,
     filename: page.detail.name + "-" + keys[0],
