@@ -71,6 +71,14 @@ _RULES: Final[dict[str, Any]] = {
 }
 
 
+Notice = Literal["alerts", "reports"]
+
+
+def _alerts_only() -> list[Notice]:
+    """What a subscription is sent when it does not say: alerts, as every subscription before ``notices``."""
+    return ["alerts"]
+
+
 class NewSubscription(BaseModel):
     """Exactly one of ``run`` and ``project``; ``url`` for a webhook, ``email`` for email."""
 
@@ -91,8 +99,8 @@ class NewSubscription(BaseModel):
                           description="The language of its messages: one of the served languages (en, zh-CN).")
     kinds: list[AlertKind] = Field(default_factory=list, description="Only these kinds (empty: all).")
     notify_close: bool = Field(False, description="Also notify when an alert closes.")
-    notices: list[Literal["alerts", "reports"]] = Field(
-        default_factory=lambda: ["alerts"], min_length=1, max_length=2,
+    notices: list[Notice] = Field(
+        default_factory=_alerts_only, min_length=1, max_length=2,
         description="What it is sent: alerts, and/or a notice when the team publishes a report "
                     "(once per report). Default: alerts only, as before.")
 
