@@ -41,9 +41,12 @@ def test_a_thread_started_on_a_checkpoint_row_reaches_an_anonymous_page(
             p.wait_for_selector(CHECKPOINT)
             assert p.text_content(CHECKPOINT) == "Discuss"
             assert p.get_attribute(CHECKPOINT, "aria-label") == "Discuss checkpoint at step 20"
-        # The sample and the evaluation have theirs (the evaluation's a glyph in its cell).
+        # The sample and the evaluation have theirs (the evaluation's an icon in its cell).
         page.wait_for_selector("#sample-view button.discuss[data-discuss-kind=sample]")
-        page.wait_for_selector("#evals button.discuss-mini[data-discuss-kind=eval]")
+        page.wait_for_selector("#evals button.discuss-mini[data-discuss-kind=eval] svg")
+        evaluation = httpx.get(f"{live_server.url}/api/v1/runs/{run.id}/evals").json()["evals"][0]
+        assert page.get_attribute("#evals button.discuss-mini", "aria-label") == \
+            f"Discuss evaluation #{evaluation['id']} at step 20"
 
         # Anonymous, with no thread yet: asked to sign in, no form.
         page.click(CHECKPOINT)

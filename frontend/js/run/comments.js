@@ -26,6 +26,23 @@ function firstLine(c) {
   return text.length > LABEL_CHARS ? text.slice(0, LABEL_CHARS) + "…" : text;
 }
 
+/** A speech bubble (inline SVG: no font needed) for a table cell's "Discuss"; its name is the button's label. */
+function bubble() {
+  const ns = "http://www.w3.org/2000/svg";
+  const svg = document.createElementNS(ns, "svg");
+  svg.setAttribute("viewBox", "0 0 16 16");
+  svg.setAttribute("width", "12");
+  svg.setAttribute("height", "12");
+  svg.setAttribute("aria-hidden", "true");
+  const path = document.createElementNS(ns, "path");
+  path.setAttribute("d", "M2 2h12v9H7l-3 3v-3H2z");
+  path.setAttribute("fill", "none");
+  path.setAttribute("stroke", "currentColor");
+  path.setAttribute("stroke-width", "1.5");
+  svg.append(path);
+  return svg;
+}
+
 /** An anchor as the panel names it: "step 20 of train/loss", "alert #3 at step 812", ... */
 export function anchorText(a) {
   const at = a.step !== null;
@@ -95,7 +112,7 @@ export class CommentsPanel {
   }
 
   /** A panel's "Discuss" control for an item (`kind`: checkpoint, alert, sample, eval; `id`: its
-   * id; `step`: where it is, for the anchor's name); `mini`: a table cell's (a glyph and the count). */
+   * id; `step`: where it is, for the anchor's name); `mini`: a table cell's (an icon and the count). */
   discussButton(kind, id, step = null, mini = false) {
     const button = el("button", { type: "button", className: "link discuss" + (mini ? " discuss-mini" : ""),
       "data-discuss-kind": kind, "data-discuss-id": String(id), "data-discuss-step": step === null ? "" : String(step),
@@ -108,8 +125,8 @@ export class CommentsPanel {
   label(button) {
     const count = this.countFor(button.dataset.discussKind, Number(button.dataset.discussId));
     button.dataset.count = String(count);
-    button.textContent = button.classList.contains("discuss-mini") ? (count ? `\u{1F4AC}\u00a0${count}` : "\u{1F4AC}")
-      : t("comments.discuss", { count });
+    if (button.classList.contains("discuss-mini")) button.replaceChildren(bubble(), count ? `\u00a0${count}` : "");
+    else button.textContent = t("comments.discuss", { count });
   }
 
   /** Every "Discuss" control on the page shows the count of the list just read. */

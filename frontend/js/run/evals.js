@@ -117,7 +117,7 @@ export class EvalsPanel {
           ...shown.map((s) => {
             const e = byStep.get(s);
             const td = el("td", { className: "num", title: e ? metricsText(e) : null }, el("span", { text: e ? formatValue(value(e)) : "", "data-user": true }));
-            // Each evaluation's "Discuss" (run/comments.js): a glyph and its count, the table stays narrow.
+            // Each evaluation's "Discuss" (run/comments.js): an icon and its count, the table stays narrow.
             if (e && i === 0 && Number.isSafeInteger(e.id) && this.page.comments) td.append(" ", this.page.comments.discussButton("eval", e.id, e.step, true));
             return td;
           })));
