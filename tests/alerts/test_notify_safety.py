@@ -73,7 +73,7 @@ def test_json_body_event_names(embedded):
 
 
 def test_signature_is_standard_webhooks():
-    from runcast_server.alerts.notify import new_secret, signed_headers
+    from runcast_server.alerts.transport import new_secret, signed_headers
 
     secret = new_secret()
     assert secret.startswith("whsec_")
@@ -101,7 +101,7 @@ def _snippet() -> dict[str, Any]:
 
 
 def test_documented_snippet_refuses_stale_forged_and_replayed_deliveries():
-    from runcast_server.alerts.notify import new_secret, signed_headers
+    from runcast_server.alerts.transport import new_secret, signed_headers
 
     snippet = _snippet()
     verify, already = snippet["verify_delivery"], snippet["AlreadyHandled"]

@@ -46,3 +46,41 @@ def test_sdk_spike_reaches_the_webhook_once_signed(stack):
         assert cfg["overrides"] == {"stall": {"after_s": 3600}}
     finally:
         rec.close()
+
+
+def test_a_report_notice_goes_through_the_workers_after_the_delay(stack):
+    """Production mode: the publication's fan-out and delivery are Celery tasks (a countdown for a
+    delayed run); the receiver gets one signed ``report.published`` once the delay has passed."""
+    import runcast
+
+    env = {"RUNCAST_WEBHOOK_ALLOW_CIDRS": "127.0.0.0/8", "RUNCAST_WEBHOOK_RETRY_BASE_S": "0.2"}
+    stack.start_worker(**env)
+    stack.start_api(**env)
+    token = stack.token("prod")
+    auth = {"Authorization": f"Bearer {token}"}
+    rec = Receiver()
+    try:
+        run = runcast.init(project="prod", name="reported", server=stack.api_url, token=token, capture_code=False,
+                           flush_interval=0.2)
+        for step in range(1, 4):
+            run.log({"loss": 2.0 / step}, step=step)
+        run.finish()
+        api = f"{stack.api_url}/api/v1/runs/{run.id}"
+        wait(lambda: httpx.get(api).status_code == 200 and httpx.get(api).json().get("last_step") == 3, timeout=60)
+        sub = httpx.post(f"{stack.api_url}/api/v1/subscriptions",
+                         json={"run": run.id, "channel": "webhook", "url": rec.url, "notices": ["reports"]}).json()
+        assert httpx.put(f"{api}/policy", json={"delay_s": 2}, headers=auth).status_code == 200
+        made = httpx.post(f"{api}/reports", headers=auth,
+                          json={"title": "Week 1", "body": "Loss fell.", "from_step": 1, "to_step": 3}).json()
+        published = httpx.post(f"{api}/reports/{made['number']}/publish", headers=auth, json={}).json()
+        time.sleep(1.0)
+        assert rec.requests == []
+        wait(lambda: rec.requests, timeout=60)
+        time.sleep(1.0)
+        assert len(rec.requests) == 1 and rec.arrived[0] >= published["published_at"] + 2
+        req = rec.requests[0]
+        body = Webhook(sub["secret"]).verify(req["body"], req["headers"])
+        assert req["headers"]["X-Runcast-Event"] == body["event"] == "report.published"
+        assert (body["report"]["run"], body["report"]["number"], body["report"]["summary"]) == (run.id, 1, "Loss fell.")
+    finally:
+        rec.close()

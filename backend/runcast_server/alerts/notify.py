@@ -9,7 +9,7 @@ same functions on the application context's alert pool (``alerts.runner``, with 
 the retries), so an ingest request never waits for a webhook. Every function takes the
 context it works for (``alerts.needs.AlertContext``: ``runcast_server.context.AppContext`` is one).
 
-Webhooks are signed with the Standard Webhooks scheme (the ``standardwebhooks`` package):
+Webhooks are signed (alerts.transport) with the Standard Webhooks scheme (the ``standardwebhooks`` package):
 ``webhook-id`` (one per delivery, the same on its retries), ``webhook-timestamp`` (of the
 attempt) and ``webhook-signature`` (HMAC-SHA256 of ``id.timestamp.body``), so a receiver
 can refuse a stale or replayed request. Chat formats escape every text that came from a
@@ -19,22 +19,18 @@ trainer, and Discord is told to ping nobody. Finished deliveries are pruned afte
 
 from __future__ import annotations
 
-import base64
 import json
 import logging
 import re
-import secrets
 import time
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final, cast
 
-from runcast import __version__
-from sqlalchemy import CursorResult, delete, or_, select, update
-from standardwebhooks import Webhook
+from sqlalchemy import CursorResult, delete, or_, select
 
-from runcast_server.alerts import chat, email, ssrf
-from runcast_server.alerts.models import Alert, AlertDelivery, Subscription
+from runcast_server.alerts import chat
+from runcast_server.alerts.models import Alert, AlertDelivery, ReportDelivery, Subscription
 from runcast_server.alerts.service import alert_view, summary, title
+from runcast_server.alerts.transport import Outgoing, count, record, send, unsubscribe_url
 from runcast_server.core.db import upsert
 from runcast_server.core.i18n import messages
 from runcast_server.policy.apply import public_policy
@@ -53,23 +49,6 @@ FINISHED: Final = ("sent", "failed", "dropped")
 log = logging.getLogger(__name__)
 
 
-def new_secret() -> str:
-    """A webhook signing secret in the Standard Webhooks form: ``whsec_`` + base64 of 32 random bytes."""
-    return "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
-
-
-def signed_headers(secret: str, delivery_id: int, body: bytes, now: float | None = None) -> dict[str, str]:
-    """The Standard Webhooks headers of one attempt. Secrets made before ``whsec_`` (hex) are
-    used as the package reads them, so their receivers verify with the same package call."""
-    msg_id = f"msg_runcast_delivery_{delivery_id}"
-    stamp = datetime.fromtimestamp(int(now if now is not None else time.time()), tz=UTC)
-    return {
-        "webhook-id": msg_id,
-        "webhook-timestamp": str(int(stamp.timestamp())),
-        "webhook-signature": Webhook(secret).sign(msg_id, stamp, body.decode()),
-    }
-
-
 _SLACK_ESCAPES: Final = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
 _DISCORD_MARKUP: Final = re.compile(r"([\\*_~`|<>\[\]()#])")
 _ZWSP: Final = "\u200b"
@@ -84,10 +63,6 @@ def discord_text(text: str) -> str:
     """Text for Discord: markdown escaped and every ``@`` broken by a zero-width space (the
     message also carries ``allowed_mentions: {"parse": []}``: nobody is pinged)."""
     return _DISCORD_MARKUP.sub(r"\\\1", text).replace("@", "@" + _ZWSP)
-
-
-def unsubscribe_url(sub: Subscription) -> str:
-    return f"{sub.base_url.rstrip('/')}/api/v1/subscriptions/unsubscribe?token={sub.unsub_token}"
 
 
 # --- after an ingest commit --------------------------------------------------------------------
@@ -201,7 +176,6 @@ def chat_message(sub: Subscription, view: dict[str, Any], phase: str) -> chat.Ch
 
 def deliver(ctx: AlertContext, delivery_id: int) -> str:
     """Send one delivery (one attempt); schedules the next attempt on failure. Returns its status."""
-    settings = ctx.settings
     with ctx.database.scope() as session:
         d = session.get(AlertDelivery, delivery_id)
         if d is None or d.status != "pending":
@@ -212,93 +186,28 @@ def deliver(ctx: AlertContext, delivery_id: int) -> str:
         withheld = alert is None or run is None or not public_policy(session, run.id).notified({"key": alert.key})
         if sub is None or alert is None or sub.status != "active" or withheld:
             d.status = "dropped"
-            _count(ctx, sub.channel if sub is not None else "unknown", "dropped")
+            count(ctx, sub.channel if sub is not None else "unknown", "dropped")
             return "dropped"
         view = alert_view(session, alert, base_url=sub.base_url)  # as every reader may see it: subscribers are anonymous
-        channel, target, secret, fmt_sub = sub.channel, sub.target, sub.secret, sub
         phase = d.phase
         session.expunge(sub)
-    error: str | None = None
-    retry = True
-    try:
-        if channel == "webhook" and fmt_sub.format in chat.FORMATS:
-            out = chat.request(fmt_sub.format, target, secret, chat_message(fmt_sub, view, phase), time.time())
-            headers = {"Content-Type": "application/json; charset=utf-8", "User-Agent": f"Runcast/{__version__}"}
-            response = ssrf.post(ssrf.vet(out.url, settings.webhook_allow_cidrs), out.body, headers,
-                                 settings.webhook_timeout_s)
-            error, retry = chat.failure(fmt_sub.format, response.status_code, response.content)
-        elif channel == "webhook":
-            body = render(fmt_sub, view, phase)
-            vetted = ssrf.vet(target, settings.webhook_allow_cidrs)
-            headers = {
-                "Content-Type": "application/json",
-                "User-Agent": f"Runcast/{__version__}",
-                **signed_headers(secret or "", delivery_id, body),
-                "X-Runcast-Delivery": str(delivery_id),
-                "X-Runcast-Event": EVENTS[phase],
-            }
-            response = ssrf.post(vetted, body, headers, settings.webhook_timeout_s)
-            if not 200 <= response.status_code < 300:
-                error = f"HTTP {response.status_code}"
-        else:
-            t = messages(fmt_sub.language)
-            text = summary(view, phase, t)
-            email.send(settings, target, f"[runcast] {text}"[:200],
-                       f"{text}\n\n{view.get('url', '')}\n\n{t('Evidence')}: {json.dumps(view['evidence'])}",
-                       unsubscribe_url=unsubscribe_url(fmt_sub), unsubscribe_label=t("Unsubscribe"))
-    except ssrf.Refused as exc:
-        error = f"refused: {exc}"
-    except Exception as exc:  # noqa: BLE001 - any transport failure is a failed attempt
-        error = f"{type(exc).__name__}: {exc}"
-    if error is not None:
-        error = chat.scrub(fmt_sub.format, target, error)  # a robot's URL is its group's password
-    status = _record(ctx, delivery_id, error, retry)
-    _count(ctx, channel, "retry" if status == "pending" else status)
-    return status
-
-
-def _count(ctx: AlertContext, channel: str, outcome: str) -> None:
-    """One delivery attempt's outcome in the process's metrics (observability.prometheus)."""
-    metrics = ctx.metrics
-    if metrics is not None:
-        metrics.alert_deliveries.labels(channel, outcome).inc()
-
-
-def _record(ctx: AlertContext, delivery_id: int, error: str | None, retry: bool = True) -> str:
-    """Record an attempt's outcome; a failure is retried (``retry``: when waiting can help) until
-    the attempts run out, and counts towards disabling the subscription."""
-    settings = ctx.settings
-    now = time.time()
-    retry_in: float | None = None
-    with ctx.database.scope() as session:
-        d = session.get(AlertDelivery, delivery_id)
-        sub = session.get(Subscription, d.subscription_id) if d else None
-        if d is None or sub is None:
-            return "missing"
-        d.attempts += 1
-        if error is None:
-            d.status, d.sent_at, d.last_error = "sent", now, None
-            sub.failures = 0
-            return "sent"
-        d.last_error = error[:500]
-        session.execute(update(Subscription).where(Subscription.id == sub.id).values(failures=Subscription.failures + 1))
-        session.refresh(sub)
-        if sub.failures >= settings.webhook_disable_after:
-            sub.status = "disabled"
-            d.status = "failed"
-            log.warning("alerts: subscription %d disabled after %d failed attempts (%s)", sub.id, sub.failures, error)
-        elif not retry or d.attempts >= settings.webhook_max_attempts:
-            d.status = "failed"
-        else:
-            retry_in = settings.webhook_retry_base_s * 2 ** (d.attempts - 1)
-        status = d.status
-    if retry_in is not None:
-        schedule_delivery(ctx, delivery_id, retry_in)
+    t = messages(sub.language)
+    text = summary(view, phase, t)
+    out = Outgoing(
+        event=EVENTS[phase], msg_id=f"msg_runcast_delivery_{delivery_id}", delivery=str(delivery_id),
+        body=lambda: render(sub, view, phase), robot=lambda: chat_message(sub, view, phase),
+        subject=f"[runcast] {text}"[:200],
+        text=f"{text}\n\n{view.get('url', '')}\n\n{t('Evidence')}: {json.dumps(view['evidence'])}",
+    )
+    error, retry = send(ctx, sub, out)
+    status = record(ctx, AlertDelivery, delivery_id, error, retry,
+                    lambda countdown: schedule_delivery(ctx, delivery_id, countdown))
+    count(ctx, sub.channel, "retry" if status == "pending" else status)
     return status
 
 
 def prune_deliveries(ctx: AlertContext, now: float | None = None) -> int:
-    """Delete finished deliveries (sent, failed, dropped) older than the retention; returns how many.
+    """Delete finished deliveries of alerts and reports (sent, failed, dropped) older than the retention; returns how many.
 
     Pending ones stay whatever their age: a retry may still be due.
     """
@@ -307,4 +216,7 @@ def prune_deliveries(ctx: AlertContext, now: float | None = None) -> int:
         result = cast(CursorResult[Any], session.execute(  # a DML statement's result is a CursorResult
             delete(AlertDelivery).where(AlertDelivery.status.in_(FINISHED), AlertDelivery.created_at < cutoff)
         ))
-        return int(result.rowcount or 0)
+        reports = cast(CursorResult[Any], session.execute(
+            delete(ReportDelivery).where(ReportDelivery.status.in_(FINISHED), ReportDelivery.created_at < cutoff)
+        ))
+        return int(result.rowcount or 0) + int(reports.rowcount or 0)

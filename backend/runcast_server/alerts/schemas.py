@@ -82,6 +82,7 @@ class SubscriptionView(_Answer):
     kinds: list[str]
     language: str = Field(description="The language of its messages (en, zh-CN).")
     notify_close: bool
+    notices: list[str] = Field(description="What it is sent: alerts and/or reports (a report's publication).")
     status: str = Field(description="pending, active or disabled.")
     failures: int
     unsubscribe_url: str

@@ -1,6 +1,6 @@
 // Alerts (GET /runs/{id}/alerts, docs/alerts.md) as the timeline shows them: the anomaly
 // timeline event is the entry (kept current by the stream); the alert adds its title, state,
-// the checkpoints around it and its evidence.
+// the checkpoints around it and its evidence, and a "Discuss" control (run/comments.js).
 
 import { getJSON, runUrl } from "../api.js";
 import { formatValue } from "../util.js";
@@ -84,4 +84,10 @@ function formatEvidence(v) {
   if (typeof v === "string") return v in { NaN: 1, Infinity: 1, "-Infinity": 1 } ? v : v.slice(0, 200);
   if (v === null || v === undefined) return "–";
   return JSON.stringify(v).slice(0, 200);
+}
+
+/** An alert row's "Discuss" control (run/comments.js), or nothing for an alert without an id. */
+export function discussAlert(page, a) {
+  if (!page.comments || !Number.isSafeInteger(a.id)) return [];
+  return [" ", page.comments.discussButton("alert", a.id, a.step)];
 }

@@ -1,6 +1,6 @@
 // The checkpoints panel (GET /runs/{id}/checkpoints, docs/artifacts.md), newest step first:
 // status badge, size, file name, sha256 (copy button), metrics, evaluation scores, download
-// and card links.
+// and card links, and a "Discuss" control (run/comments.js) on each.
 
 import { decode, getJSON, runUrl } from "../api.js";
 import { copyButton, el, formatBytes, formatValue } from "../util.js";
@@ -37,10 +37,11 @@ function renderCheckpoints(page, zoomTo) {
   }
   const ordered = [...checkpoints].sort((a, b) => (b.step ?? 0) - (a.step ?? 0) || (b.segment ?? 0) - (a.segment ?? 0));
   const several = page.detail.segments.length > 1;
-  for (const c of ordered.slice(0, 500)) list.append(checkpointItem(page.runId, c, several, zoomTo));
+  for (const c of ordered.slice(0, 500)) list.append(checkpointItem(page, c, several, zoomTo));
 }
 
-function checkpointItem(runId, c, several, zoomTo) {
+function checkpointItem(page, c, several, zoomTo) {
+  const { runId } = page;
   const status = CHECKPOINT_STATUS.includes(c.status) ? c.status : "missing";
   const li = el("li", { className: "ck ck-" + status });
   const head = el("div", { className: "ck-head" });
@@ -53,6 +54,7 @@ function checkpointItem(runId, c, several, zoomTo) {
   head.append(" ", el("span", { className: "badge ck-status ck-status-" + status, text: t("checkpoints.status." + status) }));
   if (typeof c.size === "number") head.append(" ", el("span", { className: "ck-size", text: formatBytes(c.size) }));
   if (Number.isFinite(c.segment) && several) head.append(" ", el("span", { className: "ck-seg", text: t("checkpoints.segment", { segment: c.segment }) }));
+  if (Number.isSafeInteger(c.id) && page.comments) head.append(" ", page.comments.discussButton("checkpoint", c.id, c.step ?? null));
   li.append(head);
   if (c.filename) li.append(el("p", { className: "ck-file", "data-user": true, text: String(c.filename) + (c.kind === "directory" ? "/" : "") }));
   if (c.sha256) {

@@ -3,6 +3,9 @@
 // server's order), the team's answers marked. A signed-in person writes, replies, edits and
 // deletes their own, and reports; the team pins, locks, hides and approves. Markers on the
 // charts (a toggle) open a thread; a click on a point of the loss chart offers a comment on it.
+// The checkpoint, alert, sample and evaluation panels ask `discussButton(kind, id)` for a
+// "Discuss" control (with the count of visible comments on that item, kept current here): it
+// opens the item's threads, or, signed in, a form to start one.
 //
 // Only the server's `html` is inserted (rendered from Markdown and sanitized by nh3 there),
 // parsed through an inert <template>; nothing of a comment is evaluated. The stream's
@@ -21,6 +24,23 @@ const FULL_WIDTH = /^[\u3000-\u303f\uff00-\uffef]/; // CJK symbols and punctuati
 function firstLine(c) {
   const text = (fragment(c.html).textContent || "").trim().split("\n")[0];
   return text.length > LABEL_CHARS ? text.slice(0, LABEL_CHARS) + "…" : text;
+}
+
+/** A speech bubble (inline SVG: no font needed) for a table cell's "Discuss"; its name is the button's label. */
+function bubble() {
+  const ns = "http://www.w3.org/2000/svg";
+  const svg = document.createElementNS(ns, "svg");
+  svg.setAttribute("viewBox", "0 0 16 16");
+  svg.setAttribute("width", "12");
+  svg.setAttribute("height", "12");
+  svg.setAttribute("aria-hidden", "true");
+  const path = document.createElementNS(ns, "path");
+  path.setAttribute("d", "M2 2h12v9H7l-3 3v-3H2z");
+  path.setAttribute("fill", "none");
+  path.setAttribute("stroke", "currentColor");
+  path.setAttribute("stroke-width", "1.5");
+  svg.append(path);
+  return svg;
 }
 
 /** An anchor as the panel names it: "step 20 of train/loss", "alert #3 at step 812", ... */
@@ -47,11 +67,12 @@ export class CommentsPanel {
     this.moderator = false;
     this.loaded = false;
     this.showMarkers = true;
-    this.draft = null; // {kind: "step", key, step}: the composer of a new thread
+    this.draft = null; // the composer of a new thread: {kind: "step", key, step} or {kind, id, step}
     this.editing = null; // the id of the comment being edited
     this.replying = null; // the thread being replied to
     this.reporting = null; // the comment being reported
     this.focused = null; // the thread a marker opened
+    this.focusedAnchor = null; // {kind, id}: the threads a panel's "Discuss" opened
     this.texts = new Map(); // what is typed in each open form, kept across the live re-renders
     this.soon = debounce(() => this.load(), 200, LIVE_MAX_WAIT_MS);
     const toggle = $("comment-markers");
@@ -82,6 +103,51 @@ export class CommentsPanel {
     this.loaded = true;
     this.render();
     this.onMarkers();
+    this.updateDiscuss();
+  }
+
+  /** How many visible comments (threads and replies) are anchored on the item. */
+  countFor(kind, id) {
+    return this.comments.filter((c) => c.state === "visible" && c.anchor.kind === kind && c.anchor.id === id).length;
+  }
+
+  /** A panel's "Discuss" control for an item (`kind`: checkpoint, alert, sample, eval; `id`: its
+   * id; `step`: where it is, for the anchor's name); `mini`: a table cell's (an icon and the count). */
+  discussButton(kind, id, step = null, mini = false) {
+    const button = el("button", { type: "button", className: "link discuss" + (mini ? " discuss-mini" : ""),
+      "data-discuss-kind": kind, "data-discuss-id": String(id), "data-discuss-step": step === null ? "" : String(step),
+      "aria-label": t("comments.discussLabel", { anchor: anchorText({ kind, id, step }) }),
+      onclick: () => this.openAnchor(kind, id, step) });
+    this.label(button);
+    return button;
+  }
+
+  label(button) {
+    const count = this.countFor(button.dataset.discussKind, Number(button.dataset.discussId));
+    button.dataset.count = String(count);
+    if (button.classList.contains("discuss-mini")) button.replaceChildren(bubble(), count ? `\u00a0${count}` : "");
+    else button.textContent = t("comments.discuss", { count });
+  }
+
+  /** Every "Discuss" control on the page shows the count of the list just read. */
+  updateDiscuss() {
+    for (const b of document.querySelectorAll("button.discuss[data-discuss-kind]")) this.label(b);
+  }
+
+  /** A panel's "Discuss": the item's threads, outlined and scrolled to; else, signed in, a new one. */
+  openAnchor(kind, id, step) {
+    const heads = this.comments.filter((c) => c.parent === null && c.anchor.kind === kind && c.anchor.id === id);
+    this.setError("");
+    this.focusedAnchor = { kind, id };
+    this.focused = null;
+    if (!heads.length && this.signedIn) this.draft = { kind, id, step };
+    this.render();
+    const first = heads.length ? $("comment-" + heads[0].id) : null;
+    const target = first || $("comments-card") || $("comments");
+    if (target) target.scrollIntoView({ block: "nearest" });
+    const box = heads.length ? null : $("comment-new-body");
+    if (box) box.focus();
+    else if (!heads.length && !this.signedIn) this.setError(t("comments.signInToDiscuss", { anchor: anchorText({ kind, id, step }) }));
   }
 
   /** The charts' markers: one per thread anchored on the chart (and not hidden or deleted). */
@@ -111,6 +177,7 @@ export class CommentsPanel {
 
   /** Show a thread (a marker's): scrolled into view and outlined. */
   focus(id) {
+    this.focusedAnchor = null;
     const head = this.comments.find((c) => c.id === id);
     this.focused = head ? (head.parent ?? head.id) : id;
     this.render();
@@ -175,16 +242,19 @@ export class CommentsPanel {
 
   composer() {
     const draft = this.draft;
-    const name = `new-${draft.key}-${draft.step}`;
+    const onStep = draft.kind === "step";
+    const name = onStep ? `new-${draft.key}-${draft.step}` : `new-${draft.kind}-${draft.id}`;
     const box = this.field("textarea", name, { id: "comment-new-body", rows: "3", required: true, maxlength: "10000",
       "aria-label": t("comments.bodyLabel") });
     const form = el("form", { className: "comment-form", id: "comment-new" },
-      el("p", { className: "comment-anchor", text: t("comments.newOn", { step: draft.step, key: draft.key }) }), box,
+      el("p", { className: "comment-anchor", text: onStep ? t("comments.newOn", { step: draft.step, key: draft.key })
+        : t("comments.newOnAnchor", { anchor: anchorText(draft) }) }), box,
       el("div", { className: "comment-actions" }, el("button", { type: "submit", text: t("comments.post") }),
         el("button", { type: "button", text: t("comments.cancel"), onclick: () => { this.draft = null; this.render(); } })));
     form.addEventListener("submit", async (e) => {
       e.preventDefault();
-      if (await this.send("POST", "", { body: box.value, anchor: draft })) {
+      const anchor = onStep ? draft : { kind: draft.kind, id: draft.id };
+      if (await this.send("POST", "", { body: box.value, anchor })) {
         this.texts.delete(name);
         this.draft = null;
         this.render();
@@ -195,7 +265,8 @@ export class CommentsPanel {
 
   thread({ head, replies }) {
     const li = el("li", { className: "comment-thread", id: "comment-" + head.id });
-    if (this.focused === head.id) li.classList.add("target");
+    const anchored = this.focusedAnchor && head.anchor.kind === this.focusedAnchor.kind && head.anchor.id === this.focusedAnchor.id;
+    if (this.focused === head.id || anchored) li.classList.add("target");
     const anchor = el("div", { className: "comment-anchor" });
     if (head.anchor.step !== null) {
       anchor.append(el("button", { type: "button", className: "link", text: anchorText(head.anchor),

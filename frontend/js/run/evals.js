@@ -116,7 +116,10 @@ export class EvalsPanel {
           el("td", { "data-user": true }, sparkline(series.map((v) => v ?? NaN), trend)),
           ...shown.map((s) => {
             const e = byStep.get(s);
-            return el("td", { className: "num", title: e ? metricsText(e) : null, text: e ? formatValue(value(e)) : "", "data-user": true });
+            const td = el("td", { className: "num", title: e ? metricsText(e) : null, "data-user": true }, e ? formatValue(value(e)) : "");
+            // Each evaluation's "Discuss" (run/comments.js): an icon and its count, the table stays narrow.
+            if (e && i === 0 && Number.isSafeInteger(e.id) && this.page.comments) td.append(" ", this.page.comments.discussButton("eval", e.id, e.step, true));
+            return td;
           })));
       });
     }

@@ -265,6 +265,7 @@ export class SamplesPanel {
       wholePrevious: this.wholeShown && previous ? this.whole.get(previous.id) : null,
       segments: this.page.detail ? this.page.detail.segments.length : 1,
       onWhole: () => this.showWhole(),
+      discuss: this.page.comments ? this.page.comments.discussButton("sample", sample.id, sample.step) : null,
     });
   }
 

@@ -35,9 +35,10 @@ const settingText = (v) => (typeof v === "string" ? v : JSON.stringify(v));
 
 /**
  * Fill `box` with `sample` (a list entry, or its whole text once read: `whole`), compared with
- * `previous` (the sample of the step before, or null). `onWhole()` asks for the whole texts.
+ * `previous` (the sample of the step before, or null). `onWhole()` asks for the whole texts;
+ * `discuss`: the sample's "Discuss" control, or null.
  */
-export function renderSample(box, { sample, previous, whole, wholePrevious, segments, onWhole }) {
+export function renderSample(box, { sample, previous, whole, wholePrevious, segments, onWhole, discuss = null }) {
   const output = whole ? whole.output : sample.output;
   const before = previous === null ? null : wholePrevious ? wholePrevious.output : previous.output;
   const head = [t("common.stepN", { step: sample.step })];
@@ -46,7 +47,9 @@ export function renderSample(box, { sample, previous, whole, wholePrevious, segm
   const text = diffText(before, output);
   if (before !== null && text.dataset.marked === "false") head.push(t("samples.tooLong"));
   // Each part its own text node: a message of the catalog each, " · " between.
-  box.replaceChildren(el("p", { className: "sample-meta" }, ...head.flatMap((part, i) => (i ? [" · ", part] : [part]))), text);
+  const meta = el("p", { className: "sample-meta" }, ...head.flatMap((part, i) => (i ? [" · ", part] : [part])));
+  if (discuss) meta.append(" · ", discuss); // the sample's "Discuss" (run/comments.js)
+  box.replaceChildren(meta, text);
   if (!whole && sample.output_chars > sample.output.length) {
     box.append(el("p", { className: "sample-clipped" },
       t("samples.clipped", { shown: sample.output.length, count: sample.output_chars }), " ",

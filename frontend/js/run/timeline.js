@@ -6,7 +6,7 @@ import { decode } from "../api.js";
 import { markerStyle } from "../chart/markers.js";
 import { el, formatBytes, formatTime, formatValue } from "../util.js";
 import { hasMessage, t } from "../i18n.js";
-import { alertOf, alertState, describeAlert, evidenceText } from "./alerts.js";
+import { alertOf, alertState, describeAlert, discussAlert, evidenceText } from "./alerts.js";
 
 // Marker types the catalog names (markers.js); another type is shown as the server sent it.
 const KNOWN = { restart: 1, checkpoint: 1, note: 1, data_mix: 1, manifest: 1, code: 1, alert: 1, finished: 1 };
@@ -130,7 +130,8 @@ export function renderTimeline(page, zoomTo) {
       }));
     }
     if (item.alert) {
-      head.append(" ", el("span", { className: "badge alert-state alert-" + item.alert.state, text: t("alert.state." + item.alert.state) }));
+      head.append(" ", el("span", { className: "badge alert-state alert-" + item.alert.state, text: t("alert.state." + item.alert.state) }),
+        ...discussAlert(page, item.alert));
       if (item.alert.id !== null) li.id = "alert-" + item.alert.id;
       if (page.hashShown && "#" + li.id === location.hash) li.classList.add("target"); // kept across re-renders
       const hover = evidenceText(item.alert.evidence);

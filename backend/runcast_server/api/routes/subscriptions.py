@@ -20,8 +20,8 @@ from sqlalchemy import select
 
 from runcast_server.alerts import chat, email, ssrf
 from runcast_server.alerts.models import Subscription
-from runcast_server.alerts.notify import new_secret, unsubscribe_url
 from runcast_server.alerts.schemas import SubscriptionStatus, SubscriptionView
+from runcast_server.alerts.transport import new_secret, unsubscribe_url
 from runcast_server.api.deps import SessionDep, ViewerDep, client_ip, over_rate_limit
 from runcast_server.api.read_deps import SettingsDep
 from runcast_server.api.routes.alerts import AlertKind, base_url
@@ -71,6 +71,14 @@ _RULES: Final[dict[str, Any]] = {
 }
 
 
+Notice = Literal["alerts", "reports"]
+
+
+def _alerts_only() -> list[Notice]:
+    """What a subscription is sent when it does not say: alerts, as every subscription before ``notices``."""
+    return ["alerts"]
+
+
 class NewSubscription(BaseModel):
     """Exactly one of ``run`` and ``project``; ``url`` for a webhook, ``email`` for email."""
 
@@ -91,6 +99,10 @@ class NewSubscription(BaseModel):
                           description="The language of its messages: one of the served languages (en, zh-CN).")
     kinds: list[AlertKind] = Field(default_factory=list, description="Only these kinds (empty: all).")
     notify_close: bool = Field(False, description="Also notify when an alert closes.")
+    notices: list[Notice] = Field(
+        default_factory=_alerts_only, min_length=1, max_length=2,
+        description="What it is sent: alerts, and/or a notice when the team publishes a report "
+                    "(once per report). Default: alerts only, as before.")
 
     @field_validator("run", "project", "url", "email", "secret")
     @classmethod
@@ -127,6 +139,7 @@ def _view(sub: Subscription, run: str | None, project: str | None) -> dict[str, 
         "kinds": sub.kinds,
         "language": sub.language,
         "notify_close": sub.notify_close,
+        "notices": list(sub.notices or ["alerts"]),
         "status": sub.status,
         "failures": sub.failures,
         "unsubscribe_url": unsubscribe_url(sub),
@@ -168,7 +181,7 @@ def create_subscription(
     base = base_url(request, settings)
     sub = Subscription(
         run_id=run_id, project_id=project_id, channel=body.channel, format=body.format, kinds=list(body.kinds),
-        notify_close=body.notify_close, language=body.language, unsub_token=secrets.token_urlsafe(32), base_url=base, failures=0,
+        notices=sorted(set(body.notices)), notify_close=body.notify_close, language=body.language, unsub_token=secrets.token_urlsafe(32), base_url=base, failures=0,
         created_at=time.time(), created_ip=client_ip(request)[:64],
     )
     secret = None
