@@ -21,10 +21,11 @@ import pytest
 import runcast
 import torch
 from artifacts.live import LiveServer
-from commands.team import deliver, listed
 from runcast.commands import NOT_TAKEN, Command
 from runcast.integrations._commands import StepCommands
 from runcast_server.core.auth import create_token
+
+from commands.team import deliver, listed
 
 pytestmark = pytest.mark.slow
 API = "/api/v1"
@@ -40,8 +41,8 @@ def tokens(client: Any, db: Any) -> dict[str, str]:
 
 def _acked(url: str, run: str, sent: dict[int, str]) -> dict[str, tuple[int, str]]:
     """kind -> (step, message) of each command sent, all of them applied."""
-    listed = listed(url, run)
-    entries = [listed[uid] for uid in sent.values()]
+    commands = listed(url, run)
+    entries = [commands[uid] for uid in sent.values()]
     assert [(e["state"], e["outcome"]) for e in entries] == [("acknowledged", "applied")] * len(sent), entries
     return {e["kind"]: (e["step"], e["message"]) for e in entries}
 

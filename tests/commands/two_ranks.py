@@ -14,6 +14,7 @@ from typing import Any
 
 import runcast
 import torch
+
 from commands.team import deliver
 
 SEND_AT = 3

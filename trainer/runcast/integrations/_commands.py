@@ -87,7 +87,7 @@ class StepCommands:
             decision.lr_scale = self.applied = self.scale.value
         elif kind == "set" and command.name in (self.run.config.get(TUNABLES_KEY) or {}):
             command.ack(step=step + 1, message=f"{command.name} = {command.value} from step {step + 1}")
-            decision.values[command.name] = float(command.value)  # the other ranks' copies of the tunable
+            decision.values[str(command.name)] = float(command.value)  # the other ranks' copies of the tunable
         else:
             command.refuse(f"this trainer takes no {kind} {command.name or ''}".rstrip(), step=step)
 

@@ -24,10 +24,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from runcast.ranks import torch_ranks
 from runcast.train import checkpoint as ckpt
 from runcast.train import loop
 from runcast.train.config import TrainConfig, get_lr, merge_resumed_config
-from runcast.ranks import torch_ranks
 from runcast.train.control import Control, restored_scale
 from runcast.train.data import Corpus, Sampler, build_corpus, mix_at, parse_mix
 from runcast.train.loop import Training
