@@ -6,6 +6,11 @@ Trainer that did not opt in refuses with "this run does not take commands"."""
 
 from __future__ import annotations
 
+import json
+import os
+import socket
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -20,6 +25,8 @@ from runcast.commands import NOT_TAKEN, Command
 from runcast.integrations._commands import StepCommands
 from runcast_server.core.auth import create_token
 
+from commands.team import deliver, listed
+
 pytestmark = pytest.mark.slow
 API = "/api/v1"
 LR = 1e-3
@@ -32,29 +39,10 @@ def tokens(client: Any, db: Any) -> dict[str, str]:
                 "team": create_token(session, "pp", label="ops", scopes=["team"])}
 
 
-def _listed(url: str, run: str) -> dict[str, dict[str, Any]]:
-    return {c["command"]: c for c in httpx.get(f"{url}{API}/runs/{run}/commands").json()["commands"]}
-
-
-def _deliver(url: str, token: str, run: Any, body: dict[str, Any]) -> str:
-    """Send a command as the team and wait until the trainer's SDK holds it (the next step boundary takes it)."""
-    run.flush()  # the tunables the callback declared at train start are on the server
-    res = httpx.post(f"{url}{API}/runs/{run.id}/commands", json={"reason": "because", **body},
-                     headers={"Authorization": f"Bearer {token}"})
-    assert res.status_code == 201, res.text
-    uid: str = res.json()["command"]
-    deadline = time.monotonic() + 20
-    while _listed(url, run.id)[uid]["state"] == "pending":
-        assert time.monotonic() < deadline, "never delivered"
-        time.sleep(0.05)
-    run.flush()  # the answer that carried it was handled before this flush is served
-    return uid
-
-
 def _acked(url: str, run: str, sent: dict[int, str]) -> dict[str, tuple[int, str]]:
     """kind -> (step, message) of each command sent, all of them applied."""
-    listed = _listed(url, run)
-    entries = [listed[uid] for uid in sent.values()]
+    commands = listed(url, run)
+    entries = [commands[uid] for uid in sent.values()]
     assert [(e["state"], e["outcome"]) for e in entries] == [("acknowledged", "applied")] * len(sent), entries
     return {e["kind"]: (e["step"], e["message"]) for e in entries}
 
@@ -106,15 +94,15 @@ def test_hf_trainer_takes_set_checkpoint_and_stop_at_the_acknowledged_steps(
         class Team(transformers.TrainerCallback):  # before Runcast's: its on_step_end takes what this sent
             def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
                 if state.global_step in plan:
-                    sent[state.global_step] = _deliver(server.url, tokens["team"], run, plan[state.global_step])
+                    sent[state.global_step] = deliver(server.url, tokens["team"], run, plan[state.global_step])
 
         trainer = _hf(tmp_path, [Team(), RuncastCallback(commands=True)])
         trainer.train()  # returns: stop ends the loop
-        # Each is taken at the first step boundary after the SDK holds it (the step it was sent at, unless
-        # an answer was slow): the acknowledgements name the steps, the record must agree with them.
+        run.flush()  # the acknowledgements, queued at the save
+        # Each is taken at the boundary of the step it was sent at (the SDK held it before that boundary).
         acked = _acked(server.url, run.id, sent)
         last = trainer.state.global_step
-        assert acked["set"][0] >= 4 and acked["checkpoint"][0] >= 5 and 8 <= acked["stop"][0] == last < 30
+        assert (acked["set"][0], acked["checkpoint"][0], acked["stop"][0], last) == (4, 5, 8, 8)
         assert f"checkpoint-{last}" in acked["stop"][1] and f"checkpoint-{acked['checkpoint'][0]}" in acked["checkpoint"][1]
         assert {p.name for p in (tmp_path / "hf").glob("checkpoint-*")} == {
             f"checkpoint-{acked['checkpoint'][0]}", f"checkpoint-{last}"}
@@ -134,7 +122,7 @@ def test_hf_trainer_takes_set_checkpoint_and_stop_at_the_acknowledged_steps(
         run.finish()
         back = _acked(server.url, run.id, sent)["set"][0]
         lr = _series(server.url, run.id, "lr")
-        assert back > last + 1 and sorted(lr) == list(range(1, last + 7))
+        assert back == last + 2 and sorted(lr) == list(range(1, last + 7))
         assert all(lr[s] == pytest.approx(LR / 2 if s < back else LR) for s in range(last + 1, last + 7)), lr
 
 
@@ -149,13 +137,13 @@ def test_hf_trainer_that_did_not_opt_in_refuses(client: Any, tokens: dict[str, s
         class Team(transformers.TrainerCallback):
             def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
                 if state.global_step == 2:
-                    sent.append(_deliver(server.url, tokens["team"], run, {"kind": "stop"}))
+                    sent.append(deliver(server.url, tokens["team"], run, {"kind": "stop"}))
 
         trainer = _hf(tmp_path, [Team(), RuncastCallback()], max_steps=6)
         trainer.train()
         assert trainer.state.global_step == 6  # not stopped
         run.finish()
-        entry = _listed(server.url, run.id)[sent[0]]
+        entry = listed(server.url, run.id)[sent[0]]
         assert (entry["state"], entry["outcome"], entry["message"]) == ("acknowledged", "refused", NOT_TAKEN)
 
 
@@ -188,19 +176,19 @@ def test_lightning_takes_set_checkpoint_and_stop(client: Any, tokens: dict[str, 
     class Team(L.Callback):  # before RuncastCommands: its on_train_batch_end takes what this sent
         def on_train_batch_end(self, trainer: Any, *args: Any) -> None:
             if trainer.global_step in plan:
-                sent[trainer.global_step] = _deliver(server.url, tokens["team"], run, plan[trainer.global_step])
+                sent[trainer.global_step] = deliver(server.url, tokens["team"], run, plan[trainer.global_step])
             if trainer.global_step == 6:
                 threading.Thread(target=resume_later, args=(trainer, sent[6]), daemon=True).start()
 
     def resume_later(trainer: Any, pause: str) -> None:
         """The team resumes a second after the pause was acknowledged, having seen the trainer hold."""
         deadline = time.monotonic() + 20
-        while _listed(server.url, run.id)[pause]["state"] != "acknowledged" and time.monotonic() < deadline:
+        while listed(server.url, run.id)[pause]["state"] != "acknowledged" and time.monotonic() < deadline:
             time.sleep(0.05)
         at = trainer.global_step
         time.sleep(1.0)
         held.extend([at, trainer.global_step])
-        sent[-1] = _deliver(server.url, tokens["team"], run, {"kind": "resume"})
+        sent[-1] = deliver(server.url, tokens["team"], run, {"kind": "resume"})
 
     data = torch.utils.data.TensorDataset(torch.randn(128, 4), torch.randn(128, 1))
 
@@ -217,9 +205,10 @@ def test_lightning_takes_set_checkpoint_and_stop(client: Any, tokens: dict[str, 
     with LiveServer(client.app) as server:
         run = _open(server.url, tokens["ingest"], tmp_path)
         trainer = fit(40)
+        run.flush()  # the acknowledgements, queued at the save
         acked = _acked(server.url, run.id, sent)
         last = trainer.global_step
-        assert acked["set"][0] >= 4 and acked["checkpoint"][0] >= 5 and 8 <= acked["stop"][0] == last < 40
+        assert (acked["set"][0], acked["checkpoint"][0], acked["stop"][0], last) == (4, 5, 8, 8)
         assert held[0] == held[1] == acked["pause"][0] == acked["resume"][0]  # no step while paused
         names = {f"commanded-step={acked['checkpoint'][0]}.ckpt", f"commanded-step={last}.ckpt"}
         assert {p.name for p in (tmp_path / "checkpoints").iterdir()} == names
@@ -239,36 +228,50 @@ def test_lightning_takes_set_checkpoint_and_stop(client: Any, tokens: dict[str, 
         fit(last + 6, ckpt_path=str(tmp_path / "checkpoints" / f"commanded-step={last}.ckpt"))
         run.finish()
         half = _acked(server.url, run.id, sent)["set"][0]
-        assert half > last + 1 and sorted(used) == list(range(last + 1, last + 7))
+        assert half == last + 2 and sorted(used) == list(range(last + 1, last + 7))
         for step, lr in used.items():
             assert lr == pytest.approx(schedule(step) * (0.25 if step < half else 0.5)), (step, used)
 
 
-def test_several_ranks_do_not_opt_in_and_refuse(client: Any, tokens: dict[str, str], tmp_path: Path) -> None:
-    pytest.importorskip("transformers")
-    pytest.importorskip("lightning")
-    from runcast.integrations.lightning import RuncastCommands
-    from runcast.integrations.transformers import RuncastCallback
+WORKER = Path(__file__).with_name("two_ranks.py")
+STOP, HALVE = {"kind": "stop"}, {"kind": "set", "name": "lr_scale", "value": 0.5}
 
-    class Args:  # rank 0 of a two-process world, as the Trainer's arguments and Lightning's trainer say it
-        output_dir, world_size, global_rank, global_step, loggers = str(tmp_path), 2, 0, 0, []
 
-    class State:
-        is_world_process_zero, global_step = True, 0
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
 
+
+@pytest.mark.parametrize(("framework", "command"), [("hf", STOP), ("lightning", STOP), ("hf", HALVE)],
+                         ids=["hf-stop", "lightning-stop", "hf-set"])
+def test_two_ranks_act_at_the_same_step(framework: str, command: dict[str, Any], client: Any,
+                                        tokens: dict[str, str], tmp_path: Path) -> None:
+    """torchrun, 2 processes over gloo: rank 0 takes the command, both ranks act at the step it names."""
+    pytest.importorskip("transformers" if framework == "hf" else "lightning")
+    torchrun = Path(sys.executable).with_name("torchrun")
     with LiveServer(client.app) as server:
-        for callback in (RuncastCallback, RuncastCommands):
-            run = _open(server.url, tokens["ingest"], tmp_path)
-            if callback is RuncastCallback:
-                RuncastCallback(run=run, commands=True).on_train_begin(Args(), State(), None)
-            else:
-                RuncastCommands(run=run).on_train_start(Args(), None)
-            run.log({"loss": 1.0}, step=1)
-            uid = _deliver(server.url, tokens["team"], run, {"kind": "checkpoint"})
-            run.flush()  # the refusal
-            entry = _listed(server.url, run.id)[uid]
-            run.finish()
-            assert (entry["state"], entry["outcome"], entry["message"]) == ("acknowledged", "refused", NOT_TAKEN)
+        env = {**os.environ, "RUNCAST_SERVER": server.url, "RUNCAST_TOKEN": tokens["ingest"],
+               "TEAM_TOKEN": tokens["team"], "TEAM_COMMAND": json.dumps(command), "OMP_NUM_THREADS": "1",
+               "RUNCAST_SPOOL_DIR": str(tmp_path / "spool"), "RUNCAST_SYSTEM_INTERVAL": "off"}
+        done = subprocess.run([str(torchrun), "--nproc_per_node", "2", "--master_addr", "127.0.0.1", "--master_port",
+                               str(_free_port()), str(WORKER), framework, str(tmp_path)],
+                              env=env, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+        sent = json.loads((tmp_path / "sent.json").read_text())
+        entry = listed(server.url, sent["run"])[sent["command"]]
+    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
+    assert (entry["state"], entry["outcome"]) == ("acknowledged", "applied"), entry
+    if command is STOP:  # both ranks stopped at the step acknowledged, after the framework's save of it
+        assert [r["step"] for r in ranks] == [entry["step"]] * 2 == [3] * 2
+        saved = tmp_path / ("hf/checkpoint-3" if framework == "hf" else "checkpoints/commanded-step=3.ckpt")
+        assert saved.exists() and str(saved.name) in entry["message"]
+    else:  # both ranks ran to the end, at half the rate from the acknowledged step on
+        assert entry["step"] == 4 and [r["step"] for r in ranks] == [40, 40]
+        for r in ranks:
+            lr = {int(s): v for s, v in r["lr"].items()}
+            assert all(lr[s] == pytest.approx(1e-3 if s < 4 else 5e-4) for s in range(1, 41)), lr
 
 
 class _Run:
@@ -299,7 +302,9 @@ class _Run:
         self.waiting.append(Command(id=kind, kind=kind, reason="", sender="ops", _answer=answer, **fields))
 
 
-def test_unknown_kinds_are_refused_pause_holds_and_several_ranks_do_not_opt_in() -> None:
+def test_unknown_kinds_are_refused_and_pause_holds_until_resume() -> None:
+    from runcast.ranks import One, boundary
+
     run = _Run()
     slept: list[float] = []
 
@@ -310,21 +315,21 @@ def test_unknown_kinds_are_refused_pause_holds_and_several_ranks_do_not_opt_in()
         if len(slept) == 3:
             run.send("resume")
 
-    commands = StepCommands(run, world_size=1, sleep=sleep)
+    commands = StepCommands(run, sleep=sleep)
     run.send("rewind")
     run.send("set", name="dropout", value=0.1)
     run.send("pause")
-    decision = commands.at_step(4)  # held until the checkpoint asked for while paused
-    assert decision.save and not decision.stop and commands.paused
+    acted: list[Any] = []
+    decision = boundary(One(), lambda: commands.decide(4), acted.append, commands.sleep, until_save=True)
+    assert decision.save and decision.hold and not decision.stop  # held until the checkpoint asked for while paused
     commands.saved(4, "ckpt-4")
-    decision = commands.at_step(4)  # the framework holds again after saving, until resume
-    assert not decision.save and not commands.paused
+    decision = boundary(One(), lambda: commands.decide(4), acted.append, commands.sleep, until_save=True)
+    assert not decision.save and not decision.hold and not commands.paused  # held again after saving, until resume
+    assert [d.hold for d in acted] == [True] * 4 + [False] and len(slept) == 3
     assert [(k, s, o) for k, s, o, _ in run.answers] == [
         ("rewind", 4, "refused"), ("set", 4, "refused"), ("pause", 4, "applied"), ("checkpoint", 4, "applied"),
         ("resume", 4, "applied")]
     assert run.answers[0][3] == "this trainer takes no rewind"
-    ranks = _Run()
-    assert not StepCommands(ranks, world_size=2).active and not hasattr(ranks, "scale")
 
 
 def test_lightning_acts_once_per_optimizer_step_when_gradients_accumulate(tmp_path: Path) -> None:

@@ -108,6 +108,12 @@ class Inbox:
             taken, self._waiting = list(self._waiting), deque()
         return [c for c in taken if c.expires_at > now]
 
+    def assign(self, values: dict[str, float]) -> None:
+        """Declared tunables take these values (on a rank other than 0, as rank 0 acknowledged them)."""
+        for name, value in values.items():
+            if name in self.tunables:
+                self.tunables[name].value = float(value)
+
     def current(self) -> int | None:
         """The run's step (None before the first)."""
         step = self._step()

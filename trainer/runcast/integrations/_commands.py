@@ -1,11 +1,9 @@
 """The team's commands (docs/commands.md) at a framework's step boundary: what the Hugging Face and
-Lightning callbacks share. The framework asks ``at_step`` what to do after each optimizer step
-(save, stop, a new learning-rate scale), saves when told, and reports the save with ``saved``:
-``stop`` and ``checkpoint`` are acknowledged then, at that step, naming the checkpoint.
-
-Only a single process takes commands: with several ranks every rank would have to act at the
-same step, which needs a broadcast the integrations do not make, so such a run does not opt in
-and the SDK refuses every command with "this run does not take commands".
+Lightning callbacks and the reference trainer share. On rank 0 (the only rank whose run receives
+commands) ``decide`` turns what the team sent into a ``Decision`` (save, stop, hold, a new learning-rate
+scale), which ``runcast.ranks.boundary`` hands to every rank, so that all act at the same step; the
+framework saves when told and reports the save with ``saved``: ``stop`` and ``checkpoint`` are
+acknowledged then, once, by rank 0, at that step, naming the checkpoint.
 """
 
 from __future__ import annotations
@@ -13,63 +11,43 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Any, Final
 
 from runcast.commands import TUNABLES_KEY, Command, Tunable
+from runcast.ranks import Decision
 
 log = logging.getLogger("runcast")
 
 LR_SCALE: Final = "lr_scale"
 LR_SCALE_BOUNDS: Final = (0.01, 10.0)
-PAUSE_POLL_S: Final = 0.2
-
-
-@dataclass
-class Decision:
-    """What the framework does at this step boundary: save a checkpoint, stop, rescale the learning rate."""
-
-    save: bool = False
-    stop: bool = False
-    lr_ratio: float | None = None  # multiply the learning rate (and its schedule) by this from the next step
 
 
 class StepCommands:
-    """Takes a run's commands at step boundaries for a framework callback (``at_step``, ``saved``)."""
+    """Takes a run's commands at step boundaries, on rank 0 (``decide``, ``saved``, ``close``)."""
 
-    def __init__(self, run: Any, world_size: int, lr_scale: float = 1.0,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+    def __init__(self, run: Any, lr_scale: float = 1.0, sleep: Callable[[float], None] = time.sleep) -> None:
         self.run, self.sleep = run, sleep
         self.paused = False
         self.stopping = False
         self.saved_step: int | None = None
         self._saving: list[Command] = []  # stop / checkpoint commands acknowledged by the next save
-        self.scale: Tunable | None = None
         self.applied = lr_scale  # the scale the optimizer runs with
-        if world_size > 1:
-            log.warning("runcast: this run has %d ranks: it does not take the team's commands "
-                        "(every rank acting at the same step is not built)", world_size)
-            return
         low, high = LR_SCALE_BOUNDS
         declared = run.tunable(LR_SCALE, lr_scale, min=low, max=high)  # declares it and opts in
-        self.scale = declared if isinstance(declared, Tunable) else None  # None: an offline run
+        self.scale: Tunable | None = declared if isinstance(declared, Tunable) else None  # None: offline
 
     @property
     def active(self) -> bool:
         """This process takes commands."""
         return self.scale is not None
 
-    def at_step(self, step: int) -> Decision:
-        """Handle the commands waiting; while paused, hold here until resume, stop or a checkpoint to save."""
+    def decide(self, step: int) -> Decision:
+        """Handle the commands waiting (without waiting for more): what every rank does at this boundary."""
         decision = Decision()
-        if not self.active:
-            return decision
-        while True:
-            for command in self._take():
-                self._handle(command, step, decision)
-            if decision.stop or decision.save or not self.paused:
-                return decision
-            self.sleep(PAUSE_POLL_S)
+        for command in self._take():
+            self._handle(command, step, decision)
+        decision.hold = self.paused and not decision.stop
+        return decision
 
     def saved(self, step: int, where: str) -> None:
         """The framework saved a checkpoint of ``step`` at ``where``: acknowledge the commands that asked for it."""
@@ -106,9 +84,10 @@ class StepCommands:
             command.ack(step=step + 1, message=f"learning rate x{float(command.value):g} from step {step + 1}")
             ratio = self.scale.value / self.applied
             decision.lr_ratio = ratio * (decision.lr_ratio or 1.0)
-            self.applied = self.scale.value
+            decision.lr_scale = self.applied = self.scale.value
         elif kind == "set" and command.name in (self.run.config.get(TUNABLES_KEY) or {}):
             command.ack(step=step + 1, message=f"{command.name} = {command.value} from step {step + 1}")
+            decision.values[str(command.name)] = float(command.value)  # the other ranks' copies of the tunable
         else:
             command.refuse(f"this trainer takes no {kind} {command.name or ''}".rstrip(), step=step)
 
@@ -118,6 +97,15 @@ class StepCommands:
             return
         self.paused = pause
         command.ack(step=step, message=f"{'paused' if pause else 'resumed'} at step {step}")
+
+
+def follow(values: dict[str, float]) -> None:
+    """On a rank other than 0: the declared tunables the team set at this boundary (``decision.values``) take
+    the values rank 0 acknowledged, in the script's run (``runcast.run``: each rank declared them)."""
+    import runcast
+
+    if values and runcast.run is not None:
+        runcast.run._inbox.assign(values)
 
 
 def rescale(optimizers: Iterable[Any], schedulers: Iterable[Any], ratio: float) -> None:

@@ -21,17 +21,21 @@ is never finished by the logger.
 (docs/commands.md), taken after each optimizer step: ``stop`` saves a checkpoint and sets
 ``trainer.should_stop``, ``checkpoint`` saves one (``trainer.save_checkpoint``, reported to the
 run), ``pause`` holds until ``resume``, ``set lr_scale`` scales the learning rate and its
-schedule from the next step. A single process only: with several ranks every command is refused.
+schedule from the next step. With several ranks, global rank 0 decides and every rank acts at the same
+step (``trainer.strategy.broadcast``).
 """
 
 from __future__ import annotations
 
 import os
 import re
+import time
 from argparse import Namespace
 from typing import TYPE_CHECKING, Any
 
-from ._commands import StepCommands, rescale
+from runcast.ranks import Decision, ObjectRanks, One, Ranks, boundary
+
+from ._commands import StepCommands, follow, rescale
 from ._common import parameter_count, plain, sha256_now, to_number
 
 if TYPE_CHECKING:  # one package's names (the decorator where it is defined); at run time, either
@@ -217,59 +221,70 @@ class RuncastCommands(Callback):
     def __init__(self, run: Any = None, dirpath: str | None = None) -> None:
         super().__init__()
         self.run, self.dirpath = run, dirpath
-        self._commands: StepCommands | None = None
-        self._scale = 1.0  # the scale in force in the checkpoint resumed from
+        self._commands: StepCommands | None = None  # global rank 0's
+        self._ranks: Ranks | None = None  # every rank's, when the run takes commands
+        self._scale = 1.0  # the learning-rate scale in force (restored from a checkpoint)
         self._acted_at = -1  # the global step of the last boundary acted at
 
     def state_dict(self) -> dict[str, Any]:
         """Kept in Lightning's checkpoints: a resumed fit goes on with the learning-rate scale in force."""
-        return {"lr_scale": self._commands.applied if self._commands is not None else self._scale}
+        return {"lr_scale": self._scale}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self._scale = float(state_dict.get("lr_scale", 1.0))
 
     def on_train_start(self, trainer: Any, pl_module: Any) -> None:
-        self._commands, self._acted_at = None, trainer.global_step
-        if trainer.global_rank != 0:
-            return
-        run = self.run or next((lg._start() for lg in trainer.loggers if isinstance(lg, RuncastLogger)), None)
-        if run is None:
-            import runcast
+        self._commands, self._ranks, self._acted_at = None, None, trainer.global_step
+        commands = None
+        if trainer.global_rank == 0:
+            run = self.run or next((lg._start() for lg in trainer.loggers if isinstance(lg, RuncastLogger)), None)
+            if run is None:
+                import runcast
 
-            run = runcast.run if runcast.run is not None and not runcast.run.finished else None
-        if run is None:
-            raise RuntimeError("RuncastCommands needs a run: pass run=, add a RuncastLogger, or call runcast.init()")
-        self.run = run
-        self._commands = StepCommands(run, trainer.world_size, lr_scale=self._scale)
+                run = runcast.run if runcast.run is not None and not runcast.run.finished else None
+            if run is None:
+                raise RuntimeError("RuncastCommands needs a run: pass run=, add a RuncastLogger, or call runcast.init()")
+            self.run = run
+            commands = StepCommands(run, lr_scale=self._scale)
+        ranks: Ranks = One() if trainer.world_size == 1 else ObjectRanks(
+            lambda obj: trainer.strategy.broadcast(obj, src=0))
+        if ranks.flag(commands is not None and commands.active):  # every rank opts in, or none
+            self._commands, self._ranks = commands, ranks
 
     def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
         commands, step = self._commands, trainer.global_step
-        if commands is None or step == self._acted_at:
+        if self._ranks is None or step == self._acted_at:
             return  # a batch that accumulated gradients: no optimizer step since the last boundary
         self._acted_at = step
-        while True:  # once more after a checkpoint asked for while paused
-            decision = commands.at_step(step)
+
+        def apply(decision: Decision) -> None:
             if decision.lr_ratio is not None:
                 rescale(trainer.optimizers, [c.scheduler for c in trainer.lr_scheduler_configs], decision.lr_ratio)
+            if decision.lr_scale is not None:
+                self._scale = decision.lr_scale
+            if commands is None:
+                follow(decision.values)
             if decision.save:
                 self._save(trainer, step)
             if decision.stop:
                 trainer.should_stop = True
-            if decision.stop or not commands.paused:
-                return
+
+        boundary(self._ranks, (lambda: commands.decide(step)) if commands is not None else None, apply,
+                 commands.sleep if commands is not None else time.sleep)
 
     def on_train_end(self, trainer: Any, pl_module: Any) -> None:
         if self._commands is not None:
             self._commands.close(trainer.global_step)
 
     def _save(self, trainer: Any, step: int) -> None:
-        assert self._commands is not None
+        """Every rank: the strategy's save (global rank 0 writes); rank 0 reports it and acknowledges."""
         folder = self.dirpath or getattr(trainer.checkpoint_callback, "dirpath", None) or os.path.join(
             trainer.default_root_dir, "checkpoints")
         path = os.path.join(folder, f"commanded-step={step}.ckpt")
         trainer.save_checkpoint(path)
-        self.run.checkpoint(path, step=step)
-        self._commands.saved(step, path)
+        if self._commands is not None:
+            self.run.checkpoint(path, step=step)
+            self._commands.saved(step, path)
 
 
 def _written(path: str) -> tuple[int, int, int] | None:

@@ -32,11 +32,14 @@ from __future__ import annotations
 import json
 import logging
 import os
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ._commands import StepCommands, rescale
+from runcast.ranks import Decision, Ranks, boundary, torch_ranks
+
+from ._commands import StepCommands, follow, rescale
 from ._common import parameter_count, plain, set_summary, to_number
 from .generation import DEFAULT_SETTINGS, generate_samples, sharded
 
@@ -108,7 +111,8 @@ class RuncastCallback(TrainerCallback):
     ``commands=True``: take the team's commands after each optimizer step (docs/commands.md):
     ``stop`` saves a checkpoint and ends ``train()``, ``checkpoint`` saves one, ``pause`` holds
     until ``resume``, ``set lr_scale`` scales the learning rate and its schedule from the next
-    step; a single process only (with several ranks every command is refused).
+    step. With several ranks, rank 0 decides and every rank acts at the same step (a broadcast over the
+    Trainer's ``torch.distributed`` group).
     """
 
     def __init__(self, project: str = "huggingface", name: str | None = None, run: Any = None, *,
@@ -127,19 +131,33 @@ class RuncastCallback(TrainerCallback):
         self._last_step: dict[str, int] = {}
         self._tokens_at: tuple[float, float] | None = None  # (tokens seen, train_runtime) at the last log
         self.commands = commands
-        self._commands: StepCommands | None = None
+        self._commands: StepCommands | None = None  # rank 0's
+        self._ranks: Ranks | None = None  # every rank's, when the run takes commands
+        self._held = False  # the last decision holds (paused): go on holding after the save it asked for
 
     # -- lifecycle -------------------------------------------------------------------------
 
     def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
-        if not state.is_world_process_zero:
+        if state.is_world_process_zero:
+            self._open(args, state, model)
+        self._commands, self._ranks, self._held = None, None, False
+        if self.commands:
+            self._take_commands(args, state)
+
+    def _take_commands(self, args: Any, state: Any) -> None:
+        """Opt in on every rank, when rank 0's run takes commands (a collective: every rank calls it)."""
+        ranks = torch_ranks(args.world_size)
+        if ranks is None:
+            log.warning("runcast: %d ranks and no torch.distributed process group: this run does not take "
+                        "the team's commands", args.world_size)
             return
-        self._open(args, state, model)
-        self._commands = None
-        if self.commands and self.run is not None:
+        commands = None
+        if state.is_world_process_zero and self.run is not None:
             saved = Path(args.output_dir) / f"checkpoint-{state.global_step}" / RUN_FILE
             scale = json.loads(saved.read_text()).get("lr_scale", 1.0) if state.global_step and saved.exists() else 1.0
-            self._commands = StepCommands(self.run, args.world_size, lr_scale=float(scale))
+            commands = StepCommands(self.run, lr_scale=float(scale))
+        if ranks.flag(commands is not None and commands.active):
+            self._commands, self._ranks = commands, ranks
 
     def _open(self, args: Any, state: Any, model: Any) -> None:
         if self.run is not None and not self._owns_run:
@@ -244,9 +262,8 @@ class RuncastCallback(TrainerCallback):
 
     # -- checkpoints -------------------------------------------------------------------------
 
-    def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        if not state.is_world_process_zero or self.run is None:
-            return
+    def _report_save(self, args: Any, state: Any) -> None:
+        assert self.run is not None
         folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
         if folder.is_dir():
             kept: dict[str, Any] = {"run": self.run.id, "step": state.global_step}
@@ -263,30 +280,42 @@ class RuncastCallback(TrainerCallback):
                 step = int(path.rsplit("-", 1)[-1])
                 self.run.checkpoint(path, step=step, status="pruned")
                 self._reported.discard(path)
-        if self._commands is not None and self._commands.active:
+        if self._commands is not None:
             self._commands.saved(state.global_step, str(folder))
-            if self._commands.paused and not self._commands.stopping:  # a checkpoint asked for while paused
-                self._act(state.global_step, control, kwargs)
+
+    def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if state.is_world_process_zero and self.run is not None:
+            self._report_save(args, state)
+        if self._ranks is not None and self._held:  # a checkpoint asked for while paused: hold again
+            self._act(state.global_step, control, kwargs)
 
     # -- commands ----------------------------------------------------------------------------
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        if self._commands is not None and state.is_world_process_zero:
+        if self._ranks is not None:
             self._act(state.global_step, control, kwargs)
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        if self._commands is not None and state.is_world_process_zero:
+        if self._commands is not None:
             self._commands.close(state.global_step)
 
     def _act(self, step: int, control: Any, kwargs: dict[str, Any]) -> None:
-        """The team's commands at this step boundary, through the Trainer's control flags."""
-        assert self._commands is not None
-        decision = self._commands.at_step(step)
-        if decision.lr_ratio is not None:
-            optimizer, scheduler = kwargs.get("optimizer"), kwargs.get("lr_scheduler")
-            rescale([optimizer] if optimizer is not None else [], [scheduler] if scheduler is not None else [],
-                    decision.lr_ratio)
-        if decision.save:
-            control.should_save = True
-        if decision.stop:
-            control.should_training_stop = True
+        """The team's commands at this step boundary, on every rank, through the Trainer's control flags."""
+        assert self._ranks is not None
+        commands = self._commands
+
+        def apply(decision: Decision) -> None:
+            if decision.lr_ratio is not None:
+                optimizer, scheduler = kwargs.get("optimizer"), kwargs.get("lr_scheduler")
+                rescale([optimizer] if optimizer is not None else [], [scheduler] if scheduler is not None else [],
+                        decision.lr_ratio)
+            if commands is None:
+                follow(decision.values)
+            if decision.save:
+                control.should_save = True
+            if decision.stop:
+                control.should_training_stop = True
+
+        decision = boundary(self._ranks, (lambda: commands.decide(step)) if commands is not None else None, apply,
+                            commands.sleep if commands is not None else time.sleep, until_save=True)
+        self._held = decision.hold

@@ -3,96 +3,72 @@
 ``stop`` saves a checkpoint at the current step and ends the run (exit 0); ``checkpoint`` saves one
 now; ``pause`` holds the loop (the SDK's heartbeats go on) until ``resume`` (or ``stop``); ``set
 lr_scale VALUE`` scales the learning-rate schedule from the next logged step on, which is the step
-the acknowledgement names. Only a single process takes commands: with several ranks every rank would
-have to act at the same step, which is not built yet, so such a run refuses them (the SDK's message).
+the acknowledgement names. With several ranks (DeepSpeed) rank 0 decides and every rank acts at the
+same step: each writes its part of the checkpoint, holds, or takes the new scale (``runcast.ranks``).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Any
 
-from runcast.commands import Command, Tunable
+from runcast.integrations._commands import LR_SCALE, StepCommands
+from runcast.ranks import Decision, Ranks, boundary
 from runcast.train import checkpoint as ckpt
 from runcast.train import loop
 from runcast.train.loop import Training
 
-LR_SCALE: Final = "lr_scale"
-LR_SCALE_BOUNDS: Final = (0.01, 10.0)
-PAUSE_POLL_S: Final = 0.2
-
 
 class Control:
-    """Takes the run's commands at step boundaries (``act``); ``t.lr_scale`` follows the tunable."""
+    """Takes the run's commands at step boundaries (``act``, on every rank); ``t.lr_scale`` follows the tunable.
 
-    def __init__(self, t: Training, retention: ckpt.Retention, world_size: int,
+    ``ranks``: how rank 0's decisions reach the others (None: several ranks with nothing to agree
+    through, so the run does not take commands)."""
+
+    def __init__(self, t: Training, retention: ckpt.Retention, ranks: Ranks | None,
                  sleep: Callable[[float], None] = time.sleep) -> None:
-        self.t, self.retention, self.sleep = t, retention, sleep
-        self.scale: Tunable | None = None
-        self.paused = False
+        self.t, self.retention, self.ranks = t, retention, ranks
         self.stopped_at: int | None = None
-        if world_size == 1 and t.master_process:
-            low, high = LR_SCALE_BOUNDS
-            declared = t.run.tunable(LR_SCALE, t.lr_scale, min=low, max=high)
-            self.scale = declared if isinstance(declared, Tunable) else None  # None: offline
+        self.commands: StepCommands | None = None
+        if ranks is None:
+            t.log("several ranks and no process group (train with --deepspeed): the team's commands are refused")
+            return
+        if t.master_process:
+            self.commands = StepCommands(t.run, lr_scale=t.lr_scale, sleep=sleep)
+        if not ranks.flag(self.commands is not None and self.commands.active):  # every rank takes them, or none
+            self.ranks = self.commands = None
 
     def act(self) -> bool:
-        """Handle what the team sent since the last step (waiting while paused); True to stop now."""
-        if self.scale is None:
+        """Handle what the team sent since the last step (holding while paused), on every rank; True to stop now."""
+        if self.ranks is None:
             return False
-        while True:
-            for command in self._take():
-                self._handle(command)
-                if self.stopped_at is not None:
-                    return True
-            if not self.paused:
-                return False
-            self.sleep(PAUSE_POLL_S)
-
-    def _take(self) -> list[Command]:
-        return list(self.t.run.commands() or [])
-
-    def _handle(self, command: Command) -> None:
-        t = self.t
-        if command.kind == "stop":
-            message = self._checkpoint()
+        t, commands = self.t, self.commands
+        if commands is not None:
+            commands.saved_step = t.saved_step  # "already saved" when the loop just saved this step
+        decision = boundary(self.ranks, (lambda: commands.decide(t.step)) if commands is not None else None,
+                            self._apply, commands.sleep if commands is not None else time.sleep)
+        if decision.stop:
             self.stopped_at = t.step
-            command.ack(step=t.step, message=f"{message}; stopping (exit 0)")
-            t.log(f"step {t.step}: stopped by {command.sender} ({command.reason})")
-        elif command.kind == "checkpoint":
-            command.ack(step=t.step, message=self._checkpoint())
-        elif command.kind == "pause":
-            self._pause(command, True)
-        elif command.kind == "resume":
-            self._pause(command, False)
-        elif command.kind == "set" and command.name == LR_SCALE:
-            # The update that the next step logs is the first with the new scale: that is the step acknowledged.
-            command.ack(step=t.step + 1, message=f"learning rate x{float(command.value):g} from step {t.step + 1}")
-            assert self.scale is not None  # act() returns before taking commands without it
-            t.lr_scale = self.scale.value
-            t.log(f"step {t.step}: lr_scale {t.lr_scale:g} from step {t.step + 1} ({command.sender})")
-        else:
-            command.refuse(f"the reference trainer has no {command.kind} {command.name or ''}".rstrip(), step=t.step)
+            t.log(f"step {t.step}: stopped by the team (exit 0)")
+        return decision.stop
 
-    def _pause(self, command: Command, pause: bool) -> None:
+    def _apply(self, decision: Decision) -> None:
         t = self.t
-        if self.paused == pause:
-            command.refuse("already paused" if pause else "not paused", step=t.step)
-            return
-        self.paused = pause
-        command.ack(step=t.step, message=f"{'paused' if pause else 'resumed'} at step {t.step}")
-        t.log(f"step {t.step}: {'paused' if pause else 'resumed'} by {command.sender} ({command.reason})")
+        if decision.lr_scale is not None:
+            t.lr_scale = decision.lr_scale
+            t.log(f"step {t.step}: lr_scale {t.lr_scale:g} from step {t.step + 1}")
+        if decision.save:
+            where = self._checkpoint()
+            if self.commands is not None:
+                self.commands.saved(t.step, where)
 
     def _checkpoint(self) -> str:
-        """A checkpoint of the current step (validated first), unless the loop just saved it."""
+        """A checkpoint of the current step (validated first), on every rank; where it is."""
         t = self.t
-        if t.saved_step == t.step:
-            return f"checkpoint of step {t.step} already saved"
         t.last_val = loop.validate(t)
         t.run.log(t.last_val, step=t.step)
-        loop.save_checkpoint(t, self.retention)
-        return f"checkpoint saved at step {t.step}"
+        return loop.save_checkpoint(t, self.retention)
 
 
 def restored_scale(state: dict[str, Any] | None) -> float:

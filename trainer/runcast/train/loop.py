@@ -139,8 +139,8 @@ def validate(t: Training) -> dict[str, float]:
     return out
 
 
-def save_checkpoint(t: Training, retention: ckpt.Retention) -> None:
-    """Write the checkpoint of this step, report it and its samples, and prune what retention drops."""
+def save_checkpoint(t: Training, retention: ckpt.Retention) -> str:
+    """Write the checkpoint of this step, report it and its samples, and prune what retention drops; its path."""
     cfg = t.cfg
     state = {
         "step": t.step,
@@ -165,13 +165,14 @@ def save_checkpoint(t: Training, retention: ckpt.Retention) -> None:
         size, sha = ckpt.save(path, {**state, "model": t.model.state_dict(), "optimizer": t.optimizer.state_dict()})
     t.saved_step = t.step
     if not t.master_process:
-        return
+        return str(path)
     t.run.checkpoint(str(path), step=t.step, metrics=t.last_val)
     whole = t.engine is None or t.engine.zero_optimization_stage() < 3
     log_checkpoint_outputs(t.run, t.net, t.step, t.last_val, cfg.sample_tokens, cfg.block_size, cfg.seed, whole)
     for gone in retention.add(ckpt.Kept(t.step, str(path), t.last_val["val/loss"], size, sha)):
         t.run.checkpoint(gone.path, step=gone.step, metrics={"val/loss": gone.val_loss}, status="pruned")
         t.log(f"step {t.step}: pruned checkpoint {gone.path}")
+    return str(path)
 
 
 def timed(work: Callable[[], tuple[float, float, dict[str, float]]]) -> tuple[float, float, dict[str, float], float]:

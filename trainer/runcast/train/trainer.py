@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from runcast.ranks import torch_ranks
 from runcast.train import checkpoint as ckpt
 from runcast.train import loop
 from runcast.train.config import TrainConfig, get_lr, merge_resumed_config
@@ -73,7 +74,7 @@ def train(cfg: TrainConfig, run: Any = None, log: Callable[[str], object] = prin
                  out_dir=out_dir, accum=accum, tokens_per_step=cfg.batch_size * cfg.block_size * accum * world_size,
                  master_process=rank == 0, log=log, step=step, lr_scale=restored_scale(resume_state))
     retention = ckpt.Retention(out_dir, cfg.keep_last, cfg.keep_best)
-    control = Control(t, retention, world_size)
+    control = Control(t, retention, torch_ranks(world_size))
     status = "finished"
     try:
         while t.step < cfg.max_steps and not control.act():
