@@ -9,7 +9,11 @@ import json
 from pathlib import Path
 
 import httpx
-from api.test_runs_cli import NOT_FOUND, OK, REFUSED, USAGE, runcast, server  # noqa: F401 (fixture)
+
+from api import test_runs_cli
+from api.test_runs_cli import NOT_FOUND, OK, REFUSED, USAGE, runcast
+
+server = test_runs_cli.server  # the fixture: `runcast serve` on the embedded database
 
 CHART = """We lowered the learning rate.
 
