@@ -109,6 +109,7 @@ def test_an_owner_drafts_edits_previews_and_publishes_and_a_reader_sees_it_live(
         olga.page.click("#report-new summary")
         assert (olga.page.input_value("#report-new-from"), olga.page.input_value("#report-new-to")) == ("0", "29")
         olga.page.fill("#report-new-title", "The first thirty steps")
+        olga.page.locator("#reports-card").screenshot(path=str(_shots(tmp_path) / "report-new-en.png"))
         with olga.page.expect_navigation(url=f"**/runs/{run.id}/reports/1#edit"):
             olga.page.click("#report-new-form button[type=submit]")
         olga.page.wait_for_selector("#report-editor:not([hidden])")
