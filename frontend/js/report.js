@@ -1,11 +1,13 @@
 // The report page (/runs/{id}/reports/{n}, docs/reports.md): the report's sanitized HTML from the
 // API, its live blocks drawn by report-blocks.js and drawn again from fresh data every few seconds
 // while the run is live (the data route applies the run's policy and broadcast delay); its comments
-// below (report/comments.js), read again as often. Its words come from the catalogs (js/i18n.js);
-// the title, prose and names are the team's and the run's.
+// below (report/comments.js), read again as often. The team (the API gives it the Markdown source)
+// also gets the editor (report/editor.js). Its words come from the catalogs (js/i18n.js); the
+// title, prose and names are the team's and the run's.
 import { getJSON } from "./api.js";
 import { loadLanguage, t } from "./i18n.js";
 import { ReportComments } from "./report/comments.js";
+import { ReportEditor } from "./report/editor.js";
 
 const REFRESH_MS = 5000;
 const match = location.pathname.match(/^\/runs\/([^/]+)\/reports\/(\d+)\/?$/);
@@ -18,11 +20,8 @@ function whenPlotly() {
   });
 }
 
-async function main() {
-  if (!match) throw new Error("not a report address");
-  const [, runId, number] = match;
-  const base = `/api/v1/runs/${runId}/reports/${number}`;
-  const report = await getJSON(base);
+/** The report's title, meta line and body (its blocks empty until drawn). */
+function show(report) {
   document.title = t("report.pageTitle", { title: report.title });
   document.getElementById("report-title").textContent = report.title;
   document.getElementById("report-meta").textContent = t("report.meta", {
@@ -30,19 +29,37 @@ async function main() {
     who: report.author ? report.author.display_name : t("comments.theTeam"),
     draft: String(report.state === "draft"),
   });
+  document.getElementById("report-body").innerHTML = report.html; // sanitized by the server (reports/blocks.py: nh3 allow-list)
+}
+
+async function main() {
+  if (!match) throw new Error("not a report address");
+  const [, runId, number] = match;
+  const base = `/api/v1/runs/${runId}/reports/${number}`;
+  let report = await getJSON(base);
+  show(report);
   document.getElementById("report-run").href = `/runs/${runId}`;
   document.getElementById("report-export").href = `${base}/export.html`;
-  const body = document.getElementById("report-body");
-  body.innerHTML = report.html; // sanitized by the server (reports/blocks.py: nh3 allow-list)
   document.getElementById("report").hidden = false;
   status.hidden = true;
   const comments = new ReportComments(runId, number);
   comments.load().catch(() => {});
-  const Plotly = await whenPlotly();
+  const plotly = whenPlotly();
+  const body = document.getElementById("report-body");
   const draw = async () => {
     const data = await getJSON(`${base}/data?version=${report.version}`);
-    window.runcastFillBlocks(body, data.blocks, Plotly, t);
+    window.runcastFillBlocks(body, data.blocks, await plotly, t);
   };
+  if (report.body !== null) { // the team: the Markdown source is theirs to edit
+    const editor = new ReportEditor(runId, number, async () => {
+      report = await getJSON(base);
+      show(report);
+      editor.show(report);
+      await draw();
+    }, plotly);
+    editor.show(report);
+    if (location.hash === "#edit") editor.open();
+  }
   await draw();
   setInterval(() => {
     if (report.blocks.length) draw().catch(() => {});

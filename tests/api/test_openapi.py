@@ -103,6 +103,7 @@ OPERATION_IDS = {
     "GET /api/v1/runs/{run_id}/reports/{number}/data": "get_report_data",
     "GET /api/v1/runs/{run_id}/reports/{number}/export.html": "export_report",
     "GET /api/v1/runs/{run_id}/report-draft": "get_draft",
+    "POST /api/v1/runs/{run_id}/report-preview": "preview_report",
     "GET /badge/runs/{run_id}.svg": "get_run_badge",
     "GET /api/v1/runs/{run_id}/plot.svg": "get_plot_svg", "GET /api/v1/runs/{run_id}/plot.png": "get_plot_png",
 }

@@ -233,7 +233,9 @@ def install_error_handlers(app: FastAPI) -> None:
         if first.get("type") == "json_invalid":  # the body itself, not a field of it
             message = messages(language)("the body is not JSON: {error}", error=first.get("msg", ""))
             return error_response(422, error_body(message, field="body"), VARY)
-        loc = [str(p) for p in first.get("loc", ()) if p not in ("body", "query", "path", "header")]
+        # The location's kind comes first; a field may itself be named "body" (a comment's, a report's).
+        loc = [str(p) for p in first.get("loc", ())]
+        loc = loc[1:] if loc and loc[0] in ("body", "query", "path", "header") else loc
         return error_response(422, error_body(validation_message(first, language), field=".".join(loc) or "request"),
                               VARY)
 

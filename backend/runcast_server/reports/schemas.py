@@ -69,6 +69,18 @@ class ReportData(BaseModel):
     blocks: list[dict[str, Any]] = Field(description="Each live block with its data under the reader's policy.")
 
 
+class ReportPreviewIn(BaseModel):
+    """Markdown to render as a report would be, unsaved (the editor's live preview)."""
+
+    body: str = Field(min_length=1, max_length=MAX_BODY, description="Markdown with live blocks (docs/reports.md).")
+
+
+class ReportPreviewOut(BaseModel):
+    run: str
+    html: str = Field(description="Sanitized HTML, as a saved report's: each live block an empty div.runcast-block.")
+    blocks: list[dict[str, Any]] = Field(description="Each live block with its data, as the team reads it.")
+
+
 class DraftOut(BaseModel):
     run: str
     from_step: int

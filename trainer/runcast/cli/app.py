@@ -19,6 +19,7 @@ from runcast.cli.eval_cmd import eval_app
 from runcast.cli.plot import plot_command
 from runcast.cli.plugins import register_plugins
 from runcast.cli.replay import replay_command
+from runcast.cli.reports import reports_app
 from runcast.cli.run_commands import VERBS as COMMAND_VERBS
 from runcast.cli.runs import runs_app
 from runcast.cli.tokens import token_app
@@ -58,6 +59,7 @@ app.command("plot")(plot_command)
 for _name, _command in COMMAND_VERBS.items():  # commands to the live trainer (docs/commands.md)
     runs_app.command(_name)(_command)
 app.add_typer(runs_app, name="runs")
+app.add_typer(reports_app, name="reports")  # training reports (docs/reports.md)
 app.add_typer(token_app, name="token")  # the server's plugin adds `token create`
 # Evaluations of runs: an evaluation harness's results imported as the run's scores (docs/import.md).
 app.add_typer(eval_app, name="eval")

@@ -20,7 +20,7 @@ from runcast.cli import sdk
 from runcast.cli.failures import debug_wanted, guarded
 
 EXTRA_OF: Final = {
-    "train": "trainer", "replay": "cli", "estimate": "cli", "plot": "cli", "runs": "cli", "token": "cli", "eval": "cli",
+    "train": "trainer", "replay": "cli", "estimate": "cli", "plot": "cli", "runs": "cli", "reports": "cli", "token": "cli", "eval": "cli",
     "serve": "server", "worker": "server", "demo": "server", "db": "server",
     "storage": "server", "quarantine": "server",
 }  # fmt: skip

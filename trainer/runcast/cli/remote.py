@@ -52,7 +52,8 @@ class Api:
     def __exit__(self, *exc: object) -> None:
         self._http.close()
 
-    def call(self, method: str, path: str, **kwargs: Any) -> Any:
+    def fetch(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        """The server's answer to a request that succeeded (any media type)."""
         try:
             response = self._http.request(method, path, **kwargs)
         except httpx.HTTPError as exc:
@@ -60,7 +61,11 @@ class Api:
             raise typer.Exit(EXIT_FAILED) from exc
         if response.status_code >= 400:
             fail(response)
-        return response.json()
+        return response
+
+    def call(self, method: str, path: str, **kwargs: Any) -> Any:
+        """The JSON answer to a request that succeeded."""
+        return self.fetch(method, path, **kwargs).json()
 
 
 def print_json(value: Any) -> None:

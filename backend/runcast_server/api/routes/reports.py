@@ -33,6 +33,8 @@ from runcast_server.reports.schemas import (
     DraftOut,
     PublishIn,
     ReportData,
+    ReportPreviewIn,
+    ReportPreviewOut,
     ReportSummary,
     ReportVersionList,
     ReportVersionOut,
@@ -243,6 +245,16 @@ def export_report(request: Request, session: SessionDep, reader: ReaderDep, numb
     name = f"{run.name}-report-{report.number}.html".replace('"', "")
     return Response(body, media_type="text/html; charset=utf-8",
                     headers={"Content-Disposition": f'attachment; filename="{name}"'})
+
+
+@router.post("/runs/{run_id}/report-preview", response_model=ReportPreviewOut, responses=ERRORS)
+def preview_report(session: SessionDep, writer: WriterDep, body: ReportPreviewIn) -> ReportPreviewOut:
+    """Markdown rendered as a saved report is, by the same renderer and sanitizer, with its live blocks'
+    data; nothing is written (the team: the editor's live preview; 422 naming ``body`` for a bad block)."""
+    caller, run = writer
+    rendered = render(body.body)
+    view = view_for(session, run, caller.reader)
+    return ReportPreviewOut(run=run.id, html=rendered.html, blocks=report_data(session, run, view, rendered.blocks))
 
 
 @router.get("/runs/{run_id}/report-draft", response_model=DraftOut, responses=ERRORS)
