@@ -4,12 +4,16 @@
 
 Each repeat starts a fresh embedded ``runcast serve`` (its own data dir) with the code of
 one checkout (``PYTHONPATH`` = its trainer, backend and tests), then logs ``--steps``
-steps x 7 floats in a tight loop with the SDK (default batch size) and calls
-``finish()``. With several ``--checkout``, each round runs them in turn, so a change in
-the machine's load hits every arm alike. Printed per repeat: points/s from the first
-``log()`` to ``finish()`` returning (every point is then stored: the embedded API stores
-a batch before its 202; the stored count is checked exactly), the wait inside
-``finish()``, the server's and the SDK process's CPU µs per point, and the load average.
+steps x ``--keys`` floats (7 by default) in a tight loop with the SDK (default batch size,
+a queue larger than the run, system metrics off), calls ``finish()`` and reads every point
+back through the API (the run's Parquet export, rows counted). With several ``--checkout``,
+each round runs them in turn, so a change in the machine's load hits every arm alike.
+Printed per repeat: points/s from the first ``log()`` to ``finish()`` returning (every point
+is then stored: the embedded API stores a batch before its 202; the stored and the read
+counts are checked), the log loop, ``finish()``, the time until every point was read after
+it, the total, the server's and the SDK process's CPU µs per point, and the load average.
+
+    .venv/bin/python bench/embedded_ingest.py --checkout . --rounds 1 --steps 1000000 --keys 1
 """
 
 from __future__ import annotations
