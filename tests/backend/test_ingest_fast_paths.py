@@ -129,3 +129,18 @@ def test_checks_on_locked_rows_reject_like_check_batch(engine: Engine, project_i
             store(engine, pid, batch)
         assert (exc.value.field, exc.value.index) == (field, index)
     assert counts(engine) == before
+
+
+def test_a_batch_half_stored_stores_the_other_half_once(engine: Engine, project_id: int) -> None:
+    """A resent batch that grew meanwhile (the SDK's retry after a timeout, then more steps): the
+    stored half changes nothing, the new half is stored once, rollups and series as if sent once."""
+    run = "run_fast_half_stored"
+    keys = ["loss", "lr"]
+    store(engine, project_id, [started(run=run, seq=0)])
+    first = [metrics(step, {k: value(k, step) for k in keys}, run=run, seq=step + 1) for step in range(0, 100)]
+    grown = [metrics(step, {k: value(k, step) for k in keys}, run=run, seq=step + 1) for step in range(50, 150)]
+    store(engine, project_id, first)
+    result = store(engine, project_id, grown)
+    assert result.points_inserted == 50 * len(keys)
+    store(engine, project_id, grown)  # and once more, whole: nothing new
+    check_against_brute_force(engine, run, {(k, s): value(k, s) for s in range(150) for k in keys})

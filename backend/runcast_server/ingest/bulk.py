@@ -80,6 +80,11 @@ def append_rows(conn: Connection, table: str, names: Sequence[str], pg_types: Se
         lite.close()
 
 
+def sqlite_cursor(conn: Connection) -> sqlite3.Cursor:
+    """A cursor of the driver's own connection under ``conn`` (SQLite): reads without a SQLAlchemy row per result."""
+    return _driver(conn, sqlite3.Connection).cursor()
+
+
 def _driver(conn: Connection, kind: type[D]) -> D:
     """The driver's own connection under ``conn`` (psycopg's for COPY and binary arrays,
     sqlite3's for ``executemany`` over an iterable), checked to be of ``kind``."""

@@ -4,6 +4,7 @@ training thread never reads a device tensor, hashes or copies a checkpoint."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from math import isfinite
 from typing import Any
 
 from .. import checkpoint_files
@@ -18,9 +19,12 @@ def to_wire(item: Item, run: str, segment: str, stop: Callable[[], bool]) -> dic
     ``stop()``: the run is out of time (a checkpoint's copy or hash gives up)."""
     seq, kind, ts, step, body = item
     if kind == "metrics":
-        values = {key: encode_value(value) for key, value in read_deferred(body).items()}
+        values = read_deferred(body)
         if not values:
             return None
+        # All finite (their sum is: the usual case): the floats go as they are, no call per value.
+        if not isfinite(sum(values.values())):
+            values = {key: encode_value(value) for key, value in values.items()}
         body = {"step": step, "values": values}
     elif kind == "checkpoint":
         body = checkpoint_files.prepare(body, stop)
