@@ -63,19 +63,38 @@ export class ControlCard {
     this.confirming = false;
     this.values = new Map(); // what is typed in each tunable's box, kept across re-renders
     this.card = null;
-    this.error = "";
   }
 
-  /** Put the card at the top of the side column and read the run's commands. */
+  /** Put the card at the top of the side column and read the run's commands. The card's
+   * elements are made once; `render` updates them in place (a live run re-renders often). */
   mount() {
     const side = document.querySelector("aside.side");
     if (!side || this.card) return;
     this.reason = el("input", { id: "control-reason", type: "text", maxlength: String(MAX_REASON_CHARS), required: true,
       autocomplete: "off", placeholder: t("commands.reasonHint") });
+    this.closedNote = el("p", { className: "note", id: "control-closed", hidden: true });
+    this.stopButton = el("button", { type: "button", id: "control-stop", className: "danger", text: t("commands.stop"),
+      onclick: () => this.askStop() });
+    this.checkpointButton = el("button", { type: "button", id: "control-checkpoint", text: t("commands.checkpoint"),
+      onclick: () => this.send({ kind: "checkpoint" }) });
+    this.pauseButton = el("button", { type: "button", id: "control-pause", text: t("commands.pause"),
+      onclick: () => this.send({ kind: isPaused(this.commands) ? "resume" : "pause" }) });
+    this.confirmBox = el("div", { className: "control-confirm", id: "control-confirm", role: "alertdialog", hidden: true,
+      "aria-labelledby": "control-confirm-text" },
+      el("p", { id: "control-confirm-text", text: t("commands.confirmStop") }),
+      el("button", { type: "button", id: "control-stop-confirm", className: "danger", text: t("commands.confirmStopButton"),
+        onclick: () => { this.confirming = false; this.render(); this.send({ kind: "stop" }); } }),
+      " ",
+      el("button", { type: "button", id: "control-stop-cancel", text: t("comments.cancel"),
+        onclick: () => { this.confirming = false; this.render(); } }));
+    this.tunablesHost = el("div", { id: "control-tunables-host" });
+    this.errorLine = el("p", { className: "error", id: "control-error", role: "alert" });
+    this.listHost = el("div", { id: "control-list" });
     this.card = el("section", { className: "card control-card", id: "control-card", "aria-labelledby": "control-title" },
-      el("h2", { id: "control-title", text: t("commands.title") }));
-    this.body = el("div", { id: "control-body" });
-    this.card.append(this.body);
+      el("h2", { id: "control-title", text: t("commands.title") }), this.closedNote,
+      el("label", { className: "control-reason", for: "control-reason" }, t("commands.reason")), this.reason,
+      el("div", { className: "control-actions" }, this.stopButton, this.checkpointButton, this.pauseButton),
+      this.confirmBox, this.tunablesHost, this.errorLine, el("h3", { text: t("commands.sent") }), this.listHost);
     side.prepend(this.card);
     this.render();
     this.load();
@@ -105,43 +124,33 @@ export class ControlCard {
   }
 
   setError(text) {
-    this.error = text;
-    const p = document.getElementById("control-error");
-    if (p) p.textContent = text;
+    if (this.errorLine) this.errorLine.textContent = text;
   }
 
   render() {
     if (!this.card) return;
-    const typing = document.activeElement && this.card.contains(document.activeElement) ? document.activeElement.id : null;
     const closed = this.closedBecause();
     const off = closed !== null;
-    const parts = [];
-    if (closed) parts.push(el("p", { className: "note", id: "control-closed", text: closed }));
-    parts.push(el("label", { className: "control-reason", for: "control-reason" }, t("commands.reason")), this.reason);
-    this.reason.disabled = off;
-    const paused = isPaused(this.commands);
-    parts.push(el("div", { className: "control-actions" },
-      el("button", { type: "button", id: "control-stop", className: "danger", disabled: off, text: t("commands.stop"),
-        onclick: () => this.askStop() }),
-      el("button", { type: "button", id: "control-checkpoint", disabled: off, text: t("commands.checkpoint"),
-        onclick: () => this.send({ kind: "checkpoint" }) }),
-      el("button", { type: "button", id: "control-pause", disabled: off, text: t(paused ? "commands.resume" : "commands.pause"),
-        onclick: () => this.send({ kind: paused ? "resume" : "pause" }) })));
-    if (this.confirming && !off) {
-      parts.push(el("div", { className: "control-confirm", id: "control-confirm", role: "alertdialog", "aria-labelledby": "control-confirm-text" },
-        el("p", { id: "control-confirm-text", text: t("commands.confirmStop") }),
-        el("button", { type: "button", id: "control-stop-confirm", className: "danger", text: t("commands.confirmStopButton"),
-          onclick: () => { this.confirming = false; this.send({ kind: "stop" }); } }),
-        el("button", { type: "button", id: "control-stop-cancel", text: t("comments.cancel"),
-          onclick: () => { this.confirming = false; this.render(); } })));
-    }
+    this.closedNote.textContent = closed || "";
+    this.closedNote.hidden = !off;
+    for (const b of [this.reason, this.stopButton, this.checkpointButton, this.pauseButton]) b.disabled = off;
+    const pause = t(isPaused(this.commands) ? "commands.resume" : "commands.pause");
+    if (this.pauseButton.textContent !== pause) this.pauseButton.textContent = pause;
+    this.confirmBox.hidden = !(this.confirming && !off);
     const tunables = tunablesOf(this.page.detail, this.commands);
-    if (tunables.length) parts.push(this.tunableTable(tunables, off));
-    parts.push(el("p", { className: "error", id: "control-error", role: "alert", text: this.error }));
-    parts.push(el("h3", { text: t("commands.sent") }), this.list());
-    this.body.replaceChildren(...parts);
-    const again = typing ? document.getElementById(typing) : null;
-    if (again) again.focus();
+    const shape = JSON.stringify([tunables, off]);
+    if (shape !== this.tunablesShape) { // rebuilt only when it changed: a box being typed in stays
+      this.tunablesShape = shape;
+      const typing = document.activeElement && this.tunablesHost.contains(document.activeElement) ? document.activeElement.id : null;
+      this.tunablesHost.replaceChildren(...(tunables.length ? [this.tunableTable(tunables, off)] : []));
+      const again = typing ? document.getElementById(typing) : null;
+      if (again) again.focus();
+    }
+    const listed = JSON.stringify(this.commands);
+    if (listed !== this.listed) {
+      this.listed = listed;
+      this.listHost.replaceChildren(this.list());
+    }
   }
 
   tunableTable(tunables, off) {
@@ -155,14 +164,13 @@ export class ControlCard {
         el("th", { scope: "row" }, el("code", { text: tb.name, "data-user": true })),
         el("td", { className: "num control-current", text: formatValue(tb.value) }),
         el("td", { className: "control-bounds", text: bounds }),
-        el("td", {}, box),
-        el("td", {}, el("button", { type: "button", id: "control-set-button-" + tb.name, disabled: off, text: t("commands.set"),
-          onclick: () => this.set(tb, box) })));
+        el("td", { className: "control-set" }, box, " ", el("button", { type: "button", id: "control-set-button-" + tb.name,
+          disabled: off, text: t("commands.set"), onclick: () => this.set(tb, box) })));
     });
-    return el("table", { className: "control-tunables", id: "control-tunables" },
-      el("thead", {}, el("tr", {}, ...["tunable", "current", "bounds", "newValueHead", "action"].map((k) =>
+    return el("div", { className: "control-tunables-wrap" }, el("table", { className: "control-tunables", id: "control-tunables" },
+      el("thead", {}, el("tr", {}, ...["tunable", "current", "bounds", "newValueHead"].map((k) =>
         el("th", { scope: "col", text: t("commands.column." + k) })))),
-      el("tbody", {}, ...rows));
+      el("tbody", {}, ...rows)));
   }
 
   list() {
@@ -190,6 +198,7 @@ export class ControlCard {
 
   askStop() {
     if (this.takeReason() === null) return;
+    this.setError("");
     this.confirming = true;
     this.render();
     document.getElementById("control-stop-confirm").focus();
