@@ -33,7 +33,7 @@ MARKERS = """() => (document.getElementById('chart-main').data || []).filter(t =
 
 
 class Trainer:
-    """A training loop in a thread: logs a step every 50 ms (lr = 0.1 * lr_scale), takes commands at
+    """A training loop in a thread: logs a step every 100 ms (lr = 0.1 * lr_scale), takes commands at
     each step boundary: ``stop`` is acknowledged and ends the loop (then ``run.finish()``), ``set``
     is acknowledged (the tunable takes the value), anything else is refused."""
 
@@ -49,7 +49,7 @@ class Trainer:
         assert self.started.wait(20)
 
     def _loop(self) -> None:
-        for step in range(1, 6000):
+        for step in range(1, 6000):  # at most ten minutes
             self.step = step
             self.run.log({"train/loss": 2.0 / (1 + step / 50), "lr": 0.1 * self.scale.value}, step=step)
             if step == 20:
@@ -66,13 +66,14 @@ class Trainer:
                     self.acked[cmd.id] = step
                 else:
                     cmd.refuse(f"{cmd.kind} is not supported by this script", step=step)
-            time.sleep(0.05)
+            time.sleep(0.1)
 
 
 def _browser_as(browser: Any, server: LiveServer, name: str | None, locale: str = "en-US") -> Any:
     """A page in a context of its own, signed in as ``name`` (a local account) or anonymous."""
     context = browser.new_context(viewport={"width": 1280, "height": 1000}, locale=locale)
     page = context.new_page()
+    page.set_default_timeout(90000)  # a loaded machine: the page draws a live run while it is driven
     page.errors = []
     page.on("pageerror", lambda e: page.errors.append(str(e)))
     page.on("console", lambda m: m.type == "error" and "Failed to load resource" not in m.text and page.errors.append(m.text))
