@@ -3,9 +3,11 @@
 import { lang } from "./i18n.js";
 
 export class ApiError extends Error {
-  constructor(status, message) {
+  /** `field`: what the error body names (`{"error": {"field"}}`), or null. */
+  constructor(status, message, field = null) {
     super(message);
     this.status = status;
+    this.field = field;
   }
 }
 
@@ -37,7 +39,7 @@ export async function getJSON(url, options = {}) {
   }
   if (!response.ok) {
     const message = (body && body.error && body.error.message) || response.statusText || "request failed";
-    throw new ApiError(response.status, message);
+    throw new ApiError(response.status, message, (body && body.error && body.error.field) || null);
   }
   return body;
 }

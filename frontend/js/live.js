@@ -21,15 +21,17 @@ export class LiveStream {
    * onComments(message): {run, comment, change} (`event: comments`, outside the versions: it
    *   neither moves the resume point nor takes part in the batch/reset order).
    * onReports(message): {run, report, change} (`event: reports`, outside the versions as comments').
+   * onCommands(message): {run, command, change} (`event: commands`, outside the versions as comments').
    */
-  constructor(runId, { onBatch, onReset, onState = () => {}, onComments = () => {}, onReports = () => {} },
-    prefetch = null) {
+  constructor(runId, { onBatch, onReset, onState = () => {}, onComments = () => {}, onReports = () => {},
+    onCommands = () => {} }, prefetch = null) {
     this.url = "/api/v1/runs/" + encodeURIComponent(runId) + "/stream";
     this.onBatch = onBatch;
     this.onReset = onReset;
     this.onState = onState;
     this.onComments = onComments;
     this.onReports = onReports;
+    this.onCommands = onCommands;
     this.prefetch = prefetch;
     this.subscribed = false;
     this.lastId = null;
@@ -67,6 +69,7 @@ export class LiveStream {
     es.addEventListener("reset", (e) => this.handleReset(e));
     es.addEventListener("comments", (e) => this.handleComments(e));
     es.addEventListener("reports", (e) => this.handleReports(e));
+    es.addEventListener("commands", (e) => this.handleNotice(e, this.onCommands));
     es.addEventListener("error", () => this.handleError(es));
   }
 
@@ -89,6 +92,14 @@ export class LiveStream {
   handleReports(e) {
     try {
       this.onReports(JSON.parse(e.data));
+    } catch {
+      /* not JSON: nothing to announce */
+    }
+  }
+
+  handleNotice(e, callback) {
+    try {
+      callback(JSON.parse(e.data));
     } catch {
       /* not JSON: nothing to announce */
     }

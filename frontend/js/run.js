@@ -17,6 +17,7 @@ import { loadAlerts } from "./run/alerts.js";
 import { allCharts, buildMainChart, buildPanels, redraw, setMarkers, setupXmaps } from "./run/charts.js";
 import { loadCheckpoints } from "./run/checkpoints.js";
 import { CommentsPanel } from "./run/comments.js";
+import { ControlCard, isTeam } from "./run/commands.js";
 import { loadReports } from "./run/reports.js";
 import { renderConfig } from "./run/config.js";
 import { EstimatePanel } from "./run/estimate.js";
@@ -155,6 +156,7 @@ async function reloadDetail(page) {
   page.detail = fresh;
   renderHeader(page);
   renderConfig(fresh); // a rename, new tags, group or notes (an SDK update) come this way
+  if (page.control) page.control.render(); // a tunable declared since
   if (keysChanged) {
     await setupXmaps(page);
     if (buildMainChart(page, { onDrawn: onFirstDraw, onPainted: onFirstPaint, markers: markers(page) }) && page.mainChart) page.mainChart.load();
@@ -196,7 +198,9 @@ function onBatch(page, message) {
     return;
   }
   const before = page.detail.last_step ?? -1;
+  const status = page.detail.status;
   applyLive(page, message);
+  if (page.control && page.detail.status !== status) page.control.render(); // finished: the buttons close
   if ((message.last_step ?? -1) > before) page.mix.soon(); // the last share reaches the new step
   const unknown = outdatesDetail(page, message);
   for (const p of message.points || []) {
@@ -280,6 +284,10 @@ async function start(page) {
     revisions: debounce(() => loadRevisions(page.runId), 500, LIVE_MAX_WAIT_MS),
     evals: debounce(() => page.evals.load(), 500, LIVE_MAX_WAIT_MS),
     detail: debounce(() => reloadDetail(page), 300, LIVE_MAX_WAIT_MS),
+    commands: debounce(() => {
+      rereadEvents(page); // every reader: the timeline's `command` events (under the run's policy)
+      if (page.control) page.control.load();
+    }, 200, LIVE_MAX_WAIT_MS),
   };
   openLive(page, { onBatch, onReset }); // before any read: the store applies what comes after each answer
   const pre = page.prefetch;
@@ -326,10 +334,18 @@ async function start(page) {
   buildSystem(page);
   renderEvents(page);
   loadArtifacts(page);
+  mountControl(page);
   page.loaded = true;
   catchUp(page);
   setInterval(() => pollDetail(page), 30000);
   setInterval(() => tickHeartbeat(page), 1000);
+}
+
+/** The Control card, for a member or owner of the run's project only (run/commands.js). */
+async function mountControl(page) {
+  if (!isTeam(await page.session, page.detail.project)) return;
+  page.control = new ControlCard(page);
+  page.control.mount();
 }
 
 async function showNotFound(page) {

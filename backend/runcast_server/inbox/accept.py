@@ -59,6 +59,7 @@ class Accepted(NamedTuple):
 
     events: int
     commands: list[dict[str, Any]]
+    acked: list[tuple[str, str]]  # (run, command) of each acknowledgement the batch recorded
 
 
 def accept_batch(settings: Settings, session: Session, project_id: int, body: bytes, received_at: float,
@@ -95,7 +96,7 @@ def accept_batch(settings: Settings, session: Session, project_id: int, body: by
         log.warning("ingest: broker unreachable (%s); inbox %d waits for the sweeper", exc, inbox_id)
     except Exception:  # embedded: the task ran here and failed; the timer sweeps the row again
         log.exception("ingest: inbox %d could not be stored now; the sweeper will retry", inbox_id)
-    return Accepted(len(events), commands)
+    return Accepted(len(events), commands, sorted({(e["run"], e["command"]) for e in events if e["type"] == "command_ack"}))
 
 
 def adopt_legacy(db: Database, events: Sequence[Any], project_id: int | None, token: str | None, received_at: float | None,

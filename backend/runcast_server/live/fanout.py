@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 
 from runcast_server.core.db import Database
 from runcast_server.core.settings import Settings
-from runcast_server.live.frames import Frame, batch_frame, comments_frame, reports_frame, reset_frame
+from runcast_server.live.frames import Frame, batch_frame, notice_frame, reset_frame
 from runcast_server.live.hub import DEFAULT_MAXSIZE, LocalHub
 from runcast_server.live.replay import Replay, current_version, db, read_versions
 from runcast_server.policy.apply import public_policy
@@ -287,13 +287,9 @@ class RunChannel:
                             continue
                         except StopAsyncIteration:
                             break  # the hub dropped us (lagged): resubscribe, then catch up
-                        if isinstance(message.get("comments"), dict):
-                            self._notify(comments_frame(self.run_id, int(message["comments"].get("id", 0)),
-                                                        str(message["comments"].get("change", ""))))
-                            continue
-                        if isinstance(message.get("reports"), dict):
-                            self._notify(reports_frame(self.run_id, int(message["reports"].get("number", 0)),
-                                                       str(message["reports"].get("change", ""))))
+                        notice = notice_frame(self.run_id, message)
+                        if notice is not None:  # comments, reports, commands: outside the versions
+                            self._notify(notice)
                             continue
                         if int(message.get("version", 0)) > self.queued:
                             await self._catch_up()

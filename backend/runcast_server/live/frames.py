@@ -81,5 +81,23 @@ def reports_frame(run_id: str, number: int, change: str) -> Frame:
     return Frame(0, f"event: reports\ndata: {data}\n\n".encode(), notice=True)
 
 
+def commands_frame(run_id: str, command: str, change: str) -> Frame:
+    """``event: commands``: a command of the run was sent or resolved; the page reads the run's commands
+    and timeline again through REST (which apply the reader's rights and the run's policy). As ``comments_frame``."""
+    data = _dumps({"run": run_id, "command": command, "change": change})
+    return Frame(0, f"event: commands\ndata: {data}\n\n".encode(), notice=True)
+
+
+def notice_frame(run_id: str, message: dict[str, Any]) -> Frame | None:
+    """The notice a hub message announces (``comments``, ``reports`` or ``commands``), else None (a batch)."""
+    if isinstance(message.get("comments"), dict):
+        return comments_frame(run_id, int(message["comments"].get("id", 0)), str(message["comments"].get("change", "")))
+    if isinstance(message.get("reports"), dict):
+        return reports_frame(run_id, int(message["reports"].get("number", 0)), str(message["reports"].get("change", "")))
+    if isinstance(message.get("commands"), dict):
+        return commands_frame(run_id, str(message["commands"].get("id", "")), str(message["commands"].get("change", "")))
+    return None
+
+
 KEEPALIVE: Final = b": keep-alive\n\n"
 PREAMBLE: Final = f"retry: {RETRY_MS}\n\n".encode()

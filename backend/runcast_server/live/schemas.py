@@ -84,6 +84,15 @@ class StreamReports(BaseModel):
     change: Literal["published", "unpublished"]
 
 
+class StreamCommands(BaseModel):
+    """``event: commands`` (no ``id``): a command of the run was sent or resolved (acknowledged); read
+    GET /runs/{id}/commands and the timeline again (they apply the run's policy; the message carries no text)."""
+
+    run: str
+    command: str = Field(description="The command's id (cmd_...).")
+    change: Literal["sent", "resolved"]
+
+
 class StreamReset(BaseModel):
     """``event: reset``: reload through REST, then apply the batches after ``version``."""
 

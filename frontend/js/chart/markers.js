@@ -18,6 +18,7 @@ const MARKER_STYLE = {
   code: { symbol: "hexagon", color: "#0072B2", name: "marker.code" },
   alert: { symbol: "x", color: "#D55E00", name: "marker.alert" },
   comment: { symbol: "triangle-up", color: "#6A3D9A", name: "marker.comment" },
+  command: { symbol: "bowtie", color: "#000000", name: "marker.command" },
   finished: { symbol: "square-open", color: GREY, name: "marker.finished" },
 };
 

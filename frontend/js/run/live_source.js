@@ -19,6 +19,7 @@ export function openLive(page, { onBatch, onReset }) {
     onReset: (version, info) => onReset(page, version, info),
     onComments: () => page.comments.soon(),
     onReports: () => loadReports(page.runId),
+    onCommands: () => page.soon && page.soon.commands(), // the timeline (everyone) and the Control card (the team)
     onState: (s) => {
       page.streamState = s;
       if (page.detail) renderStatus(page);

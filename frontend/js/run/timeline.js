@@ -7,9 +7,10 @@ import { markerStyle } from "../chart/markers.js";
 import { el, formatBytes, formatTime, formatValue } from "../util.js";
 import { hasMessage, t } from "../i18n.js";
 import { alertOf, alertState, describeAlert, discussAlert, evidenceText } from "./alerts.js";
+import { describeCommandEvent } from "./commands.js";
 
 // Marker types the catalog names (markers.js); another type is shown as the server sent it.
-const KNOWN = { restart: 1, checkpoint: 1, note: 1, data_mix: 1, manifest: 1, code: 1, alert: 1, finished: 1 };
+const KNOWN = { restart: 1, checkpoint: 1, note: 1, data_mix: 1, manifest: 1, code: 1, alert: 1, finished: 1, command: 1 };
 
 const baseName = (path) => String(path).split(/[\\/]/).filter(Boolean).pop() || String(path);
 
@@ -60,6 +61,8 @@ function describe(e, sizes) {
       return String(p.text ?? "");
     case "finished":
       return t("timeline.finished", { status: t("status." + (p.status || "finished")) });
+    case "command":
+      return describeCommandEvent(p);
     case "anomaly":
       return describeAlert({ kind: p.kind || "alert", key: p.key || null, state: p.state === "closed" ? "closed" : "open",
         endStep: p.end_step ?? null });
@@ -138,7 +141,8 @@ export function renderTimeline(page, zoomTo) {
       if (hover) body.title = hover;
     }
     if (item.ts) head.append(el("time", { className: "tl-time", text: formatTime(item.ts), "data-intl": true }));
-    const userText = item.event && item.event.type === "note"; // a note is the team's own words
+    // A note is the team's own words; a command's line carries its sender and reason.
+    const userText = item.event && (item.event.type === "note" || item.event.type === "command");
     body.append(head, el("p", { className: "tl-text", text: item.label, "data-user": userText || !(item.type in KNOWN) }));
     if (item.alert && item.alert.checkpoints) {
       const { before, after } = item.alert.checkpoints;

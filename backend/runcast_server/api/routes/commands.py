@@ -10,7 +10,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Request
 from sqlalchemy.orm import Session
 
-from runcast_server.api.deps import SessionDep, TeamDep, TokenDep
+from runcast_server.api.deps import ContextDep, SessionDep, TeamDep, TokenDep
 from runcast_server.api.read_deps import RUN_ERRORS, ReadableRunDep, SettingsDep, ViewDep
 from runcast_server.commands import record, service
 from runcast_server.commands.schemas import CommandList, CommandOut, CommandRequest
@@ -46,15 +46,18 @@ TeamRunDep = Annotated[Run, Depends(_team_run)]
 
 @router.post("/runs/{run_id}/commands", status_code=201, response_model=CommandOut,
              responses=error_responses(401, 403, 404, 409, 422))
-def send_command(request: Request, session: SessionDep, settings: SettingsDep, run: TeamRunDep, token: TokenDep,
-                 run_id: str, body: CommandRequest) -> CommandOut:
+def send_command(request: Request, session: SessionDep, ctx: ContextDep, settings: SettingsDep, run: TeamRunDep,
+                 token: TokenDep, run_id: str, body: CommandRequest) -> CommandOut:
     """Send ``stop``, ``checkpoint``, ``pause``, ``resume`` or ``set`` (a declared tunable, within its
     bounds) to the run's live trainer: a ``team`` token, or a member's or owner's session. 409 for a
     finished run; nothing is written on any error."""
     sender, kind = _sender(request, session, token)
     command = service.send(session, run, body.kind, body.reason, name=body.name, value=body.value, sender=sender,
                            sender_kind=kind, expire_s=settings.command_expire_s, now=time.time())
-    return CommandOut(**record.payload(command))
+    out = CommandOut(**record.payload(command))
+    session.commit()
+    ctx.hub.publish(run.id, {"run": run.id, "commands": {"id": command.uid, "change": "sent"}})  # open pages read again
+    return out
 
 
 @router.get("/runs/{run_id}/commands", response_model=CommandList, responses=RUN_ERRORS)

@@ -12,6 +12,7 @@ may resend.
 
 from __future__ import annotations
 
+import logging
 import time
 from functools import partial
 
@@ -26,6 +27,8 @@ from runcast_server.commands.schemas import DeliveredCommand
 from runcast_server.core.errors import error_responses
 from runcast_server.inbox.accept import accept_batch
 from runcast_server.tasks import enqueue_ingest
+
+log = logging.getLogger(__name__)
 
 router = APIRouter(tags=["ingest"])
 
@@ -57,4 +60,9 @@ async def ingest(request: Request, project: IngestDep, session: SessionDep, ctx:
     body = await request.body()  # at most RUNCAST_MAX_BODY_BYTES: api.limits.BodyLimit
     done = await run_in_threadpool(accept_batch, ctx.settings, session, project.id, body, received_at,
                                    request.app.state.metrics, partial(enqueue_ingest, ctx))
+    for run_id, command in done.acked:  # open pages of the run read its commands again (live/fanout.py)
+        try:
+            ctx.hub.publish(run_id, {"run": run_id, "commands": {"id": command, "change": "resolved"}})
+        except Exception:  # the batch is stored: an open page misses only the notice (it reads again later)
+            log.warning("ingest: the commands notice for run %s could not be published", run_id, exc_info=True)
     return Accepted(accepted=done.events, commands=[DeliveredCommand(**c) for c in done.commands])

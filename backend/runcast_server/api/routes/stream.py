@@ -27,7 +27,7 @@ from runcast_server.core.db import Database
 from runcast_server.core.errors import NotFound, error_responses
 from runcast_server.core.models import Project
 from runcast_server.live.fanout import Viewer
-from runcast_server.live.schemas import StreamBatch, StreamComments, StreamReports, StreamReset
+from runcast_server.live.schemas import StreamBatch, StreamCommands, StreamComments, StreamReports, StreamReset
 from runcast_server.live.stream import viewer_frames
 from runcast_server.observability.logs import run_scope
 from runcast_server.observability.prometheus import Metrics
@@ -159,10 +159,11 @@ def _message(event: str, data: type[BaseModel], *, versioned: bool = True) -> di
 
 
 # The models the stream's item schema names (the app adds them to the document's components).
-DOCUMENTED: Final = (StreamBatch, StreamReset, StreamComments, StreamReports)
+DOCUMENTED: Final = (StreamBatch, StreamReset, StreamComments, StreamReports, StreamCommands)
 STREAM_ITEM: Final = {"oneOf": [_message("batch", StreamBatch), _message("reset", StreamReset),
                                 _message("comments", StreamComments, versioned=False),
-                                _message("reports", StreamReports, versioned=False)]}
+                                _message("reports", StreamReports, versioned=False),
+                                _message("commands", StreamCommands, versioned=False)]}
 
 
 @router.get(
