@@ -37,6 +37,7 @@ from runcast_server.inbox.rows import QUARANTINED, Outcome, is_transient
 from runcast_server.ingest.results import IngestResult
 from runcast_server.observability.logs import run_scope, use_json
 from runcast_server.observability.prometheus import Metrics
+from runcast_server.reports import tasks as report_tasks  # noqa: F401  (and the report notices')
 
 INGEST_TASK: Final = "runcast.ingest_batch"
 SWEEP_TASK: Final = "runcast.inbox.sweep"

@@ -20,7 +20,6 @@ from sqlalchemy import (
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
 from runcast_server.core.models import Base, BigId
-from runcast_server.reports.models import Report
 
 
 class Alert(Base):
@@ -119,23 +118,6 @@ class AlertDelivery(Base):
     sent_at: Mapped[float | None] = mapped_column(Float)
 
 
-class ReportDelivery(Base):
-    """One notice of a report's publication to one subscription (migration 0025): sent at most
-    once per report; a later version, or publishing it again, sends nothing more (report_notices)."""
-
-    __tablename__ = "report_deliveries"
-    __table_args__ = (UniqueConstraint("subscription_id", "report_id", name="uq_report_deliveries_key"),)
-
-    id: Mapped[int] = mapped_column(BigId, primary_key=True)
-    subscription_id: Mapped[int] = mapped_column(ForeignKey("subscriptions.id", ondelete="CASCADE"))
-    report_id: Mapped[int] = mapped_column(ForeignKey("reports.id", ondelete="CASCADE"), index=True)
-    status: Mapped[str] = mapped_column(String(16), default="pending")  # pending | sent | failed | dropped
-    attempts: Mapped[int] = mapped_column(Integer, default=0)
-    last_error: Mapped[str | None] = mapped_column(String(500))
-    created_at: Mapped[float] = mapped_column(Float)
-    sent_at: Mapped[float | None] = mapped_column(Float)
-
-
 class RateLimit(Base):
     """A fixed-window counter: ``bucket`` (e.g. "subscribe:<ip>") and the window's start."""
 
@@ -147,14 +129,10 @@ class RateLimit(Base):
 
 
 def delete_run_deliveries(session: Session, run_id: str) -> None:
-    """Delete the deliveries of a run's alerts and reports and of its subscriptions (they have no
-    ``run_id``): the run delete's part of this domain (``runs.manage.delete_run``, through ``tables.delete_run``)."""
+    """Delete the deliveries of a run's alerts and of its subscriptions (they have no ``run_id``): the
+    run delete's part of this domain (``runs.manage.delete_run``, through ``tables.delete_run``)."""
     alert_ids = select(Alert.id).where(Alert.run_id == run_id).scalar_subquery()
-    report_ids = select(Report.id).where(Report.run_id == run_id).scalar_subquery()
     sub_ids = select(Subscription.id).where(Subscription.run_id == run_id).scalar_subquery()
     session.execute(
         delete(AlertDelivery).where(AlertDelivery.alert_id.in_(alert_ids) | AlertDelivery.subscription_id.in_(sub_ids))
-    )
-    session.execute(
-        delete(ReportDelivery).where(ReportDelivery.report_id.in_(report_ids) | ReportDelivery.subscription_id.in_(sub_ids))
     )

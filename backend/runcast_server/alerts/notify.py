@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Final, cast
 from sqlalchemy import CursorResult, delete, or_, select
 
 from runcast_server.alerts import chat
-from runcast_server.alerts.models import Alert, AlertDelivery, ReportDelivery, Subscription
+from runcast_server.alerts.models import Alert, AlertDelivery, Subscription
 from runcast_server.alerts.service import alert_view, summary, title
 from runcast_server.alerts.transport import Outgoing, count, record, send, unsubscribe_url
 from runcast_server.core.db import upsert
@@ -207,7 +207,8 @@ def deliver(ctx: AlertContext, delivery_id: int) -> str:
 
 
 def prune_deliveries(ctx: AlertContext, now: float | None = None) -> int:
-    """Delete finished deliveries of alerts and reports (sent, failed, dropped) older than the retention; returns how many.
+    """Delete finished deliveries of alerts (sent, failed, dropped) older than the retention; returns how many
+    (a report's notices are pruned by its next fan-out: reports/notices.py).
 
     Pending ones stay whatever their age: a retry may still be due.
     """
@@ -216,7 +217,4 @@ def prune_deliveries(ctx: AlertContext, now: float | None = None) -> int:
         result = cast(CursorResult[Any], session.execute(  # a DML statement's result is a CursorResult
             delete(AlertDelivery).where(AlertDelivery.status.in_(FINISHED), AlertDelivery.created_at < cutoff)
         ))
-        reports = cast(CursorResult[Any], session.execute(
-            delete(ReportDelivery).where(ReportDelivery.status.in_(FINISHED), ReportDelivery.created_at < cutoff)
-        ))
-        return int(result.rowcount or 0) + int(reports.rowcount or 0)
+        return int(result.rowcount or 0)

@@ -1,6 +1,5 @@
-"""The alerts' Celery tasks: fan-out and delivery of alerts (``notify``) and of report notices
-(``report_notices``), the periodic check (``stall``) and
-the pruning of finished deliveries. Registered on every Runcast Celery app (``shared_task``); each
+"""The alerts' Celery tasks: fan-out and delivery of alerts (``notify``), the periodic check
+(``stall``) and the pruning of finished deliveries. Registered on every Runcast Celery app (``shared_task``); each
 runs with the context of the app it runs on (``core.celery_app.context_of``)."""
 
 from __future__ import annotations
@@ -9,7 +8,6 @@ from typing import TYPE_CHECKING, cast
 
 from celery import Task, shared_task
 
-from runcast_server.alerts import report_notices
 from runcast_server.alerts.notify import (
     DELIVER_TASK,
     FANOUT_TASK,
@@ -34,16 +32,6 @@ def fanout_task(self: Task, alert_id: int, phase: str) -> int:
 @shared_task(name=DELIVER_TASK, bind=True, acks_late=True)
 def deliver_task(self: Task, delivery_id: int) -> str:
     return deliver(_context(self), delivery_id)
-
-
-@shared_task(name=report_notices.FANOUT_TASK, bind=True, acks_late=True)
-def report_fanout_task(self: Task, report_id: int, published_at: float) -> int:
-    return len(report_notices.fanout(_context(self), report_id, published_at))
-
-
-@shared_task(name=report_notices.DELIVER_TASK, bind=True, acks_late=True)
-def report_deliver_task(self: Task, delivery_id: int) -> str:
-    return report_notices.deliver(_context(self), delivery_id)
 
 
 @shared_task(name=SWEEP_TASK, bind=True, acks_late=True, expires=60)

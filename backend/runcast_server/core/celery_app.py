@@ -26,7 +26,7 @@ from runcast_server.core.settings import Settings
 # kombu's Redis transport, dropping a queue entry that is not a kombu message instead of ending the worker.
 REDIS_TRANSPORT: Final = "runcast_server.core.broker_transport:Transport"
 # The modules whose tasks a worker imports at start.
-TASK_MODULES: Final = ("runcast_server.tasks", "runcast_server.alerts.tasks")
+TASK_MODULES: Final = ("runcast_server.tasks", "runcast_server.alerts.tasks", "runcast_server.reports.tasks")
 
 
 class _OwnAppInThisThread(bootsteps.StartStopStep):

@@ -1,4 +1,5 @@
-"""The report tables (migration 0024): reports and every version of their text."""
+"""The report tables: reports and every version of their text (migration 0024), and the notices of
+their publication to subscriptions (migration 0025)."""
 
 from __future__ import annotations
 
@@ -61,7 +62,25 @@ class ReportVersion(Base):
     created_at: Mapped[float] = mapped_column(Float)
 
 
+class ReportDelivery(Base):
+    """One notice of a report's publication to one subscription (migration 0025): sent at most
+    once per report; a later version, or publishing it again, sends nothing more (reports/notices.py)."""
+
+    __tablename__ = "report_deliveries"
+    __table_args__ = (UniqueConstraint("subscription_id", "report_id", name="uq_report_deliveries_key"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    subscription_id: Mapped[int] = mapped_column(ForeignKey("subscriptions.id", ondelete="CASCADE"))
+    report_id: Mapped[int] = mapped_column(ForeignKey("reports.id", ondelete="CASCADE"), index=True)
+    status: Mapped[str] = mapped_column(String(16), default="pending")  # pending | sent | failed | dropped
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    last_error: Mapped[str | None] = mapped_column(String(500))
+    created_at: Mapped[float] = mapped_column(Float)
+    sent_at: Mapped[float | None] = mapped_column(Float)
+
+
 def delete_run_report_rows(session: Session, run_id: str) -> None:
-    """The versions of a run's reports (no ``run_id`` of their own; ``tables.delete_run``)."""
+    """The versions of a run's reports and their notices (no ``run_id`` of their own; ``tables.delete_run``)."""
     ids = select(Report.id).where(Report.run_id == run_id).scalar_subquery()
+    session.execute(delete(ReportDelivery).where(ReportDelivery.report_id.in_(ids)))
     session.execute(delete(ReportVersion).where(ReportVersion.report_id.in_(ids)))

@@ -14,7 +14,6 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Path, Query, Request, Response
 from sqlalchemy.orm import Session
 
-from runcast_server.alerts import report_notices
 from runcast_server.api.deps import SESSION_COOKIE, ContextDep, PersonDep, SessionDep, TokenDep
 from runcast_server.api.run_caller import Caller, RunPath, read_in_one_hop, require_team, run_caller
 from runcast_server.comments.schemas import Author
@@ -22,7 +21,7 @@ from runcast_server.core.errors import ApiError, NotFound, error_responses
 from runcast_server.people.models import User
 from runcast_server.policy.apply import public_view, view_for
 from runcast_server.record.models import Run
-from runcast_server.reports import service
+from runcast_server.reports import notices, service
 from runcast_server.reports.blocks import Rendered, render
 from runcast_server.reports.data import report_data
 from runcast_server.reports.draft import draft
@@ -181,8 +180,8 @@ def publish_report(session: SessionDep, ctx: ContextDep, writer: WriterDep, numb
     service.publish(session, report, body.version)
     session.commit()
     _announce(ctx, run, report, "published")
-    # subscribers hear of a report once, when it is public (alerts.report_notices, docs/alerts.md)
-    report_notices.published(ctx, run.id, report.id, report.published_at or 0.0)
+    # subscribers hear of a report once, when it is public (reports/notices.py, docs/alerts.md)
+    notices.published(ctx, run.id, report.id, report.published_at or 0.0)
     shown, v, author = _shown(session, run, caller, number, report.published_version)
     return _out(session, run, shown, v, author, caller)
 

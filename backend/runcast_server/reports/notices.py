@@ -21,11 +21,11 @@ import time
 from typing import TYPE_CHECKING, Any, Final
 
 import nh3
-from sqlalchemy import or_, select
+from sqlalchemy import delete, or_, select
 
 from runcast_server.alerts.chat import ChatMessage
-from runcast_server.alerts.models import ReportDelivery, Subscription
-from runcast_server.alerts.notify import discord_text, slack_text
+from runcast_server.alerts.models import Subscription
+from runcast_server.alerts.notify import FINISHED, discord_text, slack_text
 from runcast_server.alerts.transport import Outgoing, count, record, send, unsubscribe_url
 from runcast_server.core.db import upsert
 from runcast_server.core.i18n import Messages, messages
@@ -33,7 +33,7 @@ from runcast_server.core.models import Project
 from runcast_server.policy.apply import public_view
 from runcast_server.record.models import Run
 from runcast_server.reports.blocks import render
-from runcast_server.reports.models import Report, ReportVersion
+from runcast_server.reports.models import Report, ReportDelivery, ReportVersion
 
 if TYPE_CHECKING:
     from runcast_server.alerts.needs import AlertContext
@@ -87,9 +87,15 @@ def _public(session: Any, report: Report | None, published_at: float, now: float
 
 
 def fanout(ctx: AlertContext, report_id: int, published_at: float) -> list[int]:
-    """Create the notices of one publication (once per subscription and report) and schedule them."""
+    """Create the notices of one publication (once per subscription and report) and schedule them.
+
+    Finished notices older than ``RUNCAST_DELIVERY_RETENTION_S`` are pruned here, as the alerts'
+    deliveries are by the alerts' prune: reports are published rarely, so each fan-out does it.
+    """
     now = time.time()
     with ctx.database.scope() as session:
+        session.execute(delete(ReportDelivery).where(ReportDelivery.status.in_(FINISHED),
+                                                     ReportDelivery.created_at < now - ctx.settings.delivery_retention_s))
         run, wait = _public(session, session.get(Report, report_id), published_at, now)
         if run is None:
             return []
