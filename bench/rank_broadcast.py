@@ -19,7 +19,7 @@ import time
 
 import torch.distributed as dist
 import torch.multiprocessing as mp
-from runcast.ranks import Decision, ObjectRanks, Ranks, TorchRanks
+from runcast.integrations._ranks import Decision, ObjectRanks, Ranks, TorchRanks
 
 
 def _port() -> int:

@@ -17,7 +17,7 @@ import { loadAlerts } from "./run/alerts.js";
 import { allCharts, buildMainChart, buildPanels, redraw, setMarkers, setupXmaps } from "./run/charts.js";
 import { loadCheckpoints } from "./run/checkpoints.js";
 import { CommentsPanel } from "./run/comments.js";
-import { ControlCard, isTeam } from "./run/commands.js";
+import { mountControl } from "./run/commands.js";
 import { loadReports } from "./run/reports.js";
 import { renderConfig } from "./run/config.js";
 import { EstimatePanel } from "./run/estimate.js";
@@ -339,13 +339,6 @@ async function start(page) {
   catchUp(page);
   setInterval(() => pollDetail(page), 30000);
   setInterval(() => tickHeartbeat(page), 1000);
-}
-
-/** The Control card, for a member or owner of the run's project only (run/commands.js). */
-async function mountControl(page) {
-  if (!isTeam(await page.session, page.detail.project)) return;
-  page.control = new ControlCard(page);
-  page.control.mount();
 }
 
 async function showNotFound(page) {

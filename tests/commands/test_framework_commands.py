@@ -303,7 +303,7 @@ class _Run:
 
 
 def test_unknown_kinds_are_refused_and_pause_holds_until_resume() -> None:
-    from runcast.ranks import One, boundary
+    from runcast.integrations._ranks import One, boundary
 
     run = _Run()
     slept: list[float] = []

@@ -242,3 +242,10 @@ export class ControlCard {
     return true;
   }
 }
+
+/** The Control card on the run page, for a member or owner of the run's project only. */
+export async function mountControl(page) {
+  if (!isTeam(await page.session, page.detail.project)) return;
+  page.control = new ControlCard(page);
+  page.control.mount();
+}

@@ -1,7 +1,7 @@
 """The team's commands (docs/commands.md) at a framework's step boundary: what the Hugging Face and
 Lightning callbacks and the reference trainer share. On rank 0 (the only rank whose run receives
 commands) ``decide`` turns what the team sent into a ``Decision`` (save, stop, hold, a new learning-rate
-scale), which ``runcast.ranks.boundary`` hands to every rank, so that all act at the same step; the
+scale), which ``runcast.integrations._ranks.boundary`` hands to every rank, so that all act at the same step; the
 framework saves when told and reports the save with ``saved``: ``stop`` and ``checkpoint`` are
 acknowledged then, once, by rank 0, at that step, naming the checkpoint.
 """
@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, Final
 
 from runcast.commands import TUNABLES_KEY, Command, Tunable
-from runcast.ranks import Decision
+from runcast.integrations._ranks import Decision
 
 log = logging.getLogger("runcast")
 

@@ -33,7 +33,7 @@ import time
 from argparse import Namespace
 from typing import TYPE_CHECKING, Any
 
-from runcast.ranks import Decision, ObjectRanks, One, Ranks, boundary
+from runcast.integrations._ranks import Decision, ObjectRanks, One, Ranks, boundary
 
 from ._commands import StepCommands, follow, rescale
 from ._common import parameter_count, plain, sha256_now, to_number

@@ -37,7 +37,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from runcast.ranks import Decision, Ranks, boundary, torch_ranks
+from runcast.integrations._ranks import Decision, Ranks, boundary, torch_ranks
 
 from ._commands import StepCommands, follow, rescale
 from ._common import parameter_count, plain, set_summary, to_number

@@ -4,7 +4,7 @@
 now; ``pause`` holds the loop (the SDK's heartbeats go on) until ``resume`` (or ``stop``); ``set
 lr_scale VALUE`` scales the learning-rate schedule from the next logged step on, which is the step
 the acknowledgement names. With several ranks (DeepSpeed) rank 0 decides and every rank acts at the
-same step: each writes its part of the checkpoint, holds, or takes the new scale (``runcast.ranks``).
+same step: each writes its part of the checkpoint, holds, or takes the new scale (``runcast.integrations._ranks``).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from runcast.integrations._commands import LR_SCALE, StepCommands
-from runcast.ranks import Decision, Ranks, boundary
+from runcast.integrations._ranks import Decision, Ranks, boundary
 from runcast.train import checkpoint as ckpt
 from runcast.train import loop
 from runcast.train.loop import Training

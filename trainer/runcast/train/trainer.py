@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from runcast.ranks import torch_ranks
+from runcast.integrations._ranks import torch_ranks
 from runcast.train import checkpoint as ckpt
 from runcast.train import loop
 from runcast.train.config import TrainConfig, get_lr, merge_resumed_config
