@@ -181,9 +181,10 @@ export class MetricChart {
     const traces = this.buildTraces();
     const layout = this.firstLayout(traces);
     // Painted again as answers land, until Plotly draws (sources answer one by one).
-    const light = !this.drawn && canSketch(layout, traces);
+    const sketch = !this.drawn && canSketch(layout, traces) ? sketchChart(this.div, traces, layout) : null;
+    const light = sketch !== null; // null: a range only Plotly draws (chart/sketch.js)
     if (light) {
-      this.sketch = sketchChart(this.div, traces, layout);
+      this.sketch = sketch;
       this.writeNote();
       this.painted();
     }

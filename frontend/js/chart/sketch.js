@@ -13,6 +13,8 @@ const MARKERS = new Set(["markers", "anomalies"]); // the timeline's lanes, on t
 const MINUS = "\u2212";
 // Room beside the widest y tick label: Plotly's automargin gave 66 px for labels 56.8 px wide.
 const LABEL_ROOM = 10;
+// Plotly draws 5 to 10 ticks an axis; more than this means a range the sketch cannot tick.
+const MAX_TICKS = 50;
 
 /** Whether a chart of this layout and these traces can be sketched (a linear x axis, data traces). */
 export function canSketch(layout, traces) {
@@ -92,7 +94,12 @@ export function autoTicks(range, length, axis) {
   const lo = Math.min(range[0], range[1]);
   const hi = Math.max(range[0], range[1]);
   const values = [];
-  for (let i = Math.ceil(lo / dtick - 1e-9); i * dtick <= hi + dtick * 1e-9; i++) values.push(i * dtick);
+  const first = Math.ceil(lo / dtick - 1e-9);
+  const last = Math.floor(hi / dtick + 1e-9);
+  // A range this arithmetic cannot tick (zero wide, or too narrow for its magnitude: the step
+  // vanishes beside the values) gets none, and the chart waits for Plotly (sketchChart).
+  if (!Number.isSafeInteger(first) || !Number.isSafeInteger(last) || last - first > MAX_TICKS) return { values, dtick };
+  for (let i = first; i <= last; i++) values.push(i * dtick);
   return { values, dtick };
 }
 
@@ -180,7 +187,7 @@ const unescape = (s) => String(s).replace(/&#(\d+);/g, (_, n) => String.fromChar
  * Paint the chart into `div` (its children replaced by one canvas): the data traces of
  * `traces` with `layout`'s margins and axis types. Returns what was drawn: the plot box (CSS
  * px from the div's top left), both axes' ranges (log10 units on a log y axis, as Plotly's
- * `_fullLayout.yaxis.range`), and each drawn trace's points.
+ * `_fullLayout.yaxis.range`), and each drawn trace's points; null, painting nothing, for a range it cannot tick.
  */
 export function sketchChart(div, traces, layout) {
   const width = div.clientWidth;
@@ -192,6 +199,8 @@ export function sketchChart(div, traces, layout) {
   const lanes = traces.filter((t) => MARKERS.has(t.meta && t.meta.role));
   const xrange = layout.xaxis.autorange === false && layout.xaxis.range ? layout.xaxis.range.slice() : autorange([...data, ...lanes], "x", box.w);
   const yrange = layout.yaxis.autorange === false && layout.yaxis.range ? layout.yaxis.range.slice() : autorange(data, "y", box.h, log);
+  const increasing = (r) => Array.isArray(r) && Number.isFinite(r[0]) && Number.isFinite(r[1]) && r[1] > r[0];
+  if (!increasing(xrange) || !increasing(yrange) || !autoTicks(xrange, box.w, "x").values.length) return null;
   const canvas = document.createElement("canvas");
   canvas.className = "sketch";
   const dpr = window.devicePixelRatio || 1;
@@ -286,7 +295,9 @@ export function sketchChart(div, traces, layout) {
 
 function logTicks(range) {
   const values = [];
-  for (let e = Math.ceil(range[0]); e <= range[1]; e++) values.push(e);
+  const first = Math.ceil(range[0]);
+  if (!Number.isSafeInteger(first) || !Number.isFinite(range[1]) || range[1] - first > MAX_TICKS) return { values, dtick: 1 };
+  for (let e = first; e <= range[1]; e++) values.push(e);
   return { values, dtick: 1 };
 }
 
