@@ -1,5 +1,6 @@
 """Comments on the run page, from the seats of three people signed in with local accounts in
-three browser contexts on a live run: Alice comments on a point she clicks on the loss chart;
+three browser contexts on a live run (and of a person signed in through a real OpenID Connect
+provider, with an anonymous reader): Alice comments on a point she clicks on the loss chart;
 Bob sees it arrive (in the panel and as a marker) without a reload; Mia, a member of the
 project, hides it from her page and it vanishes from Alice's and Bob's. A comment whose
 Markdown holds script, an event handler, a `javascript:` link and a remote image runs nothing
@@ -7,14 +8,16 @@ and loads nothing on any page."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import json
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from oidc_provider_mock import User, run_server_in_thread
 
 from .conftest import LiveServer
-from .test_oidc import _runcast
+from .test_oidc import _runcast, _sign_in_with_provider
 from .test_signin import _log, _shots
 
 PASSWORD = "a long passphrase"
@@ -36,7 +39,9 @@ COMMENT_MARKERS = """() => {
 class Person:
     """One browser context signed in with a local account; its dialogs, errors and requests logged."""
 
-    def __init__(self, browser: Any, server: LiveServer, name: str) -> None:
+    def __init__(self, browser: Any, server: LiveServer, name: str | None,
+                 sign_in: Callable[[Any, LiveServer], None] | None = None) -> None:
+        """``name``'s local account; ``sign_in`` another way in (a provider); neither: anonymous."""
         self.context = browser.new_context(viewport={"width": 1280, "height": 900})
         self.page = self.context.new_page()
         self.dialogs: list[str] = []
@@ -47,7 +52,12 @@ class Person:
         self.page.on("console", lambda m: m.type == "error" and self.errors.append(m.text))
         self.page.on("request", lambda r: self.requests.append(r.url))
         self.server = server
+        if sign_in is not None:
+            sign_in(self.page, server)
+            return
         self.page.goto(server.url + "/")
+        if name is None:
+            return
         self.page.click("#signin summary")
         self.page.fill("#signin-name-input", name)
         self.page.fill("#signin-password", PASSWORD)
@@ -147,6 +157,46 @@ def test_a_comment_on_a_step_goes_live_to_another_page_and_the_team_hides_it(
     assert mia.markers() == []
     for p in (alice, bob, mia):
         assert p.dialogs == [] and p.errors == [], (p.dialogs, p.errors)
+
+
+def test_a_person_signed_in_through_a_provider_comments_live_and_the_team_hides_it(
+        live_server: LiveServer, browser: Any) -> None:
+    """The issue's path end to end with a real OpenID Connect provider (not a mock of the client):
+    Carol signs in through it (her account is made then), comments on a step of a live run; an
+    anonymous reader's page shows it without a reload; Mia, of the team, hides it and it vanishes there."""
+    carol = User(sub="carol-sub", claims={"name": "Carol Provider", "preferred_username": "carol"})
+    with run_server_in_thread(user_claims=[carol]) as provider:
+        live_server.env["RUNCAST_OIDC_PROVIDERS"] = json.dumps([{
+            "name": "mock", "display_name": "Test IdP", "issuer": f"http://localhost:{provider.server_port}",
+            "client_id": "runcast", "client_secret": "not-a-secret"}])
+        live_server.restart()
+        _runcast(live_server, "user", "create", "mia", "--display-name", "Mia", "--password-stdin", stdin=PASSWORD + "\n")
+        _runcast(live_server, "project", "grant", "demo", "mia", "--role", "member")
+        run = live_server.sdk_run(name="provider-comments")
+        _log(run, range(1, 31))
+        people = [Person(browser, live_server, None, sign_in=lambda page, server: _sign_in_with_provider(page, server, "carol-sub")),
+                  Person(browser, live_server, None), Person(browser, live_server, "mia")]
+        try:
+            writer, reader, team = people
+            assert writer.page.text_content("#signin-state") == "Signed in as Carol Provider"
+            writer.errors.clear()  # the provider's own pages' (its stylesheet from a CDN): not Runcast's
+            for p in people:
+                p.open_run(run.id)
+            cid = writer.comment_on_point("train/loss", 12, "Is this dip the **warm-up** ending?")
+            reader.shows(cid)  # live: no reload
+            assert "Carol Provider" in (reader.page.text_content(f"#comment-{cid}") or "")
+            reader.page.wait_for_function(f"({COMMENT_MARKERS})().some(([id]) => id === {cid})")
+            _log(run, range(31, 41))  # the run goes on
+            team.shows(cid)
+            team.page.click(f"#comment-{cid} article[data-comment-id='{cid}'] button:has-text('Hide')")
+            for p in (reader, writer):
+                p.page.wait_for_selector(f"#comment-{cid}", state="detached", timeout=10000)
+                p.page.wait_for_function(f"!({COMMENT_MARKERS})().some(([id]) => id === {cid})")
+            for p in people:
+                assert p.dialogs == [] and p.errors == [], (p.dialogs, p.errors)
+        finally:
+            for p in people:
+                p.close()
 
 
 HOSTILE = """Look <script>alert('script')</script>
