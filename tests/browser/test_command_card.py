@@ -230,6 +230,18 @@ def test_a_tunable_is_set_within_its_bounds(
     assert mia.text_content(f"#command-{command} strong") == "set lr_scale to 0.5"
     mia.wait_for_function(f"document.querySelector('{row} .control-current').textContent === '0.5'")
     assert trainer.scale.value == 0.5
+    # The learning-rate curve changes at the acknowledged step: 0.1 up to it, 0.05 after it.
+    lr = f"{live_server.url}/api/v1/runs/{run_id}/metrics?key=lr&max_points=20000"
+    deadline = time.monotonic() + 60
+    while True:
+        series = mia.context.request.get(lr).json()["series"][0]
+        points = dict(zip(series["step"], series["last"], strict=True))
+        if step + 2 in points or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert set(series["count"]) == {1}  # raw points
+    assert all(points[s] == pytest.approx(0.1) for s in range(1, step + 1))
+    assert points[step + 1] == pytest.approx(0.05) and points[step + 2] == pytest.approx(0.05)
     mia.locator("#control-card").screenshot(path=str(_shots(tmp_path) / "control-card-en.png"))
 
     assert mia.errors == []
