@@ -30,7 +30,7 @@ from sqlalchemy import CursorResult, delete, or_, select
 from runcast_server.alerts import chat
 from runcast_server.alerts.models import Alert, AlertDelivery, Subscription
 from runcast_server.alerts.service import alert_view, summary, title
-from runcast_server.alerts.transport import Outgoing, count, record, send, unsubscribe_url
+from runcast_server.alerts.transport import Outgoing, count, record, run_task, send, unsubscribe_url
 from runcast_server.core.db import upsert
 from runcast_server.core.i18n import messages
 from runcast_server.policy.apply import public_policy
@@ -88,20 +88,11 @@ def dispatch(ctx: AlertContext, entries: list[dict[str, Any]]) -> None:
 
 def start_fanout(ctx: AlertContext, alert_id: int, phase: str) -> None:
     """Embedded: on the context's alert pool; production: the fan-out task on a worker."""
-    if ctx.alerts is not None:
-        ctx.alerts.submit(fanout, ctx, alert_id, phase)
-    else:
-        ctx.celery.send_task(FANOUT_TASK, args=[alert_id, phase], expires=3600)
+    run_task(ctx, FANOUT_TASK, fanout, alert_id, phase)
 
 
 def schedule_delivery(ctx: AlertContext, delivery_id: int, countdown: float = 0.0) -> None:
-    if ctx.alerts is not None:
-        if countdown <= 0:
-            ctx.alerts.submit(deliver, ctx, delivery_id)
-        else:
-            ctx.alerts.later(countdown, deliver, ctx, delivery_id)
-    else:
-        ctx.celery.send_task(DELIVER_TASK, args=[delivery_id], countdown=countdown, expires=24 * 3600)
+    run_task(ctx, DELIVER_TASK, deliver, delivery_id, countdown=countdown, life_s=24 * 3600)
 
 
 # --- fan-out and delivery ---------------------------------------------------------------------

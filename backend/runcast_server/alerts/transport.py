@@ -143,3 +143,18 @@ def record(ctx: AlertContext, model: type[Any], delivery_id: int, error: str | N
     if retry_in is not None:
         again(retry_in)
     return status
+
+
+def run_task(ctx: AlertContext, name: str, work: Callable[..., Any], *args: Any, countdown: float = 0.0,
+             life_s: float = 3600.0) -> None:
+    """``work(ctx, *args)``, ``countdown`` seconds from now: embedded, on the context's alert pool;
+    production, the Celery task ``name`` on a worker (dropped if not started within ``life_s``
+    after its time)."""
+    if ctx.alerts is not None:
+        if countdown <= 0:
+            ctx.alerts.submit(work, ctx, *args)
+        else:
+            ctx.alerts.later(countdown, work, ctx, *args)
+    else:
+        wait = max(countdown, 0.0)
+        ctx.celery.send_task(name, args=list(args), countdown=wait, expires=wait + life_s)

@@ -26,7 +26,7 @@ from sqlalchemy import delete, or_, select
 from runcast_server.alerts.chat import ChatMessage
 from runcast_server.alerts.models import Subscription
 from runcast_server.alerts.notify import FINISHED, discord_text, slack_text
-from runcast_server.alerts.transport import Outgoing, count, record, send, unsubscribe_url
+from runcast_server.alerts.transport import Outgoing, count, record, run_task, send, unsubscribe_url
 from runcast_server.core.db import upsert
 from runcast_server.core.i18n import Messages, messages
 from runcast_server.core.models import Project
@@ -54,24 +54,11 @@ def published(ctx: AlertContext, run_id: str, report_id: int, published_at: floa
 
 
 def schedule_fanout(ctx: AlertContext, report_id: int, published_at: float, countdown: float) -> None:
-    if ctx.alerts is not None:
-        if countdown <= 0:
-            ctx.alerts.submit(fanout, ctx, report_id, published_at)
-        else:
-            ctx.alerts.later(countdown, fanout, ctx, report_id, published_at)
-    else:
-        ctx.celery.send_task(FANOUT_TASK, args=[report_id, published_at], countdown=max(countdown, 0.0),
-                             expires=max(countdown, 0.0) + 3600)
+    run_task(ctx, FANOUT_TASK, fanout, report_id, published_at, countdown=countdown)
 
 
 def schedule_delivery(ctx: AlertContext, delivery_id: int, countdown: float = 0.0) -> None:
-    if ctx.alerts is not None:
-        if countdown <= 0:
-            ctx.alerts.submit(deliver, ctx, delivery_id)
-        else:
-            ctx.alerts.later(countdown, deliver, ctx, delivery_id)
-    else:
-        ctx.celery.send_task(DELIVER_TASK, args=[delivery_id], countdown=countdown, expires=24 * 3600)
+    run_task(ctx, DELIVER_TASK, deliver, delivery_id, countdown=countdown, life_s=24 * 3600)
 
 
 def _public(session: Any, report: Report | None, published_at: float, now: float) -> tuple[Run | None, float]:
