@@ -118,7 +118,7 @@ export class EvalsPanel {
             const e = byStep.get(s);
             const td = el("td", { className: "num", title: e ? metricsText(e) : null, "data-user": true }, e ? formatValue(value(e)) : "");
             // Each evaluation's "Discuss" (run/comments.js): an icon and its count, the table stays narrow.
-            if (e && i === 0 && Number.isSafeInteger(e.id) && this.page.comments) td.append(" ", this.page.comments.discussButton("eval", e.id, e.step, true));
+            if (e && i === 0 && Number.isSafeInteger(e.id) && this.page.comments) td.append(this.page.comments.discussButton("eval", e.id, e.step, true));
             return td;
           })));
       });
