@@ -234,6 +234,7 @@ def test_lightning_takes_set_checkpoint_and_stop(client: Any, tokens: dict[str, 
 
 
 WORKER = Path(__file__).with_name("two_ranks.py")
+TESTS = Path(__file__).resolve().parents[1]
 STOP, HALVE = {"kind": "stop"}, {"kind": "set", "name": "lr_scale", "value": 0.5}
 
 
@@ -254,7 +255,9 @@ def test_two_ranks_act_at_the_same_step(framework: str, command: dict[str, Any],
     with LiveServer(client.app) as server:
         env = {**os.environ, "RUNCAST_SERVER": server.url, "RUNCAST_TOKEN": tokens["ingest"],
                "TEAM_TOKEN": tokens["team"], "TEAM_COMMAND": json.dumps(command), "OMP_NUM_THREADS": "1",
-               "RUNCAST_SPOOL_DIR": str(tmp_path / "spool"), "RUNCAST_SYSTEM_INTERVAL": "off"}
+               "RUNCAST_SPOOL_DIR": str(tmp_path / "spool"), "RUNCAST_SYSTEM_INTERVAL": "off",
+               # the ranks import the tests' `commands.team`: pytest's `pythonpath` reaches only its own process
+               "PYTHONPATH": os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH", "")]))}
         done = subprocess.run([str(torchrun), "--nproc_per_node", "2", "--master_addr", "127.0.0.1", "--master_port",
                                str(_free_port()), str(WORKER), framework, str(tmp_path)],
                               env=env, capture_output=True, text=True, timeout=600)
