@@ -15,7 +15,7 @@ from runcast.wire.limits import TIMESTAMP_KEY
 from runcast_server.core.auth import create_token, hash_token
 from runcast_server.ingest.results import ForeignRun, UnknownRun
 from runcast_server.ingest.store import store_batch
-from runcast_server.metrics.rollups import LEVELS
+from runcast_server.metrics.rollups import LEVELS, SUM_LIMIT
 from runcast_server.record.models import Run
 from sqlalchemy import Engine, select, text
 from sqlalchemy.orm import Session
@@ -307,3 +307,26 @@ def test_version_log_stamps_the_store_not_the_arrival(engine: Engine, project_id
         events = conn.execute(text("SELECT type, version, received_at FROM events ORDER BY id")).all()
     assert [v for v, _ in stamps] == [1, 2] and all(before <= at <= time.time() for _, at in stamps)
     assert events == [("run_started", 1, 1000.0), ("note", 1, 1000.0), ("note", 2, 1001.0)]
+
+
+def test_sums_near_the_float_range_never_fail_a_batch(engine: Engine, project_id: int) -> None:
+    """Values near the float range overflow a bucket's sum (to +inf in one bucket, -inf in the next: NaN
+    when merged, which SQLite stores as NULL and PostgreSQL's float arithmetic refuses). The batch is stored all
+    the same, in one batch and across batches; the sum saturates at SUM_LIMIT, the other columns stay exact."""
+    run = f"run_{next(RUN_NUMBERS):08d}"
+    big = 1.7e308
+    store(engine, project_id, [started(run=run, seq=0)])
+    store(engine, project_id, [metrics(s, {"x": big if s < 8 else -big}, run=run, seq=s + 1) for s in range(16)])
+    store(engine, project_id, [metrics(s, {"x": big}, run=run, seq=s + 1) for s in range(16, 20)])
+    store(engine, project_id, [metrics(s, {"x": -big}, run=run, seq=s + 1) for s in range(20, 24)])
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT count(*) FROM points p JOIN series s ON s.id = p.series_id"
+                                 " WHERE s.run_id = :r AND s.key = 'x'"), {"r": run}).scalar_one() == 24
+        rows = conn.execute(text("SELECT r.level, r.bucket, r.min, r.max, r.sum, r.count FROM rollups r"
+                                 " JOIN series s ON s.id = r.series_id WHERE s.run_id = :r AND s.key = 'x'"
+                                 " ORDER BY r.level, r.bucket"), {"r": run}).all()
+    first = [r for r in rows if r.level == LEVELS[0]]
+    assert [(r.bucket, r.sum, r.count) for r in first] == [(0, SUM_LIMIT, 8), (1, -SUM_LIMIT, 8), (2, 0.0, 8)]
+    top = [r for r in rows if r.level == LEVELS[1]]
+    assert [(r.min, r.max, r.count) for r in top] == [(-big, big, 24)]
+    assert all(-SUM_LIMIT <= r.sum <= SUM_LIMIT for r in rows)

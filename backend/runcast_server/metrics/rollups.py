@@ -5,6 +5,11 @@ of steps. Bucket edges depend only on the step, never on the data, so a new poin
 or a reload never moves an edge. Stored levels grow by a factor of 8, which keeps
 the rollup rows at 1/7 of the points and lets any query read at most 4 rows per
 bucket it returns.
+
+A rollup's ``sum`` (of its finite values) is kept within ``[-SUM_LIMIT, SUM_LIMIT]``: values
+near the float range would otherwise overflow it to infinity, and infinities of both signs
+to NaN, which SQLite stores as NULL and PostgreSQL's float arithmetic refuses, so one
+hostile point could fail a batch. Only a bucket whose sum passes 1e300 gets a wrong mean.
 """
 
 from __future__ import annotations
@@ -13,9 +18,10 @@ import math
 from collections.abc import Iterable
 from typing import Any, Final
 
-from sqlalchemy import case
+from sqlalchemy import case, literal_column
 
 LEVELS: Final = (3, 6, 9, 12, 15, 18, 21, 24)
+SUM_LIMIT: Final = 1e300  # two sums within it add up without overflow
 
 RollupKey = tuple[int, int, int]
 """``(series_id, level, bucket)``: the primary key of a rollup row."""
@@ -61,6 +67,8 @@ def rollup_deltas(
         if step > row[6]:
             row[5] = value
             row[6] = step
+    for row in level_rows.values():
+        row[2] = clamp_sum(row[2])
     deltas = dict(level_rows)
     below = first
     for level in LEVELS[1:]:
@@ -84,12 +92,17 @@ def merge_delta(row: list[Any], other: list[Any]) -> None:
         row[0] = other[0]
     if other[1] is not None and (row[1] is None or other[1] > row[1]):
         row[1] = other[1]
-    row[2] += other[2]
+    row[2] = clamp_sum(row[2] + other[2])
     row[3] += other[3]
     row[4] += other[4]
     if other[6] > row[6]:
         row[5] = other[5]
         row[6] = other[6]
+
+
+def clamp_sum(total: float) -> float:
+    """``total`` within ``[-SUM_LIMIT, SUM_LIMIT]`` (a sum of finite values is never NaN)."""
+    return total if -SUM_LIMIT <= total <= SUM_LIMIT else math.copysign(SUM_LIMIT, total)
 
 
 def merge_set(target: Any, excluded: Any) -> dict[str, Any]:
@@ -102,10 +115,12 @@ def merge_set(target: Any, excluded: Any) -> dict[str, Any]:
     """
     t, x = target, excluded
     newer = x.last_step > t.last_step
+    total = t.sum + x.sum  # both within SUM_LIMIT: no overflow
+    limit, floor = literal_column(repr(SUM_LIMIT)), literal_column(repr(-SUM_LIMIT))  # inline: no parameter in the executemany
     return {
         "min": case((x.min.is_(None), t.min), (t.min.is_(None) | (x.min < t.min), x.min), else_=t.min),
         "max": case((x.max.is_(None), t.max), (t.max.is_(None) | (x.max > t.max), x.max), else_=t.max),
-        "sum": t.sum + x.sum,
+        "sum": case((total > limit, limit), (total < floor, floor), else_=total),
         "count": t.count + x.count,
         "nan_count": t.nan_count + x.nan_count,
         "last": case((newer, x.last), else_=t.last),
