@@ -18,7 +18,7 @@ import math
 from collections.abc import Iterable
 from typing import Any, Final
 
-from sqlalchemy import case, literal_column
+from sqlalchemy import ColumnElement, case, literal_column
 
 LEVELS: Final = (3, 6, 9, 12, 15, 18, 21, 24)
 SUM_LIMIT: Final = 1e300  # two sums within it add up without overflow
@@ -116,7 +116,9 @@ def merge_set(target: Any, excluded: Any) -> dict[str, Any]:
     t, x = target, excluded
     newer = x.last_step > t.last_step
     total = t.sum + x.sum  # both within SUM_LIMIT: no overflow
-    limit, floor = literal_column(repr(SUM_LIMIT)), literal_column(repr(-SUM_LIMIT))  # inline: no parameter in the executemany
+    # Inline numbers, not bound parameters: the statement runs as an executemany of the delta rows.
+    limit: ColumnElement[float] = literal_column(repr(SUM_LIMIT))
+    floor: ColumnElement[float] = literal_column(repr(-SUM_LIMIT))
     return {
         "min": case((x.min.is_(None), t.min), (t.min.is_(None) | (x.min < t.min), x.min), else_=t.min),
         "max": case((x.max.is_(None), t.max), (t.max.is_(None) | (x.max > t.max), x.max), else_=t.max),
