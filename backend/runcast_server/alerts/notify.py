@@ -26,11 +26,12 @@ import time
 from typing import TYPE_CHECKING, Any, Final, cast
 
 from sqlalchemy import CursorResult, delete, or_, select
+from sqlalchemy.orm import Session
 
 from runcast_server.alerts import chat
 from runcast_server.alerts.models import Alert, AlertDelivery, Subscription
 from runcast_server.alerts.service import alert_view, summary, title
-from runcast_server.alerts.transport import Outgoing, count, record, run_task, send, unsubscribe_url
+from runcast_server.alerts.transport import Outgoing, attempt, run_task, unsubscribe_url
 from runcast_server.core.db import upsert
 from runcast_server.core.i18n import messages
 from runcast_server.policy.apply import public_policy
@@ -167,34 +168,25 @@ def chat_message(sub: Subscription, view: dict[str, Any], phase: str) -> chat.Ch
 
 def deliver(ctx: AlertContext, delivery_id: int) -> str:
     """Send one delivery (one attempt); schedules the next attempt on failure. Returns its status."""
-    with ctx.database.scope() as session:
-        d = session.get(AlertDelivery, delivery_id)
-        if d is None or d.status != "pending":
-            return d.status if d else "missing"
-        sub = session.get(Subscription, d.subscription_id)
-        alert = session.get(Alert, d.alert_id)
-        run = session.get(Run, alert.run_id) if alert is not None else None
-        withheld = alert is None or run is None or not public_policy(session, run.id).notified({"key": alert.key})
-        if sub is None or alert is None or sub.status != "active" or withheld:
-            d.status = "dropped"
-            count(ctx, sub.channel if sub is not None else "unknown", "dropped")
-            return "dropped"
-        view = alert_view(session, alert, base_url=sub.base_url)  # as every reader may see it: subscribers are anonymous
-        phase = d.phase
-        session.expunge(sub)
+    return attempt(ctx, AlertDelivery, delivery_id, _outgoing, lambda countdown: schedule_delivery(ctx, delivery_id, countdown))
+
+
+def _outgoing(session: Session, d: AlertDelivery) -> tuple[Subscription | None, Outgoing | None]:
+    sub = session.get(Subscription, d.subscription_id)
+    alert = session.get(Alert, d.alert_id)
+    run = session.get(Run, alert.run_id) if alert is not None else None
+    if sub is None or alert is None or run is None or not public_policy(session, run.id).notified({"key": alert.key}):
+        return sub, None
+    view = alert_view(session, alert, base_url=sub.base_url)  # as every reader may see it: subscribers are anonymous
+    phase = d.phase
     t = messages(sub.language)
     text = summary(view, phase, t)
-    out = Outgoing(
-        event=EVENTS[phase], msg_id=f"msg_runcast_delivery_{delivery_id}", delivery=str(delivery_id),
+    return sub, Outgoing(
+        event=EVENTS[phase], msg_id=f"msg_runcast_delivery_{d.id}", delivery=str(d.id),
         body=lambda: render(sub, view, phase), robot=lambda: chat_message(sub, view, phase),
         subject=f"[runcast] {text}"[:200],
         text=f"{text}\n\n{view.get('url', '')}\n\n{t('Evidence')}: {json.dumps(view['evidence'])}",
     )
-    error, retry = send(ctx, sub, out)
-    status = record(ctx, AlertDelivery, delivery_id, error, retry,
-                    lambda countdown: schedule_delivery(ctx, delivery_id, countdown))
-    count(ctx, sub.channel, "retry" if status == "pending" else status)
-    return status
 
 
 def prune_deliveries(ctx: AlertContext, now: float | None = None) -> int:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from runcast import __version__
 from sqlalchemy import update
+from sqlalchemy.orm import Session
 from standardwebhooks import Webhook
 
 from runcast_server.alerts import chat, email, ssrf
@@ -109,11 +110,36 @@ def count(ctx: AlertContext, channel: str, outcome: str) -> None:
         metrics.alert_deliveries.labels(channel, outcome).inc()
 
 
-def record(ctx: AlertContext, model: type[Any], delivery_id: int, error: str | None, retry: bool,
-           again: Callable[[float], None]) -> str:
-    """Record an attempt's outcome on a delivery row (``model``: AlertDelivery or ReportDelivery); a
-    failure is retried (``again(countdown)``, when waiting can help) until the attempts run out, and
-    counts towards disabling the subscription."""
+Prepare = Callable[[Session, Any], tuple[Subscription | None, Outgoing | None]]
+"""``(session, delivery row) -> (its subscription, what to send)``; nothing to send (None): the
+thing notified is gone or no longer public, and the delivery is dropped."""
+
+
+def attempt(ctx: AlertContext, model: type[Any], delivery_id: int, prepare: Prepare,
+            again: Callable[[float], None]) -> str:
+    """One attempt of a pending delivery row (``model``: AlertDelivery or ReportDelivery); returns its
+    status. Dropped when ``prepare`` finds nothing to send or the subscription is no longer active;
+    a failure is retried (``again(countdown)``, when waiting can help) until the attempts run out,
+    and counts towards disabling the subscription."""
+    with ctx.database.scope() as session:
+        d = session.get(model, delivery_id)
+        if d is None or d.status != "pending":
+            return d.status if d else "missing"
+        sub, out = prepare(session, d)
+        if sub is None or out is None or sub.status != "active":
+            d.status = "dropped"
+            count(ctx, sub.channel if sub is not None else "unknown", "dropped")
+            return "dropped"
+        session.expunge(sub)  # read by ``out``'s renderers after the session
+    error, retry = send(ctx, sub, out)
+    status = _record(ctx, model, delivery_id, error, retry, again)
+    count(ctx, sub.channel, "retry" if status == "pending" else status)
+    return status
+
+
+def _record(ctx: AlertContext, model: type[Any], delivery_id: int, error: str | None, retry: bool,
+            again: Callable[[float], None]) -> str:
+    """Record an attempt's outcome on its delivery row."""
     settings = ctx.settings
     now = time.time()
     retry_in: float | None = None

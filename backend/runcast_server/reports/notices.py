@@ -26,7 +26,7 @@ from sqlalchemy import delete, or_, select
 from runcast_server.alerts.chat import ChatMessage
 from runcast_server.alerts.models import Subscription
 from runcast_server.alerts.notify import FINISHED, discord_text, slack_text
-from runcast_server.alerts.transport import Outgoing, count, record, run_task, send, unsubscribe_url
+from runcast_server.alerts.transport import Outgoing, attempt, run_task, unsubscribe_url
 from runcast_server.core.db import upsert
 from runcast_server.core.i18n import Messages, messages
 from runcast_server.core.models import Project
@@ -164,26 +164,17 @@ def robot_message(sub: Subscription, view: dict[str, Any]) -> ChatMessage:
 
 def deliver(ctx: AlertContext, delivery_id: int) -> str:
     """Send one notice (one attempt); schedules the next attempt on failure. Returns its status."""
-    with ctx.database.scope() as session:
-        d = session.get(ReportDelivery, delivery_id)
-        if d is None or d.status != "pending":
-            return d.status if d else "missing"
-        sub = session.get(Subscription, d.subscription_id)
-        report = session.get(Report, d.report_id)
-        run = session.get(Run, report.run_id) if report is not None and report.state == "published" else None
-        view = report_view(session, run, report, sub.base_url) if run is not None and report and sub else None
-        if sub is None or view is None or sub.status != "active":
-            d.status = "dropped"  # unpublished, deleted, or unsubscribed meanwhile
-            count(ctx, sub.channel if sub is not None else "unknown", "dropped")
-            return "dropped"
-        session.expunge(sub)
-    t = messages(sub.language)
-    text = headline(view, t)
-    out = Outgoing(event=EVENT, msg_id=f"msg_runcast_report_delivery_{delivery_id}", delivery=f"report-{delivery_id}",
-                   body=lambda: render_body(sub, view), robot=lambda: robot_message(sub, view),
-                   subject=f"[runcast] {text}"[:200], text=f"{text}\n\n{view['summary']}\n\n{view['url']}")
-    error, retry = send(ctx, sub, out)
-    status = record(ctx, ReportDelivery, delivery_id, error, retry,
-                    lambda countdown: schedule_delivery(ctx, delivery_id, countdown))
-    count(ctx, sub.channel, "retry" if status == "pending" else status)
-    return status
+    return attempt(ctx, ReportDelivery, delivery_id, _outgoing, lambda countdown: schedule_delivery(ctx, delivery_id, countdown))
+
+
+def _outgoing(session: Any, d: ReportDelivery) -> tuple[Subscription | None, Outgoing | None]:
+    sub = session.get(Subscription, d.subscription_id)
+    report = session.get(Report, d.report_id)
+    run = session.get(Run, report.run_id) if report is not None and report.state == "published" else None
+    view = report_view(session, run, report, sub.base_url) if run is not None and report and sub else None
+    if sub is None or view is None:  # unpublished, deleted, or unsubscribed meanwhile
+        return sub, None
+    text = headline(view, messages(sub.language))
+    return sub, Outgoing(event=EVENT, msg_id=f"msg_runcast_report_delivery_{d.id}", delivery=f"report-{d.id}",
+                         body=lambda: render_body(sub, view), robot=lambda: robot_message(sub, view),
+                         subject=f"[runcast] {text}"[:200], text=f"{text}\n\n{view['summary']}\n\n{view['url']}")
