@@ -213,6 +213,7 @@ function onBatch(page, message) {
     if (events.some((e) => e.type === "anomaly")) page.soon.alerts();
     if (events.some((e) => e.type === "checkpoint")) page.soon.checkpoints();
     if (events.some((e) => e.type === "run_started")) page.soon.revisions();
+    if (page.control && events.some((e) => e.type === "command")) page.control.load(); // sent, resolved, expired
     page.soon.events();
   }
   // Samples, evaluations and media: the rows the batch stored, which the panels read.

@@ -62,3 +62,25 @@ def test_only_the_team_previews_and_a_bad_block_is_refused(client: Any, world: d
     assert res.status_code == 422 and res.json()["error"]["field"] == "body"
     res = client.post(url, json={"body": ""}, headers=bearer(tokens["team"]))
     assert res.status_code == 422 and "body" in res.json()["error"]["field"]
+
+
+def test_the_preview_shows_what_the_public_will_see_of_the_published_report(client: Any, world: dict[str, Any]) -> None:
+    """The run publishes ``loss`` only: the team's preview of a chart of ``loss`` and ``secret`` holds
+    what an anonymous reader of the published report gets (no ``secret``), not the team's view."""
+    run, team = world["run"], bearer(world["tokens"]["team"])
+    policy = client.put(f"{API}/runs/{run}/policy", json={"metrics": ["loss"]}, headers=team)
+    assert policy.status_code == 200, policy.text
+    body = "Both curves.\n\n```runcast-chart keys=loss,secret from=1 to=3\n```\n"
+    preview = client.post(f"{API}/runs/{run}/report-preview", json={"body": body}, headers=team)
+    assert preview.status_code == 200, preview.text
+    [block] = preview.json()["blocks"]
+    assert set(block["series"]) == {"loss"}
+    made = client.post(f"{API}/runs/{run}/reports", json={"title": "T", "body": body, "from_step": 1, "to_step": 3},
+                       headers=team).json()
+    assert client.post(f"{API}/runs/{run}/reports/{made['number']}/publish", json={}, headers=team).status_code == 200
+    public = browser(client)
+    assert public.get(f"{API}/runs/{run}/reports/{made['number']}/data").json()["blocks"] == preview.json()["blocks"]
+    assert public.get(f"{API}/runs/{run}/reports/{made['number']}").json()["html"] == preview.json()["html"]
+    # The team's own read of the published report still has everything (its reads are the team's).
+    team_blocks = client.get(f"{API}/runs/{run}/reports/{made['number']}/data", headers=team).json()["blocks"]
+    assert set(team_blocks[0]["series"]) == {"loss", "secret"}

@@ -7,7 +7,9 @@ says "applied at step S", and an anonymous viewer's timeline shows the decision 
 Vic (a viewer) and the anonymous viewer get no card, and their hand-made POSTs are refused, as
 are the owner's own cookies sent from another site. A value outside the tunable's bounds is
 refused on the page before anything is sent, and the server's 422 (a tampered request) is shown
-naming the field. The card in zh-CN; screenshots of both languages."""
+naming the field. The card in zh-CN; screenshots of both languages. A command to a run whose
+trainer is gone expires on time on the open pages, and an anonymous page following the run
+through the cache (no stream) sees each decision."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from .conftest import LiveServer
@@ -271,3 +274,48 @@ def test_the_card_in_chinese(live_server: LiveServer, browser: Any, trainer: Tra
     assert zh.text_content("#control-error") == "请检查 reason：需要填写原因（会写入运行的公开记录）"
     zh.locator("#control-card").screenshot(path=str(_shots(tmp_path) / "control-card-zh-CN.png"))
     assert zh.errors == []
+
+
+def test_a_command_to_a_gone_trainer_expires_on_open_pages_and_a_cached_follower_sees_each_decision(
+        live_server: LiveServer, browser: Any, team: None) -> None:
+    """Anonymous viewers follow through the cache (RUNCAST_PUBLIC_FOLLOW=cache: no stream, no
+    `event: commands`); commands expire after 3 s, checked every 0.5 s. A run whose trainer posted
+    20 steps and went away: Olga pauses it from her card; the anonymous page's timeline shows the
+    decision, then both pages show it expired on time, none reloaded."""
+    live_server.env.update({"RUNCAST_PUBLIC_FOLLOW": "cache", "RUNCAST_COMMAND_EXPIRE_S": "3",
+                            "RUNCAST_ALERT_CHECK_INTERVAL_S": "0.5"})
+    live_server.restart()
+    run_id = "gonetrainer01"
+    events = [{"type": "run_started", "name": "gone", "config": {}, "code": {}, "env": {}, "seed": None,
+               "resume_step": None, "visibility": "public"}]
+    events += [{"type": "metrics", "step": s, "values": {"train/loss": 2.0 / s}} for s in range(1, 21)]
+    body = {"v": 1, "events": [{"v": 1, "run": run_id, "segment": "segment01", "seq": i, "ts": time.time(), **e}
+                               for i, e in enumerate(events)]}
+    res = httpx.post(f"{live_server.url}/api/v1/ingest", json=body,
+                     headers={"Authorization": f"Bearer {live_server.token()}"})
+    assert res.status_code == 202, res.text  # and the trainer is gone: no heartbeat, no answer taken
+
+    olga, public = _browser_as(browser, live_server, "olga"), _browser_as(browser, live_server, None)
+    _open(olga, live_server, run_id)
+    _open(public, live_server, run_id)
+    assert (olga.evaluate("window.__runcast.stream.mode"), public.evaluate("window.__runcast.stream.mode")) == (
+        "stream", "cache")
+    olga.wait_for_selector("#control-card")
+    olga.fill("#control-reason", "look at the data first")
+    with olga.expect_response(lambda r: r.request.method == "POST" and r.url.endswith("/commands")) as posted:
+        olga.click("#control-pause")
+    assert posted.value.status == 201, posted.value.text()
+    command = posted.value.json()
+    state = f"document.querySelector('#command-{command['command']} .command-state')?.textContent"
+    olga.wait_for_function(f"{state} === 'pending'")
+    # The page following through the cache gets the decision from the edge, without a reload.
+    public.wait_for_function(f"({TIMELINE})().includes('pause, sent by Olga: look at the data first')", timeout=20000)
+    # At its time the periodic check expires it: Olga's card and the anonymous timeline say so.
+    olga.wait_for_function(f"{state} === 'expired'", timeout=30000)
+    assert time.time() >= command["expires_at"]
+    public.wait_for_function(f"({TIMELINE})().includes('pause: expired')", timeout=20000)
+    listed = _commands(public, live_server, run_id)
+    assert [(c["state"], c["message"]) for c in listed] == [("expired", "expired before the trainer acknowledged it")]
+    assert olga.text_content("#control-pause") == "Pause"  # nothing was paused
+    assert not olga.is_disabled("#control-pause")
+    assert olga.errors == [] and public.errors == []

@@ -121,6 +121,8 @@ def test_an_owner_drafts_edits_previews_and_publishes_and_a_reader_sees_it_live(
         olga.page.wait_for_function("document.getElementById('report-editor-preview').textContent.includes('Olga')"
                                     f" && ({CHART_POINTS})('#report-editor-preview') === 30", timeout=20000)
         assert olga.page.evaluate(INERT, "#report-editor-preview") == CLEAN
+        # The preview is the public's view of the published report (docs/reports.md), and says so.
+        assert olga.page.text_content(".report-editor-preview-pane h3") == "Preview, as the public will see it"
         assert olga.page.text_content("#report-editor-preview").count("window.__pwned") >= 1  # shown as text
         olga.page.screenshot(path=str(_shots(tmp_path) / "report-editor-en.png"), full_page=True)
 

@@ -19,15 +19,21 @@ def listed(url: str, run: str) -> dict[str, dict[str, Any]]:
 def deliver(url: str, token: str, run: Any, body: dict[str, Any]) -> str:
     """Send ``body`` as the team to ``run`` (the script's open ``runcast.Run``); return once its SDK holds it.
 
-    Under load an answer can time out after the server marked the command delivered: the SDK then gets it
-    with a later answer, and each flush sends one."""
+    Observed from outside, as the server and the SDK's public calls tell it: the command left
+    "pending" (an ingest answer carried it, or the SDK refused it at once for a script that did not
+    opt in), then every batch the SDK sent so far was answered (``run.flush()`` is True). Under load
+    the answer that carried it can time out: the SDK sends that batch again, and the answer to it
+    carries the command again (an open command goes with every answer for its run), so it holds it."""
     run.flush()  # the tunables declared at train start are on the server
     res = httpx.post(f"{url}{API}/runs/{run.id}/commands", json={"reason": "because", **body},
                      headers={"Authorization": f"Bearer {token}"})
     assert res.status_code == 201, res.text
     uid: str = res.json()["command"]
     deadline = time.monotonic() + 120  # a failure's bound, not a timing
-    while uid not in run._inbox._seen:  # received: handed to the script, or refused for one that did not opt in
+    while listed(url, run.id)[uid]["state"] == "pending":
         assert time.monotonic() < deadline, f"never delivered: {listed(url, run.id)[uid]}"
         run.flush(timeout=5)
+        time.sleep(0.05)
+    while not run.flush(timeout=5):
+        assert time.monotonic() < deadline, f"the SDK's batches were never answered: {listed(url, run.id)[uid]}"
     return uid

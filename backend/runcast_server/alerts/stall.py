@@ -1,4 +1,7 @@
-"""The periodic check: stalled runs (no event for ``stall.after_s``) and quiet restart loops.
+"""The periodic check: stalled runs (no event for ``stall.after_s``), quiet restart loops, and the
+team's commands past their time (``commands.service.expire``: each expired on the run's record,
+and every open page of the run told, so a command whose trainer never came back does not stay
+"pending"; docs/commands.md).
 
 Production: Celery beat sends ``runcast.alerts.sweep`` every ``RUNCAST_ALERT_CHECK_INTERVAL_S``
 (run ``celery -A runcast_server.core.celery_app beat`` once, beside the workers; see
@@ -18,9 +21,10 @@ import logging
 import time
 from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from sqlalchemy import Connection, select, update
+from sqlalchemy.orm import Session
 
 from runcast_server.alerts.engine import (
     RUN_LEVEL,
@@ -29,6 +33,8 @@ from runcast_server.alerts.engine import (
     load_configs,
 )
 from runcast_server.alerts.models import Alert
+from runcast_server.commands import record
+from runcast_server.commands.service import expire
 from runcast_server.detectors.runlevel import restart_quiet, stalled
 from runcast_server.detectors.signals import Signal
 from runcast_server.ingest.checks import take_write_lock
@@ -46,6 +52,13 @@ log = logging.getLogger(__name__)
 Entries = list[dict[str, Any]]  # notification entries of the alerts opened or closed
 
 
+class Expired(NamedTuple):
+    """A command the check expired."""
+
+    run_id: str
+    uid: str
+
+
 def _acquire(ctx: AlertContext) -> Any:
     """A non-blocking lock so that sweeps never pile up; None when another one runs."""
     if ctx.alerts is not None:  # embedded: the process's lock
@@ -61,7 +74,8 @@ def _acquire(ctx: AlertContext) -> Any:
 
 
 def sweep(ctx: AlertContext, now: float | None = None) -> int:
-    """Open stall alerts and close quiet restart loops; returns how many alerts changed."""
+    """Open stall alerts, close quiet restart loops and expire the commands past their time; returns
+    how many alerts changed."""
     lock = _acquire(ctx)
     if lock is None:
         return 0
@@ -96,8 +110,27 @@ def _sweep(ctx: AlertContext, now: float, stall_after_s: float) -> int:
         loop_configs = load_configs(conn, [rid for rid, _ in loops])
         for rid, state in loops:
             entries += _isolated(ctx, "restart_loop", rid, partial(_quiet_loop, conn, rid, state, loop_configs[rid], now))
+        expired = _expire_commands(ctx, session, now)
     dispatch(ctx, entries)
+    for command in expired:
+        try:
+            ctx.hub.publish(command.run_id, record.notice(command.run_id, command.uid, "expired"))
+        except Exception:  # stored: an open page misses only the notice (the version reaches it)
+            log.warning("alerts: the commands notice for run %s could not be published", command.run_id, exc_info=True)
     return len(entries)
+
+
+def _expire_commands(ctx: AlertContext, session: Session, now: float) -> list[Expired]:
+    """The commands past their time, expired in a savepoint of their own (an error is logged and
+    counted, and the next check tries again)."""
+    try:
+        with session.begin_nested():
+            return [Expired(c.run_id, c.uid) for c in expire(session, now)]
+    except Exception:
+        log.exception("alerts: expiring the commands past their time failed; the next check tries again")
+        if ctx.metrics is not None:
+            ctx.metrics.alert_check_errors.labels("command_expiry").inc()
+        return []
 
 
 def _isolated(ctx: AlertContext, check: str, run_id: str, work: Callable[[], Entries]) -> Entries:

@@ -44,8 +44,9 @@ def check(session: Session, events: Sequence[dict[str, Any]], now: float) -> dic
 
 
 def apply(session: Session, events: Sequence[dict[str, Any]], commands: dict[str, Command], now: float) -> None:
-    """Record each new acknowledgement on its command and on the run's timeline."""
-    for _, e in _acks(events):
+    """Record each new acknowledgement on its command and on the run's timeline (a run version each:
+    the runs' rows are taken in id order, as a stored batch takes them)."""
+    for _, e in sorted(_acks(events), key=lambda ack: (ack[1]["run"], ack[0])):
         command = commands[e["command"]]
         if command.state == "acknowledged":
             continue  # the same event again

@@ -63,29 +63,29 @@ def send(session: Session, run: Run, kind: str, reason: str, *, name: str | None
     return command
 
 
-def expire(session: Session, run_ids: Iterable[str], now: float) -> None:
-    """Mark the open commands of ``run_ids`` past their time as expired (each on the record)."""
-    ids = sorted(set(run_ids))
-    if not ids:
-        return
-    stale = session.scalars(select(Command).where(Command.run_id.in_(ids), Command.state.in_(OPEN),
-                                                  Command.expires_at <= now)).all()
+def expire(session: Session, now: float) -> list[Command]:
+    """Mark every open command past its time as expired, each on the run's record (a version of
+    its own); returns them. The periodic check calls it (alerts/stall.py): a command whose trainer
+    never came back expires on time, not when something next reads the run."""
+    stale = session.scalars(select(Command).where(Command.state.in_(OPEN), Command.expires_at <= now)
+                            .order_by(Command.run_id, Command.id)).all()  # the runs' row locks in one order
     for command in stale:
         command.state = "expired"
         command.message = "expired before the trainer acknowledged it"
         session.flush()
         record.write(session, command, record.RESOLVED, None, now)
+    return list(stale)
 
 
 def deliver(session: Session, run_ids: Iterable[str], now: float) -> list[dict[str, Any]]:
-    """The open commands of ``run_ids`` (runs flagged as having some), as the ingest answer carries them;
-    pending ones become delivered. A run left with none loses its flag."""
+    """The open commands of ``run_ids`` (runs flagged as having some) still in their time, as the
+    ingest answer carries them; pending ones become delivered. A run left with none loses its flag
+    (one past its time is the periodic check's to expire)."""
     ids = sorted(set(run_ids))
     if not ids:
         return []
-    expire(session, ids, now)
-    open_ = session.scalars(select(Command).where(Command.run_id.in_(ids), Command.state.in_(OPEN))
-                            .order_by(Command.id)).all()
+    open_ = session.scalars(select(Command).where(Command.run_id.in_(ids), Command.state.in_(OPEN),
+                                                  Command.expires_at > now).order_by(Command.id)).all()
     for command in open_:
         if command.state == "pending":
             command.state, command.delivered_at = "delivered", now
@@ -102,7 +102,6 @@ def wire(command: Command) -> dict[str, Any]:
             "created_at": command.created_at, "expires_at": command.expires_at}
 
 
-def listed(session: Session, run: Run, now: float) -> list[Command]:
-    """The run's commands, oldest first (expired ones marked so first)."""
-    expire(session, [run.id], now)
+def listed(session: Session, run: Run) -> list[Command]:
+    """The run's commands, oldest first."""
     return list(session.scalars(select(Command).where(Command.run_id == run.id).order_by(Command.id)))

@@ -290,7 +290,9 @@ class RunChannel:
                         notice = notice_frame(self.run_id, message)
                         if notice is not None:  # comments, reports, commands: outside the versions
                             self._notify(notice)
-                            continue
+                            if "commands" not in message:
+                                continue  # a command's record is a version too (commands/record.py): read it
+                            message = {"version": await db(self.registry.database, lambda s: current_version(s, self.run_id))}
                         if int(message.get("version", 0)) > self.queued:
                             await self._catch_up()
                 finally:

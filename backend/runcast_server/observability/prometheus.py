@@ -76,7 +76,7 @@ class Metrics:
             "(sent, retry, failed, dropped).", ["channel", "outcome"], registry=r)
         self.alert_check_errors = Counter(
             "runcast_alert_check_errors", "Runs the periodic alert check could not check, by check (stall, "
-            "restart_loop); each is logged with its run id, and the other runs are checked.", ["check"], registry=r)
+            "restart_loop, command_expiry); each is logged with its run id, and the other runs are checked.", ["check"], registry=r)
         self.http_latency = Histogram(
             "runcast_http_request_duration_seconds",
             "Seconds from a request's arrival to its response headers, by route template and status.",

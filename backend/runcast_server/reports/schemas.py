@@ -78,7 +78,8 @@ class ReportPreviewIn(BaseModel):
 class ReportPreviewOut(BaseModel):
     run: str
     html: str = Field(description="Sanitized HTML, as a saved report's: each live block an empty div.runcast-block.")
-    blocks: list[dict[str, Any]] = Field(description="Each live block with its data, as the team reads it.")
+    blocks: list[dict[str, Any]] = Field(description="Each live block with its data, as the public reads the "
+                                         "published report (the run's publication policy applied).")
 
 
 class DraftOut(BaseModel):

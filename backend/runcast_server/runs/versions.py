@@ -1,8 +1,8 @@
 """Run versions and their replay log (``run_versions``), written in one place.
 
 A run's ``version`` moves by one per committed change of it: a stored batch (ingest), an
-alert opened or closed (the alerts engine, the stall sweep). ``RunChange`` is what one
-such change did to one run; ``write_version_log`` records it, one row per version (the
+alert opened or closed (the alerts engine, the stall sweep), a command's event on the record
+(commands.record). ``RunChange`` is what one such change did to one run; ``write_version_log`` records it, one row per version (the
 live stream's replay). The run domain owns both, so every writer goes through here.
 """
 

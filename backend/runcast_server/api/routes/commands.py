@@ -56,7 +56,7 @@ def send_command(request: Request, session: SessionDep, ctx: ContextDep, setting
                            sender_kind=kind, expire_s=settings.command_expire_s, now=time.time())
     out = CommandOut(**record.payload(command))
     session.commit()
-    ctx.hub.publish(run.id, {"run": run.id, "commands": {"id": command.uid, "change": "sent"}})  # open pages read again
+    ctx.hub.publish(run.id, record.notice(run.id, command.uid, "sent"))
     return out
 
 
@@ -67,7 +67,7 @@ def list_commands(session: SessionDep, found: ReadableRunDep, view: ViewDep) -> 
     run: Run = found[0]
     if not view.event_shown("command"):
         raise NotFound("commands", field="commands")
-    rows = service.listed(session, run, time.time())
+    rows = service.listed(session, run)
     until = view.until
     out = [record.payload(c) for c in rows if until is None or c.created_at <= until]
     for entry in out:  # a delayed reader sees what was known ``delay_s`` ago

@@ -23,6 +23,7 @@ from pydantic import BaseModel, Field
 from runcast_server.api.deps import ContextDep, IngestDep, SessionDep
 from runcast_server.api.documented import json_body, ref
 from runcast_server.api.ingest_doc import IngestBatch
+from runcast_server.commands import record
 from runcast_server.commands.schemas import DeliveredCommand
 from runcast_server.core.errors import error_responses
 from runcast_server.inbox.accept import accept_batch
@@ -62,7 +63,7 @@ async def ingest(request: Request, project: IngestDep, session: SessionDep, ctx:
                                    request.app.state.metrics, partial(enqueue_ingest, ctx))
     for run_id, command in done.acked:  # open pages of the run read its commands again (live/fanout.py)
         try:
-            ctx.hub.publish(run_id, {"run": run_id, "commands": {"id": command, "change": "resolved"}})
+            ctx.hub.publish(run_id, record.notice(run_id, command, "resolved"))
         except Exception:  # the batch is stored: an open page misses only the notice (it reads again later)
             log.warning("ingest: the commands notice for run %s could not be published", run_id, exc_info=True)
     return Accepted(accepted=done.events, commands=[DeliveredCommand(**c) for c in done.commands])

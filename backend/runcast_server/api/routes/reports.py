@@ -249,11 +249,13 @@ def export_report(request: Request, session: SessionDep, reader: ReaderDep, numb
 @router.post("/runs/{run_id}/report-preview", response_model=ReportPreviewOut, responses=ERRORS)
 def preview_report(session: SessionDep, writer: WriterDep, body: ReportPreviewIn) -> ReportPreviewOut:
     """Markdown rendered as a saved report is, by the same renderer and sanitizer, with its live blocks'
-    data; nothing is written (the team: the editor's live preview; 422 naming ``body`` for a bad block)."""
-    caller, run = writer
-    rendered = render(body.body)
-    view = view_for(session, run, caller.reader)
-    return ReportPreviewOut(run=run.id, html=rendered.html, blocks=report_data(session, run, view, rendered.blocks))
+    data as the public will read the published report (the run's publication policy: withheld keys
+    left out, a delayed run's points as of its delay); nothing is written (the team: the editor's live
+    preview; 422 naming ``body`` for a bad block)."""
+    _, run = writer
+    public = public_view(session, run)
+    rendered = render(body.body, public.metric)
+    return ReportPreviewOut(run=run.id, html=rendered.html, blocks=report_data(session, run, public, rendered.blocks))
 
 
 @router.get("/runs/{run_id}/report-draft", response_model=DraftOut, responses=ERRORS)
