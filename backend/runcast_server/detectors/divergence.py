@@ -82,9 +82,13 @@ def divergence_train_many(state: dict[str, Any], p: dict[str, Any], steps: Seque
         ring.append(value)
         insort(window, value)
         if len(ring) > size:
-            for old in ring[: len(ring) - size]:
-                del window[bisect_left(window, old)]
-            del ring[: len(ring) - size]
+            if len(ring) == size + 1:  # the usual case: one value leaves
+                del window[bisect_left(window, ring[0])]
+                del ring[0]
+            else:
+                for old in ring[: len(ring) - size]:
+                    del window[bisect_left(window, old)]
+                del ring[: len(ring) - size]
         n = len(ring)
         if n < least:
             continue

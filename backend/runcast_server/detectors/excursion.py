@@ -99,9 +99,13 @@ def excursion_up_many(kind: str) -> BatchDetector:
                     ring.append(value)
                     insort(window, value)
                     if len(ring) > size:
-                        for old in ring[: len(ring) - size]:
-                            del window[bisect_left(window, old)]
-                        del ring[: len(ring) - size]
+                        if len(ring) == size + 1:  # the usual case: one value leaves
+                            del window[bisect_left(window, ring[0])]
+                            del ring[0]
+                        else:
+                            for old in ring[: len(ring) - size]:
+                                del window[bisect_left(window, old)]
+                            del ring[: len(ring) - size]
                     continue
             for sig in update(state, p, step, value, ctx):
                 out.append((step, sig))
