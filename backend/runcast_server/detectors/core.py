@@ -5,9 +5,13 @@ module per family: ``excursion`` (spike, grad norm), ``nonfinite``, ``plateau``,
 ``divergence``, ``throughput``, and ``runlevel`` (restart loop, stall), over ``stats``
 and ``signals``. Each point detector is a ``PointDetector``,
 ``update(state, params, step, value, ctx) -> [Signal]``, over a JSON-able ``state`` dict
-that it mutates. Memory per series is bounded by the window parameters (at most 1000
-floats), never by the run's length, so the state can be stored in one database row and a
-restarted worker continues where the last one stopped.
+that it mutates. The runner calls each one's batched form, a ``BatchDetector``
+(``update_many``: a key's points of a batch at once, with the same effect; the quiet case
+inline, anything else through the point detector), or ``one_by_one`` where there is none
+(issue 31: the per-point calls were half of the embedded server's ingest time). Memory per
+series is bounded by the window parameters (at most 1000 floats), never by the run's
+length, so the state can be stored in one database row and a restarted worker continues
+where the last one stopped.
 
 Points must come in step order per series: a point whose step is <= the last step the
 detector has seen is ignored (a batch that arrives after a later one, or a redelivered
