@@ -63,6 +63,9 @@ def divergence_train_many(state: dict[str, Any], p: dict[str, Any], steps: Seque
     ring: list[float] = []
     window: list[float] = []
     fast = False
+    best: float | None = None
+    above: int | None = None
+    level = 0.0
     last_med: float | None = None
     last_step = 0
     for step, value in zip(steps, values):
@@ -78,6 +81,8 @@ def divergence_train_many(state: dict[str, Any], p: dict[str, Any], steps: Seque
             if fast:
                 ring = state["ring"]
                 window = ordered(state, ring)
+                best, above = state.get("best"), state.get("above")
+                level = 0.0 if best is None else (best * up if best >= 0 else best * down)
             continue
         ring.append(value)
         insort(window, value)
@@ -95,19 +100,19 @@ def divergence_train_many(state: dict[str, Any], p: dict[str, Any], steps: Seque
         mid = n // 2
         med = window[mid] if n % 2 else 0.5 * (window[mid - 1] + window[mid])
         last_med, last_step = med, step
-        best: float | None = state.get("best")
         if best is None or med < best:
-            state["best"], state["best_step"] = med, step
-            best = med
-        if med > (best * up if best >= 0 else best * down) and n >= half:
-            above = state["above"] = state.get("above", 0) + 1
+            best = state["best"] = med
+            state["best_step"] = step
+            level = med * up if med >= 0 else med * down
+        if med > level and n >= half:
+            above = state["above"] = (above or 0) + 1
             if above >= confirm:
                 state["open"] = True
                 fast = False
                 out.append((step, Signal("divergence", "open", step, {
                     "mode": "train_trend", "smoothed": med, "best": best, "best_step": state["best_step"], "rise": rise})))
-        else:
-            state["above"] = 0
+        elif above != 0:  # also when the key is not there yet
+            state["above"] = above = 0
     if last_med is not None and last_step >= ctx.get("train_step", last_step):
         ctx["train_smoothed"], ctx["train_step"] = last_med, last_step
     return out
