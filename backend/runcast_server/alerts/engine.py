@@ -152,7 +152,17 @@ def run_detectors(
         entry = apply_signal(conn, run, segment, sig, now, result=result)
         if entry is not None:
             result.alerts.append(entry)
-    close_stall_alerts(conn, sorted({e["run"] for e in events if not is_system_event(e)}), now, result)
+    close_stall_alerts(conn, sorted(_active_runs(events)), now, result)
+
+
+def _active_runs(events: Sequence[dict[str, Any]]) -> set[str]:
+    """The runs with an event other than a system sample; an event of a run already found is not looked at."""
+    active: set[str] = set()
+    for e in events:
+        run = e["run"]
+        if run not in active and not is_system_event(e):
+            active.add(run)
+    return active
 
 
 def _load_states(conn: Connection, run_ids: list[str]) -> dict[tuple[str, int, str, str], dict[str, Any]]:

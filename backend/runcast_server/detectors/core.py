@@ -5,9 +5,13 @@ module per family: ``excursion`` (spike, grad norm), ``nonfinite``, ``plateau``,
 ``divergence``, ``throughput``, and ``runlevel`` (restart loop, stall), over ``stats``
 and ``signals``. Each point detector is a ``PointDetector``,
 ``update(state, params, step, value, ctx) -> [Signal]``, over a JSON-able ``state`` dict
-that it mutates. Memory per series is bounded by the window parameters (at most 1000
-floats), never by the run's length, so the state can be stored in one database row and a
-restarted worker continues where the last one stopped.
+that it mutates. The runner calls each one's batched form, a ``BatchDetector``
+(``update_many``: a key's points of a batch at once, with the same effect; the quiet case
+inline, anything else through the point detector), or ``one_by_one`` where there is none
+(issue 31: the per-point calls were half of the embedded server's ingest time). Memory per
+series is bounded by the window parameters (at most 1000 floats), never by the run's
+length, so the state can be stored in one database row and a restarted worker continues
+where the last one stopped.
 
 Points must come in step order per series: a point whose step is <= the last step the
 detector has seen is ignored (a batch that arrives after a later one, or a redelivered
@@ -16,27 +20,28 @@ one, changes nothing).
 
 from __future__ import annotations
 
-from operator import itemgetter
+from bisect import bisect_right
+from operator import itemgetter, lt
 from typing import Any
 
-from runcast_server.detectors.divergence import divergence_train, divergence_val
-from runcast_server.detectors.excursion import excursion_up
-from runcast_server.detectors.nonfinite import nonfinite
-from runcast_server.detectors.plateau import plateau
-from runcast_server.detectors.signals import PointDetector, Signal
+from runcast_server.detectors.divergence import divergence_train_many, divergence_val
+from runcast_server.detectors.excursion import excursion_up_many
+from runcast_server.detectors.nonfinite import nonfinite_many
+from runcast_server.detectors.plateau import plateau_many
+from runcast_server.detectors.signals import BatchDetector, Signal, one_by_one
 from runcast_server.detectors.throughput import throughput
 
-# Which detectors read which role: role -> [(config section, detector name used in the state key, update function)]
-POINT_DETECTORS: dict[str, list[tuple[str, str, PointDetector]]] = {
+# Which detectors read which role: role -> [(config section, detector name used in the state key, batched update)]
+POINT_DETECTORS: dict[str, list[tuple[str, str, BatchDetector]]] = {
     "loss": [
-        ("nonfinite", "nonfinite", nonfinite),
-        ("spike", "spike", excursion_up("spike")),
-        ("plateau", "plateau", plateau),
-        ("divergence", "divergence", divergence_train),
+        ("nonfinite", "nonfinite", nonfinite_many),
+        ("spike", "spike", excursion_up_many("spike")),
+        ("plateau", "plateau", plateau_many),
+        ("divergence", "divergence", divergence_train_many),
     ],
-    "val_loss": [("divergence", "divergence_val", divergence_val)],
-    "grad_norm": [("nonfinite", "nonfinite", nonfinite), ("grad_norm", "grad_norm", excursion_up("grad_norm"))],
-    "throughput": [("throughput", "throughput", throughput)],
+    "val_loss": [("divergence", "divergence_val", one_by_one(divergence_val))],
+    "grad_norm": [("nonfinite", "nonfinite", nonfinite_many), ("grad_norm", "grad_norm", excursion_up_many("grad_norm"))],
+    "throughput": [("throughput", "throughput", one_by_one(throughput))],
 }
 ROLE_ORDER = {"loss": 0, "grad_norm": 1, "throughput": 2, "val_loss": 3}
 
@@ -52,8 +57,11 @@ def role_of(key: str, cfg: dict[str, Any]) -> str | None:
 class SegmentRunner:
     """Feeds one segment's points to its detectors; ``states[(key, detector)]`` is the JSON state.
 
-    ``feed`` takes points in any order within a call: they are sorted by step (loss before
-    validation loss at one step) and each series skips steps it has already seen.
+    ``feed`` takes points in any order within a call. They are processed as if one by one
+    in step order (loss before validation loss at one step, then by key; of one key's
+    points at one step, the first), each series skipping steps it has already seen; each
+    detector takes a key's points as a batch (``signals.BatchDetector``), cut at the
+    validation steps, where the validation check reads the smoothed train loss.
     """
 
     def __init__(self, cfg: dict[str, Any], states: dict[tuple[str, str], dict[str, Any]]) -> None:
@@ -67,41 +75,68 @@ class SegmentRunner:
         cfg = self.cfg
         if not cfg.get("enabled", True):
             return []
-        roles: dict[str, str | None] = {}  # this runs once per point: look each key's role up once
-        tagged = []
-        for step, key, value in points:
-            role = roles.get(key, "")
-            if role == "":
-                role = roles[key] = role_of(key, cfg)
-            if role is not None:
-                tagged.append((step, ROLE_ORDER[role], key, role, value))
-        tagged.sort(key=_ORDER)
-        enabled = {
-            role: [(name, cfg[section], update) for section, name, update in detectors
-                   if cfg[section].get("enabled", True)]
-            for role, detectors in POINT_DETECTORS.items() if role in roles.values()
-        }
-        states, touched = self.states, self.touched
-        fed: dict[str, list[tuple[dict[str, Any], dict[str, Any], PointDetector, tuple[str, str]]]] = {}
-        out: list[Signal] = []
-        for step, _, key, role, value in tagged:
-            detectors = fed.get(key)
-            if detectors is None:  # the key's detectors and states, looked up once per call
-                detectors = fed[key] = [(states.setdefault((key, name), {}), params, update, (key, name))
-                                        for name, params, update in enabled[role]]
-            for state, params, update, sk in detectors:
-                last = state.get("last_step")
-                if last is not None and step <= last:
+        series = _series(points, cfg)
+        ranked = sorted(series, key=lambda k: (ROLE_ORDER[series[k][0]], k))
+        cuts = sorted({s for role, steps, _ in series.values() if role == "val_loss" for s in steps})
+        states, touched, ctx = self.states, self.touched, self.ctx
+        ctx.pop("train_step", None)  # the order of this feed's smoothed train losses (``divergence_train_many``)
+        plans = []  # [rank, detector index, key, state, params, update, steps, values, next index]
+        for rank, key in enumerate(ranked):
+            role, steps, values = series[key]
+            for index, (section, name, update) in enumerate(POINT_DETECTORS[role]):
+                params = cfg[section]
+                if not params.get("enabled", True):
                     continue
-                state["last_step"] = step
-                touched.add(sk)
-                for sig in update(state, params, step, value, self.ctx):
+                state = states.setdefault((key, name), {})
+                last = state.get("last_step")
+                start = 0 if last is None else bisect_right(steps, last)
+                if start < len(steps):
+                    state["last_step"] = steps[-1]
+                    touched.add((key, name))
+                    plans.append([rank, index, key, state, params, update, steps, values, start])
+        out: list[tuple[int, int, int, Signal]] = []
+        for cut in (*cuts, None):
+            for plan in plans:
+                rank, index, key, state, params, update, steps, values, i = plan
+                j = len(steps) if cut is None else bisect_right(steps, cut, i)
+                if j == i:
+                    continue
+                plan[8] = j
+                whole = i == 0 and j == len(steps)
+                for step, sig in update(state, params, steps if whole else steps[i:j], values if whole else values[i:j], ctx):
                     sig.key = key
-                    out.append(sig)
-        return out
+                    out.append((step, rank, index, sig))
+        out.sort(key=_ORDER)
+        return [sig for *_, sig in out]
 
 
-_ORDER = itemgetter(0, 1, 2)  # step, then loss before validation loss, then key
+_ORDER = itemgetter(0, 1, 2)  # step, then loss before validation loss, then key, then the detector
+
+
+def _series(points: list[tuple[int, str, float]], cfg: dict[str, Any]) -> dict[str, tuple[str, list[int], list[float]]]:
+    """key -> (role, steps, values) of the keys a detector reads: strictly increasing steps, the first
+    point of a step kept (the point that one by one processing in step order would see)."""
+    roles: dict[str, str | None] = {}
+    grouped: dict[str, tuple[list[int], list[float]]] = {}
+    for step, key, value in points:
+        group = grouped.get(key)
+        if group is None:
+            if key in roles:
+                continue  # no detector reads it
+            role = roles[key] = role_of(key, cfg)
+            if role is None:
+                continue
+            group = grouped[key] = ([], [])
+        group[0].append(step)
+        group[1].append(value)
+    out: dict[str, tuple[str, list[int], list[float]]] = {}
+    for key, (steps, values) in grouped.items():
+        if not all(map(lt, steps, steps[1:])):
+            order = sorted(range(len(steps)), key=steps.__getitem__)  # stable: the first of a step stays first
+            kept = [i for n, i in enumerate(order) if n == 0 or steps[i] != steps[order[n - 1]]]
+            steps, values = [steps[i] for i in kept], [values[i] for i in kept]
+        out[key] = (roles[key] or "", steps, values)
+    return out
 
 
 def inherit(state: dict[str, Any]) -> dict[str, Any]:

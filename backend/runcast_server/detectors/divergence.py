@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import math
+from bisect import bisect_left, insort
+from collections.abc import Sequence
 from typing import Any
 
 from runcast_server.detectors.signals import Signal
-from runcast_server.detectors.stats import middle, push_ordered
+from runcast_server.detectors.stats import middle, ordered, push_ordered
 
 
 def divergence_train(state: dict[str, Any], p: dict[str, Any], step: int, value: float, ctx: dict[str, Any]) -> list[Signal]:
@@ -42,6 +44,78 @@ def divergence_train(state: dict[str, Any], p: dict[str, Any], step: int, value:
     else:
         state["above"] = 0
     return []
+
+
+def divergence_train_many(state: dict[str, Any], p: dict[str, Any], steps: Sequence[int], values: Sequence[float],
+                           ctx: dict[str, Any]) -> list[tuple[int, Signal]]:
+    """``divergence_train`` over consecutive points (``signals.BatchDetector``).
+
+    While no alert is open the rule runs here, inline; an open one goes through the point
+    detector. ``ctx["train_step"]`` is the step of ``ctx["train_smoothed"]`` within the
+    runner's feed: of two loss keys, the one whose smoothed value is at the later step sets it
+    (the point order: step, then key), as the point detectors called in that order would.
+    """
+    out: list[tuple[int, Signal]] = []
+    isfinite = math.isfinite
+    size, rise, confirm = p["smooth"], p["rise"], p["confirm"]
+    least, half = max(3, size // 4), size // 2
+    up, down = 1 + rise, 1 - rise
+    ring: list[float] = []
+    window: list[float] = []
+    fast = False
+    best: float | None = None
+    above: int | None = None
+    level = 0.0
+    last_med: float | None = None
+    last_step = 0
+    for step, value in zip(steps, values):
+        if not isfinite(value):
+            continue
+        if not fast:
+            one: dict[str, Any] = {}
+            for sig in divergence_train(state, p, step, value, one):
+                out.append((step, sig))
+            if "train_smoothed" in one:
+                last_med, last_step = one["train_smoothed"], step
+            fast = not state.get("open")
+            if fast:
+                ring = state["ring"]
+                window = ordered(state, ring)
+                best, above = state.get("best"), state.get("above")
+                level = 0.0 if best is None else (best * up if best >= 0 else best * down)
+            continue
+        ring.append(value)
+        insort(window, value)
+        if len(ring) > size:
+            if len(ring) == size + 1:  # the usual case: one value leaves
+                del window[bisect_left(window, ring[0])]
+                del ring[0]
+            else:
+                for old in ring[: len(ring) - size]:
+                    del window[bisect_left(window, old)]
+                del ring[: len(ring) - size]
+        n = len(ring)
+        if n < least:
+            continue
+        mid = n // 2
+        med = window[mid] if n % 2 else 0.5 * (window[mid - 1] + window[mid])
+        last_med, last_step = med, step
+        if best is None or med < best:
+            best = state["best"] = med
+            state["best_step"] = step
+            level = med * up if med >= 0 else med * down
+        if med > level and n >= half:
+            above = state["above"] = (above or 0) + 1
+            if above >= confirm:
+                state["open"] = True
+                fast = False
+                out.append((step, Signal("divergence", "open", step, {
+                    "mode": "train_trend", "smoothed": med, "best": best, "best_step": state["best_step"], "rise": rise})))
+        elif above != 0:  # also when the key is not there yet
+            state["above"] = above = 0
+    if last_med is not None and last_step >= ctx.get("train_step", last_step):
+        ctx["train_smoothed"], ctx["train_step"] = last_med, last_step
+    return out
 
 
 def divergence_val(state: dict[str, Any], p: dict[str, Any], step: int, value: float, ctx: dict[str, Any]) -> list[Signal]:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import math
+from bisect import bisect_left, insort
+from collections.abc import Sequence
 from typing import Any
 
-from runcast_server.detectors.signals import PointDetector, Signal
+from runcast_server.detectors.signals import BatchDetector, PointDetector, Signal
 from runcast_server.detectors.stats import MAD_SIGMA, MIN_MAD_POINTS, mad, middle, ordered, push_ordered
 
 
@@ -70,6 +72,50 @@ def excursion_up(kind: str) -> PointDetector:
         return []
 
     return update
+
+
+def excursion_up_many(kind: str) -> BatchDetector:
+    """``excursion_up(kind)`` over consecutive points (``signals.BatchDetector``).
+
+    The quiet case, a finite value at or under the relative floor with nothing open or
+    pending, is decided and pushed here; any other point goes through the point detector.
+    """
+    update = excursion_up(kind)
+
+    def update_many(state: dict[str, Any], p: dict[str, Any], steps: Sequence[int], values: Sequence[float],
+                    ctx: dict[str, Any]) -> list[tuple[int, Signal]]:
+        out: list[tuple[int, Signal]] = []
+        isfinite = math.isfinite
+        size, warmup, min_rel = p["window"], p["warmup"], p["min_rel"]
+        ring: list[float] = []
+        window: list[float] = []
+        quiet = False
+        for step, value in zip(steps, values):
+            if quiet and isfinite(value):
+                n = len(window)
+                mid = n // 2
+                med = window[mid] if n % 2 else 0.5 * (window[mid - 1] + window[mid])
+                if value <= med + min_rel * abs(med):
+                    ring.append(value)
+                    insort(window, value)
+                    if len(ring) > size:
+                        if len(ring) == size + 1:  # the usual case: one value leaves
+                            del window[bisect_left(window, ring[0])]
+                            del ring[0]
+                        else:
+                            for old in ring[: len(ring) - size]:
+                                del window[bisect_left(window, old)]
+                            del ring[: len(ring) - size]
+                    continue
+            for sig in update(state, p, step, value, ctx):
+                out.append((step, sig))
+            ring = state.get("ring", [])
+            quiet = "ring" in state and len(ring) >= warmup and not state.get("open") and state.get("pending") is None
+            if quiet:
+                window = ordered(state, ring)
+        return out
+
+    return update_many
 
 
 def _excursion_open(

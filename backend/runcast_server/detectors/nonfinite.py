@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 from runcast_server.detectors.signals import Signal
@@ -29,3 +30,13 @@ def nonfinite(state: dict[str, Any], p: dict[str, Any], step: int, value: float,
         state["open"] = None
         return [Signal("nonfinite", "close", step, {"reason": "finite_again", "points": n, "value": value})]
     return []
+
+
+def nonfinite_many(state: dict[str, Any], p: dict[str, Any], steps: Sequence[int], values: Sequence[float],
+                   ctx: dict[str, Any]) -> list[tuple[int, Signal]]:
+    """``nonfinite`` over consecutive points (``signals.BatchDetector``)."""
+    if values and not state.get("open") and math.isfinite(sum(values)):
+        # All finite (a NaN or an infinity makes the sum non-finite) and nothing open: only the last value stays.
+        state["last"] = values[-1]
+        return []
+    return [(step, sig) for step, value in zip(steps, values) for sig in nonfinite(state, p, step, value, ctx)]

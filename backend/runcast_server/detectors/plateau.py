@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 from runcast_server.detectors.signals import Signal
@@ -49,6 +50,40 @@ def plateau(state: dict[str, Any], p: dict[str, Any], step: int, value: float, c
         _close_block(block, acc)
     if not due:
         return []
+    return _mark(state, p, step, marks, acc, spacing)
+
+
+def plateau_many(state: dict[str, Any], p: dict[str, Any], steps: Sequence[int], values: Sequence[float],
+                 ctx: dict[str, Any]) -> list[tuple[int, Signal]]:
+    """``plateau`` over consecutive points (``signals.BatchDetector``): once its lists exist, a
+    point is appended to the block here, and only a full block or a due mark costs more."""
+    out: list[tuple[int, Signal]] = []
+    isfinite = math.isfinite
+    smooth, min_points, warmup = p["smooth"], p["min_points"], p["warmup_steps"]
+    spacing = max(1, int(p["window_steps"]) // 8)
+    block: list[list[float]] | None = None
+    for step, value in zip(steps, values):
+        if block is None:
+            for sig in plateau(state, p, step, value, ctx):
+                out.append((step, sig))
+            if isfinite(value) and step - state["first"] >= warmup:  # past the warm-up and the checks of old states
+                block, marks, acc, first = state["block"], state["marks"], state["acc"], state["first"]
+            continue
+        if not isfinite(value) or step - first < warmup:
+            continue
+        block.append([step, value])
+        due = (not marks or step - marks[-1][0] >= spacing) and acc[3] + len(block) >= min_points
+        if len(block) >= smooth or due:
+            _close_block(block, acc)
+        if due:
+            for sig in _mark(state, p, step, marks, acc, spacing):
+                out.append((step, sig))
+    return out
+
+
+def _mark(state: dict[str, Any], p: dict[str, Any], step: int, marks: list[list[float]], acc: list[float],
+          spacing: int) -> list[Signal]:
+    """Record a due mark from ``acc`` and test the rule on the marks (``plateau``)."""
     n = acc[3]
     level = acc[0] / n
     marks.append([step, level, acc[2] / n, n, acc[1] / n])  # last step, level, its step, points, MAD

@@ -1,7 +1,9 @@
-"""What a detector returns (``Signal``) and the shape every point detector has (``PointDetector``)."""
+"""What a detector returns (``Signal``), the shape of a point detector (``PointDetector``) and of
+its batched form (``BatchDetector``), which the runner calls."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -28,3 +30,27 @@ class PointDetector(Protocol):
     def __call__(
         self, state: dict[str, Any], p: dict[str, Any], step: int, value: float, ctx: dict[str, Any]
     ) -> list[Signal]: ...
+
+
+class BatchDetector(Protocol):
+    """``update_many(state, p, steps, values, ctx)``: consecutive points of a series through one detector.
+
+    Exactly what calling the point detector on each point in turn does to ``state`` and
+    ``ctx``; ``steps`` strictly increasing. Returns each signal with the step of the point
+    that emitted it (an opening is dated at its candidate's step, which can be earlier).
+    """
+
+    def __call__(
+        self, state: dict[str, Any], p: dict[str, Any], steps: Sequence[int], values: Sequence[float],
+        ctx: dict[str, Any],
+    ) -> list[tuple[int, Signal]]: ...
+
+
+def one_by_one(update: PointDetector) -> BatchDetector:
+    """The batched form of a point detector with no faster one: a call per point."""
+
+    def update_many(state: dict[str, Any], p: dict[str, Any], steps: Sequence[int], values: Sequence[float],
+                    ctx: dict[str, Any]) -> list[tuple[int, Signal]]:
+        return [(step, sig) for step, value in zip(steps, values) for sig in update(state, p, step, value, ctx)]
+
+    return update_many
