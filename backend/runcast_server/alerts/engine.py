@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from itertools import repeat
 from typing import Any
 
-from runcast.wire.events import is_system_event
+from runcast.wire.columns import present
+from runcast.wire.events import COLUMNS_TYPE, is_system_event
 from sqlalchemy import Connection, Table, bindparam, select, update
 
 from runcast_server.alerts.models import Alert, AlertConfig, DetectorState
@@ -116,6 +118,11 @@ def run_detectors(
             for key, value in e["values"].items():
                 if key in keys:
                     points.setdefault((e["run"], seg), []).append((e["step"], key, value))
+        elif kind == COLUMNS_TYPE:
+            keys = watched[e["run"]]
+            read = [(key, column) for key, column in e["values"].items() if key in keys]
+            if read:
+                points.setdefault((e["run"], segments[(e["run"], e["segment"])]), []).extend(column_points(e["steps"], read))
         elif kind == "run_started" and e.get("resume_step") is not None:
             resumes.setdefault(e["run"], []).append((e["ts"], e["resume_step"], segments[(e["run"], e["segment"])]))
     touched_runs = {r for r, _ in points} | set(resumes)
@@ -153,6 +160,19 @@ def run_detectors(
         if entry is not None:
             result.alerts.append(entry)
     close_stall_alerts(conn, sorted({e["run"] for e in events if not is_system_event(e)}), now, result)
+
+
+def column_points(steps: list[int], columns: list[tuple[str, list[float | None]]]) -> list[tuple[int, str, float]]:
+    """The (step, key, value) of the watched columns of a ``metrics_columns`` event, row by row as its
+    metrics events would give them (a null cell: the row does not log that key)."""
+    if len(columns) == 1:
+        key, column = columns[0]
+        kept, values = present(steps, column)
+        return list(zip(kept, repeat(key), values))
+    out: list[tuple[int, str, float]] = []
+    for i, step in enumerate(steps):
+        out.extend((step, key, column[i]) for key, column in columns if column[i] is not None)  # type: ignore[misc]
+    return out
 
 
 def _load_states(conn: Connection, run_ids: list[str]) -> dict[tuple[str, int, str, str], dict[str, Any]]:

@@ -6,11 +6,12 @@ from collections.abc import Sequence
 from math import floor
 from typing import Any, NotRequired, TypedDict
 
-from runcast.wire.events import TIMESTAMP_KEY, is_system_event
+from runcast.wire.events import TIMESTAMP_KEY
 from sqlalchemy import Connection, Insert, bindparam, case, func, select, update
 
 from runcast_server.core.db import upsert
 from runcast_server.ingest.bulk import DialectInsert, append_rows, bulk_insert, sqlite_cursor
+from runcast_server.ingest.gather import gather
 from runcast_server.ingest.results import IngestResult
 from runcast_server.ingest.tables import POINTS, ROLLUPS, SERIES
 from runcast_server.metrics.rollups import merge_set, rollup_deltas
@@ -34,30 +35,9 @@ def write_metrics(
     of the last time point at or before it, to 0.1 s; a batch that stores nothing new writes
     no time either.
     """
-    # (segment_id, key) -> {step: value (NaN as None)}; the first occurrence in the batch wins.
-    batch: dict[tuple[int, str], dict[int, float | None]] = {}
-    run_of_segment: dict[int, str] = {}
-    # The steps' times (TIMESTAMP_KEY): segment id -> {step: ts} of its first event at that step, in batch order.
-    stamps: dict[int, dict[int, float]] = {}
-    received = 0
-    for e in events:
-        if e["type"] != "metrics":
-            continue
-        seg = segments[(e["run"], e["segment"])]
-        run_of_segment[seg] = e["run"]
-        step = e["step"]
-        values = e["values"]
-        received += len(values)
-        for key, value in values.items():
-            points = batch.get((seg, key))
-            if points is None:
-                points = batch[(seg, key)] = {}
-            if step not in points:
-                points[step] = None if value != value else value  # noqa: PLR0124  (NaN; the cheapest test in this loop)
-        if is_system_event(e):  # the system sampler's step is a wall-clock second, not a training step
-            continue
-        stamps.setdefault(seg, {}).setdefault(step, e["ts"])
-    result.points_received = received
+    g = gather(events, segments)
+    batch, run_of_segment, stamps = g.batch, g.run_of_segment, g.stamps
+    result.points_received = g.received
     if not batch:
         return {}
     for seg, at in stamps.items():

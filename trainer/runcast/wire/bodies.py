@@ -48,6 +48,7 @@ from .limits import (
     TIMESTAMP_KEY,
     VISIBILITIES,
 )
+from .columns import columns_body
 from .model_outputs import eval_body, media_body, sample_body
 from .policy import PolicyError, check_policy
 
@@ -222,5 +223,6 @@ BODY_VALIDATORS: Final[dict[str, Callable[[Mapping[str, Any]], dict[str, Any]]]]
     "eval": eval_body,
     "media": media_body,
     "command_ack": _command_ack,
+    "metrics_columns": columns_body,
 }
 
