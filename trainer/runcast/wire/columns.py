@@ -94,9 +94,9 @@ def columns_body(e: Mapping[str, Any]) -> dict[str, Any]:
     return {"steps": steps, "times": times, "values": values}
 
 
-def rows(event: Mapping[str, Any]) -> int:
-    """How many metrics events a validated or wire event stands for (a columnar one: its rows)."""
-    return len(event["steps"]) if event.get("type") == COLUMNS_TYPE else 1
+def event_count(events: list[dict[str, Any]]) -> int:
+    """How many metrics and other events a batch stands for (each row of a columnar event one)."""
+    return len(events) + sum(len(e["steps"]) - 1 for e in events if e["type"] == COLUMNS_TYPE)
 
 
 def points(event: Mapping[str, Any]) -> int:

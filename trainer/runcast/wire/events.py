@@ -336,7 +336,7 @@ def validate_batch(body: Any) -> list[dict[str, Any]]:
             exc.index = index
             raise
     if any(e["type"] == COLUMNS_TYPE for e in out):  # rows count as events, cells as points
-        count = sum(map(columns.rows, out))
+        count = columns.event_count(out)
         if count > MAX_BATCH_EVENTS:
             raise EventError("events", f"holds {count} events (a columnar event's rows counted), more than "
                                        f"{MAX_BATCH_EVENTS}")
