@@ -107,23 +107,11 @@ def run_detectors(
             save_overrides(conn, e["run"], e["alerts"], now)
     configs = load_configs(conn, run_ids)
 
-    points: dict[tuple[str, int], list[tuple[int, str, float]]] = {}
-    resumes: dict[str, list[tuple[float, int | None, int]]] = {}
     watched = {run: set().union(*cfg["keys"].values()) for run, cfg in configs.items()}  # keys some role reads
+    points = watched_points(events, segments, watched)
+    resumes: dict[str, list[tuple[float, int | None, int]]] = {}
     for e in events:
-        kind = e["type"]
-        if kind == "metrics":
-            keys = watched[e["run"]]
-            seg = segments[(e["run"], e["segment"])]
-            for key, value in e["values"].items():
-                if key in keys:
-                    points.setdefault((e["run"], seg), []).append((e["step"], key, value))
-        elif kind == COLUMNS_TYPE:
-            keys = watched[e["run"]]
-            read = [(key, column) for key, column in e["values"].items() if key in keys]
-            if read:
-                points.setdefault((e["run"], segments[(e["run"], e["segment"])]), []).extend(column_points(e["steps"], read))
-        elif kind == "run_started" and e.get("resume_step") is not None:
+        if e["type"] == "run_started" and e.get("resume_step") is not None:
             resumes.setdefault(e["run"], []).append((e["ts"], e["resume_step"], segments[(e["run"], e["segment"])]))
     touched_runs = {r for r, _ in points} | set(resumes)
     signals: list[tuple[str, int | None, Signal]] = []
@@ -160,6 +148,26 @@ def run_detectors(
         if entry is not None:
             result.alerts.append(entry)
     close_stall_alerts(conn, sorted({e["run"] for e in events if not is_system_event(e)}), now, result)
+
+
+def watched_points(events: Sequence[dict[str, Any]], segments: dict[tuple[str, str], int],
+                   watched: dict[str, set[str]]) -> dict[tuple[str, int], list[tuple[int, str, float]]]:
+    """(run, segment id) -> the (step, key, value) of the batch's metrics the detectors read, in batch order."""
+    points: dict[tuple[str, int], list[tuple[int, str, float]]] = {}
+    for e in events:
+        kind = e["type"]
+        if kind == "metrics":
+            keys = watched[e["run"]]
+            seg = segments[(e["run"], e["segment"])]
+            for key, value in e["values"].items():
+                if key in keys:
+                    points.setdefault((e["run"], seg), []).append((e["step"], key, value))
+        elif kind == COLUMNS_TYPE:
+            keys = watched[e["run"]]
+            read = [(key, column) for key, column in e["values"].items() if key in keys]
+            if read:
+                points.setdefault((e["run"], segments[(e["run"], e["segment"])]), []).extend(column_points(e["steps"], read))
+    return points
 
 
 def column_points(steps: list[int], columns: list[tuple[str, list[float | None]]]) -> list[tuple[int, str, float]]:

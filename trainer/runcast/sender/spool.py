@@ -34,8 +34,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final, cast
 
-from . import overflow
 from ..wire.columns import expand_columns
+from . import overflow
 from .batches import batch_bodies
 from .transport import Rejected
 

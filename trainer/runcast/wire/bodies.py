@@ -21,6 +21,7 @@ from .checks import (
     number_map,
     text_field,
 )
+from .columns import columns_body
 from .limits import (
     CHECKPOINT_STATUSES,
     COMMAND_ID_RE,
@@ -48,7 +49,6 @@ from .limits import (
     TIMESTAMP_KEY,
     VISIBILITIES,
 )
-from .columns import columns_body
 from .model_outputs import eval_body, media_body, sample_body
 from .policy import PolicyError, check_policy
 
