@@ -110,3 +110,16 @@ def test_a_columnar_batch_mixed_with_events_of_its_steps_keeps_the_first(engine:
         tail = [metrics(s, {"loss": -1.0, "acc": -1.0}, run=run, seq=100 + s, ts=30.0) for s in (5, 50)]
         store(engine, project_id, [*head, *(encode_columns(dense) if form else dense), *tail])
     assert same_rows(snapshot(engine, "run_mixed_ev"), snapshot(engine, "run_mixed_co"))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_detectors_read_the_same_points_from_either_form(seed: int) -> None:
+    """``alerts.engine.watched_points`` gives the detectors the same (step, key, value), in the same order."""
+    from runcast_server.alerts.engine import watched_points
+
+    events = series(seed, "run_detector")
+    segments = {("run_detector", "seg_aaaaaaaa"): 1}
+    watched = {"run_detector": {"loss", "eval/acc", "grad/norm"} if seed % 2 else {"loss"}}
+    per_event = watched_points(validate_batch({"v": 1, "events": events}), segments, watched)
+    columnar = watched_points(validate_batch({"v": 1, "events": encode_columns(events)}), segments, watched)
+    assert per_event and same_rows(per_event, columnar)
