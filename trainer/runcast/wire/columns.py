@@ -1,5 +1,5 @@
 """The columnar form of a dense series: many ``metrics`` events of one run and segment as one
-``metrics_columns`` event (docs/api.md#columnar-metrics).
+``metrics_columns`` event (docs/ingest.md#columnar-metrics).
 
 On the wire::
 

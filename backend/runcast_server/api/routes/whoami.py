@@ -37,7 +37,7 @@ class WhoAmI(BaseModel):
     event_types: list[str] = Field(
         default=list(EVENT_TYPES),
         description="The event types this server takes. An SDK sends `metrics_columns` (a dense series as "
-                    "columns, docs/api.md#columnar-metrics) only to a server that lists it.",
+                    "columns, docs/ingest.md#columnar-metrics) only to a server that lists it.",
     )
     max_body_bytes: int = Field(
         description="The largest ingest request body here (RUNCAST_MAX_BODY_BYTES). An SDK cuts its batches "
