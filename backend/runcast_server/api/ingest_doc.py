@@ -196,7 +196,7 @@ class MetricsEvent(_Event):
 
 
 class MetricsColumnsEvent(_Event):
-    """Many metrics events of this run and segment as columns (docs/api.md#columnar-metrics): row i is
+    """Many metrics events of this run and segment as columns (docs/ingest.md#columnar-metrics): row i is
     ``{"step": steps[i], "ts": times[i], "values": {key: values[key][i] for each non-null one}}``."""
 
     type: Literal["metrics_columns"]
