@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import groupby
 from math import floor
+from operator import itemgetter
 from typing import Any, NotRequired, TypedDict
 
 from runcast.wire.events import TIMESTAMP_KEY
@@ -78,17 +80,12 @@ def write_metrics(
 
     _write_rollups(conn, rollup_deltas(new_points), {sid: series[k][1] for sid, k in by_id})
 
-    # Per series: how many points, their step range and the newest one.
+    # Per series: how many points, their step range and the newest one (new_points is sorted by
+    # series, then step: each series' first and last point are its range, read in C by groupby).
     stats: dict[int, list[Any]] = {}
-    for sid, step, value in new_points:
-        st = stats.get(sid)
-        if st is None:
-            stats[sid] = [1, step, step, value]
-        else:
-            st[0] += 1
-            st[1] = min(st[1], step)
-            if step > st[2]:
-                st[2], st[3] = step, value
+    for sid, group in groupby(new_points, itemgetter(0)):
+        rows = list(group)
+        stats[sid] = [len(rows), rows[0][1], rows[-1][1], rows[-1][2]]
     newest: dict[str, dict[str, tuple[int, float | None]]] = {}
     for sid, (n, lo, hi, value) in sorted(stats.items()):
         seg, key = key_of[sid]
@@ -143,7 +140,7 @@ def _columns(batch: dict[tuple[int, str], dict[int, Any]], series: list[tuple[in
         steps = sorted(points)
         col_sid.extend([sid] * len(steps))
         col_step.extend(steps)
-        col_value.extend([points[st] for st in steps])
+        col_value.extend(map(points.__getitem__, steps))
         col_version.extend([result.runs[run_of_segment[k[0]]].version] * len(steps))
     return [col_sid, col_step, col_value, col_version]
 
