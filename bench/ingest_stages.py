@@ -19,7 +19,6 @@ import math
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 STAGES = ("parse", "validate", "store", "detect")
 
