@@ -61,6 +61,7 @@ HOSTILE = [
     pytest.param({"values": {"loss": [1.0, 10**400, 2.0, 3.0]}}, "values.loss.1", id="huge-int"),
     pytest.param({"values": {"loss": [1.0, None, 2.0, 3.0]}}, "steps.1", id="empty-row"),
     pytest.param({"values": {}}, "values", id="no-keys"),
+    pytest.param({"values": {"loss": [1.0] * 4, "lr": [None] * 4}}, "values.lr", id="empty-column"),
     pytest.param({"values": {"_timestamp": [1.0] * 4}}, "values._timestamp", id="reserved-key"),
     pytest.param({"values": {"system/n0/rank0/cpu": [1.0] * 4}}, "values.system/n0/rank0/cpu", id="system-key"),
     pytest.param({"values": {"a\x01": [1.0] * 4}}, "values.'a\\x01'", id="control-key"),

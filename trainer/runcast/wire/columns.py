@@ -87,6 +87,9 @@ def columns_body(e: Mapping[str, Any]) -> dict[str, Any]:
             column = [None if v is None else decode_value(v, f"values.{key}.{i}") for i, v in enumerate(column)]
         values[key] = column
     if any(None in column for column in values.values()):
+        for key, column in values.items():
+            if column.count(None) == n:
+                raise EventError(f"values.{key}", "logs no value (every entry is null)")
         columns = list(values.values())
         for i in range(n):
             if all(column[i] is None for column in columns):
