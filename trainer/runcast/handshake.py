@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from .sender.transport import _error_message, public_url
-from .wire.limits import COMPATIBLE_BATCH_EVENTS, MAX_BATCH_BYTES, MAX_BATCH_EVENTS
+from .wire.limits import COLUMNS_TYPE, COMPATIBLE_BATCH_EVENTS, MAX_BATCH_BYTES, MAX_BATCH_EVENTS
 
 WHOAMI_PATH: Final = "/api/v1/whoami"
 DEFAULT_START_TIMEOUT: Final = 5.0
@@ -32,6 +32,7 @@ class Identity:
     run_last_step: int | None
     max_batch_events: int = COMPATIBLE_BATCH_EVENTS  # what a server that does not say takes
     max_batch_bytes: int = MAX_BATCH_BYTES  # the server's body limit (RUNCAST_MAX_BODY_BYTES), at most the SDK's
+    columns: bool = False  # the server lists metrics_columns in its event_types: dense series may go as columns
 
 
 def whoami(server: str, token: str | None, run_id: str | None, timeout: float, *,
@@ -75,6 +76,7 @@ def whoami(server: str, token: str | None, run_id: str | None, timeout: float, *
             run_last_step=run.get("last_step") if run else None,
             max_batch_events=_batch_limit(doc.get("max_batch_events")),
             max_batch_bytes=_byte_limit(doc.get("max_body_bytes")),
+            columns=_takes(doc.get("event_types"), COLUMNS_TYPE),
         )
     except (ValueError, KeyError, TypeError, AttributeError):
         log.warning("runcast: the server at %s answered whoami with something unexpected", where)
@@ -103,3 +105,8 @@ def _byte_limit(said: object) -> int:
     if isinstance(said, bool) or not isinstance(said, int) or said < 1:
         return MAX_BATCH_BYTES
     return min(said, MAX_BATCH_BYTES)
+
+
+def _takes(said: object, event_type: str) -> bool:
+    """Whether the server lists ``event_type`` among the types it takes (a server that does not say: no)."""
+    return isinstance(said, list) and event_type in said

@@ -79,6 +79,7 @@ class Run(Details, Commanded):
         upload: UploadConfig | None = None,
         batch_bytes: int = events.MAX_BATCH_BYTES,
         blobs: BlobClient | None = None,
+        columns: bool = False,
     ) -> None:
         self.id = run_id
         self.checkpoint_dir = checkpoint_dir
@@ -109,7 +110,7 @@ class Run(Details, Commanded):
             return
         self._put("run_started", time.time(), None, started)
         config = SenderConfig(
-            run=run_id, segment=self.segment, batch_size=batch_size, batch_bytes=batch_bytes,
+            run=run_id, segment=self.segment, batch_size=batch_size, batch_bytes=batch_bytes, columns=columns,
             flush_interval=flush_interval, heartbeat_interval=heartbeat_interval, retry_initial=retry_initial,
             retry_max=retry_max, spool_dir=spool_dir,
             spool_meta={"format": 1, "run": run_id, "segment": self.segment, "project": self.project, "name": self.name,

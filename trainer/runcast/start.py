@@ -177,6 +177,7 @@ def _open_run(r: Resolved, run_id: str, launch: system.LaunchIdentity | None, li
         flush_interval=o.flush_interval,
         batch_size=min(o.batch_size, link.limits.max_batch_events),
         batch_bytes=link.limits.max_batch_bytes,
+        columns=link.limits.columns,
         max_queue=o.max_queue,
         finish_timeout=o.finish_timeout,
         heartbeat_interval=o.heartbeat_interval,

@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from itertools import repeat
 from typing import Any
 
-from runcast.wire.events import is_system_event
+from runcast.wire.columns import present
+from runcast.wire.events import COLUMNS_TYPE, is_system_event
 from sqlalchemy import Connection, Table, bindparam, select, update
 
 from runcast_server.alerts.models import Alert, AlertConfig, DetectorState
@@ -105,18 +107,11 @@ def run_detectors(
             save_overrides(conn, e["run"], e["alerts"], now)
     configs = load_configs(conn, run_ids)
 
-    points: dict[tuple[str, int], list[tuple[int, str, float]]] = {}
-    resumes: dict[str, list[tuple[float, int | None, int]]] = {}
     watched = {run: set().union(*cfg["keys"].values()) for run, cfg in configs.items()}  # keys some role reads
+    points = watched_points(events, segments, watched)
+    resumes: dict[str, list[tuple[float, int | None, int]]] = {}
     for e in events:
-        kind = e["type"]
-        if kind == "metrics":
-            keys = watched[e["run"]]
-            seg = segments[(e["run"], e["segment"])]
-            for key, value in e["values"].items():
-                if key in keys:
-                    points.setdefault((e["run"], seg), []).append((e["step"], key, value))
-        elif kind == "run_started" and e.get("resume_step") is not None:
+        if e["type"] == "run_started" and e.get("resume_step") is not None:
             resumes.setdefault(e["run"], []).append((e["ts"], e["resume_step"], segments[(e["run"], e["segment"])]))
     touched_runs = {r for r, _ in points} | set(resumes)
     signals: list[tuple[str, int | None, Signal]] = []
@@ -163,6 +158,39 @@ def _active_runs(events: Sequence[dict[str, Any]]) -> set[str]:
         if run not in active and not is_system_event(e):
             active.add(run)
     return active
+
+
+def watched_points(events: Sequence[dict[str, Any]], segments: dict[tuple[str, str], int],
+                   watched: dict[str, set[str]]) -> dict[tuple[str, int], list[tuple[int, str, float]]]:
+    """(run, segment id) -> the (step, key, value) of the batch's metrics the detectors read, in batch order."""
+    points: dict[tuple[str, int], list[tuple[int, str, float]]] = {}
+    for e in events:
+        kind = e["type"]
+        if kind == "metrics":
+            keys = watched[e["run"]]
+            seg = segments[(e["run"], e["segment"])]
+            for key, value in e["values"].items():
+                if key in keys:
+                    points.setdefault((e["run"], seg), []).append((e["step"], key, value))
+        elif kind == COLUMNS_TYPE:
+            keys = watched[e["run"]]
+            read = [(key, column) for key, column in e["values"].items() if key in keys]
+            if read:
+                points.setdefault((e["run"], segments[(e["run"], e["segment"])]), []).extend(column_points(e["steps"], read))
+    return points
+
+
+def column_points(steps: list[int], columns: list[tuple[str, list[float | None]]]) -> list[tuple[int, str, float]]:
+    """The (step, key, value) of the watched columns of a ``metrics_columns`` event, row by row as its
+    metrics events would give them (a null cell: the row does not log that key)."""
+    if len(columns) == 1:
+        key, column = columns[0]
+        kept, values = present(steps, column)
+        return list(zip(kept, repeat(key), values))
+    out: list[tuple[int, str, float]] = []
+    for i, step in enumerate(steps):
+        out.extend((step, key, column[i]) for key, column in columns if column[i] is not None)  # type: ignore[misc]
+    return out
 
 
 def _load_states(conn: Connection, run_ids: list[str]) -> dict[tuple[str, int, str, str], dict[str, Any]]:

@@ -195,6 +195,22 @@ class MetricsEvent(_Event):
     ]
 
 
+class MetricsColumnsEvent(_Event):
+    """Many metrics events of this run and segment as columns (docs/ingest.md#columnar-metrics): row i is
+    ``{"step": steps[i], "ts": times[i], "values": {key: values[key][i] for each non-null one}}``."""
+
+    type: Literal["metrics_columns"]
+    steps: Annotated[list[Step], Field(min_length=1, max_length=MAX_BATCH_EVENTS)]
+    times: Annotated[list[Annotated[float, Field(ge=0, le=MAX_TS)]], Field(min_length=1, max_length=MAX_BATCH_EVENTS,
+                     description="Each row's ts, as long as steps.")]
+    values: Annotated[
+        dict[LoggedMetricName, list[WireValue | None]],  # type: ignore[valid-type]
+        Field(min_length=1, max_length=MAX_METRICS_PER_EVENT,
+              description="Metric name -> one value per step, null where the row does not log it (every row logs "
+                          "one). Not system/ metrics. Each row counts as an event against the batch's limit."),
+    ]
+
+
 class CheckpointEvent(_Event):
     type: Literal["checkpoint"]
     step: Step
@@ -332,7 +348,7 @@ MediaEvent = TypeAliasType(
 )
 
 WireEvent = Annotated[
-    RunStartedEvent | UpdateEvent | MetricsEvent | CheckpointEvent | DataMixEvent | ManifestEvent | NoteEvent
+    RunStartedEvent | UpdateEvent | MetricsEvent | MetricsColumnsEvent | CheckpointEvent | DataMixEvent | ManifestEvent | NoteEvent
     | HeartbeatEvent | FinishedEvent | SampleEvent | EvalEvent | MediaEvent | CommandAckEvent,
     Field(discriminator="type"),
 ]

@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from kombu.exceptions import OperationalError as BrokerError
+from runcast.wire.columns import event_count
 from runcast.wire.events import EventError, validate_batch
 from sqlalchemy import insert
 from sqlalchemy.orm import Session
@@ -83,12 +84,13 @@ def accept_batch(settings: Settings, session: Session, project_id: int, body: by
     register_runs(session, project_id, events, received_at=received_at)
     acks.apply(session, events, acked, received_at)
     commands = deliver(session, waiting, received_at)
-    inbox_id = add(session, project_id, body, len(events), received_at,
+    count = event_count(events)  # a columnar event's rows counted: what the SDK counts as sent
+    inbox_id = add(session, project_id, body, count, received_at,
                          next_sweep_at=received_at + settings.inbox_redeliver_after_s)
     session.commit()  # durable from here on; visible to the task and to the next batch's checks
     points = metrics.accepted(events)
     runs = sorted({e["run"] for e in events})
-    log.info("ingest: accepted inbox %d: %d events, %d points", inbox_id, len(events), points,
+    log.info("ingest: accepted inbox %d: %d events, %d points", inbox_id, count, points,
              extra={"run_id": runs[0] if len(runs) == 1 else None, "run_ids": runs, "inbox_id": inbox_id})
     try:
         enqueue(inbox_id, events)
@@ -96,7 +98,7 @@ def accept_batch(settings: Settings, session: Session, project_id: int, body: by
         log.warning("ingest: broker unreachable (%s); inbox %d waits for the sweeper", exc, inbox_id)
     except Exception:  # embedded: the task ran here and failed; the timer sweeps the row again
         log.exception("ingest: inbox %d could not be stored now; the sweeper will retry", inbox_id)
-    return Accepted(len(events), commands, sorted({(e["run"], e["command"]) for e in events if e["type"] == "command_ack"}))
+    return Accepted(count, commands, sorted({(e["run"], e["command"]) for e in events if e["type"] == "command_ack"}))
 
 
 def adopt_legacy(db: Database, events: Sequence[Any], project_id: int | None, token: str | None, received_at: float | None,

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import groupby
 from math import floor
+from operator import itemgetter
 from typing import Any, NotRequired, TypedDict
 
-from runcast.wire.events import TIMESTAMP_KEY, is_system_event
+from runcast.wire.events import TIMESTAMP_KEY
 from sqlalchemy import Connection, Insert, bindparam, case, func, select, update
 
 from runcast_server.core.db import upsert
 from runcast_server.ingest.bulk import DialectInsert, append_rows, bulk_insert, sqlite_cursor
+from runcast_server.ingest.gather import gather
 from runcast_server.ingest.results import IngestResult
 from runcast_server.ingest.tables import POINTS, ROLLUPS, SERIES
 from runcast_server.metrics.rollups import merge_set, rollup_deltas
@@ -34,30 +37,9 @@ def write_metrics(
     of the last time point at or before it, to 0.1 s; a batch that stores nothing new writes
     no time either.
     """
-    # (segment_id, key) -> {step: value (NaN as None)}; the first occurrence in the batch wins.
-    batch: dict[tuple[int, str], dict[int, float | None]] = {}
-    run_of_segment: dict[int, str] = {}
-    # The steps' times (TIMESTAMP_KEY): segment id -> {step: ts} of its first event at that step, in batch order.
-    stamps: dict[int, dict[int, float]] = {}
-    received = 0
-    for e in events:
-        if e["type"] != "metrics":
-            continue
-        seg = segments[(e["run"], e["segment"])]
-        run_of_segment[seg] = e["run"]
-        step = e["step"]
-        values = e["values"]
-        received += len(values)
-        for key, value in values.items():
-            points = batch.get((seg, key))
-            if points is None:
-                points = batch[(seg, key)] = {}
-            if step not in points:
-                points[step] = None if value != value else value  # noqa: PLR0124  (NaN; the cheapest test in this loop)
-        if is_system_event(e):  # the system sampler's step is a wall-clock second, not a training step
-            continue
-        stamps.setdefault(seg, {}).setdefault(step, e["ts"])
-    result.points_received = received
+    g = gather(events, segments)
+    batch, run_of_segment, stamps = g.batch, g.run_of_segment, g.stamps
+    result.points_received = g.received
     if not batch:
         return {}
     for seg, at in stamps.items():
@@ -98,17 +80,12 @@ def write_metrics(
 
     _write_rollups(conn, rollup_deltas(new_points), {sid: series[k][1] for sid, k in by_id})
 
-    # Per series: how many points, their step range and the newest one.
+    # Per series: how many points, their step range and the newest one (new_points is sorted by
+    # series, then step: each series' first and last point are its range, read in C by groupby).
     stats: dict[int, list[Any]] = {}
-    for sid, step, value in new_points:
-        st = stats.get(sid)
-        if st is None:
-            stats[sid] = [1, step, step, value]
-        else:
-            st[0] += 1
-            st[1] = min(st[1], step)
-            if step > st[2]:
-                st[2], st[3] = step, value
+    for sid, group in groupby(new_points, itemgetter(0)):
+        rows = list(group)
+        stats[sid] = [len(rows), rows[0][1], rows[-1][1], rows[-1][2]]
     newest: dict[str, dict[str, tuple[int, float | None]]] = {}
     for sid, (n, lo, hi, value) in sorted(stats.items()):
         seg, key = key_of[sid]
@@ -163,7 +140,7 @@ def _columns(batch: dict[tuple[int, str], dict[int, Any]], series: list[tuple[in
         steps = sorted(points)
         col_sid.extend([sid] * len(steps))
         col_step.extend(steps)
-        col_value.extend([points[st] for st in steps])
+        col_value.extend(map(points.__getitem__, steps))
         col_version.extend([result.runs[run_of_segment[k[0]]].version] * len(steps))
     return [col_sid, col_step, col_value, col_version]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from runcast.wire.events import SYSTEM_PREFIX, encode_value, is_system_event
+from runcast.wire.events import COLUMNS_TYPE, SYSTEM_PREFIX, encode_value, is_system_event
 from sqlalchemy import BindParameter, Connection, bindparam, select, update
 
 from runcast_server.ingest.results import IngestResult
@@ -53,7 +53,7 @@ def update_runs(
         if is_system_event(e):
             continue
         beating.add(e["run"])
-        step = e.get("step")
+        step = max(e["steps"]) if e["type"] == COLUMNS_TYPE else e.get("step")
         if step is not None and (e["run"] not in steps or step > steps[e["run"]]):
             steps[e["run"]] = step
     status_runs = [r for r, kinds in inserted_types.items() if kinds & {"run_started", "finished"}]

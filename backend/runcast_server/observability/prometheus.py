@@ -16,6 +16,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any, Final
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from runcast.wire import columns
 
 # Accept -> stored: seconds; the inbox sweeper re-enqueues after 30 s, so the tail matters.
 LAG_BUCKETS: Final = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 1800.0)
@@ -38,8 +39,9 @@ def reject_reason(status: int) -> str:
 
 
 def count_points(events: Iterable[dict[str, Any]]) -> int:
-    """The points of a validated batch: one per value of each ``metrics`` event."""
-    return sum(len(e["values"]) for e in events if e["type"] == "metrics")
+    """The points of a validated batch: one per value of each ``metrics`` event, one per non-null
+    cell of each ``metrics_columns`` event."""
+    return sum(map(columns.points, events))
 
 
 class Metrics:

@@ -7,24 +7,34 @@ from __future__ import annotations
 from typing import Any
 
 from ..wire import events as schema
+from ..wire.columns import encode_columns
 
 Batch = tuple[bytes, list[dict[str, Any]]]  # (the body, its events)
 
 
 def batch_bodies(
-    wire: list[dict[str, Any]], max_events: int = schema.MAX_BATCH_EVENTS, max_bytes: int = schema.MAX_BATCH_BYTES
+    wire: list[dict[str, Any]], max_events: int = schema.MAX_BATCH_EVENTS, max_bytes: int = schema.MAX_BATCH_BYTES,
+    *, columns: bool = False,
 ) -> list[Batch]:
     """Encode ``wire`` as batches of at most ``max_events`` events, each halved until under ``max_bytes``
-    (a single event larger than that is left whole: the server says why it refuses it)."""
+    (a single event larger than that is left whole: the server says why it refuses it). ``columns``: the
+    server takes ``metrics_columns``, so a body carries each dense series as columns (``wire.columns``);
+    the batch's list stays the events, one per logged step, for counting, halving and retries."""
     step = max(1, max_events)
-    return [part for start in range(0, len(wire), step) for part in _within_bytes(wire[start:start + step], max_bytes)]
+    return [part for start in range(0, len(wire), step)
+            for part in _within_bytes(wire[start:start + step], max_bytes, columns)]
 
 
-def _within_bytes(wire: list[dict[str, Any]], max_bytes: int) -> list[Batch]:
+def _within_bytes(wire: list[dict[str, Any]], max_bytes: int, columns: bool) -> list[Batch]:
     if not wire:
         return []
-    body = schema.dumps_batch(wire)
+    body = schema.dumps_batch(encode_columns(wire) if columns else wire)
     if len(body) <= max_bytes or len(wire) == 1:
         return [(body, wire)]
     half = len(wire) // 2
-    return _within_bytes(wire[:half], max_bytes) + _within_bytes(wire[half:], max_bytes)
+    return _within_bytes(wire[:half], max_bytes, columns) + _within_bytes(wire[half:], max_bytes, columns)
+
+
+def is_columnar(body: bytes) -> bool:
+    """Whether a body carries a ``metrics_columns`` event (an older server refuses it: send it again per event)."""
+    return b'"type":"metrics_columns"' in body

@@ -23,3 +23,4 @@ class SenderConfig:
     spool_dir: Path
     spool_meta: dict[str, Any]
     batch_bytes: int = events.MAX_BATCH_BYTES  # the server's body limit, within the SDK's
+    columns: bool = False  # the server takes metrics_columns: dense series go as columns (wire.columns)

@@ -34,6 +34,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final, cast
 
+from ..wire.columns import expand_columns
 from . import overflow
 from .batches import batch_bodies
 from .transport import Rejected
@@ -126,7 +127,7 @@ class Spool:
                 position += len(line)
                 body = line[:-1]
                 try:
-                    events = json.loads(body)["events"]
+                    events = expand_columns(json.loads(body)["events"])
                 except (ValueError, KeyError, TypeError):
                     log.warning("runcast: skipping an unreadable line in %s", self._batches)
                     self.ack(position)

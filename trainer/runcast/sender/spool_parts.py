@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..wire import events as schema
-from .batches import Batch, batch_bodies
+from .batches import Batch, batch_bodies, is_columnar
 from .renames import Renames
 from .transport import Rejected, Transport
 
@@ -36,6 +36,9 @@ class Parts:
             try:
                 transport.send(part_body, part, timeout)
             except Rejected as exc:
+                if is_columnar(part_body) and not exc.too_large:  # a server that does not take columns: per event
+                    todo.append((schema.dumps_batch(part), part))
+                    continue
                 if exc.status in stop_on:
                     raise
                 if exc.too_large and len(part) > 1:

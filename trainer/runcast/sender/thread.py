@@ -29,7 +29,7 @@ from typing import Any, Final
 
 from ..wire import events
 from .backoff import Backoff
-from .batches import batch_bodies
+from .batches import batch_bodies, is_columnar
 from .blob_http import BlobClient
 from .config import SenderConfig
 from .encode import to_wire
@@ -281,7 +281,8 @@ class Sender:
                 self._drop(1)
             else:
                 wire.append(event)
-        for body, batch in batch_bodies(self._renames.strip(wire), self._batch_limit(), self.config.batch_bytes):
+        for body, batch in batch_bodies(self._renames.strip(wire), self._batch_limit(), self.config.batch_bytes,
+                                        columns=self.config.columns):
             self._deliver(body, batch)
 
     def _deliver(self, body: bytes, batch: list[dict[str, Any]]) -> None:
@@ -295,6 +296,9 @@ class Sender:
             self._start_outage(exc)
             self._to_spool(body, len(batch))
         except Rejected as exc:
+            if is_columnar(body) and not exc.too_large:  # a server that does not take columns after all
+                self._deliver(events.dumps_batch(batch), batch)
+                return
             # The server takes less than it said: halve, never drop. An old server refused a rename: the rest goes.
             # A command acknowledgement it refused (the command expired meanwhile): the rest goes.
             halve = exc.too_large and len(batch) > 1

@@ -21,6 +21,7 @@ from .checks import (
     number_map,
     text_field,
 )
+from .columns import columns_body
 from .limits import (
     CHECKPOINT_STATUSES,
     COMMAND_ID_RE,
@@ -222,5 +223,6 @@ BODY_VALIDATORS: Final[dict[str, Callable[[Mapping[str, Any]], dict[str, Any]]]]
     "eval": eval_body,
     "media": media_body,
     "command_ack": _command_ack,
+    "metrics_columns": columns_body,
 }
 

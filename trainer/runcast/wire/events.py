@@ -78,6 +78,9 @@ as first written):
 * ``command_ack`` (once per command, docs/commands.md): ``command`` (the id the server gave the
   command, ``cmd_...``), ``step`` (or null: where the trainer applied it), ``outcome`` (``applied`` |
   ``refused``), ``message`` (optional, <= 1,000 chars: what the trainer did or why it refused).
+* ``metrics_columns``: many ``metrics`` events of this run and segment as columns, ``steps``,
+  ``times`` and ``values`` (key -> one value or null per step); stored exactly as those events
+  (``runcast.wire.columns``). Each row counts as an event against ``MAX_BATCH_EVENTS``.
 * ``finished``: ``step`` (or null), ``status`` (one of ``FINAL_STATUSES``), ``lost``
   (as in ``heartbeat``).
 
@@ -101,6 +104,7 @@ import secrets
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from . import columns
 from .bodies import BODY_VALIDATORS
 from .checks import (
     GOOD_IDS,
@@ -119,6 +123,7 @@ from .checks import (
 )
 from .limits import (
     CHECKPOINT_STATUSES,
+    COLUMNS_TYPE,
     COMMAND_ID_RE,
     COMMAND_KINDS,
     COMMAND_OUTCOMES,
@@ -129,6 +134,7 @@ from .limits import (
     MAX_ALERTS_BYTES,
     MAX_BATCH_BYTES,
     MAX_BATCH_EVENTS,
+    MAX_BATCH_POINTS,
     MAX_CODE_BYTES,
     MAX_CONFIG_BYTES,
     MAX_ENV_BYTES,
@@ -164,6 +170,7 @@ from .limits import (
 # The schema's public names, wherever they are defined (the backend and the SDK import them from here).
 __all__ = [
     "CHECKPOINT_STATUSES",
+    "COLUMNS_TYPE",
     "COMMAND_ID_RE",
     "COMMAND_KINDS",
     "COMMAND_OUTCOMES",
@@ -175,6 +182,7 @@ __all__ = [
     "MAX_ALERTS_BYTES",
     "MAX_BATCH_BYTES",
     "MAX_BATCH_EVENTS",
+    "MAX_BATCH_POINTS",
     "MAX_CODE_BYTES",
     "MAX_CONFIG_BYTES",
     "MAX_ENV_BYTES",
@@ -327,11 +335,21 @@ def validate_batch(body: Any) -> list[dict[str, Any]]:
         except EventError as exc:
             exc.index = index
             raise
+    if any(e["type"] == COLUMNS_TYPE for e in out):  # rows count as events, cells as points
+        count = columns.event_count(out)
+        if count > MAX_BATCH_EVENTS:
+            raise EventError("events", f"holds {count} events (a columnar event's rows counted), more than "
+                                       f"{MAX_BATCH_EVENTS}")
+        count = sum(map(columns.points, out))
+        if count > MAX_BATCH_POINTS:
+            raise EventError("events", f"holds {count} points, more than {MAX_BATCH_POINTS}")
     return out
 
 
 def encode_event(event: Mapping[str, Any]) -> dict[str, Any]:
     """A validated event back in wire form (non-finite values as strings)."""
+    if event.get("type") == COLUMNS_TYPE:
+        return columns.encode_columns_event(event)
     out = dict(event)
     for field in ("values", "metrics", "weights", "scores"):
         if field in out and isinstance(out[field], dict):

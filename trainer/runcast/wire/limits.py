@@ -24,7 +24,11 @@ EVENT_TYPES: Final = (
     "eval",
     "media",
     "command_ack",
+    "metrics_columns",
 )
+# Many metrics events of one run and segment as columns (runcast.wire.columns); a server lists the
+# types it takes in ``event_types`` of ``GET /api/v1/whoami``, and the SDK sends this one only then.
+COLUMNS_TYPE: Final = "metrics_columns"
 FINAL_STATUSES: Final = ("finished", "failed", "killed")
 VISIBILITIES: Final = ("public", "unlisted", "private")
 CHECKPOINT_STATUSES: Final = ("available", "pruned")
@@ -40,6 +44,9 @@ MAX_BATCH_EVENTS: Final = 5000  # the most events one batch may hold (the server
 COMPATIBLE_BATCH_EVENTS: Final = 1000
 MAX_BATCH_BYTES: Final = 8 * 1024 * 1024
 MAX_METRICS_PER_EVENT: Final = 1000
+# The most points one batch may carry: what MAX_BATCH_EVENTS metrics events can. A columnar event
+# (runcast.wire.columns) counts each of its rows as an event and each non-null cell as a point.
+MAX_BATCH_POINTS: Final = MAX_BATCH_EVENTS * MAX_METRICS_PER_EVENT
 MAX_KEY_BYTES: Final = 200
 MAX_STEP: Final = 2**53 - 1
 MAX_SEQ: Final = 2**53 - 1

@@ -7,7 +7,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
-from runcast.wire.events import ID_RE, MAX_BATCH_EVENTS
+from runcast.wire.events import EVENT_TYPES, ID_RE, MAX_BATCH_EVENTS
 from sqlalchemy import select
 
 from runcast_server.api.deps import GrantDep, SessionDep
@@ -33,6 +33,11 @@ class WhoAmI(BaseModel):
         default=MAX_BATCH_EVENTS,
         description="The most events a batch may hold here. An SDK that is not told (a server before this field) "
                     "sends at most 1000.",
+    )
+    event_types: list[str] = Field(
+        default=list(EVENT_TYPES),
+        description="The event types this server takes. An SDK sends `metrics_columns` (a dense series as "
+                    "columns, docs/ingest.md#columnar-metrics) only to a server that lists it.",
     )
     max_body_bytes: int = Field(
         description="The largest ingest request body here (RUNCAST_MAX_BODY_BYTES). An SDK cuts its batches "

@@ -1,0 +1,121 @@
+"""The SDK sends dense series as columns (``metrics_columns``) only to a server that lists the type in
+whoami's ``event_types``, only for batches dense enough, and falls back to one event per step when a
+server refuses the form; a spooled columnar body reads back as its events. The servers are real HTTP
+servers in the test."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from runcast.sender.batches import batch_bodies, is_columnar
+from runcast.sender.spool import Spool
+from runcast.wire.columns import MIN_COLUMN_ROWS, expand_columns
+from runcast.wire.events import EVENT_TYPES
+
+import runcast
+
+
+class FakeServer(ThreadingHTTPServer):
+    def __init__(self, lists: bool, takes: bool) -> None:
+        super().__init__(("127.0.0.1", 0), Handler)
+        self.lists, self.takes = lists, takes  # whoami lists metrics_columns; POST takes it
+        self.bodies: list[dict[str, Any]] = []
+        self.stored: list[dict[str, Any]] = []
+        self.url = f"http://127.0.0.1:{self.server_address[1]}"
+
+
+class Handler(BaseHTTPRequestHandler):
+    server: FakeServer
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def _answer(self, status: int, doc: dict[str, Any]) -> None:
+        body = json.dumps(doc).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self) -> None:  # noqa: N802
+        types = [t for t in EVENT_TYPES if self.server.lists or t != "metrics_columns"]
+        self._answer(200, {"project": "p", "run": None, "max_batch_events": 5000, "event_types": types})
+
+    def do_POST(self) -> None:  # noqa: N802
+        batch = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.server.bodies.append(batch)
+        for index, e in enumerate(batch["events"]):
+            if e["type"] == "metrics_columns" and not self.server.takes:
+                return self._answer(422, {"error": {"message": "must be one of ...", "field": "type", "index": index}})
+        self.server.stored.extend(expand_columns(batch["events"]))
+        self._answer(202, {"accepted": len(batch["events"])})
+
+
+@pytest.fixture()
+def serve() -> Iterator[Any]:
+    made: list[FakeServer] = []
+
+    def start(lists: bool, takes: bool) -> FakeServer:
+        server = FakeServer(lists, takes)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        made.append(server)
+        return server
+
+    yield start
+    for server in made:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.parametrize(("lists", "takes"), [(True, True), (False, False), (True, False)],
+                         ids=["takes-columns", "older-server", "lists-but-refuses"])
+def test_columns_go_only_to_a_server_that_takes_them_and_nothing_is_lost(serve, tmp_path, lists, takes):
+    server = serve(lists, takes)
+    run = runcast.init(project="p", name="dense", server=server.url, token="t", dir=tmp_path / "spool",
+                       flush_interval=60, max_queue=10_000, heartbeat_interval=3600, capture_code=False)
+    for step in range(3000):
+        run.log({"loss": 1.0 / (step + 1), "lr": float("nan") if step == 7 else 3e-4}, step=step)
+    run.finish()
+    columnar = [b for b in server.bodies if any(e["type"] == "metrics_columns" for e in b["events"])]
+    assert bool(columnar) == lists
+    metrics = [e for e in server.stored if e["type"] == "metrics"]
+    assert [e["step"] for e in metrics] == list(range(3000))
+    assert metrics[7]["values"] == {"loss": 1.0 / 8, "lr": "NaN"}
+    stats = run.stats
+    assert (stats.dropped, stats.spooled, stats.sent) == (0, 0, stats.logged)  # counted per event, whatever the form
+
+
+def event(i: int, **values: Any) -> dict[str, Any]:
+    return {"v": 1, "type": "metrics", "run": "run_aaaaaaaa", "segment": "seg_aaaaaaaa", "seq": i, "ts": 1.0 + i,
+            "step": i, "values": values or {"loss": float(i)}}
+
+
+def test_only_a_dense_batch_goes_as_columns():
+    sparse = [event(i) for i in range(MIN_COLUMN_ROWS - 1)]
+    ((body, batch),) = batch_bodies(sparse, columns=True)
+    assert not is_columnar(body) and batch == sparse
+    dense = [event(i) for i in range(MIN_COLUMN_ROWS)]
+    ((body, batch),) = batch_bodies(dense, columns=True)
+    assert is_columnar(body) and batch == dense  # the batch stays its events: counted and halved as such
+    assert expand_columns(json.loads(body)["events"]) == dense
+    ((body, _),) = batch_bodies(dense)
+    assert not is_columnar(body)
+    system = [event(i, **{"system/n0/rank0/cpu": 1.0}) for i in range(100)]
+    ((body, _),) = batch_bodies(system, columns=True)
+    assert not is_columnar(body)  # the sampler's events go one by one
+
+
+def test_a_spooled_columnar_body_reads_back_as_its_events(tmp_path: Path):
+    dense = [event(i, loss=float(i), **({"acc": 0.5} if i % 3 else {})) for i in range(50)]
+    ((body, _),) = batch_bodies(dense, columns=True)
+    spool = Spool.create(tmp_path, {"run": "run_aaaaaaaa", "segment": "seg_aaaaaaaa"})
+    spool.append(body)
+    ((stored, events, _),) = list(spool.pending())
+    assert stored == body and events == dense  # sent again as stored; counted per event
