@@ -109,7 +109,9 @@ def run_client(env: dict[str, str], server: str, token: str, steps: int, keys: i
 
     out = subprocess.run([sys.executable, __file__, "--client", "--server", server, "--token", token,
                           "--steps", str(steps), "--keys", str(keys)], env=services.child_env(env), capture_output=True,
-                         text=True, check=True)
+                         text=True)
+    if out.returncode:
+        raise RuntimeError(f"the SDK's side failed ({out.returncode}): {out.stderr[-3000:]}")
     result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
     if result["rows"] != steps * keys or result["spooled"] or result["dropped"]:
         raise RuntimeError(f"{result['rows']} of {steps * keys} points read: {result}")

@@ -127,7 +127,6 @@ def tensorboard_row(logdir: Path, begin: float, logged: float, points: int) -> d
 def versions() -> str:
     import tensorboard
     import torch
-
     from runcast import __version__ as runcast_version
 
     return (f"python {platform.python_version()}, SQLite {sqlite3.sqlite_version}, runcast {runcast_version}, "
