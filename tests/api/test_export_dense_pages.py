@@ -31,9 +31,9 @@ def rows_path(db: Any, refs: list[Any], page_rows: int) -> bytes:
 
 def log_dense_run(seed: Any) -> Any:
     """``dense``: every step 0..999 with NaN and +Inf among its values; ``gappy``: steps 500..599
-    sent last; then a resume at step 700 (segment 1, its series starting there)."""
+    sent last; then a resume at step 650 (segment 1, its series starting there)."""
     run = seed.run(name="dense").start(ts=1000.0)
-    values = [v for v in hostile_values(300) if not v == -math.inf and not abs(v) >= 1e300] + [math.nan, math.inf]
+    values = [v for v in hostile_values(300) if v != -math.inf and not abs(v) >= 1e300] + [math.nan, math.inf]
 
     def send(steps: range, t0: float, keys: tuple[str, ...]) -> None:
         run.send([run.event("metrics", step=s, values={k: values[(s * 5 + i) % len(values)] for i, k in enumerate(keys)},
