@@ -21,7 +21,9 @@ Two series of 10^6 points (times ``--scale``): 1 key a step x 10^6 steps, and 8 
 Then a row for ``finish()`` of 160,000 points (8 keys x 20,000 steps, embedded), the issue's
 <= 0.5 s target. Prints the machine, the load average before and after, the versions, and one
 markdown table: log loop (or write), ``finish()``/``close()``, readable after, total, points/s
-(points / (log loop + finish)), and the read-back time of the whole history.
+(points / (log loop + finish)), and the whole history read back once more after it all is
+stored (Runcast: the Parquet export, then the JSONL export, every row counted; TensorBoard:
+its reader, the same time as "readable after").
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import services  # noqa: E402
 from backbone import Stack  # noqa: E402
-from embedded_ingest import key_names, run_client  # noqa: E402
+from embedded_ingest import key_names, readable_rows, run_client  # noqa: E402
 from import_throughput import read_tensorboard  # noqa: E402
 
 SERIES = ((1, 1_000_000), (8, 125_000))  # (keys a step, steps)
@@ -51,10 +53,26 @@ FINISH_POINTS = (8, 20_000)  # 160,000 points
 PYTHONPATH = os.pathsep.join(str(ROOT / p) for p in ("trainer", "backend", "tests"))
 
 
-def runcast_row(result: dict[str, Any], points: int) -> dict[str, float]:
-    """The table's fields from ``run_client``'s timings."""
+def runcast_row(result: dict[str, Any], server: str, points: int) -> dict[str, float]:
+    """The table's fields from ``run_client``'s timings, and the whole history read back once
+    more (everything stored now): the Parquet export (rows counted) and JSONL (lines counted)."""
+    import httpx
+
+    begin = time.perf_counter()
+    rows = readable_rows(server, result["run"])
+    parquet = time.perf_counter() - begin
+    lines = 0
+    begin = time.perf_counter()
+    with httpx.stream("GET", f"{server}/api/v1/runs/{result['run']}/export", timeout=600) as response:
+        response.raise_for_status()
+        for chunk in response.iter_bytes():
+            lines += chunk.count(b"\n")
+    jsonl = time.perf_counter() - begin
+    if rows != points or lines != points:
+        raise RuntimeError(f"read back {rows} Parquet rows and {lines} JSONL lines of {points} points")
     return {"log_s": result["log_s"], "finish_s": result["finish_s"], "readable_s": result["readable_s"],
-            "total_s": result["seconds"] + result["readable_s"], "points_per_s": points / result["seconds"]}
+            "total_s": result["seconds"] + result["readable_s"], "points_per_s": points / result["seconds"],
+            "read_s": parquet, "jsonl_s": jsonl}
 
 
 def embedded(keys: int, steps: int) -> dict[str, float]:
@@ -65,16 +83,15 @@ def embedded(keys: int, steps: int) -> dict[str, float]:
         token = services.create_token(env, "bench")
         proc, base = services.start_api(env, Path(tmp) / "api.log", timeout=120)
         try:
-            result = run_client(env, base, token, steps, keys)
+            return runcast_row(run_client(env, base, token, steps, keys), base, keys * steps)
         finally:
             proc.stop(timeout=20)
-    return runcast_row(result, keys * steps)
 
 
 def production(stack: Stack, keys: int, steps: int) -> dict[str, float]:
     """Runcast in production mode (the stack's API, one worker)."""
     result = run_client({"PYTHONPATH": PYTHONPATH}, stack.api_url, stack.token, steps, keys)
-    return runcast_row(result, keys * steps)
+    return runcast_row(result, stack.api_url, keys * steps)
 
 
 def summary_writer(logdir: Path, keys: int, steps: int) -> dict[str, float]:
@@ -121,7 +138,7 @@ def tensorboard_row(logdir: Path, begin: float, logged: float, points: int) -> d
     if rows != points:
         raise RuntimeError(f"TensorBoard read {rows} of {points} points back")
     return {"log_s": logged - begin, "finish_s": closed - logged, "readable_s": read,
-            "total_s": closed - begin + read, "points_per_s": points / (closed - begin)}
+            "total_s": closed - begin + read, "points_per_s": points / (closed - begin), "read_s": read}
 
 
 def versions() -> str:
@@ -169,11 +186,13 @@ def main() -> None:
         keys, steps = FINISH_POINTS
         add(f"finish() of {keys * steps:,} points ({keys} keys x {steps:,} steps)", "Runcast embedded", embedded(keys, steps))
     print(f"\nload average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}\n")
-    print("| series | writer | log loop / writes s | finish() / close() s | readable after s | total s | points/s | load (1 min) |")
-    print("|---|---|--:|--:|--:|--:|--:|--:|")
+    print("| series | writer | log loop / writes s | finish() / close() s | readable after s | total s | points/s "
+          "| read back s (Parquet / reader) | JSONL s | load (1 min) |")
+    print("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|")
     for series, writer, row, load in rows:
+        jsonl = f"{row['jsonl_s']:.2f}" if "jsonl_s" in row else "-"
         print(f"| {series} | {writer} | {row['log_s']:.2f} | {row['finish_s']:.2f} | {row['readable_s']:.2f} "
-              f"| {row['total_s']:.2f} | {row['points_per_s']:,.0f} | {load:.2f} |")
+              f"| {row['total_s']:.2f} | {row['points_per_s']:,.0f} | {row['read_s']:.2f} | {jsonl} | {load:.2f} |")
 
 
 if __name__ == "__main__":

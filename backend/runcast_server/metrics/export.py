@@ -12,7 +12,8 @@ Each page is one keyset query (``step > last step seen``) in a short session of 
 own, so memory stays constant and no read transaction is held open for the whole
 download, however many points the run has. JSONL and CSV pages are read through the
 DB-API cursor (at a million points SQLAlchemy's row objects would cost more than the
-database does); Parquet's too on SQLite, into Arrow columns (``export_parquet``: ADBC on PostgreSQL).
+database does); Parquet's too on SQLite, into Arrow columns (``export_parquet``: ADBC on PostgreSQL),
+where a page whose steps are all stored is read as its values alone (``DensePage``).
 """
 
 from __future__ import annotations
