@@ -1,5 +1,5 @@
 """The Parquet export on SQLite reads a page whose steps are all stored as values alone
-(``export.DensePage``); its bytes are those of the row-by-row read it replaced, for dense and
+(``series_ref.DensePage``); its bytes are those of the row-by-row read it replaced, for dense and
 gappy series, NaN and +-Inf, a resume (a series starting at a later step), gaps filled later,
 every page size, and a delayed reader."""
 
@@ -13,7 +13,8 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 from runcast_server.metrics import export_parquet
-from runcast_server.metrics.export import PARQUET_PAGE_ROWS, DensePage, export_chunks, series_pages, series_to_export
+from runcast_server.metrics.export import PARQUET_PAGE_ROWS, export_chunks, series_pages, series_to_export
+from runcast_server.metrics.series_ref import DensePage
 from runcast_server.record.models import Run
 from sqlalchemy import text
 

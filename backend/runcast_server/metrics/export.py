@@ -19,7 +19,6 @@ where a page whose steps are all stored is read as its values alone (``DensePage
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any, Final, Literal, overload
 
 from runcast.wire.events import TIMESTAMP_KEY
@@ -29,7 +28,7 @@ from sqlalchemy.orm import Session
 from runcast_server.core.db import Database
 from runcast_server.core.errors import NotFound
 from runcast_server.metrics.export_text import PageWriter, Row
-from runcast_server.metrics.series_ref import SeriesRef
+from runcast_server.metrics.series_ref import DensePage, SeriesRef
 from runcast_server.metrics.step_times import TimePoints, time_points, time_runs
 from runcast_server.record.models import Point, Run, Segment, Series
 
@@ -42,14 +41,6 @@ MEDIA_TYPES: Final = {
 }
 PAGE_ROWS: Final = 1 << 15  # about 3 MB of JSONL
 PARQUET_PAGE_ROWS: Final = 1 << 17  # one Parquet row group
-
-
-@dataclass(frozen=True)
-class DensePage:
-    """A page of consecutive steps from ``first``: one ``(value,)`` row each (NULL = NaN)."""
-
-    first: int
-    values: list[tuple[float | None]]
 
 
 def series_to_export(session: Session, run: Run, key: str | None) -> list[SeriesRef]:

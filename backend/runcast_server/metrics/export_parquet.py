@@ -27,7 +27,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from sqlalchemy.engine import make_url
 
-from runcast_server.metrics.export import DensePage  # export imports this module on use only
+from runcast_server.metrics.series_ref import DensePage
 from runcast_server.metrics.step_times import TimePoints, time_points
 
 if TYPE_CHECKING:
