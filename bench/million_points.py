@@ -40,8 +40,10 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
-sys.path.insert(0, str(ROOT / "bench"))
+PYTHONPATH = os.pathsep.join(str(ROOT / p) for p in ("trainer", "backend", "tests"))
+# This checkout's code in this process and in every process it starts (the Stack's too).
+os.environ["PYTHONPATH"] = PYTHONPATH
+sys.path[:0] = [str(ROOT / "bench"), *PYTHONPATH.split(os.pathsep)]
 
 import services  # noqa: E402
 from backbone import Stack  # noqa: E402
@@ -50,7 +52,6 @@ from import_throughput import read_tensorboard  # noqa: E402
 
 SERIES = ((1, 1_000_000), (8, 125_000))  # (keys a step, steps)
 FINISH_POINTS = (8, 20_000)  # 160,000 points
-PYTHONPATH = os.pathsep.join(str(ROOT / p) for p in ("trainer", "backend", "tests"))
 
 
 def runcast_row(result: dict[str, Any], server: str, points: int) -> dict[str, float]:
