@@ -28,6 +28,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 KEYS = ("train/loss", "train/lr", "train/grad_norm", "train/tokens", "perf/mfu", "perf/step_s", "val/loss")
@@ -37,6 +38,8 @@ def client(args: argparse.Namespace) -> None:
     """The SDK side (a child process with the checkout's SDK): log, finish, print timings as JSON."""
     import math
 
+    import httpx  # noqa: F401 - the read-back's imports, loaded before the clock
+    import pyarrow.parquet  # noqa: F401
     import runcast
 
     keys = key_names(args.keys)
@@ -52,7 +55,7 @@ def client(args: argparse.Namespace) -> None:
         logged = time.perf_counter()
         run.finish(timeout=600)
         done, cpu = time.perf_counter(), time.process_time() - cpu0
-        rows = readable_rows(args.server, run.id)
+        rows = readable_rows(args.server, run.id, expected=args.steps * args.keys)
         readable = time.perf_counter()
         print(json.dumps({"run": run.id, "seconds": done - begin, "log_s": logged - begin, "finish_s": done - logged,
                           "readable_s": readable - done, "rows": rows, "sdk_cpu_s": cpu,
@@ -64,16 +67,22 @@ def key_names(count: int) -> tuple[str, ...]:
     return (KEYS + tuple(f"extra/k{i}" for i in range(max(0, count - len(KEYS)))))[:count]
 
 
-def readable_rows(server: str, run_id: str) -> int:
-    """Every point of the run read back through the API (the Parquet export, a public read), counted."""
+def readable_rows(server: str, run_id: str, expected: int = 0, timeout: float = 600) -> int:
+    """Every point of the run read back through the API (the Parquet export, a public read), counted;
+    read again until ``expected`` rows are there (production stores after the 202) or ``timeout``."""
     import io
 
     import httpx
     import pyarrow.parquet as pq
 
-    response = httpx.get(f"{server}/api/v1/runs/{run_id}/export", params={"format": "parquet"}, timeout=600)
-    response.raise_for_status()
-    return pq.read_metadata(io.BytesIO(response.content)).num_rows
+    deadline = time.perf_counter() + timeout
+    while True:
+        response = httpx.get(f"{server}/api/v1/runs/{run_id}/export", params={"format": "parquet"}, timeout=600)
+        response.raise_for_status()
+        rows = pq.read_metadata(io.BytesIO(response.content)).num_rows
+        if rows >= expected or time.perf_counter() > deadline:
+            return rows
+        time.sleep(0.05)
 
 
 def group_cpu_seconds(pgid: int) -> float:
@@ -92,6 +101,23 @@ def group_cpu_seconds(pgid: int) -> float:
     return total / tick
 
 
+def run_client(env: dict[str, str], server: str, token: str, steps: int, keys: int) -> dict[str, Any]:
+    """Run the SDK side (``client``) in a child process with ``env``; its timings, or an error if a
+    point was spooled, dropped or not read back."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    import services
+
+    out = subprocess.run([sys.executable, __file__, "--client", "--server", server, "--token", token,
+                          "--steps", str(steps), "--keys", str(keys)], env=services.child_env(env), capture_output=True,
+                         text=True)
+    if out.returncode:
+        raise RuntimeError(f"the SDK's side failed ({out.returncode}): {out.stderr[-3000:]}")
+    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    if result["rows"] != steps * keys or result["spooled"] or result["dropped"]:
+        raise RuntimeError(f"{result['rows']} of {steps * keys} points read: {result}")
+    return result
+
+
 def one(checkout: Path, steps: int, keys: int) -> dict[str, float]:
     sys.path.insert(0, str(ROOT / "tests"))
     import services
@@ -104,14 +130,11 @@ def one(checkout: Path, steps: int, keys: int) -> dict[str, float]:
         try:
             load0 = os.getloadavg()[0]
             cpu0 = group_cpu_seconds(proc.pid)
-            out = subprocess.run([sys.executable, __file__, "--client", "--server", base, "--token", token,
-                                  "--steps", str(steps), "--keys", str(keys)], env=services.child_env(env), capture_output=True,
-                                 text=True, check=True)
+            result = run_client(env, base, token, steps, keys)
             server_cpu = group_cpu_seconds(proc.pid) - cpu0
             load1 = os.getloadavg()[0]
         finally:
             proc.stop(timeout=20)
-        result = json.loads(out.stdout.strip().splitlines()[-1])
         db = next(Path(env["RUNCAST_DATA_DIR"]).rglob("*.db"))
         with sqlite3.connect(db) as conn:
             stored = conn.execute("SELECT count(*) FROM points p JOIN series s ON s.id = p.series_id "

@@ -12,13 +12,14 @@ Each page is one keyset query (``step > last step seen``) in a short session of 
 own, so memory stays constant and no read transaction is held open for the whole
 download, however many points the run has. JSONL and CSV pages are read through the
 DB-API cursor (at a million points SQLAlchemy's row objects would cost more than the
-database does); Parquet's too on SQLite, into Arrow columns (``export_parquet``: ADBC on PostgreSQL).
+database does); Parquet's too on SQLite, into Arrow columns (``export_parquet``: ADBC on PostgreSQL),
+where a page whose steps are all stored is read as its values alone (``DensePage``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, overload
 
 from runcast.wire.events import TIMESTAMP_KEY
 from sqlalchemy import select
@@ -27,7 +28,7 @@ from sqlalchemy.orm import Session
 from runcast_server.core.db import Database
 from runcast_server.core.errors import NotFound
 from runcast_server.metrics.export_text import PageWriter, Row
-from runcast_server.metrics.series_ref import SeriesRef
+from runcast_server.metrics.series_ref import DensePage, SeriesRef
 from runcast_server.metrics.step_times import TimePoints, time_points, time_runs
 from runcast_server.record.models import Point, Run, Segment, Series
 
@@ -63,35 +64,68 @@ def series_to_export(session: Session, run: Run, key: str | None) -> list[Series
     return refs
 
 
-def series_pages(database: Database, ref: SeriesRef, page_rows: int) -> Iterator[tuple[list[Row], TimePoints]]:
+def _keyset_sql(connection: Any, ref: SeriesRef, columns: tuple[Any, ...], after: int, hi: int | None, limit: int) -> str:
+    query = select(*columns).where(Point.series_id == ref.id, Point.step > after)
+    if hi is not None:
+        query = query.where(Point.step <= hi)
+    if ref.upto is not None:
+        query = query.where(Point.version <= ref.upto)
+    return str(query.order_by(Point.step).limit(limit).compile(connection, compile_kwargs={"literal_binds": True}))
+
+
+def _dense_values(cursor: Any, connection: Any, ref: SeriesRef, after: int, page_rows: int) -> DensePage | None:
+    """The next page's values alone when every step after ``after`` up to the page's end is stored."""
+    if ref.upto is not None:
+        return None
+    cursor.execute(f"SELECT max(step) FROM points WHERE series_id = {int(ref.id)}")  # the primary key's last entry
+    last = cursor.fetchone()[0]
+    if last is None or last <= after:
+        return DensePage(after + 1, [])
+    hi = min(after + page_rows, last)
+    cursor.execute(_keyset_sql(connection, ref, (Point.value,), after, hi, page_rows))
+    values: list[tuple[float | None]] = cursor.fetchall()
+    # Steps are unique integers: hi - after rows in (after, hi] are every step there.
+    return DensePage(after + 1, values) if len(values) == hi - after else None
+
+
+@overload
+def series_pages(
+    database: Database, ref: SeriesRef, page_rows: int, dense: Literal[False] = False
+) -> Iterator[tuple[list[Row], TimePoints]]: ...
+@overload
+def series_pages(
+    database: Database, ref: SeriesRef, page_rows: int, dense: Literal[True]
+) -> Iterator[tuple[list[Row] | DensePage, TimePoints]]: ...
+def series_pages(
+    database: Database, ref: SeriesRef, page_rows: int, dense: bool = False
+) -> Iterator[tuple[list[Row], TimePoints]] | Iterator[tuple[list[Row] | DensePage, TimePoints]]:
     """The series' ``(step, value)`` rows in step order, ``page_rows`` per list (NULL = NaN), each
-    page with the time points of its steps (``step_times.time_points``)."""
+    page with the time points of its steps (``step_times.time_points``). With ``dense``, a page
+    whose steps are all stored comes as a ``DensePage`` (its values without steps: no Python int
+    nor pair per point; the same rows and pages otherwise)."""
     after = -1
     while True:
         with database.scope() as session:
             connection = session.connection()
-            query = select(Point.step, Point.value).where(Point.series_id == ref.id, Point.step > after)
-            if ref.upto is not None:
-                query = query.where(Point.version <= ref.upto)
-            sql = str(
-                query
-                .order_by(Point.step)
-                .limit(page_rows)
-                .compile(connection, compile_kwargs={"literal_binds": True})
-            )
             cursor = connection.connection.cursor()
             try:
-                cursor.execute(sql)
-                rows: list[Row] = list(cursor.fetchall())
-                points = time_points(cursor, ref.times, ref.times_upto, rows[0][0], rows[-1][0]) if rows else []
+                page = _dense_values(cursor, connection, ref, after, page_rows) if dense else None
+                if page is None:
+                    cursor.execute(_keyset_sql(connection, ref, (Point.step, Point.value), after, None, page_rows))
+                    rows: list[Row] = list(cursor.fetchall())
+                    first, last, count = (rows[0][0], rows[-1][0], len(rows)) if rows else (0, 0, 0)
+                else:
+                    first, count = page.first, len(page.values)
+                    last = first + count - 1
+                points = time_points(cursor, ref.times, ref.times_upto, first, last) if count else []
             finally:
                 cursor.close()
-        if not rows:
+        if not count:
             return
-        yield rows, points
-        if len(rows) < page_rows:
+        yield (rows if page is None else page), points
+        if count < page_rows:
             return
-        after = rows[-1][0]
+        after = last
 
 
 def export_chunks(
@@ -106,7 +140,7 @@ def export_chunks(
         pages: Iterator[tuple[SeriesRef, Any]]
         if database.engine.dialect.name == "sqlite":  # SQLAlchemy's connection: see export_parquet
             pages = ((ref, parquet.page_of_rows(rows, points))
-                     for ref in refs for rows, points in series_pages(database, ref, size))
+                     for ref in refs for rows, points in series_pages(database, ref, size, dense=True))
         else:
             pages = parquet.adbc_pages(database.engine.url.render_as_string(hide_password=False), refs, size)
         yield from parquet.parquet_chunks(pages)

@@ -27,6 +27,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from sqlalchemy.engine import make_url
 
+from runcast_server.metrics.series_ref import DensePage
 from runcast_server.metrics.step_times import TimePoints, time_points
 
 if TYPE_CHECKING:
@@ -43,6 +44,7 @@ SCHEMA: Final = pa.schema(
 )
 _NAN: Final = pa.scalar(float("nan"), pa.float64())
 _ROW: Final = pa.struct([pa.field("step", pa.int64()), pa.field("value", pa.float64())])
+_VALUE: Final = pa.struct([pa.field("value", pa.float64())])
 
 
 class Chunks:
@@ -101,10 +103,15 @@ def _times(steps: pa.Array, points: TimePoints) -> pa.Array:
     return pa.array(seconds[np.maximum(index, 0)], pa.float64(), mask=index < 0)
 
 
-def page_of_rows(rows: Sequence[tuple[int, float | None]], points: TimePoints) -> pa.Table:
-    """A page of ``(step, value)`` rows (NULL value = NaN) as the columns ``_page`` answers, with ``time``."""
+def page_of_rows(rows: Sequence[tuple[int, float | None]] | DensePage, points: TimePoints) -> pa.Table:
+    """A page of ``(step, value)`` rows or a ``DensePage`` (NULL value = NaN) as the columns ``_page``
+    answers, with ``time``."""
     # pyarrow reads the tuples in C++ (a struct per row): no Python list per column, no bool per row.
-    step, value = pa.array(rows, type=_ROW).flatten()
+    if isinstance(rows, DensePage):
+        (value,) = pa.array(rows.values, type=_VALUE).flatten()
+        step = pa.array(np.arange(rows.first, rows.first + len(rows.values), dtype=np.int64))
+    else:
+        step, value = pa.array(rows, type=_ROW).flatten()
     return pa.table({"step": step, "nan": value.is_null(), "value": value.fill_null(0.0), "time": _times(step, points)})
 
 

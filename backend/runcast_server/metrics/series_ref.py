@@ -1,4 +1,4 @@
-"""One series of a run as an export reads it (``export``, ``export_parquet``)."""
+"""One series of a run as an export reads it, and a page of it read as values alone (``export``, ``export_parquet``)."""
 
 from __future__ import annotations
 
@@ -13,3 +13,11 @@ class SeriesRef:
     upto: int | None = None  # only points of run versions up to this one (a delayed reader)
     times: int | None = None  # the segment's ``_timestamp`` series (None: its steps have no time)
     times_upto: int | None = None  # ``upto`` of that series
+
+
+@dataclass(frozen=True)
+class DensePage:
+    """A page of consecutive steps from ``first``: one ``(value,)`` row each (NULL = NaN)."""
+
+    first: int
+    values: list[tuple[float | None]]
