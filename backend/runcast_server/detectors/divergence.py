@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import math
-from bisect import bisect_left, insort
 from collections.abc import Sequence
 from typing import Any
 
 from runcast_server.detectors.signals import Signal
-from runcast_server.detectors.stats import middle, ordered, push_ordered
+from runcast_server.detectors.stats import middle, ordered, push_ordered, slide
 
 
 def divergence_train(state: dict[str, Any], p: dict[str, Any], step: int, value: float, ctx: dict[str, Any]) -> list[Signal]:
@@ -84,16 +83,7 @@ def divergence_train_many(state: dict[str, Any], p: dict[str, Any], steps: Seque
                 best, above = state.get("best"), state.get("above")
                 level = 0.0 if best is None else (best * up if best >= 0 else best * down)
             continue
-        ring.append(value)
-        insort(window, value)
-        if len(ring) > size:
-            if len(ring) == size + 1:  # the usual case: one value leaves
-                del window[bisect_left(window, ring[0])]
-                del ring[0]
-            else:
-                for old in ring[: len(ring) - size]:
-                    del window[bisect_left(window, old)]
-                del ring[: len(ring) - size]
+        slide(ring, window, value, size)
         n = len(ring)
         if n < least:
             continue

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import math
-from bisect import bisect_left, insort
 from collections.abc import Sequence
 from typing import Any
 
 from runcast_server.detectors.signals import BatchDetector, PointDetector, Signal
-from runcast_server.detectors.stats import MAD_SIGMA, MIN_MAD_POINTS, mad, middle, ordered, push_ordered
+from runcast_server.detectors.stats import MAD_SIGMA, MIN_MAD_POINTS, mad, middle, ordered, push_ordered, slide
 
 
 def excursion_up(kind: str) -> PointDetector:
@@ -96,16 +95,7 @@ def excursion_up_many(kind: str) -> BatchDetector:
                 mid = n // 2
                 med = window[mid] if n % 2 else 0.5 * (window[mid - 1] + window[mid])
                 if value <= med + min_rel * abs(med):
-                    ring.append(value)
-                    insort(window, value)
-                    if len(ring) > size:
-                        if len(ring) == size + 1:  # the usual case: one value leaves
-                            del window[bisect_left(window, ring[0])]
-                            del ring[0]
-                        else:
-                            for old in ring[: len(ring) - size]:
-                                del window[bisect_left(window, old)]
-                            del ring[: len(ring) - size]
+                    slide(ring, window, value, size)
                     continue
             for sig in update(state, p, step, value, ctx):
                 out.append((step, sig))

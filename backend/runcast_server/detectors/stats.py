@@ -62,13 +62,22 @@ def ordered(state: dict[str, Any], ring: list[float]) -> list[float]:
 def push_ordered(state: dict[str, Any], ring: list[float], value: float, size: int) -> list[float]:
     """``push`` for a ring whose ordered copy (``ordered``) is kept: both updated; returns the copy."""
     copy = ordered(state, ring)
-    ring.append(value)
-    insort(copy, value)
-    if len(ring) > size:
-        for old in ring[: len(ring) - size]:
-            del copy[bisect_left(copy, old)]
-        del ring[: len(ring) - size]
+    slide(ring, copy, value, size)
     return copy
+
+
+def slide(ring: list[float], window: list[float], value: float, size: int) -> None:
+    """Append ``value`` to ``ring`` (its last ``size`` values kept) and to ``window``, its values in order."""
+    ring.append(value)
+    insort(window, value)
+    if len(ring) > size:
+        if len(ring) == size + 1:  # the usual case: one value leaves
+            del window[bisect_left(window, ring[0])]
+            del ring[0]
+        else:
+            for old in ring[: len(ring) - size]:
+                del window[bisect_left(window, old)]
+            del ring[: len(ring) - size]
 
 
 def stored_state(state: dict[str, Any]) -> dict[str, Any]:
