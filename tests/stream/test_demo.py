@@ -9,6 +9,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from runcast.wire.events import EVENT_TYPES
 from services import BIN, child_env, free_port, wait_until
 
 pytestmark = pytest.mark.slow
@@ -73,6 +74,7 @@ def test_demo_trains_streams_and_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None
         mine = api.get("/whoami", headers={"Authorization": f"Bearer {token}"})
         assert mine.status_code == 200 and mine.json() == {"project": "demo", "run": None, "max_batch_events": 5000,
                                                             "max_body_bytes": 8 * 1024 * 1024,
+                                                            "event_types": list(EVENT_TYPES),
                                                             "scopes": ["read", "ingest", "team"]}  # a full token
 
         # A live viewer is connected when Ctrl-C comes: the stream must not hold up shutdown.

@@ -153,7 +153,8 @@ def test_set_changes_the_lr_at_the_acked_step_and_stop_exits_0_with_a_checkpoint
     # The decisions, with the trainer's answers, in `runcast runs commands` (as the public reads it).
     table = processes.cli("runs", "commands", run, "--server", trainer.url, **trainer.env).stdout
     assert f"applied at step {set_ack['step']}: learning rate x0.5 from step {set_ack['step']}" in table
-    assert f"applied at step {last}: checkpoint saved at step {last}" in table and "training stops" in table
+    assert f"applied at step {last}: checkpoint saved at step {last} (ckpt_{last:07d}.pt)" in table and "training stops" in table
+    assert str(tmp_path) not in table and "out/" not in table  # no path on the public record (the run did not opt in)
     assert sum(ln.startswith("ops ") for ln in table.splitlines()) == 2  # the sender (WHO), for both commands
     assert "enough for today" in table
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable
+from pathlib import PurePath
 from typing import Any, Final
 
 from runcast.commands import TUNABLES_KEY, Command, Tunable
@@ -50,12 +51,15 @@ class StepCommands:
         return decision
 
     def saved(self, step: int, where: str) -> None:
-        """The framework saved a checkpoint of ``step`` at ``where``: acknowledge the commands that asked for it."""
+        """The framework saved a checkpoint of ``step`` at ``where``: acknowledge the commands that asked for it.
+
+        The answer is on the run's public record, so it names the checkpoint, not the directory it is in."""
         self.saved_step = step
+        name = PurePath(where).name or where
         waiting, self._saving = self._saving, []
         for command in waiting:
             stopping = "; training stops" if command.kind == "stop" else ""
-            command.ack(step=step, message=f"checkpoint saved at step {step} ({where}){stopping}")
+            command.ack(step=step, message=f"checkpoint saved at step {step} ({name}){stopping}")
 
     def close(self, step: int) -> None:
         """Training ended: refuse what still waits for a checkpoint that will not come."""
