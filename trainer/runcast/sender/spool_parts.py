@@ -36,7 +36,7 @@ class Parts:
             try:
                 transport.send(part_body, part, timeout)
             except Rejected as exc:
-                if is_columnar(part_body) and not exc.too_large:  # a server that does not take columns: per event
+                if is_columnar(part_body) and exc.status == 422 and not exc.too_large:  # a server that does not take columns: per event
                     todo.append((schema.dumps_batch(part), part))
                     continue
                 if exc.status in stop_on:

@@ -296,7 +296,7 @@ class Sender:
             self._start_outage(exc)
             self._to_spool(body, len(batch))
         except Rejected as exc:
-            if is_columnar(body) and not exc.too_large:  # a server that does not take columns after all
+            if is_columnar(body) and exc.status == 422 and not exc.too_large:  # a server that does not take columns after all
                 self._deliver(events.dumps_batch(batch), batch)
                 return
             # The server takes less than it said: halve, never drop. An old server refused a rename: the rest goes.
