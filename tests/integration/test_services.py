@@ -51,9 +51,16 @@ def test_stack_env_and_token(stack):
         assert conn.execute("SELECT name FROM projects").fetchall() == [("infra",)]
 
 
-def test_embedded_healthz(embedded, embedded_env):
-    r = embedded.get("/healthz")
+def test_embedded_healthz_on_an_empty_data_dir(embedded_env, monkeypatch):
+    from fastapi.testclient import TestClient
+    from runcast_server.app import create_app
+    from runcast_server.core.settings import Settings
+
+    empty = embedded_env.parent / "empty"  # not the fixture's copy of a database at head
+    monkeypatch.setenv("RUNCAST_DATA_DIR", str(empty))
+    with TestClient(create_app(Settings())) as client:
+        r = client.get("/healthz")
     assert r.status_code == 200
     assert r.json()["mode"] == "embedded"
-    assert (embedded_env / "runcast.db").exists()
+    assert (empty / "runcast.db").exists()
     assert "RUNCAST_REDIS_URL" not in os.environ
