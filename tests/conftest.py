@@ -58,6 +58,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if SERVICE_FIXTURES.intersection(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.services)
+    # Files holding a slow test run first: pytest-xdist hands out files in this order
+    # (scripts/test: --no-loadscope-reorder), and a long file handed out last ends the suite alone.
+    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow_files)
 
 
 @pytest.hookimpl(wrapper=True)

@@ -27,6 +27,8 @@ from .conftest import LiveServer
 from .test_oidc import _runcast
 from .test_signin import _shots
 
+pytestmark = pytest.mark.slow  # a live run and a browser per test (20-30 s each)
+
 PASSWORD = "a long passphrase"
 PEOPLE = {"olga": ("Olga", "owner"), "mia": ("Mia", "member"), "vic": ("Vic", "viewer")}
 RUN_READY = "window.__runcastDrawn !== undefined && window.__runcast.stream && window.__runcast.stream.open"

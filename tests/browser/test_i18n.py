@@ -28,6 +28,8 @@ from .comment_seed import TEAM, seed_comments, signed_in
 from .conftest import open_run
 from .test_system_panel import T0, Fixed
 
+pytestmark = pytest.mark.slow  # a live run and a browser per test (20-30 s each)
+
 CATALOGS = Path(__file__).resolve().parents[2] / "frontend" / "i18n"
 PROJECT, RUN_NAME, KEYS = "demo", "i18n-run", ("train/loss", "lr", "val/loss")
 NOTE = "switched to the second data shard"

@@ -26,6 +26,7 @@ def test_ruff_finds_nothing() -> None:
     assert res.returncode == 0, res.stdout + res.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("target", "flags"), [("backend/runcast_server", ()), ("trainer/runcast", ("--strict",))])
 def test_mypy_finds_nothing(target: str, flags: tuple[str, ...], tmp_path: Path) -> None:
     res = _run(sys.executable, "-m", "mypy", "--cache-dir", str(tmp_path / "mypy"), *flags, target)
