@@ -163,3 +163,13 @@ def test_the_project_token_session_still_reads_and_never_writes(client: Any, wor
     assert browser.post(f"{API}/session", json={"token": world["p_token"]}, headers=SAME).status_code == 200
     assert browser.get(f"{API}/runs/{world['run']}").status_code == 200
     assert browser.patch(f"{API}/runs/{world['run']}", json={"name": "x"}, headers=SAME).status_code == 401
+
+
+def test_the_unknown_name_dummy_costs_what_a_real_password_does() -> None:
+    """passwords._DUMMY is a literal: it must stay a hash of today's parameters (argon2-cffi's
+    defaults), or a wrong name would answer faster than a wrong password."""
+    from runcast_server.people import passwords
+
+    assert not passwords.needs_rehash(passwords._DUMMY)
+    assert passwords.verify(None, "runcast: no such user") is False
+    assert passwords.verify(passwords.hash_password("a long passphrase"), "a long passphrase") is True
