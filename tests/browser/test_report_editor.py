@@ -101,7 +101,7 @@ def test_an_owner_drafts_edits_previews_and_publishes_and_a_reader_sees_it_live(
     reader, olga = Seat(browser, live_server, None), Seat(browser, live_server, "olga")
     try:
         reader.open_run(run.id)
-        assert reader.page.text_content("#reports li.empty") == "No report published yet."
+        reader.page.wait_for_selector("#reports li.empty:text-is('No report published yet.')")
         assert not reader.page.is_visible("#report-new")  # no "New report" for the public
 
         olga.open_run(run.id)

@@ -48,7 +48,9 @@ def get_session(request: Request) -> Iterator[Session]:
         yield session
 
 
-SessionDep = Annotated[Session, Depends(get_session)]
+# scope="function": the commit runs when the route returns, before the response is sent, so that a
+# 2xx means stored (FastAPI's default runs a yield dependency's exit after the response is sent).
+SessionDep = Annotated[Session, Depends(get_session, scope="function")]
 
 
 class BearerToken(HTTPBearer):
