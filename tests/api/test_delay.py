@@ -13,7 +13,7 @@ from runcast.wire.policy import DEFAULT, PolicyError, check_policy
 
 from api.test_policy import Trainer, _put, _readers
 
-DELAY = 2.0
+DELAY = 5.0  # the checks after a batch must finish within it: 2 s ran out on a loaded machine
 
 
 def _wait_due() -> None:
@@ -61,7 +61,7 @@ def delayed(client: Any, seed: Any) -> dict[str, Any]:
     team = {"t": t, "run": t.run, "token": token, "other": other}
     r = _put(client, team, {"delay_s": DELAY})
     assert r.status_code == 200, r.text
-    assert r.json()["policy"] == {**DEFAULT, "delay_s": 2}
+    assert r.json()["policy"] == {**DEFAULT, "delay_s": 5}
     _progress(t, range(3), note="early")
     _wait_due()
     _progress(t, range(3, 6), note="late", fresh=True)
@@ -89,7 +89,7 @@ def test_public_sees_the_run_as_it_was_delay_ago_the_team_live(client, delayed):
         assert _view(client, delayed["run"], readers[who]) == EARLY, who
     assert _view(client, delayed["run"], readers["team"]) == LIVE
     detail = client.get(f"/api/v1/runs/{delayed['run']}").json()
-    assert detail["publication"]["withheld"] == {"delay_s": 2}  # the run page names the delay
+    assert detail["publication"]["withheld"] == {"delay_s": 5}  # the run page names the delay
     finished = [r["id"] for r in client.get("/api/v1/runs", params={"status": "finished"}).json()["runs"]]
     assert delayed["run"] not in finished  # it finished less than delay ago
     assert delayed["run"] in [r["id"] for r in client.get("/api/v1/runs", params={"status": "finished"},

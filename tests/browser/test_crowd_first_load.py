@@ -53,17 +53,22 @@ def test_the_second_anonymous_viewer_is_served_from_the_cache_entirely(proxied: 
     assert [f.url for f in first if f.cache is None] == []  # every request a cached location's
     # nginx keeps a read two seconds and the edge one (deploy/nginx: the bound on what it serves);
     # as a crowd's previous viewer would, read them at a period's start, then load the page.
-    _period_start()
-    period_end = time.time() // 2 * 2 + 2
-    with httpx.Client(headers={"Accept-Encoding": "gzip, deflate, br"}) as c:
-        for f in first:
-            if "/api/v1/" in f.url:
-                c.get(f.url)
-    second = first_load(browser, url)
     # Everything but the API's reads, and every read answered within that period, from the cache;
     # a read made after it, or the edge (renewed every second by whichever request comes first in
-    # it; the crowd's cost of it: test_broadcast_cache.py) is a crowd's next refresh.
-    within = [f for f in second if "/api/v1/" not in f.url or (f.at < period_end and "/broadcast/edge" not in f.url)]
+    # it; the crowd's cost of it: test_broadcast_cache.py) is a crowd's next refresh. A loaded
+    # machine may take the whole period to prime and start the load: then once more.
+    for _attempt in range(3):
+        _period_start()
+        period_end = time.time() // 2 * 2 + 2
+        with httpx.Client(headers={"Accept-Encoding": "gzip, deflate, br"}) as c:
+            for f in first:
+                if "/api/v1/" in f.url:
+                    c.get(f.url)
+        second = first_load(browser, url)
+        within = [f for f in second
+                  if "/api/v1/" not in f.url or (f.at < period_end and "/broadcast/edge" not in f.url)]
+        if sum("/api/v1/" in f.url for f in within) >= 5:
+            break
     assert sum("/api/v1/" in f.url for f in within) >= 5, second
     assert [(f.url, f.cache) for f in within if f.cache not in FROM_CACHE] == []
     assert {f.url.split("?")[0] for f in second} >= {url, f"{proxy.url}/api/v1/runs/{run.id}/broadcast/edge"}
