@@ -345,7 +345,7 @@ def test_training_process_killed_while_healthy_loses_at_most_the_last_flush_inte
     lost = logged + 1 - len(stored)
     print(f"kill -9 at step {logged}: {len(stored)} steps stored, {lost} lost; "
           f"last batch accepted {killed_at - last_received:.2f} s before the kill")
-    # The sender ships whenever it is idle (at most MIN_SEND_GAP apart); the margin is for a loaded machine.
+    # The sender ships whenever it is idle (sends MIN_SEND_GAP apart on average); the margin is for a loaded machine.
     assert killed_at - last_received <= 2.5
     assert lost <= 500 * 2.5
 

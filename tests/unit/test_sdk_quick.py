@@ -74,3 +74,30 @@ def test_trainers_cut_off_together_do_not_come_back_together():
     assert min(fifths) < 4.0 and max(fifths) > 11.0 and statistics.pstdev(fifths) > 1.5
     in_window = [sum(1 for t in fifths if lo <= t < lo + 1.0) for lo in range(16)]
     assert max(in_window) < 200 * 0.25  # no one-second window holds a quarter of them
+
+
+def test_send_slots_keep_the_average_gap_and_a_late_send_does_not_delay_the_later_ones():
+    from runcast.sender.slots import MIN_SEND_GAP as GAP
+    from runcast.sender.slots import SendSlots
+
+    slots = SendSlots()
+    assert slots.wait(100.0) == 0.0  # idle: the first send goes at once
+    slots.take(100.0)
+    assert slots.wait(100.0) == 0.0  # and one more may follow it (a point logged while it was in flight)
+    slots.take(100.0)
+    assert slots.wait(100.0) == pytest.approx(GAP)  # then the gap holds: two sends per gap at most, on average one
+    # A trainer logging once per gap: points at 200.00, 200.05, ...; the send of the first is 40 ms late.
+    slots = SendSlots()
+    slots.take(200.04)
+    for k in range(1, 50):
+        logged = 200.0 + k * GAP
+        assert slots.wait(logged) == 0.0, k  # every later point leaves when logged: no lag carried on
+        slots.take(logged)
+    # Over any stretch, no more sends than one per gap, plus the one early send.
+    slots, sends, now = SendSlots(), 0, 300.0
+    while now < 301.0:
+        if slots.wait(now) == 0.0:
+            slots.take(now)
+            sends += 1
+        now += 0.001
+    assert sends <= 1.0 / GAP + 2

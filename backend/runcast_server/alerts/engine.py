@@ -222,14 +222,23 @@ def _save_states(conn: Connection, changed: dict[tuple[str, int, str, str], dict
         {"run_id": r, "segment_id": s, "key": k, "detector": d, "state": strict_json(stored_state(st)), "updated_at": now}
         for (r, s, k, d), st in sorted(changed.items())
     ]
-    stmt = upsert(conn, STATES)
-    conn.execute(
-        stmt.on_conflict_do_update(
+    conn.execute(_save_statement(conn), rows)
+
+
+_SAVE_STATEMENTS: dict[str, Any] = {}  # dialect -> the states' upsert
+
+
+def _save_statement(conn: Connection) -> Any:
+    """The states' upsert, built once per dialect (every batch of metrics runs it; building it,
+    its ``excluded`` alias above all, costs more than a small batch's write)."""
+    stmt = _SAVE_STATEMENTS.get(conn.dialect.name)
+    if stmt is None:
+        insert = upsert(conn, STATES)
+        stmt = _SAVE_STATEMENTS[conn.dialect.name] = insert.on_conflict_do_update(
             index_elements=["run_id", "segment_id", "key", "detector"],
-            set_={"state": stmt.excluded.state, "updated_at": stmt.excluded.updated_at},
-        ),
-        rows,
-    )
+            set_={"state": insert.excluded.state, "updated_at": insert.excluded.updated_at},
+        )
+    return stmt
 
 
 def _latest_segment(conn: Connection, run: str) -> int | None:

@@ -100,12 +100,15 @@ def read_snapshot(session: Session) -> Connection:
     return conn
 
 
+_RUNS = table("runs", column("id"), column("version"))  # core sits below the run record's models
+_NOOP_WRITE = update(_RUNS).where(_RUNS.c.id == "").values(version=_RUNS.c.version)  # built once: every batch runs it
+
+
 def noop_write(conn: Connection) -> None:
     """A write that changes nothing (``UPDATE runs ... WHERE id = ''``) but is a write all the
     same: it takes SQLite's write lock (pysqlite begins the transaction here), and it fails in
     a read-only database or transaction."""
-    runs = table("runs", column("id"), column("version"))  # core sits below the run record's models
-    conn.execute(update(runs).where(runs.c.id == "").values(version=runs.c.version))
+    conn.execute(_NOOP_WRITE)
 
 
 def is_read_only(exc: DBAPIError) -> bool:

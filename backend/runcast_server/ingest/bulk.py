@@ -15,6 +15,7 @@ D = TypeVar("D")
 DialectInsert = postgresql.Insert | sqlite.Insert  # what ``finish`` gets: both spell ON CONFLICT and ``excluded``
 
 _PG_SQL: dict[tuple[str, tuple[str, ...], str], str] = {}  # compiled bulk statements
+_SQLITE_STMT: dict[tuple[str, tuple[str, ...], str], Insert] = {}  # built ones (SQLAlchemy compiles each once)
 _BINARY_PARAM = re.compile(r"%\((a_\w+)\)s")
 
 
@@ -28,15 +29,15 @@ def bulk_insert(
     """Insert rows, given column by column (``columns[i]`` holds ``names[i]``), in few round trips.
 
     ``finish`` must build the same clause every time it is called from one place
-    (its statement is compiled once per table, columns and ``finish``).
+    (its statement is built once per table, columns and ``finish``).
 
     PostgreSQL: one ``INSERT ... SELECT * FROM unnest(<one array per column>)``
     whatever the row count. SQLite: a multi-row ``INSERT ... VALUES`` per page
     (SQLAlchemy's insertmanyvalues). ``finish`` adds the ``ON CONFLICT`` clause
     and any ``RETURNING``; it gets the statement so it can use ``stmt.excluded``.
     """
+    key = (table.name, tuple(names), finish.__qualname__)
     if conn.dialect.name == "postgresql":
-        key = (table.name, tuple(names), finish.__qualname__)
         sql = _PG_SQL.get(key)
         if sql is None:
             arrays = [bindparam(f"a_{c}", type_=postgresql.ARRAY(table.c[c].type)) for c in names]
@@ -48,9 +49,11 @@ def bulk_insert(
         with _driver(conn, psycopg.Connection).cursor() as cursor:
             cursor.execute(sql, params)
             return cursor.fetchall() if cursor.description else []
-    stmt = finish(sqlite.insert(table))
+    built = _SQLITE_STMT.get(key)
+    if built is None:  # built once: constructing it (its ``excluded`` alias above all) costs more than a small batch's insert
+        built = _SQLITE_STMT[key] = finish(sqlite.insert(table))
     rows = [dict(zip(names, r)) for r in zip(*columns)]
-    result = conn.execute(stmt, rows)
+    result = conn.execute(built, rows)
     return result.all() if result.returns_rows else []
 
 

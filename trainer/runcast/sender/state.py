@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
+from .slots import SendSlots
 from .spool import Spool
 
 
@@ -22,8 +23,8 @@ class SenderState:
     """Events in the spool's unsent batches."""
     retry_at: float = 0.0
     """When the next replay of the spool is tried (``time.monotonic``)."""
-    last_sent: float = float("-inf")
-    """When events last left the queue."""
+    slots: SendSlots = field(default_factory=SendSlots)
+    """When events may leave the queue next (``flush_interval`` 0)."""
     last_flush: float = 0.0
     """When the queue was last flushed (the start of ``flush_interval``)."""
     last_sync: float = 0.0

@@ -4,7 +4,7 @@ The training thread appends queue items (numbered: ``seq``) and returns; this da
 turns them into wire events (reading device tensors, hashing checkpoints), cuts batches (never
 more than ``batch_size`` events or ``batch_bytes``: the server's limits) and hands them to the
 transport. With ``flush_interval`` 0 (the default) it sends as soon as it is idle: what arrives
-while a request is in flight (or within ``MIN_SEND_GAP`` of the last send) goes out together in
+while a request is in flight (or before its next send slot: ``slots.py``) goes out together in
 the next one, so batches grow with the load. A positive ``flush_interval`` waits that long (or
 for ``batch_size`` events) instead. The overflow file (``overflow.py``) is read after the queue.
 
@@ -47,7 +47,6 @@ log = logging.getLogger("runcast")
 DEFAULT_SEND_TIMEOUT: Final = 10.0
 REPLAY_BATCHES_PER_PASS: Final = 32
 OVERFLOW_BATCHES_PER_PASS: Final = 8
-MIN_SEND_GAP: Final = 0.05  # a busy trainer makes at most 20 requests a second (each costs the server a batch)
 SPOOL_INTERVAL: Final = 1.0  # while spooling, batches gather this long (each spool append is fsync'd)
 SYNC_INTERVAL: Final = 1.0  # how often the overflow file is fsync'd while it is written
 
@@ -176,7 +175,7 @@ class Sender:
         if st.spooling and self._transport is not None and now >= st.retry_at:
             self._replay()
         interval = self._interval()
-        due = due or (now - st.last_flush >= interval if interval > 0 else now - st.last_sent >= MIN_SEND_GAP)
+        due = due or (now - st.last_flush >= interval if interval > 0 else st.slots.wait(now) == 0.0)
         beat = self._heartbeat_due(now, closing)
         self._send_queue(now, due or beat, beat)  # a heartbeat goes after everything queued before it
         if not self._queue and self._overflow is not None:
@@ -201,7 +200,7 @@ class Sender:
         available = len(self._queue)
         take = available if due else available - available % self.config.batch_size
         if take:
-            self.state.last_sent = now
+            self.state.slots.take(now)
         for _ in range(take):
             pending.append(self._queue.popleft())
             if len(pending) >= self._batch_limit():
@@ -239,7 +238,7 @@ class Sender:
         if interval > 0:
             until = min(until, last_flush + interval)
         elif self._queue:  # arrived while we were sending: the next batch leaves now, or at the gap's end
-            return max(0.0, self.state.last_sent + MIN_SEND_GAP - now)
+            return self.state.slots.wait(now)
         if self.state.spooling and self._transport is not None:
             until = min(until, self.state.retry_at)
         return max(0.0, until - now)
