@@ -61,22 +61,48 @@ class _Viewer(asyncio.Protocol):
         self.opened: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.transport: asyncio.Transport | None = None
         self.stopping = False
-        self.buf = b""
+        self.raw = b""  # bytes as they came: the response head, then chunks when chunked
+        self.head: bytes | None = None
+        self.buf = b""  # the body (de-chunked) not yet split into messages
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
         transport.write(self.request)
 
+    def _body(self, data: bytes) -> bytes:
+        """The body bytes in ``data`` (the response head skipped; chunked encoding undone: through
+        nginx a chunk may end anywhere in a message, so its size lines must not reach the parser)."""
+        self.raw += data
+        if self.head is None:
+            end = self.raw.find(b"\r\n\r\n")
+            if end < 0:
+                return b""
+            self.head, self.raw = self.raw[:end].lower(), self.raw[end + 4:]
+        if b"transfer-encoding: chunked" not in self.head:
+            body, self.raw = self.raw, b""
+            return body
+        parts = []
+        while True:
+            line_end = self.raw.find(b"\r\n")
+            if line_end < 0:
+                break
+            size = int(self.raw[:line_end].split(b";")[0], 16)
+            if len(self.raw) < line_end + 2 + size + 2:
+                break
+            parts.append(self.raw[line_end + 2:line_end + 2 + size])
+            self.raw = self.raw[line_end + 2 + size + 2:]
+        return b"".join(parts)
+
     def data_received(self, data: bytes) -> None:
         now = time.time()
-        *messages, self.buf = (self.buf + data).split(b"\n\n")
+        *messages, self.buf = (self.buf + self._body(data)).split(b"\n\n")
         for message in messages:
             if not self.opened.done():
                 if b"event: reset" in message:
                     self.opened.set_result(None)
                 continue
-            at = message.find(b"id: ")  # after the chunked encoding's size line, if any
+            at = message.find(b"id: ")
             if at < 0 or b"\nevent: batch\n" not in message:
                 continue  # keep-alive, reset
             head, _, data_line = message[at:].partition(b"\ndata: ")
