@@ -30,6 +30,10 @@ SERVER = ROOT / "backend" / "runcast_server"
 ALLOWED: dict[tuple[str, str], str] = {
     ("ingest/bulk.py", "_PG_SQL"): "a memo of a pure function: the SQL text compiled from a table's name and "
     "columns (the same in every process, for every database); it holds no connection and no setting",
+    ("ingest/bulk.py", "_SQLITE_STMT"): "the same memo for SQLite: the statement built from a table's name, "
+    "columns and ON CONFLICT clause; it holds no connection and no setting",
+    ("alerts/engine.py", "_SAVE_STATEMENTS"): "a memo of a pure function: the detector states' upsert built for "
+    "a dialect's name; it holds no connection and no setting",
 }
 
 _CONTAINER_CALLS = {"dict", "list", "set", "defaultdict", "deque", "OrderedDict", "Counter", "bytearray",
