@@ -13,7 +13,7 @@ API = "/api/v1"
 
 def listed(url: str, run: str) -> dict[str, dict[str, Any]]:
     """The run's commands by id, as the public reads them."""
-    return {c["command"]: c for c in httpx.get(f"{url}{API}/runs/{run}/commands").json()["commands"]}
+    return {c["command"]: c for c in httpx.get(f"{url}{API}/runs/{run}/commands", timeout=30).json()["commands"]}
 
 
 def deliver(url: str, token: str, run: Any, body: dict[str, Any]) -> str:
@@ -25,7 +25,7 @@ def deliver(url: str, token: str, run: Any, body: dict[str, Any]) -> str:
     the answer that carried it can time out: the SDK sends that batch again, and the answer to it
     carries the command again (an open command goes with every answer for its run), so it holds it."""
     run.flush()  # the tunables declared at train start are on the server
-    res = httpx.post(f"{url}{API}/runs/{run.id}/commands", json={"reason": "because", **body},
+    res = httpx.post(f"{url}{API}/runs/{run.id}/commands", timeout=30, json={"reason": "because", **body},
                      headers={"Authorization": f"Bearer {token}"})
     assert res.status_code == 201, res.text
     uid: str = res.json()["command"]

@@ -48,7 +48,7 @@ def _acked(url: str, run: str, sent: dict[int, str]) -> dict[str, tuple[int, str
 
 
 def _series(url: str, run: str, key: str) -> dict[int, float]:
-    series = httpx.get(f"{url}{API}/runs/{run}/metrics", params={"key": key, "max_points": 20000}).json()["series"]
+    series = httpx.get(f"{url}{API}/runs/{run}/metrics", timeout=30, params={"key": key, "max_points": 20000}).json()["series"]
     return dict(zip(series[0]["step"], series[0]["last"], strict=True))
 
 
@@ -110,7 +110,7 @@ def test_hf_trainer_takes_set_checkpoint_and_stop_at_the_acknowledged_steps(
         assert sorted(lr) == list(range(1, last + 1))
         assert all(lr[s] == pytest.approx(LR if s < acked["set"][0] else LR / 2) for s in lr), lr  # at the acked step
         assert trainer.optimizer.param_groups[0]["lr"] == pytest.approx(LR / 2)
-        checkpoints = httpx.get(f"{server.url}{API}/runs/{run.id}/checkpoints").json()
+        checkpoints = httpx.get(f"{server.url}{API}/runs/{run.id}/checkpoints", timeout=30).json()
         assert {c["step"] for c in checkpoints["checkpoints"]} == {acked["checkpoint"][0], last}
 
         # Resumed from the stop's checkpoint, the Trainer goes on at half the rate, and a set back to 1 restores it.
@@ -217,7 +217,7 @@ def test_lightning_takes_set_checkpoint_and_stop(client: Any, tokens: dict[str, 
         assert sorted(used) == list(range(1, last + 1))
         for step, lr in used.items():  # the schedule, scaled by 0.25 from the acknowledged step on
             assert lr == pytest.approx(schedule(step) * (0.25 if step >= scaled else 1.0)), (step, used)
-        checkpoints = httpx.get(f"{server.url}{API}/runs/{run.id}/checkpoints").json()
+        checkpoints = httpx.get(f"{server.url}{API}/runs/{run.id}/checkpoints", timeout=30).json()
         assert {c["step"] for c in checkpoints["checkpoints"]} == {acked["checkpoint"][0], last}
 
         # Resumed from the stop's checkpoint: the scale in force goes on, and a set of 0.5 means 0.5 of the schedule.

@@ -27,13 +27,13 @@ def tokens(client: Any, db: Any) -> dict[str, str]:
 
 def _send(server: Any, token: str, run: str, **body: Any) -> dict[str, Any]:
     res = httpx.post(f"{server.url}{API}/runs/{run}/commands", json={"reason": "because", **body},
-                     headers={"Authorization": f"Bearer {token}"})
+                     headers={"Authorization": f"Bearer {token}"}, timeout=30)  # a loaded machine's bound
     assert res.status_code == 201, res.text
     return res.json()
 
 
 def _listed(server: Any, run: str) -> dict[str, dict[str, Any]]:
-    return {c["command"]: c for c in httpx.get(f"{server.url}{API}/runs/{run}/commands").json()["commands"]}
+    return {c["command"]: c for c in httpx.get(f"{server.url}{API}/runs/{run}/commands", timeout=30).json()["commands"]}
 
 
 def _train_until(run: Any, done: Any, start: int = 1, limit: float = 20.0) -> int:
@@ -69,7 +69,7 @@ def test_the_plain_loop_takes_a_set_and_the_tunable_changes_at_the_acknowledged_
         run.finish()
         entry = _listed(server, run.id)[sent["command"]]
         assert (entry["state"], entry["step"], entry["outcome"]) == ("acknowledged", taken[0], "applied")
-        series = httpx.get(f"{server.url}{API}/runs/{run.id}/metrics",
+        series = httpx.get(f"{server.url}{API}/runs/{run.id}/metrics", timeout=30,
                            params={"key": "lr", "max_points": 20000}).json()["series"]
         assert set(series[0]["count"]) == {1}  # one point a bucket: the raw values
         points = dict(zip(series[0]["step"], series[0]["last"], strict=True))
@@ -103,4 +103,4 @@ def test_on_command_stops_after_a_checkpoint_and_exits_0(client: Any, tokens: di
         assert exited.value.code == 0 and run.finished
         entry = _listed(server, run.id)[sent["command"]]
         assert entry["state"] == "acknowledged" and entry["step"] == saved[0]
-        assert httpx.get(f"{server.url}{API}/runs/{run.id}").json()["status"] == "finished"
+        assert httpx.get(f"{server.url}{API}/runs/{run.id}", timeout=30).json()["status"] == "finished"
