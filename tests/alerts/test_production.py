@@ -25,9 +25,9 @@ def test_sdk_spike_reaches_the_webhook_once_signed(stack):
                            flush_interval=0.2, alerts={"stall": {"after_s": 3600}})
         for step, value in enumerate(loss_curve(200, seed=11)):
             run.log({"loss": value}, step=step)
-        wait(lambda: httpx.get(f"{stack.api_url}/api/v1/runs/{run.id}").status_code == 200, timeout=60)
+        wait(lambda: httpx.get(f"{stack.api_url}/api/v1/runs/{run.id}", timeout=30).status_code == 200, timeout=60)
         sub = httpx.post(f"{stack.api_url}/api/v1/subscriptions",
-                         json={"run": run.id, "channel": "webhook", "url": rec.url}).json()
+                         json={"run": run.id, "channel": "webhook", "url": rec.url}, timeout=30).json()
         curve = loss_curve(500, seed=11, spike=(300, 30, 1.0))
         for step in range(200, 500):
             run.log({"loss": curve[step]}, step=step)
@@ -40,9 +40,9 @@ def test_sdk_spike_reaches_the_webhook_once_signed(stack):
         assert req["headers"]["X-Runcast-Event"] == json.loads(req["body"])["event"] == "alert.opened"
         body = rec.json(0)
         assert (body["alert"]["kind"], body["alert"]["step"], body["alert"]["run"]) == ("spike", 300, run.id)
-        alerts = httpx.get(f"{stack.api_url}/api/v1/runs/{run.id}/alerts").json()["alerts"]
+        alerts = httpx.get(f"{stack.api_url}/api/v1/runs/{run.id}/alerts", timeout=30).json()["alerts"]
         assert [(a["kind"], a["state"], a["step"]) for a in alerts] == [("spike", "closed", 300)]
-        cfg = httpx.get(f"{stack.api_url}/api/v1/runs/{run.id}/alerts/config").json()
+        cfg = httpx.get(f"{stack.api_url}/api/v1/runs/{run.id}/alerts/config", timeout=30).json()
         assert cfg["overrides"] == {"stall": {"after_s": 3600}}
     finally:
         rec.close()
@@ -66,13 +66,13 @@ def test_a_report_notice_goes_through_the_workers_after_the_delay(stack):
             run.log({"loss": 2.0 / step}, step=step)
         run.finish()
         api = f"{stack.api_url}/api/v1/runs/{run.id}"
-        wait(lambda: httpx.get(api).status_code == 200 and httpx.get(api).json().get("last_step") == 3, timeout=60)
+        wait(lambda: httpx.get(api, timeout=30).status_code == 200 and httpx.get(api, timeout=30).json().get("last_step") == 3, timeout=60)
         sub = httpx.post(f"{stack.api_url}/api/v1/subscriptions",
-                         json={"run": run.id, "channel": "webhook", "url": rec.url, "notices": ["reports"]}).json()
-        assert httpx.put(f"{api}/policy", json={"delay_s": 2}, headers=auth).status_code == 200
+                         json={"run": run.id, "channel": "webhook", "url": rec.url, "notices": ["reports"]}, timeout=30).json()
+        assert httpx.put(f"{api}/policy", json={"delay_s": 2}, headers=auth, timeout=30).status_code == 200
         made = httpx.post(f"{api}/reports", headers=auth,
-                          json={"title": "Week 1", "body": "Loss fell.", "from_step": 1, "to_step": 3}).json()
-        published = httpx.post(f"{api}/reports/{made['number']}/publish", headers=auth, json={}).json()
+                          json={"title": "Week 1", "body": "Loss fell.", "from_step": 1, "to_step": 3}, timeout=30).json()
+        published = httpx.post(f"{api}/reports/{made['number']}/publish", headers=auth, json={}, timeout=30).json()
         time.sleep(1.0)
         assert rec.requests == []
         wait(lambda: rec.requests, timeout=60)

@@ -31,7 +31,7 @@ def test_worker_with_embedded_beat_opens_a_stall_alert(stack):
         started = time.monotonic()
 
         def stall_alerts():  # type: ignore[no-untyped-def]
-            r = httpx.get(f"{stack.api_url}/api/v1/runs/{run.id}/alerts", params={"kind": "stall"})
+            r = httpx.get(f"{stack.api_url}/api/v1/runs/{run.id}/alerts", params={"kind": "stall"}, timeout=30)
             return r.json()["alerts"] if r.status_code == 200 else []
 
         # Nothing else sends the sweep: beat inside the worker does, every second.

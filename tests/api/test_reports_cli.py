@@ -64,7 +64,7 @@ def test_the_team_drafts_edits_publishes_shows_and_exports_a_report(server, clie
     out = tmp_path / "report.html"
     res = runcast("reports", "export", run.run, "1", "-o", str(out), RUNCAST_SERVER=server)
     assert res.returncode == OK, res.stderr
-    assert out.read_bytes() == httpx.get(f"{server}{public}/1/export.html").content
+    assert out.read_bytes() == httpx.get(f"{server}{public}/1/export.html", timeout=30).content
     assert b"Week one" in out.read_bytes() and b"Plotly" in out.read_bytes()
 
     res = runcast("reports", "unpublish", run.run, "1", "--json", **env)

@@ -198,7 +198,7 @@ def test_two_files_at_a_step_are_listed_not_picked_and_a_different_file_is_not_o
     base = ["-o", str(out), "--server", live.url, "-q"]
     res = runner.invoke(app, ["download", sim.run, "step:100", *base])
     assert res.exit_code == 2, res.output  # refused: which one?
-    listed = {c["filename"]: c["id"] for c in httpx.get(f"{live.url}/api/v1/runs/{sim.run}/checkpoints").json()["checkpoints"]}
+    listed = {c["filename"]: c["id"] for c in httpx.get(f"{live.url}/api/v1/runs/{sim.run}/checkpoints", timeout=30).json()["checkpoints"]}
     assert "2 checkpoints at step 100" in res.output
     for name, cid in listed.items():
         assert f"{cid}  {name}" in res.output  # the candidates, by id, the way to choose one

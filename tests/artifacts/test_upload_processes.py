@@ -62,7 +62,7 @@ def _wait_staged(server_dir: Path, at_least: int) -> int:
 
 
 def _check_published(url: str, token: str, run_id: str, sha: str) -> None:
-    listed = httpx.get(f"{url}/api/v1/runs/{run_id}/checkpoints", headers={"Authorization": f"Bearer {token}"}).json()
+    listed = httpx.get(f"{url}/api/v1/runs/{run_id}/checkpoints", headers={"Authorization": f"Bearer {token}"}, timeout=30).json()
     (ckpt,) = listed["checkpoints"]
     assert (ckpt["status"], ckpt["sha256"], ckpt["size"], ckpt["step"]) == ("available", sha, SIZE, 100)
     digest = hashlib.sha256()

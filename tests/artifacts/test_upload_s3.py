@@ -79,7 +79,7 @@ def test_a_part_that_is_not_the_file_fails_and_leaves_nothing(s3, client, seed):
     bad[123] ^= 0xFF
     for part in item["parts"]:  # straight to the bucket, as the SDK does
         start = (part["number"] - 1) * item["part_bytes"]
-        assert httpx.put(part["url"], content=bytes(bad[start:start + item["part_bytes"]])).status_code == 200
+        assert httpx.put(part["url"], content=bytes(bad[start:start + item["part_bytes"]]), timeout=30).status_code == 200
     assert client.put(f"/api/v1/runs/{sim.run}/uploads/{up['id']}/files/0?offset=0", content=b"x",
                       headers={**token, "X-Runcast-Chunk-Sha256": hashlib.sha256(b"x").hexdigest()}).status_code == 409
     res = client.post(f"/api/v1/runs/{sim.run}/uploads/{up['id']}/complete", headers=token)

@@ -138,7 +138,7 @@ def test_anomalies_have_their_own_lane_and_group_when_dense(live_server, page):
     run.note("a note", step=500)
     assert run.flush(timeout=30)
     open_run(page, live_server, run.id)
-    alerts = httpx.get(f"{live_server.url}/api/v1/runs/{run.id}/alerts").json()["alerts"]
+    alerts = httpx.get(f"{live_server.url}/api/v1/runs/{run.id}/alerts", timeout=30).json()["alerts"]
     assert len(alerts) >= 10, alerts  # one per spike
     page.wait_for_function(
         f"""() => document.getElementById('chart-main').data.filter(t => t.meta && t.meta.role === 'anomalies')

@@ -294,7 +294,7 @@ def test_a_command_to_a_gone_trainer_expires_on_open_pages_and_a_cached_follower
     body = {"v": 1, "events": [{"v": 1, "run": run_id, "segment": "segment01", "seq": i, "ts": time.time(), **e}
                                for i, e in enumerate(events)]}
     res = httpx.post(f"{live_server.url}/api/v1/ingest", json=body,
-                     headers={"Authorization": f"Bearer {live_server.token()}"})
+                     headers={"Authorization": f"Bearer {live_server.token()}"}, timeout=30)
     assert res.status_code == 202, res.text  # and the trainer is gone: no heartbeat, no answer taken
 
     olga, public = _browser_as(browser, live_server, "olga"), _browser_as(browser, live_server, None)

@@ -42,7 +42,7 @@ def seed(server):  # type: ignore[no-untyped-def]
 
 def step_times(base: str, run_id: str) -> tuple[list[int], list[float]]:
     """The run's ``_timestamp`` points (steps, epoch seconds), as the API gives them."""
-    body = httpx.get(f"{base}/api/v1/runs/{run_id}/metrics", params={"key": "_timestamp", "max_points": 20000}).json()
+    body = httpx.get(f"{base}/api/v1/runs/{run_id}/metrics", params={"key": "_timestamp", "max_points": 20000}, timeout=30).json()
     (series,) = body["series"]
     return series["step"], series["last"]
 

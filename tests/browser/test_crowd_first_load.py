@@ -76,4 +76,4 @@ def test_the_second_anonymous_viewer_is_served_from_the_cache_entirely(proxied: 
     # A session's or a token's page and reads go to the API, and are not stored for the others.
     for headers in ({"Cookie": "runcast_session=anything"}, {"Authorization": f"Bearer {server.token()}"}):
         for path in (f"/runs/{run.id}", f"/api/v1/runs/{run.id}"):
-            assert httpx.get(proxy.url + path, headers=headers).headers["x-cache-status"] == "BYPASS", (path, headers)
+            assert httpx.get(proxy.url + path, headers=headers, timeout=30).headers["x-cache-status"] == "BYPASS", (path, headers)

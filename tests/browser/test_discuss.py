@@ -44,7 +44,7 @@ def test_a_thread_started_on_a_checkpoint_row_reaches_an_anonymous_page(
         # The sample and the evaluation have theirs (the evaluation's an icon in its cell).
         page.wait_for_selector("#sample-view button.discuss[data-discuss-kind=sample]")
         page.wait_for_selector("#evals button.discuss-mini[data-discuss-kind=eval] svg")
-        evaluation = httpx.get(f"{live_server.url}/api/v1/runs/{run.id}/evals").json()["evals"][0]
+        evaluation = httpx.get(f"{live_server.url}/api/v1/runs/{run.id}/evals", timeout=30).json()["evals"][0]
         assert page.get_attribute("#evals button.discuss-mini", "aria-label") == \
             f"Discuss evaluation #{evaluation['id']} at step 20"
 
@@ -63,13 +63,13 @@ def test_a_thread_started_on_a_checkpoint_row_reaches_an_anonymous_page(
             alice.page.click("#comment-new button[type=submit]")
         assert posted.value.status == 201, posted.value.text()
         made = posted.value.json()
-        checkpoints = httpx.get(f"{live_server.url}/api/v1/runs/{run.id}/checkpoints").json()["checkpoints"]
+        checkpoints = httpx.get(f"{live_server.url}/api/v1/runs/{run.id}/checkpoints", timeout=30).json()["checkpoints"]
         assert made["anchor"] == {"kind": "checkpoint", "key": None, "id": checkpoints[0]["id"], "step": 20}
         alice.page.wait_for_function(f"document.querySelector({CHECKPOINT!r}).textContent === 'Discuss (1)'")
 
         # The anonymous page: the count goes up live (no reload), as the API counts.
         page.wait_for_function(f"document.querySelector({CHECKPOINT!r}).textContent === 'Discuss (1)'", timeout=10000)
-        listed = httpx.get(f"{live_server.url}/api/v1/runs/{run.id}/comments").json()["comments"]
+        listed = httpx.get(f"{live_server.url}/api/v1/runs/{run.id}/comments", timeout=30).json()["comments"]
         assert [c["id"] for c in listed if c["anchor"]["kind"] == "checkpoint" and c["state"] == "visible"] == [made["id"]]
         page.click(CHECKPOINT)
         page.wait_for_selector(f"#comment-{made['id']}.target")

@@ -104,7 +104,7 @@ def test_plotly_is_not_render_blocking_and_comes_after_the_first_paint(live_serv
     """Plotly.js is preloaded, never a script of the document: it runs once the curve is painted."""
     page.goto(f"{live_server.url}/runs/{run_id}")
     page.wait_for_function("window.__runcastDrawn !== undefined", timeout=20000)
-    html = httpx.get(f"{live_server.url}/runs/{run_id}").text
+    html = httpx.get(f"{live_server.url}/runs/{run_id}", timeout=30).text
     assert '<link rel="preload" as="script" href="/vendor/' in html
     assert "<script src=\"/vendor/" not in html
     marks = page.evaluate(

@@ -88,7 +88,7 @@ def httpx_name(server: Any, run_id: str) -> str:
     import httpx
 
     token = server.token("team")
-    return httpx.get(f"{server.url}/api/v1/runs/{run_id}", headers={"Authorization": f"Bearer {token}"}).json()["name"]
+    return httpx.get(f"{server.url}/api/v1/runs/{run_id}", headers={"Authorization": f"Bearer {token}"}, timeout=30).json()["name"]
 
 
 def test_a_local_account_signs_in_from_the_form(live_server: Any, page: Any, tmp_path: Path) -> None:

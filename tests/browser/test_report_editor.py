@@ -152,7 +152,7 @@ def test_an_owner_drafts_edits_previews_and_publishes_and_a_reader_sees_it_live(
     finally:
         reader.context.close()
         olga.context.close()
-    assert httpx.get(f"{live_server.url}/api/v1/runs/{run.id}/reports/1").json()["version"] == 2
+    assert httpx.get(f"{live_server.url}/api/v1/runs/{run.id}/reports/1", timeout=30).json()["version"] == 2
 
 
 def test_a_viewer_sees_no_editor_and_the_editor_speaks_chinese(
@@ -166,8 +166,8 @@ def test_a_viewer_sees_no_editor_and_the_editor_speaks_chinese(
     api = f"{live_server.url}/api/v1/runs/{run.id}/reports"
     body = "Ten steps.\n\n```runcast-chart keys=train/loss\n```\n"
     assert httpx.post(api, json={"title": "Ten", "body": body, "from_step": 0, "to_step": 9},
-                      headers=team).status_code == 201
-    assert httpx.post(f"{api}/1/publish", json={}, headers=team).status_code == 200
+                      headers=team, timeout=30).status_code == 201
+    assert httpx.post(f"{api}/1/publish", json={}, headers=team, timeout=30).status_code == 200
 
     vera = Seat(browser, live_server, "vera")
     try:
@@ -187,8 +187,8 @@ def test_a_viewer_sees_no_editor_and_the_editor_speaks_chinese(
         assert vera.errors == []
     finally:
         vera.context.close()
-    assert [v["version"] for v in httpx.get(f"{api}/1/versions", headers=team).json()["versions"]] == [1]
-    assert httpx.get(api, headers=team).json()["reports"][0]["state"] == "published"
+    assert [v["version"] for v in httpx.get(f"{api}/1/versions", headers=team, timeout=30).json()["versions"]] == [1]
+    assert httpx.get(api, headers=team, timeout=30).json()["reports"][0]["state"] == "published"
 
     olga = Seat(browser, live_server, "olga", locale="zh-CN")
     try:

@@ -37,7 +37,7 @@ def _shots(tmp_path: Path) -> Path:
 def _wait_points(server: LiveServer, run_id: str, n: int) -> None:
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
-        last = httpx.get(f"{server.url}/api/v1/runs/{run_id}").json().get("last_step")
+        last = httpx.get(f"{server.url}/api/v1/runs/{run_id}", timeout=30).json().get("last_step")
         if last is not None and last >= n - 1:
             return
         time.sleep(0.2)
@@ -52,14 +52,14 @@ def test_a_published_report_draws_its_live_chart_and_its_export_opens_offline(
     _wait_points(live_server, run.id, 20)
     team = {"Authorization": f"Bearer {live_server.token()}"}
     api = f"{live_server.url}/api/v1/runs/{run.id}/reports"
-    made = httpx.post(api, json={"title": "Week one", "body": BODY, "from_step": 0, "to_step": 40}, headers=team)
+    made = httpx.post(api, json={"title": "Week one", "body": BODY, "from_step": 0, "to_step": 40}, headers=team, timeout=30)
     assert made.status_code == 201, made.text
     # A reader on the run page sees the report appear in its Reports card when it is published.
     page.goto(f"{live_server.url}/runs/{run.id}")
     page.wait_for_function("window.__runcast && window.__runcast.stream && window.__runcast.stream.open",
                            timeout=20000)
     page.wait_for_selector("#reports li.empty")
-    assert httpx.post(f"{api}/1/publish", json={}, headers=team).status_code == 200
+    assert httpx.post(f"{api}/1/publish", json={}, headers=team, timeout=30).status_code == 200
     page.wait_for_selector("#reports a")
     assert page.text_content("#reports a") == "Week one"
     page.click("#reports a")
@@ -75,7 +75,7 @@ def test_a_published_report_draws_its_live_chart_and_its_export_opens_offline(
     page.screenshot(path=str(_shots(tmp_path) / "report-page.png"), full_page=True)
 
     # The static export, opened from disk with the network refused, shows the same chart.
-    exported = httpx.get(f"{api}/1/export.html")
+    exported = httpx.get(f"{api}/1/export.html", timeout=30)
     assert exported.status_code == 200
     path = tmp_path / "report.html"
     path.write_bytes(exported.content)
@@ -108,8 +108,8 @@ def test_a_signed_in_reader_comments_on_a_report_and_script_runs_nowhere(
     _wait_points(live_server, run.id, 1)
     team = {"Authorization": f"Bearer {live_server.token()}"}
     api = f"{live_server.url}/api/v1/runs/{run.id}/reports"
-    httpx.post(api, json={"title": "Week one", "body": "Short.", "from_step": 0, "to_step": 0}, headers=team)
-    httpx.post(f"{api}/1/publish", json={}, headers=team)
+    httpx.post(api, json={"title": "Week one", "body": "Short.", "from_step": 0, "to_step": 0}, headers=team, timeout=30)
+    httpx.post(f"{api}/1/publish", json={}, headers=team, timeout=30)
     _runcast(live_server, "user", "create", "alice", "--display-name", "Alice", "--password-stdin",
              stdin=PASSWORD + "\n")
     alice = Person(browser, live_server, "alice")
@@ -124,5 +124,5 @@ def test_a_signed_in_reader_comments_on_a_report_and_script_runs_nowhere(
         assert alice.dialogs == [] and alice.errors == []
     finally:
         alice.context.close()
-    listed = httpx.get(f"{live_server.url}/api/v1/runs/{run.id}/comments").json()["comments"]
+    listed = httpx.get(f"{live_server.url}/api/v1/runs/{run.id}/comments", timeout=30).json()["comments"]
     assert [(c["anchor"]["kind"], c["anchor"]["id"]) for c in listed] == [("report", 1)]

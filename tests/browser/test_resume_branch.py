@@ -46,7 +46,7 @@ def test_a_resume_at_a_checkpoint_keeps_its_step_live(live_server, page, relogge
     assert kept1[0]["x"] == list(range(40 if relogged else 41, 71)) and not kept1[0]["abandoned"]
 
     # The page draws what the API returns, each point once under its own segment.
-    answer = httpx.get(f"{live_server.url}/api/v1/runs/{run.id}/metrics", params={"key": "train/loss"}).json()
+    answer = httpx.get(f"{live_server.url}/api/v1/runs/{run.id}/metrics", params={"key": "train/loss"}, timeout=30).json()
     by_segment = {s["segment"]: dict(zip(s["step"], s["last"], strict=True)) for s in answer["series"]}
     drawn0 = dict(zip(kept0[0]["x"] + gone0[0]["x"], kept0[0]["y"] + gone0[0]["y"], strict=True))
     assert drawn0 == pytest.approx(by_segment[0])

@@ -17,7 +17,7 @@ def test_a_hole_is_shown_in_the_run_header(live_server, page, tmp_path):
     run.finish(timeout=10)
     lost = run.stats.dropped  # how many depends on how fast the sender drained the queue meanwhile
     assert lost > 0 and run.stats.has_hole
-    detail = httpx.get(f"{live_server.url}/api/v1/runs/{run.id}").json()
+    detail = httpx.get(f"{live_server.url}/api/v1/runs/{run.id}", timeout=30).json()
     assert detail["lost_events"] == lost and detail["segments"][0]["lost_events"] == lost
     open_run(page, live_server, run.id)
     assert page.is_visible("#run-hole")

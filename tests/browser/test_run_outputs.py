@@ -44,7 +44,7 @@ def console_errors(page: Any) -> list[str]:
 
 
 def api(server: Any, path: str, **params: Any) -> Any:
-    r = httpx.get(f"{server.url}/api/v1{path}", params=params)
+    r = httpx.get(f"{server.url}/api/v1{path}", params=params, timeout=30)
     assert r.status_code == 200, r.text
     return r.json()
 

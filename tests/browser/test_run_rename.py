@@ -43,7 +43,7 @@ def test_sdk_rename_shows_live_on_the_run_page_and_the_runs_list(live_server, pa
     run.notes = "lr too high"
     run.group = "sweep-1"
     assert run.flush(timeout=20)
-    body = httpx.get(f"{live_server.url}/api/v1/runs/{run.id}").json()
+    body = httpx.get(f"{live_server.url}/api/v1/runs/{run.id}", timeout=30).json()
     assert (body["name"], body["tags"], body["notes"], body["group"]) == (
         HOSTILE + " renamed", ["lr-high", "second"], "lr too high", "sweep-1")
     want = expected(body)

@@ -19,7 +19,7 @@ def test_the_spooled_notice_lives_from_the_timed_out_finish_to_the_sync(live_ser
     for step in range(STEPS):
         run.log({"train/loss": 1.0 / (step + 1)}, step=step)
     run.finish(timeout=0.2)  # far less than the server needs for the burst
-    detail = httpx.get(f"{live_server.url}/api/v1/runs/{run.id}").json()
+    detail = httpx.get(f"{live_server.url}/api/v1/runs/{run.id}", timeout=30).json()
     spooled = detail["spooled_events"]
     assert spooled > 0 and detail["status"] == "running"
     open_run(page, live_server, run.id)
@@ -35,6 +35,6 @@ def test_the_spooled_notice_lives_from_the_timed_out_finish_to_the_sync(live_ser
     page.wait_for_function("document.getElementById('run-spooled').hidden", timeout=45_000)
     page.wait_for_function("document.getElementById('run-status').textContent === 'finished'", timeout=45_000)
     assert page.text_content("#fact-step") == f"{STEPS - 1:,}"
-    detail = httpx.get(f"{live_server.url}/api/v1/runs/{run.id}").json()
+    detail = httpx.get(f"{live_server.url}/api/v1/runs/{run.id}", timeout=30).json()
     assert detail["spooled_events"] == 0 and detail["last_step"] == STEPS - 1
     assert page.errors == [] and page.dialogs == []

@@ -97,7 +97,7 @@ def test_sign_in_watch_a_private_run_live_and_sign_out(live_server, page, tmp_pa
     page.wait_for_selector("#signin summary")
     page.wait_for_function(LISTED)
     assert page.locator(f'tr[data-id="{run.id}"]').count() == 0
-    assert httpx.get(f"{live_server.url}/api/v1/runs/{run.id}").status_code == 404
+    assert httpx.get(f"{live_server.url}/api/v1/runs/{run.id}", timeout=30).status_code == 404
     assert page.errors == [] and page.dialogs == []
 
 

@@ -35,7 +35,7 @@ class Client:
 
     def send(self, events: list[dict[str, Any]]) -> None:
         for i in range(0, len(events), 500):
-            r = httpx.post(f"{self.base}/api/v1/ingest", json={"v": 1, "events": events[i : i + 500]}, headers=self.headers)
+            r = httpx.post(f"{self.base}/api/v1/ingest", json={"v": 1, "events": events[i : i + 500]}, headers=self.headers, timeout=30)
             assert r.status_code == 202, r.text
 
     def log(self, steps: list[int]) -> None:

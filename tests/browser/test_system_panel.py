@@ -54,7 +54,7 @@ def test_the_system_panel_draws_every_rank_and_the_band(live_server: Any, page: 
         sampler._send(10.0)
         assert sampler.sent == len(values)
     run.finish(timeout=10)
-    detail = httpx.get(f"{live_server.url}/api/v1/runs/{run.id}").json()
+    detail = httpx.get(f"{live_server.url}/api/v1/runs/{run.id}", timeout=30).json()
     assert detail["last_step"] == 4  # the samples' wall-clock steps are not the run's
 
     open_run(page, live_server, run.id)
@@ -69,7 +69,7 @@ def test_the_system_panel_draws_every_rank_and_the_band(live_server: Any, page: 
     # Each rank's line is what the API stores.
     for rank, values in FIGURES.items():
         key = f"system/node0/rank{rank}/cpu/process_percent"
-        stored = httpx.get(f"{live_server.url}/api/v1/runs/{run.id}/metrics", params={"key": key}).json()
+        stored = httpx.get(f"{live_server.url}/api/v1/runs/{run.id}/metrics", params={"key": key}, timeout=30).json()
         steps = stored["series"][0]["step"]
         assert steps == [int(T0) + i for i in range(len(values))] and stored["series"][0]["last"] == values
         raw = next(t for t in cpu if t["role"] == "raw" and t["name"] == f"node0/rank{rank}")

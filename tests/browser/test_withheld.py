@@ -20,7 +20,7 @@ def test_withheld_notice_follows_the_policy(live_server, page, tmp_path):
         run.log({"train/loss": 2.0 / (step + 1), "val/loss": 2.5 / (step + 1)}, step=step)
     run.note("the team's private remark", step=5)
     assert run.flush(timeout=10)
-    detail = httpx.get(f"{live_server.url}/api/v1/runs/{run.id}").json()
+    detail = httpx.get(f"{live_server.url}/api/v1/runs/{run.id}", timeout=30).json()
     assert detail["keys"] == ["train/loss"] and detail["config"] == {"lr": 3e-4}
 
     open_run(page, live_server, run.id)
@@ -55,7 +55,7 @@ def test_delay_notice_names_the_delay(live_server, page):
     for step in range(5):
         run.log({"loss": 1.0 / (step + 1)}, step=step)
     assert run.flush(timeout=10)
-    detail = httpx.get(f"{live_server.url}/api/v1/runs/{run.id}").json()
+    detail = httpx.get(f"{live_server.url}/api/v1/runs/{run.id}", timeout=30).json()
     assert detail["publication"]["withheld"] == {"delay_s": 300}
     assert detail["keys"] == [] and detail["last_step"] is None  # nothing is 5 minutes old yet
 
@@ -67,7 +67,7 @@ def test_delay_notice_names_the_delay(live_server, page):
     assert page.eval_on_selector_all("#run-withheld li", "nodes => nodes.length") == 0
 
     run.set_policy(delay_s=None)  # lifted: everything at once, and no notice
-    assert httpx.get(f"{live_server.url}/api/v1/runs/{run.id}").json()["keys"] == ["loss"]
+    assert httpx.get(f"{live_server.url}/api/v1/runs/{run.id}", timeout=30).json()["keys"] == ["loss"]
     open_run(page, live_server, run.id)
     assert not page.is_visible("#run-withheld")
     run.finish(timeout=10)

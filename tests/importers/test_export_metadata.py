@@ -102,7 +102,7 @@ def test_export_then_import_into_another_server_keeps_the_run(hub, server, secon
     assert again.returncode == 0, again.stderr
     assert (tmp_path / f"again.{fmt}").read_bytes() == out.read_bytes()
     listed = httpx.get(f"{url}/api/v1/runs", params={"tag": "sweep", "group": "sweep-7"},
-                       headers={"Authorization": f"Bearer {other}"}).json()["runs"]
+                       headers={"Authorization": f"Bearer {other}"}, timeout=30).json()["runs"]
     assert [r["id"] for r in listed] == [run_id]
 
 

@@ -52,7 +52,7 @@ def test_runcast_serve_embedded_with_sdk(processes):
     processes.env = {"RUNCAST_DATA_DIR": str(data_dir)}
     processes.start_api()
     url = processes.api_url
-    assert httpx.get(f"{url}/healthz").json()["mode"] == "embedded"
+    assert httpx.get(f"{url}/healthz", timeout=30).json()["mode"] == "embedded"
     token = make_token(processes.env, "embedded", data_dir)
     driver = Driver(processes, server=url, token=token, project="embedded", steps=STEPS, metrics=METRICS,
                     extra=["--special"])

@@ -35,7 +35,7 @@ def test_parquet_downloads_while_writing_break_nothing(tmp_path: Path) -> None:
         run = WireRun("p", "r")
         auth = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
         first = [run.started()] + [run.metrics(step, {"loss": 1.0 / (step + 1)}) for step in range(500)]
-        assert httpx.post(f"{base}/api/v1/ingest", content=ev.dumps_batch(first), headers=auth).status_code == 202
+        assert httpx.post(f"{base}/api/v1/ingest", content=ev.dumps_batch(first), headers=auth, timeout=30).status_code == 202
         answers: Counter[str] = Counter()
         written: list[int] = []
         stop = time.monotonic() + SECONDS
@@ -71,7 +71,7 @@ def test_parquet_downloads_while_writing_break_nothing(tmp_path: Path) -> None:
             thread.join()
         assert set(answers) <= {"export 200", "ingest 202", "sign-in 401", "sign-in 429"}, answers
         assert answers["export 200"] > 10 and answers["ingest 202"] > 10, answers
-        stored = httpx.get(f"{base}/api/v1/runs/{run.run}/metrics", params={"key": "loss", "max_points": 20_000}).json()
+        stored = httpx.get(f"{base}/api/v1/runs/{run.run}/metrics", params={"key": "loss", "max_points": 20_000}, timeout=30).json()
         assert stored["level"] == 0 and stored["series"][0]["step"] == list(range(500)) + sorted(written)
         assert "disk I/O" not in (tmp_path / "api.log").read_text()
     finally:

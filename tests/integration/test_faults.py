@@ -252,7 +252,7 @@ def test_raising_detectors_cost_no_data_in_a_worker(stack):
     assert all("a detector bug" in e for e in errors), errors
     assert "the detectors failed" in worker.output() and worker.running
     assert_exported_once(stack, run.run, token, ["loss"], range(2000))
-    assert httpx.get(f"{stack.api_url}/api/v1/runs/{run.run}/alerts").json()["alerts"] == []
+    assert httpx.get(f"{stack.api_url}/api/v1/runs/{run.run}/alerts", timeout=30).json()["alerts"] == []
 
 
 def test_a_deeply_nested_config_no_longer_crashes_a_prefork_worker(stack):
@@ -306,9 +306,9 @@ def test_quarantine_is_listed_shown_and_retried_by_cli_and_admin_route(stack):
     admin = stack.cli("token", "create", "--admin").stdout.strip()
     assert admin.startswith("rca_")
     url = f"{stack.api_url}/api/v1/admin/inbox"
-    assert httpx.get(url).status_code == 401
-    assert httpx.get(url, headers={"Authorization": f"Bearer {token}"}).status_code == 403
-    rows = httpx.get(url, headers={"Authorization": f"Bearer {admin}"}).json()["rows"]
+    assert httpx.get(url, timeout=30).status_code == 401
+    assert httpx.get(url, headers={"Authorization": f"Bearer {token}"}, timeout=30).status_code == 403
+    rows = httpx.get(url, headers={"Authorization": f"Bearer {admin}"}, timeout=30).json()["rows"]
     assert [(r["id"], r["project"], r["state"]) for r in rows] == [(inbox_id, "faults", "quarantined")]
     stack.cli("quarantine", "retry", str(inbox_id))
     wait_until(lambda: worker.output().count(f"inbox {inbox_id} quarantined") == 2, 60, "quarantined again")
@@ -365,6 +365,6 @@ def test_a_million_log_calls_with_sdk_defaults_against_the_embedded_server(proce
     assert stats["sent"] == stats["logged"], stats
     rows = export_steps(processes.api_url, driver.run_id, token)
     assert rows["m0"] == list(range(1_000_000))
-    run = httpx.get(f"{processes.api_url}/api/v1/runs/{driver.run_id}").json()
+    run = httpx.get(f"{processes.api_url}/api/v1/runs/{driver.run_id}", timeout=30).json()
     assert (run["status"], run["last_step"], run["lost_events"]) == ("finished", 999_999, 0)
     print(f"burst: log() loop {done['log_s']} s, delivered in {done['total_s']} s; {stats}")

@@ -107,9 +107,9 @@ def test_images_histograms_and_tables_reach_a_real_server(processes, tmp_path):
         assert httpx.head(f"{url}/api/v1/runs/{run.id}/blobs/{digest}", headers=auth).status_code == 200
 
     mid = _add_media(data_dir, run.id, sha(jpeg_bytes))
-    whole = httpx.get(f"{url}/api/v1/runs/{run.id}/media/{mid}/image")
+    whole = httpx.get(f"{url}/api/v1/runs/{run.id}/media/{mid}/image", timeout=30)
     assert whole.status_code == 200 and whole.content == jpeg_bytes and whole.headers["content-type"] == "image/jpeg"
-    thumb = httpx.get(f"{url}/api/v1/runs/{run.id}/media/{mid}/image", params={"w": 32})
+    thumb = httpx.get(f"{url}/api/v1/runs/{run.id}/media/{mid}/image", params={"w": 32}, timeout=30)
     assert thumb.status_code == 200 and Image.open(io.BytesIO(thumb.content)).size == (32, 32)
     assert thumb.headers["cache-control"] == "public, max-age=31536000, immutable"
     assert thumb.headers["x-content-type-options"] == "nosniff" and "sandbox" in thumb.headers["content-security-policy"]

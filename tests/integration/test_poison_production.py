@@ -90,5 +90,5 @@ def test_poison_is_refused_while_another_run_is_stored_exactly_once(stack):
     assert len({(r["key"], r["step"]) for r in rows}) == STEPS * 4
     worker.check_alive("after the poison")
     assert worker.running and "Traceback" not in worker.output()
-    assert httpx.get(f"{api}/api/v1/runs/{driver.run_id}").status_code == 200
-    assert httpx.get(f"{api}/api/v1/runs", params={"project": "attacker"}).json()["runs"] == []
+    assert httpx.get(f"{api}/api/v1/runs/{driver.run_id}", timeout=30).status_code == 200
+    assert httpx.get(f"{api}/api/v1/runs", params={"project": "attacker"}, timeout=30).json()["runs"] == []

@@ -77,11 +77,11 @@ def test_postgres_down_is_503_and_readyz_says_so(processes, own_pg, own_redis, w
     processes.start_api(RUNCAST_DATABASE_URL=url, RUNCAST_REDIS_URL=own_redis.url(),
                         RUNCAST_DATA_DIR=str(processes.tmp / "data"))
     api, auth = processes.api_url, {"Authorization": f"Bearer {token}"}
-    ready = httpx.get(f"{api}/readyz")
+    ready = httpx.get(f"{api}/readyz", timeout=30)
     assert ready.status_code == 200
     assert ready.json() == {"status": "ready", "mode": "production",
                             "checks": {"database": {"ok": True, "error": None}, "redis": {"ok": True, "error": None}}}
-    assert httpx.post(f"{api}/api/v1/ingest", json=_batch("readyrun0001"), headers=auth).status_code == 202
+    assert httpx.post(f"{api}/api/v1/ingest", json=_batch("readyrun0001"), headers=auth, timeout=30).status_code == 202
 
     pg.pause()
     try:
@@ -91,7 +91,7 @@ def test_postgres_down_is_503_and_readyz_says_so(processes, own_pg, own_redis, w
         assert body["status"] == "unavailable" and body["checks"]["database"]["ok"] is False
         assert body["checks"]["redis"] == {"ok": True, "error": None}
         assert str(pg.port) not in res.text  # the failure's kind, never the address
-        assert httpx.get(f"{api}/healthz").status_code == 200  # liveness: the process answers
+        assert httpx.get(f"{api}/healthz", timeout=30).status_code == 200  # liveness: the process answers
         for method, path, kwargs in [
             ("GET", "/api/v1/runs", {}),
             ("GET", "/api/v1/runs/readyrun0001", {}),
@@ -102,8 +102,8 @@ def test_postgres_down_is_503_and_readyz_says_so(processes, own_pg, own_redis, w
             _assert_unavailable(httpx.request(method, f"{api}{path}", timeout=30, **kwargs))
     finally:
         pg.resume()
-    wait_for(lambda: httpx.get(f"{api}/readyz").status_code == 200, 30, "readyz after PostgreSQL is back")
-    assert httpx.get(f"{api}/api/v1/runs/readyrun0001").status_code == 200
+    wait_for(lambda: httpx.get(f"{api}/readyz", timeout=30).status_code == 200, 30, "readyz after PostgreSQL is back")
+    assert httpx.get(f"{api}/api/v1/runs/readyrun0001", timeout=30).status_code == 200
     processes.processes[0].check_alive("after the outage")
 
 
@@ -112,8 +112,8 @@ def test_redis_down_is_503_and_readyz_says_so(processes, pg_url, own_redis, wait
     processes.start_api(RUNCAST_DATABASE_URL=pg_url, RUNCAST_REDIS_URL=own_redis.url(),
                         RUNCAST_DATA_DIR=str(processes.tmp / "data"))
     api, auth = processes.api_url, {"Authorization": f"Bearer {token}"}
-    assert httpx.post(f"{api}/api/v1/ingest", json=_batch("readyrun0003"), headers=auth).status_code == 202
-    assert httpx.get(f"{api}/readyz").status_code == 200
+    assert httpx.post(f"{api}/api/v1/ingest", json=_batch("readyrun0003"), headers=auth, timeout=30).status_code == 202
+    assert httpx.get(f"{api}/readyz", timeout=30).status_code == 200
 
     own_redis.pause()
     try:
@@ -122,7 +122,7 @@ def test_redis_down_is_503_and_readyz_says_so(processes, pg_url, own_redis, wait
         assert res.json()["checks"] == {"database": {"ok": True, "error": None},
                                         "redis": {"ok": False, "error": res.json()["checks"]["redis"]["error"]}}
         # Reads come from the database: they go on.
-        assert httpx.get(f"{api}/api/v1/runs/readyrun0003").status_code == 200
+        assert httpx.get(f"{api}/api/v1/runs/readyrun0003", timeout=30).status_code == 200
         # Ingest needs the queue: 503 with Retry-After, unless the batch is kept durably without it.
         res = httpx.post(f"{api}/api/v1/ingest", json=_batch("readyrun0004"), headers=auth, timeout=60)
         if res.status_code != 202:
@@ -130,7 +130,7 @@ def test_redis_down_is_503_and_readyz_says_so(processes, pg_url, own_redis, wait
         json.dumps(res.json())
     finally:
         own_redis.resume()
-    wait_for(lambda: httpx.get(f"{api}/readyz").status_code == 200, 30, "readyz after Redis is back")
+    wait_for(lambda: httpx.get(f"{api}/readyz", timeout=30).status_code == 200, 30, "readyz after Redis is back")
     processes.processes[0].check_alive("after the outage")
 
 
@@ -144,9 +144,9 @@ def test_a_read_only_database_is_503_and_readyz_says_so(processes, pg_url, own_r
     processes.start_api(RUNCAST_DATABASE_URL=pg_url, RUNCAST_REDIS_URL=own_redis.url(),
                         RUNCAST_DATA_DIR=str(processes.tmp / "data"))
     api, auth = processes.api_url, {"Authorization": f"Bearer {token}"}
-    ready = httpx.get(f"{api}/readyz")
+    ready = httpx.get(f"{api}/readyz", timeout=30)
     assert ready.status_code == 200 and set(ready.json()["checks"]) == {"database", "redis"}  # no local disk
-    assert httpx.post(f"{api}/api/v1/ingest", json=_batch("readyrun0005"), headers=auth).status_code == 202
+    assert httpx.post(f"{api}/api/v1/ingest", json=_batch("readyrun0005"), headers=auth, timeout=30).status_code == 202
 
     admin = create_engine(pg_url, isolation_level="AUTOCOMMIT")
 
@@ -166,10 +166,10 @@ def test_a_read_only_database_is_503_and_readyz_says_so(processes, pg_url, own_r
         assert res.json()["checks"] == {"database": {"ok": False, "error": "DatabaseReadOnly"},
                                         "redis": {"ok": True, "error": None}}
         _assert_unavailable(httpx.post(f"{api}/api/v1/ingest", json=_batch("readyrun0006"), headers=auth, timeout=30))
-        assert httpx.get(f"{api}/api/v1/runs/readyrun0005").status_code == 200  # reads go on
+        assert httpx.get(f"{api}/api/v1/runs/readyrun0005", timeout=30).status_code == 200  # reads go on
     finally:
         read_only(False)
         admin.dispose()
-    wait_for(lambda: httpx.get(f"{api}/readyz").status_code == 200, 30, "readyz once the database takes writes")
-    assert httpx.post(f"{api}/api/v1/ingest", json=_batch("readyrun0006"), headers=auth).status_code == 202
+    wait_for(lambda: httpx.get(f"{api}/readyz", timeout=30).status_code == 200, 30, "readyz once the database takes writes")
+    assert httpx.post(f"{api}/api/v1/ingest", json=_batch("readyrun0006"), headers=auth, timeout=30).status_code == 202
     processes.processes[0].check_alive("after the read-only spell")

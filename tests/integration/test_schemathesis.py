@@ -158,9 +158,9 @@ def _fuzz_both(processes: Any, tmp_path: Path, env: dict[str, str]) -> None:
     ids = _seed(url, token, data_dir / "storage")
     auth = {"Authorization": f"Bearer {token}"}
     cids = [c["id"] for r in ids.values()
-            for c in httpx.get(f"{url}/api/v1/runs/{r}/checkpoints", headers=auth).json()["checkpoints"]]
+            for c in httpx.get(f"{url}/api/v1/runs/{r}/checkpoints", headers=auth, timeout=30).json()["checkpoints"]]
     public = f"{url}/api/v1/runs/{ids['public']}"
-    assert [len(httpx.get(f"{public}/{path}").json()[name]) for path, name in (
+    assert [len(httpx.get(f"{public}/{path}", timeout=30).json()[name]) for path, name in (
         ("samples", "samples"), ("evals", "evals"), ("media", "media"))] == [2, 1, 3]  # the fuzzer reads data
     config = _config(tmp_path / "schemathesis.toml", ids, cids)
     for label, headers in (("anonymous", ()), ("token", (f"Authorization: Bearer {token}",))):
@@ -175,4 +175,4 @@ def _fuzz_both(processes: Any, tmp_path: Path, env: dict[str, str]) -> None:
         assert report["operations"]["tested"] == report["operations"]["selected"], report["operations"]
         assert time.monotonic() - started < MAX_TIME_S * 4
     processes.processes[0].check_alive("after fuzzing")
-    assert httpx.get(f"{url}/readyz").status_code == 200
+    assert httpx.get(f"{url}/readyz", timeout=30).status_code == 200

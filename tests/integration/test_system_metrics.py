@@ -59,7 +59,7 @@ def test_two_ranks_store_their_system_series(processes) -> None:
     assert len(run_ids) == 1, "both ranks derive the run id from the launch"
     run_id = run_ids.pop()
 
-    detail = httpx.get(f"{url}/api/v1/runs/{run_id}").json()  # anonymous: a public reader
+    detail = httpx.get(f"{url}/api/v1/runs/{run_id}", timeout=30).json()  # anonymous: a public reader
     system_keys = sorted(k for k in detail["keys"] if k.startswith("system/"))
     rank0 = {k.removeprefix("system/node0/rank0/") for k in system_keys if k.startswith("system/node0/rank0/")}
     rank1 = {k.removeprefix("system/node0/rank1/") for k in system_keys if k.startswith("system/node0/rank1/")}
@@ -76,7 +76,7 @@ def test_two_ranks_store_their_system_series(processes) -> None:
 
     for rank in (0, 1):
         key = f"system/node0/rank{rank}/memory/process_rss_mb"
-        series = httpx.get(f"{url}/api/v1/runs/{run_id}/metrics", params={"key": key}).json()["series"]
+        series = httpx.get(f"{url}/api/v1/runs/{run_id}/metrics", params={"key": key}, timeout=30).json()["series"]
         assert len(series) == 1
         steps, values = series[0]["step"], series[0]["last"]
         assert len(steps) >= 2 and steps == sorted(set(steps))

@@ -97,7 +97,7 @@ def test_renames_arriving_out_of_order_end_in_trainer_order(server, tmp_path, ap
     assert api.post("/ingest", json={"v": 1, "events": [early]}).status_code == 202  # a redelivery changes nothing
     assert described(api, run.id) == ("last", ["z"], "n", None)
     foreign = httpx.post(f"{url}/api/v1/ingest", headers={"Authorization": f"Bearer {other}"},
-                         json={"v": 1, "events": [{**late, "seq": 10**6 + 2, "name": "hijacked"}]})
+                         json={"v": 1, "events": [{**late, "seq": 10**6 + 2, "name": "hijacked"}]}, timeout=30)
     assert foreign.status_code in (403, 404, 409), foreign.text
     assert described(api, run.id)[0] == "last"
 
