@@ -2,7 +2,8 @@
 
 Starts an embedded ``runcast serve`` (``RUNCAST_PUBLIC_FOLLOW=cache``) behind
 deploy/nginx/runcast.conf.template (rendered as tests/topology/nginx.py does), logs ``--points``
-steps of four keys with the SDK (the run left open: live), and opens its page in headless
+steps of four keys with the SDK at once (the history), then goes on logging 10 steps a second (a
+live run: the broadcast's edge and last pieces hold versions at that pace), and opens its page in headless
 Chromium, each viewer in a fresh context (an empty browser cache), until the curve is drawn and
 the page follows the run (its first edge read):
 
@@ -45,6 +46,7 @@ KEYS = ("train/loss", "train/lr", "train/grad_norm", "train/tokens_per_s")
 BUDGET_BYTES = 550_000
 BUDGET_REQUESTS = 15
 FROM_CACHE = {"HIT", "UPDATING", "STALE"}
+LIVE_BEFORE_S = 8.0  # the live trainer's head start: more than two pieces of versions at its pace
 CHROMIUM = os.environ.get("RUNCAST_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 
 
@@ -82,6 +84,14 @@ def _poll(url: str, stop: threading.Event) -> None:
             time.sleep(0.01)
 
 
+def _train(run: object, first: int, stop: threading.Event) -> None:
+    """The trainer, live: 10 steps a second (the SDK sends each as it comes) until ``stop``."""
+    step = first
+    while not stop.wait(0.1):
+        run.log({k: 1.0 / (step + 1) + i for i, k in enumerate(KEYS)}, step=step)  # type: ignore[attr-defined]
+        step += 1
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--points", type=int, default=2000, help="Steps the run has logged when the viewers come.")
@@ -102,9 +112,13 @@ def main() -> None:
         proxy = Nginx([url], files, data / "logs").start()
         try:
             run = runcast.init(project="bench", name="front page", server=url, token=token, capture_code=False)
-            for s in range(args.points):
+            for s in range(args.points):  # the history, at once
                 run.log({k: 1.0 / (s + 1) + i for i, k in enumerate(KEYS)}, step=s)
             assert run.flush(timeout=60)
+            live = threading.Event()
+            trainer = threading.Thread(target=_train, args=(run, args.points, live))
+            trainer.start()
+            time.sleep(LIVE_BEFORE_S)  # the edge and the last pieces hold live-paced versions
             page = f"{proxy.url}/runs/{run.id}"
             with sync_playwright() as p:
                 browser = p.chromium.launch(executable_path=CHROMIUM, args=["--headless", "--no-sandbox"])
@@ -123,6 +137,8 @@ def main() -> None:
                 time.sleep(3)
                 later = first_load(browser, page)
                 browser.close()
+            live.set()
+            trainer.join()
             run.finish()
         finally:
             proxy.stop()

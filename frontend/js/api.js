@@ -65,12 +65,17 @@ export async function getEvents(id) {
   return events;
 }
 
-/** One metric's buckets for [start, end] (steps, inclusive; null = the whole run). */
-export async function getMetrics(id, key, { start = null, end = null, maxPoints = 2000, signal } = {}) {
+/** The read of one metric's buckets for [start, end] (steps, inclusive; null = the whole run), under the run's URL. */
+export function metricsPath(key, { start = null, end = null, maxPoints = 2000 } = {}) {
   const params = new URLSearchParams({ key, max_points: String(Math.max(1, Math.min(20000, Math.round(maxPoints)))) });
   if (start !== null) params.set("start", String(Math.max(0, Math.floor(start))));
   if (end !== null) params.set("end", String(Math.max(0, Math.ceil(end))));
-  return decodeMetrics(await getJSON(runUrl(id) + "/metrics?" + params, { signal }));
+  return "metrics?" + params;
+}
+
+/** One metric's buckets for [start, end] (steps, inclusive; null = the whole run). */
+export async function getMetrics(id, key, { signal, ...query } = {}) {
+  return decodeMetrics(await getJSON(runUrl(id) + "/" + metricsPath(key, query), { signal }));
 }
 
 /** A /metrics answer with its values as numbers (in place). */

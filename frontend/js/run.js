@@ -7,7 +7,8 @@
 // subscribed first (by the inline head script, or here), the reads come second, and every
 // /metrics answer applies the stream's messages after the run version it names.
 
-import { ApiError, getEvents, getJSON, getMetrics, getRun, runUrl } from "./api.js";
+import { ApiError, getEvents, getJSON, getRun, runUrl } from "./api.js";
+import { RunReads } from "./batch.js";
 import { MetricStore } from "./store.js";
 import { XMap, rangesEqual } from "./xmap.js";
 import { mountSignIn } from "./signin.js";
@@ -39,11 +40,13 @@ const $ = (id) => document.getElementById(id);
 function createPage() {
   const runId = decodeURIComponent(location.pathname.replace(/^\/runs\//, "").replace(/\/$/, ""));
   const state = readUrl(location.search);
+  const reads = new RunReads(); // the panels' and charts' reads made together go as one request
   const page = {
     runId,
     state,
     prefetch: takePrefetch(runId),
-    store: new MetricStore((run, key, query, signal) => getMetrics(run, key, { ...query, signal })),
+    read: (path) => reads.get(runId, path), // GET /runs/{id}/{path}, batched
+    store: new MetricStore((run, key, query) => reads.metrics(run, key, query)),
     stream: null, // a LiveStream, or a BroadcastFollower (liveMode "cache")
     liveMode: null,
     streamState: "offline",
@@ -116,7 +119,7 @@ async function rereadEvents(page) {
 }
 
 async function refreshAlerts(page) {
-  const fresh = await loadAlerts(page.runId);
+  const fresh = await loadAlerts(page);
   if (fresh === null) return;
   page.alerts = fresh;
   renderEvents(page);
@@ -132,12 +135,12 @@ async function refreshAlerts(page) {
 function loadArtifacts(page) {
   refreshAlerts(page);
   loadCheckpoints(page, page.zoomTo);
-  loadRevisions(page.runId);
+  loadRevisions(page);
   page.evals.load();
   page.samples.reload();
   page.media.reload();
   page.comments.load();
-  loadReports(page.runId);
+  loadReports(page);
 }
 
 // --- the run's detail: keys, segments, status ------------------------------------------------
@@ -282,7 +285,7 @@ async function start(page) {
     events: debounce(() => renderEvents(page), 200, LIVE_MAX_WAIT_MS),
     alerts: debounce(() => refreshAlerts(page), 500, LIVE_MAX_WAIT_MS),
     checkpoints: debounce(() => loadCheckpoints(page, page.zoomTo), 500, LIVE_MAX_WAIT_MS),
-    revisions: debounce(() => loadRevisions(page.runId), 500, LIVE_MAX_WAIT_MS),
+    revisions: debounce(() => loadRevisions(page), 500, LIVE_MAX_WAIT_MS),
     evals: debounce(() => page.evals.load(), 500, LIVE_MAX_WAIT_MS),
     detail: debounce(() => reloadDetail(page), 300, LIVE_MAX_WAIT_MS),
     commands: debounce(() => {

@@ -11,6 +11,7 @@ import pytest
 import runcast.runtime
 
 from .conftest import open_run
+from browser.reads import rewrite_read
 
 HOSTILE = "<img src=x onerror=alert(1)>"
 SHA = "0123456789abcdef0123456789abcdef01234567"
@@ -126,13 +127,11 @@ def test_hostile_revision_and_checkpoint_path_render_as_text(live_server, page, 
     assert page.eval_on_selector_all("#run img", "n => n.length") == 0
 
     # A code-host link that is not http(s) never becomes an href.
-    def javascript_link(route):  # type: ignore[no-untyped-def]
-        body = route.fetch().json()
+    def javascript_link(body):  # type: ignore[no-untyped-def]
         for rev in body["revisions"]:
             rev["link"] = "javascript:alert(1)"
-        route.fulfill(json=body)
 
-    page.route("**/revisions", javascript_link)
+    rewrite_read(page, "revisions", javascript_link)
     open_run(page, live_server, run.id)
     page.wait_for_selector("#revisions li.revision")
     assert page.locator("#revisions a.rev-link").count() == 0

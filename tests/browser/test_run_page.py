@@ -10,6 +10,7 @@ import httpx
 import numpy as np
 
 from .conftest import main_xs, open_run
+from browser.reads import metrics_reads
 
 HOSTILE = "<img src=x onerror=alert(1)>"
 
@@ -31,7 +32,7 @@ def test_live_points_are_appended_without_reload(live_server, page):
     assert main_xs(page) == list(range(1, 41))
     page.wait_for_function("window.__runcast.stream && window.__runcast.stream.open", timeout=10000)
     metrics_calls: list[str] = []
-    page.on("request", lambda r: "/metrics?" in r.url and metrics_calls.append(r.url))
+    page.on("request", lambda r: metrics_calls.extend(metrics_reads(r.url)))
 
     log_steps(run, range(41, 101))
     page.wait_for_function("window.__runcast.pointCount() >= 100", timeout=5000)
@@ -56,10 +57,9 @@ def test_zoom_fetches_finer_points_for_the_visible_range(live_server, page):
     )
     assert spike_visible  # the min–max band keeps the one-step spike
 
-    with page.expect_request(lambda r: "/metrics?" in r.url and "start=" in r.url and "end=" in r.url) as req:
+    with page.expect_request(lambda r: any("start=" in u and "end=" in u for u in metrics_reads(r.url))) as req:
         page.evaluate("Plotly.relayout(document.getElementById('chart-main'), {'xaxis.range': [3000, 3400]})")
-    url = req.value.url
-    assert "key=train%2Floss" in url
+    assert any("key=train%2Floss" in u for u in metrics_reads(req.value.url))
     page.wait_for_function(
         """() => document.getElementById('chart-main').data
              .filter(t => t.meta && t.meta.role === 'raw')
@@ -131,7 +131,7 @@ def test_reconnect_after_server_restart_continues_without_gap(live_server, page)
     open_run(page, live_server, run.id)
     page.wait_for_function("window.__runcast.stream && window.__runcast.stream.open", timeout=10000)
     metrics_calls: list[str] = []
-    page.on("request", lambda r: "/metrics?" in r.url and metrics_calls.append(r.url))
+    page.on("request", lambda r: metrics_calls.extend(metrics_reads(r.url)))
 
     live_server.stop()
     page.wait_for_function("!window.__runcast.stream.open", timeout=10000)

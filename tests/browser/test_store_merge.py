@@ -16,6 +16,7 @@ from runcast.wire import events as ev
 
 from .conftest import open_run
 from .truth import assert_page_tells_the_truth
+from browser.reads import metrics_reads
 
 
 class Client:
@@ -74,7 +75,7 @@ def test_live_points_merge_into_raw_points_and_buckets_like_the_api(live_server,
             page.wait_for_function("window.__runcast.stream && window.__runcast.stream.open", timeout=10000)
             pages[label] = page
             reads[label] = []
-            page.on("request", lambda r, label=label: "/metrics?" in r.url and reads[label].append(r.url))
+            page.on("request", lambda r, label=label: reads[label].extend(metrics_reads(r.url)))
         levels = {label: page.evaluate("window.__runcast.charts()[0].level") for label, page in pages.items()}
         assert levels["whole run, bucketed"] > 0 and levels["zoomed, bucketed"] > 0 and levels["zoomed, raw"] == 0
 

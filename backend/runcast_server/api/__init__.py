@@ -8,6 +8,7 @@ from runcast_server.api.ingest_doc import IngestBatch
 from runcast_server.api.routes import (
     admin,
     alerts,
+    batch,
     blobs,
     broadcast,
     checkpoints,
@@ -58,6 +59,7 @@ api_router.include_router(broadcast.router)  # the cacheable broadcast (docs/liv
 api_router.include_router(commands.router)  # the team's commands to live trainers (docs/commands.md)
 api_router.include_router(comments.router)  # comments on runs (docs/comments.md)
 api_router.include_router(reports.router)  # training reports (docs/reports.md)
+api_router.include_router(batch.router)  # several of a run's reads in one request (docs/api.md)
 
 # Models of bodies the routes read or write themselves, named in the document by documented.ref.
 DOCUMENTED_REQUESTS = (IngestBatch, PolicyChange, UploadBegin)

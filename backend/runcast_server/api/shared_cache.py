@@ -27,7 +27,7 @@ PRIVATE: Final = "private, no-store"
 # A run, or one of the reads its page makes (the same list as the shipped nginx site's location);
 # never the stream, the broadcast, an export or a file (streamed bodies, their own headers).
 READS: Final = ("metrics", "events", "alerts", "checkpoints", "revisions", "evals", "samples", "samples/prompts",
-                "media", "media/keys", "data-mix", "comments", "reports")
+                "media", "media/keys", "data-mix", "comments", "reports", "batch")
 RUN_READ: Final = re.compile(r"^/api/v1/runs/[^/]+(?:/(?:" + "|".join(READS) + r"))?$")
 _COOKIE_NAME: Final = COOKIE + "="
 

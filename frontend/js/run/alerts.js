@@ -2,19 +2,18 @@
 // timeline event is the entry (kept current by the stream); the alert adds its title, state,
 // the checkpoints around it and its evidence, and a "Discuss" control (run/comments.js).
 
-import { getJSON, runUrl } from "../api.js";
 import { formatValue } from "../util.js";
 import { hasMessage, t } from "../i18n.js";
 
 /** Every alert of the run (pages of 1000) as a Map id -> alert; null when it could not be read. */
-export async function loadAlerts(runId) {
+export async function loadAlerts(page) {
   const fresh = new Map();
   let after = null;
   try {
-    for (let page = 0; page < 20; page++) {
+    for (let n = 0; n < 20; n++) {
       const params = new URLSearchParams({ limit: "1000" });
       if (after) params.set("after", after);
-      const body = await getJSON(runUrl(runId) + "/alerts?" + params);
+      const body = await page.read("alerts?" + params);
       for (const a of body.alerts || []) fresh.set(a.id, a);
       if (!body.next_cursor || !(body.alerts || []).length) break;
       after = body.next_cursor;

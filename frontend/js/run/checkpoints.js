@@ -2,7 +2,7 @@
 // status badge, size, file name, sha256 (copy button), metrics, evaluation scores, download
 // and card links, and a "Discuss" control (run/comments.js) on each.
 
-import { decode, getJSON, runUrl } from "../api.js";
+import { decode, runUrl } from "../api.js";
 import { copyButton, el, formatBytes, formatValue } from "../util.js";
 import { metricsText, scoresLine } from "./evals.js";
 import { formatNumber, t } from "../i18n.js";
@@ -14,7 +14,7 @@ const CHECKPOINT_STATUS = ["available", "pruned", "private", "missing"];
 /** Read the list again and render it; `zoomTo(step)` is what a step button does. */
 export async function loadCheckpoints(page, zoomTo) {
   try {
-    const body = await getJSON(runUrl(page.runId) + "/checkpoints");
+    const body = await page.read("checkpoints");
     page.checkpoints = body.checkpoints || [];
     page.checkpointsWithheld = body.withheld === true; // the publication policy (run/withheld.js)
   } catch (err) {

@@ -91,7 +91,7 @@ export class CommentsPanel {
   async load() {
     let body;
     try {
-      body = await getJSON(this.url());
+      body = await this.page.read("comments");
     } catch (err) {
       this.setError(t("comments.failed", { error: err.message }));
       return;

@@ -3,7 +3,7 @@
 // step when the scores are tied to one), the newest columns shown and a sparkline per row over
 // all of them; and the scores line of a checkpoint in the checkpoints panel (checkpoints.js).
 
-import { decode, getJSON, runUrl } from "../api.js";
+import { decode } from "../api.js";
 import { el, formatValue } from "../util.js";
 import { sparkline } from "./sparkline.js";
 import { formatNumber, t } from "../i18n.js";
@@ -56,7 +56,7 @@ export class EvalsPanel {
   async load() {
     let body;
     try {
-      body = await getJSON(runUrl(this.page.runId) + "/evals");
+      body = await this.page.read("evals");
     } catch {
       return;
     }

@@ -18,7 +18,7 @@ export function openLive(page, { onBatch, onReset }) {
     onBatch: (m) => onBatch(page, m),
     onReset: (version, info) => onReset(page, version, info),
     onComments: () => page.comments.soon(),
-    onReports: () => loadReports(page.runId),
+    onReports: () => loadReports(page),
     onCommands: () => page.soon && page.soon.commands(), // the timeline (everyone) and the Control card (the team)
     onState: (s) => {
       page.streamState = s;

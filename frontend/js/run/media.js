@@ -3,7 +3,6 @@
 // histograms as a heat map (histogram.js). A block reads its rows once it comes into view;
 // live, the stream's batches name the rows they stored and each block reads its new ones.
 
-import { getJSON, runUrl } from "../api.js";
 import { debounce, el, LIVE_MAX_WAIT_MS } from "../util.js";
 import { HistogramBlock } from "./histogram.js";
 import { ImageStrip } from "./imagestrip.js";
@@ -34,7 +33,7 @@ export class MediaPanel {
   async load() {
     let body;
     try {
-      body = await getJSON(runUrl(this.page.runId) + "/media/keys");
+      body = await this.page.read("media/keys");
     } catch {
       return;
     }

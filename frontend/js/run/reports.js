@@ -10,12 +10,13 @@ import { t } from "../i18n.js";
 const $ = (id) => document.getElementById(id);
 let bound = null; // the run whose "New report" form is wired (once per page)
 
-export async function loadReports(runId) {
+export async function loadReports(page) {
+  const runId = page.runId;
   const list = $("reports");
   if (!list) return;
   let body;
   try {
-    body = await getJSON(runUrl(runId) + "/reports");
+    body = await page.read("reports");
   } catch {
     list.replaceChildren(el("li", { className: "empty" }, t("reports.none")));
     return;

@@ -1,20 +1,21 @@
 // The run's code revisions (GET /runs/{id}/revisions): sha (copy button), branch, remote, dirty
 // badge, the segments that used it, a code-host link (http(s) only) and the diff as text.
 
-import { getJSON, runUrl } from "../api.js";
+import { runUrl } from "../api.js";
 import { copyButton, el, formatBytes, safeHttpUrl, table } from "../util.js";
 import { formatNumber, t } from "../i18n.js";
 
 const $ = (id) => document.getElementById(id);
 
-export async function loadRevisions(runId) {
+/** Read the run's revisions (through page.read: batched with the other panels' reads) and render them. */
+export async function loadRevisions(page) {
   let body;
   try {
-    body = await getJSON(runUrl(runId) + "/revisions");
+    body = await page.read("revisions");
   } catch {
     return;
   }
-  renderRevisions(runId, body.revisions || []);
+  renderRevisions(page.runId, body.revisions || []);
 }
 
 function renderRevisions(runId, revisions) {

@@ -51,7 +51,7 @@ export class SamplesPanel {
   async load() {
     let body;
     try {
-      body = await getJSON(runUrl(this.page.runId) + "/samples/prompts");
+      body = await this.page.read("samples/prompts");
     } catch {
       return; // the next live sample or reset reads again
     }

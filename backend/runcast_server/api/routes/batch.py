@@ -1,0 +1,89 @@
+"""``GET /runs/{run_id}/batch?read=...``: several of a run's reads in one request (docs/api.md,
+"Several reads in one request").
+
+The run page's first load makes a dozen small reads (each panel's list, each chart's window); as
+one request they are one lookup in a shared cache and one round trip for a viewer far away. Each
+``read`` is a path under the run (``checkpoints``, ``metrics?key=loss&max_points=1500``) among
+the reads a shared cache may keep (``shared_cache.READS``); the app answers each as it answers
+that GET on its own, with the caller's credentials, so every answer (its body, its status, the
+publication policy, the walls between projects) is exactly the single read's. The batch itself is
+a run read like them: public and cacheable for anonymous callers, ``private`` with a token or a
+session.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Final
+from urllib.parse import parse_qsl, urlencode
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import Response
+from starlette.types import Message, Scope
+
+from runcast_server.api.one_hop import CheckedRunReadDep
+from runcast_server.api.read_deps import RUN_ERRORS
+from runcast_server.api.shared_cache import READS
+from runcast_server.core.errors import Invalid
+
+router = APIRouter(tags=["runs"])
+
+MAX_READS: Final = 32
+BATCHED: Final = frozenset(READS) - {"batch"}
+# The caller's headers a read depends on; nothing else (no If-None-Match: each answer is whole).
+_PASSED: Final = frozenset({b"authorization", b"cookie", b"accept-language", b"user-agent"})
+
+ReadQuery = Annotated[
+    list[str],
+    Query(alias="read", min_length=1, max_length=MAX_READS,
+          description="A read under the run, as its own GET's path and query (repeatable): `checkpoints`, "
+                      "`metrics?key=train/loss&max_points=1500`."),
+]
+
+
+def _split(read: str) -> tuple[str, str]:
+    """``read`` as the path under the run and its query string, or a 422 naming ``read``."""
+    name, _, query = read.partition("?")
+    if name not in BATCHED or len(read) > 1000:
+        raise Invalid(f"read {read[:100]!r} is not one of the run's reads: {', '.join(sorted(BATCHED))}", field="read")
+    return name, urlencode(parse_qsl(query, keep_blank_values=True))
+
+
+async def _answer(request: Request, path: str, query: str) -> tuple[int, bytes]:
+    """GET ``path`` through the whole app, as the caller (status, body)."""
+    scope: Scope = {
+        **{k: v for k, v in request.scope.items() if k in ("type", "asgi", "http_version", "scheme", "server",
+                                                             "client", "root_path", "state")},
+        "method": "GET", "path": path, "raw_path": path.encode(), "query_string": query.encode(),
+        "headers": [(k, v) for k, v in request.scope["headers"] if k in _PASSED] + [(b"accept", b"application/json")],
+    }
+    status, json_body, chunks = 500, False, []
+
+    async def receive() -> Message:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: Message) -> None:
+        nonlocal status, json_body
+        if message["type"] == "http.response.start":
+            status = message["status"]
+            json_body = any(k == b"content-type" and v.startswith(b"application/json") for k, v in message["headers"])
+        elif message["type"] == "http.response.body":
+            chunks.append(message.get("body", b""))
+
+    await request.app(scope, receive, send)
+    return status, b"".join(chunks) if json_body else b"null"
+
+
+@router.get("/runs/{run_id}/batch", responses=RUN_ERRORS)
+async def get_batch(request: Request, read: CheckedRunReadDep, reads: ReadQuery) -> Response:
+    """Each ``read``'s status and body, in the order asked: ``{"run", "reads": [{"read", "status",
+    "body"}]}``, each body what ``GET /runs/{run_id}/{read}`` answers the same caller."""
+    asked = [(r, *_split(r)) for r in reads]
+    base = f"/api/v1/runs/{read.run_id}/"
+    parts = []
+    for text, name, query in asked:
+        status, body = await _answer(request, base + name, query)
+        # Each answer's JSON goes in as it came (no second parse and dump of a metrics window).
+        parts.append(b'{"read":%s,"status":%d,"body":%s}' % (json.dumps(text).encode(), status, body or b"null"))
+    out = b'{"run":%s,"reads":[%s]}' % (json.dumps(read.run_id).encode(), b",".join(parts))
+    return Response(out, media_type="application/json")
