@@ -56,7 +56,9 @@ function createPage() {
     // message arrived (performance.now clock): a read sent before it is read again.
     detailReadAt: -Infinity,
     eventsReadAt: -Infinity,
+    eventsVersion: null, // the run version the first events read reflects (null: not named)
     subscribedAt: null,
+    liveFrom: null, // the version the live source's first reset started after
     alerts: new Map(),
     checkpoints: null,
     xmaps: new Map([["step", new XMap("step")]]),
@@ -205,7 +207,9 @@ function onBatch(page, message) {
   applyLive(page, message);
   if (page.control && page.detail.status !== status) page.control.render(); // finished: the buttons close
   if ((message.last_step ?? -1) > before) page.mix.soon(); // the last share reaches the new step
-  const unknown = outdatesDetail(page, message);
+  // A message the run's read already reflects (it names its version) does not call for another read.
+  const reflected = typeof page.detail.version === "number" && message.version <= page.detail.version;
+  const unknown = !reflected && outdatesDetail(page, message);
   for (const p of message.points || []) {
     for (const xmap of page.xmaps.values()) if (xmap.key === p.key) xmap.extend(p.step, p.value);
   }
@@ -226,7 +230,7 @@ function onBatch(page, message) {
     page.soon.checkpoints(); // a checkpoint's scores
   }
   if (message.media && message.media.length) page.media.onLive(message.media);
-  if (unknown || message.described) page.soon.detail();
+  if (unknown || (message.described && !reflected)) page.soon.detail();
 }
 
 /** Whether a message names a segment or key the run's read lacks, or starts or ends a segment. */
@@ -238,7 +242,10 @@ function outdatesDetail(page, message) {
 
 function onReset(page, version, { initial, at }) {
   page.store.onReset(page.runId, version); // metrics: each entry checks its own version
-  if (initial) page.subscribedAt = at;
+  if (initial) {
+    page.subscribedAt = at;
+    page.liveFrom = version;
+  }
   if (!page.loaded) return; // start() catches up once its first reads are in
   if (initial) return catchUp(page);
   // A later reset: messages were lost; read the run, its events and artifacts again.
@@ -247,11 +254,16 @@ function onReset(page, version, { initial, at }) {
   loadArtifacts(page);
 }
 
-/** The run and its events read again if they were sent before the stream started. */
+/**
+ * The run and its events read again if the live source starts after the version their answer
+ * reflects (messages in between would be missing); from a server that does not name the version,
+ * if they were sent before the live source's first message.
+ */
 function catchUp(page) {
   if (page.subscribedAt === null) return;
-  if (page.detailReadAt < page.subscribedAt) page.soon.detail();
-  if (page.eventsReadAt < page.subscribedAt) rereadEvents(page);
+  const behind = (version, sentAt) => (typeof version === "number" ? version < page.liveFrom : sentAt < page.subscribedAt);
+  if (behind(page.detail.version, page.detailReadAt)) page.soon.detail();
+  if (behind(page.eventsVersion, page.eventsReadAt)) rereadEvents(page);
 }
 
 /**
@@ -302,6 +314,7 @@ async function start(page) {
       page.eventsReadAt = performance.now();
       return getJSON(runUrl(page.runId) + "/events?limit=1000");
     }).then(async (first) => {
+      page.eventsVersion = typeof first.version === "number" ? first.version : null;
       if (!first.next_cursor || first.events.length < 1000) return first.events;
       return getEvents(page.runId); // long timelines: every page
     }).catch(() => []);

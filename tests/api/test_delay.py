@@ -83,11 +83,22 @@ LIVE = {
 }
 
 
+def _read_version(client: Any, run: str, headers: dict[str, str]) -> int:
+    """The run version the run's read, its events and a metric's read each name: one, the same."""
+    named = {client.get(f"/api/v1/runs/{run}{path}", headers=headers, params=params).json()["version"]
+             for path, params in (("", {}), ("/events", {}), ("/metrics", {"key": "loss"}))}
+    assert len(named) == 1, named
+    return named.pop()
+
+
 def test_public_sees_the_run_as_it_was_delay_ago_the_team_live(client, delayed):
     readers = _readers(delayed)
     for who in ("anonymous", "other"):
         assert _view(client, delayed["run"], readers[who]) == EARLY, who
     assert _view(client, delayed["run"], readers["team"]) == LIVE
+    # Each read names the version it reflects, where a page following the run joins (docs/live.md).
+    team_version = _read_version(client, delayed["run"], readers["team"])
+    assert _read_version(client, delayed["run"], readers["anonymous"]) < team_version
     detail = client.get(f"/api/v1/runs/{delayed['run']}").json()
     assert detail["publication"]["withheld"] == {"delay_s": 5}  # the run page names the delay
     finished = [r["id"] for r in client.get("/api/v1/runs", params={"status": "finished"}).json()["runs"]]
@@ -97,6 +108,7 @@ def test_public_sees_the_run_as_it_was_delay_ago_the_team_live(client, delayed):
     _wait_due()  # the held back batches come due
     for who in ("anonymous", "other"):
         assert _view(client, delayed["run"], readers[who]) == LIVE, who
+    assert _read_version(client, delayed["run"], readers["anonymous"]) == team_version
 
 
 def test_lifting_the_delay_publishes_the_held_back_history_at_once(client, delayed):

@@ -39,6 +39,7 @@ OPERATION_IDS = {
     "PUT /api/v1/runs/{run_id}/segments/{segment}/spool": "report_spool",
     "GET /api/v1/tokens": "list_tokens", "DELETE /api/v1/tokens/{token_id}": "revoke_token",
     "GET /api/v1/runs/{run_id}/metrics": "get_metrics", "GET /api/v1/runs/{run_id}/events": "get_events",
+    "GET /api/v1/runs/{run_id}/batch": "get_batch",
     "GET /api/v1/runs/{run_id}/commands": "list_commands", "POST /api/v1/runs/{run_id}/commands": "send_command",
     "GET /api/v1/runs/{run_id}/export": "export_run", "GET /api/v1/runs/{run_id}/stream": "stream_run",
     "GET /api/v1/runs/{run_id}/broadcast/edge": "get_broadcast_edge",

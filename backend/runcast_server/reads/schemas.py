@@ -115,7 +115,12 @@ class Publication(BaseModel):
     withheld: dict[str, Any]
 
 
+VERSION_READ = ("The run version this answer reflects: it holds every batch up to it (a delayed reader's: the "
+                "delay's horizon). A client following the stream applies the messages after it (docs/live.md).")
+
+
 class RunDetail(RunSummary):
+    version: int = Field(0, description=VERSION_READ)
     config: dict[str, Any]
     code: dict[str, Any]
     env: dict[str, Any]
@@ -186,3 +191,4 @@ class EventList(BaseModel):
     next_cursor: str | None = Field(
         description="Pass as ?after= for the next page; null on the last page."
     )
+    version: int = Field(0, description=VERSION_READ)

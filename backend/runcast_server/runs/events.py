@@ -59,5 +59,6 @@ def list_events(
         if view.shown(e.type, e.payload or {})
     ]
     next_cursor = str(events[-1].id) if len(rows) > limit else None
-    return EventList(events=events, next_cursor=next_cursor)
+    version = view.horizon.version if view.horizon is not None else run.version  # read with the run, before the rows
+    return EventList(events=events, next_cursor=next_cursor, version=version)
 

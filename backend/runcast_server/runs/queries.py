@@ -231,6 +231,7 @@ def run_detail(
                         tags=run_tags(session, [run.id]).get(run.id), view=view, session=session)
     public = view if not view.team else public_policy(session, run.id)  # what the page says is withheld
     h = view.horizon
+    version = h.version if h is not None else run.version  # read with the run, before what follows: a lower bound
     keys = session.scalars(
         select(Series.key)
         .where(Series.run_id == run.id, Series.key != TIMESTAMP_KEY)  # the server's step times: not a logged metric
@@ -256,6 +257,7 @@ def run_detail(
         env=view.env(published_env(strict_json(run.env or {}), full)),
         public_paths=bool(run.public_paths),
         seed=run.seed,
+        version=version,
         keys=view.keys(list(keys)),
         segments=[
             SegmentInfo(

@@ -14,11 +14,12 @@ session.
 from __future__ import annotations
 
 import json
-from typing import Annotated, Final
+from typing import Annotated, Any, Final
 from urllib.parse import parse_qsl, urlencode
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
+from pydantic import BaseModel, Field
 from starlette.types import Message, Scope
 
 from runcast_server.api.one_hop import CheckedRunReadDep
@@ -39,6 +40,17 @@ ReadQuery = Annotated[
           description="A read under the run, as its own GET's path and query (repeatable): `checkpoints`, "
                       "`metrics?key=train/loss&max_points=1500`."),
 ]
+
+
+class BatchAnswer(BaseModel):
+    read: str = Field(description="The read, as asked.")
+    status: int = Field(description="What its own GET answers: 200, or its error's status.")
+    body: Any = Field(description="What its own GET answers: its JSON, or its error's ({\"error\": ...}).")
+
+
+class BatchList(BaseModel):
+    run: str
+    reads: list[BatchAnswer] = Field(description="One answer per `read`, in the order asked.")
 
 
 def _split(read: str) -> tuple[str, str]:
@@ -74,7 +86,8 @@ async def _answer(request: Request, path: str, query: str) -> tuple[int, bytes]:
     return status, b"".join(chunks) if json_body else b"null"
 
 
-@router.get("/runs/{run_id}/batch", responses=RUN_ERRORS)
+# The model documents the answer; the route writes its bytes itself (each body as it came).
+@router.get("/runs/{run_id}/batch", response_model=BatchList, responses=RUN_ERRORS)
 async def get_batch(request: Request, read: CheckedRunReadDep, reads: ReadQuery) -> Response:
     """Each ``read``'s status and body, in the order asked: ``{"run", "reads": [{"read", "status",
     "body"}]}``, each body what ``GET /runs/{run_id}/{read}`` answers the same caller."""
