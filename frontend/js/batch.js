@@ -1,7 +1,9 @@
 // A page's reads of a run, asked in the same moment, sent as one request: GET /runs/{id}/batch
 // (docs/api.md, "Several reads in one request"). The run page's panels and charts each ask for
 // their own read; a first load that made a dozen small requests makes one or two, which a shared
-// cache answers as one object. Each answer (body, status, error) is the single read's.
+// cache answers as one object. Each answer (body, status, error) is the single read's. Reads of
+// different kinds (a panel's list, a chart's window) go in batches of their own, so that a batch's
+// URL, which a shared cache keys on, does not depend on which kinds happened to be asked together.
 
 import { ApiError, decodeMetrics, getJSON, metricsPath, runUrl } from "./api.js";
 
@@ -9,15 +11,16 @@ const MAX_READS = 32; // the route's limit
 
 export class RunReads {
   constructor() {
-    this.queued = new Map(); // run id -> Map(path -> [{resolve, reject}])
+    this.queued = new Map(); // "kind run id" -> {run, asked: Map(path -> [{resolve, reject}])}
     this.timer = null;
   }
 
   /** The body of GET /runs/{run}/{path} (`path`: "checkpoints", "alerts?limit=1000"); errors as ApiError. */
-  get(run, path) {
+  get(run, path, kind = "list") {
     return new Promise((resolve, reject) => {
-      if (!this.queued.has(run)) this.queued.set(run, new Map());
-      const asked = this.queued.get(run);
+      const group = kind + " " + run;
+      if (!this.queued.has(group)) this.queued.set(group, { run, asked: new Map() });
+      const { asked } = this.queued.get(group);
       if (!asked.has(path)) asked.set(path, []);
       asked.get(path).push({ resolve, reject });
       if (this.timer === null) this.timer = setTimeout(() => this.send(), 0);
@@ -26,14 +29,14 @@ export class RunReads {
 
   /** A decoded /metrics answer (the page's store's loader: api.getMetrics's, batched). */
   async metrics(run, key, query) {
-    return decodeMetrics(await this.get(run, metricsPath(key, query)));
+    return decodeMetrics(await this.get(run, metricsPath(key, query), "metrics"));
   }
 
   send() {
     this.timer = null;
     const queued = this.queued;
     this.queued = new Map();
-    for (const [run, asked] of queued) {
+    for (const { run, asked } of queued.values()) {
       const paths = [...asked.keys()];
       for (let i = 0; i < paths.length; i += MAX_READS) this.sendOne(run, paths.slice(i, i + MAX_READS), asked);
     }

@@ -16,6 +16,7 @@ import { loadLanguage, t } from "./i18n.js";
 import { debounce, LIVE_MAX_WAIT_MS } from "./util.js";
 import { loadAlerts } from "./run/alerts.js";
 import { allCharts, buildMainChart, buildPanels, redraw, setMarkers, setupXmaps } from "./run/charts.js";
+import { exposeHooks } from "./run/hooks.js";
 import { loadCheckpoints } from "./run/checkpoints.js";
 import { CommentsPanel } from "./run/comments.js";
 import { mountControl } from "./run/commands.js";
@@ -386,28 +387,7 @@ function showFailed(err) {
 
 const page = createPage();
 
-const plotBox = (full) => ({
-  box: { l: full._size.l, t: full._size.t, w: full._size.w, h: full._size.h },
-  xrange: full.xaxis.range, yrange: full.yaxis.range,
-});
-
-// Read-only hooks for tests and the first-load benchmark: what the store holds, the stream's
-// state, and a summary of each chart.
-window.__runcast = Object.freeze({
-  store: Object.freeze({ snapshot: () => page.store.snapshot() }),
-  get stream() {
-    return page.stream ? { open: page.stream.open, version: page.stream.version, mode: page.liveMode } : null;
-  },
-  charts: () => allCharts(page).map((c) => ({
-    keys: c.sources.map((s) => s.key), level: c.level, pixelWidth: c.pixelWidth(), budget: c.budget(), points: c.pointCount(),
-    sketch: c.sketch, // the light drawing before Plotly: its box, ranges and points (chart/sketch.js)
-    plot: c.drawn && c.div._fullLayout ? plotBox(c.div._fullLayout) : null, // Plotly's, to compare
-  })),
-  get view() {
-    return { range: page.view.range, smoothing: page.view.smoothing, log: page.view.log };
-  },
-  pointCount: () => (page.mainChart ? page.mainChart.pointCount() : 0),
-});
+exposeHooks(page);
 
 // The language first: every panel's text comes from its catalog (the run's reads are already out).
 loadLanguage().then(() => {

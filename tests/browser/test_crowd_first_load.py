@@ -60,13 +60,15 @@ def test_the_second_anonymous_viewer_is_served_from_the_cache_entirely(proxied: 
     for _attempt in range(3):
         _period_start()
         period_end = time.time() // 2 * 2 + 2
+        primed = {f.url for f in first if "/api/v1/" in f.url}
         with httpx.Client(headers={"Accept-Encoding": "gzip, deflate, br"}) as c:
-            for f in first:
-                if "/api/v1/" in f.url:
-                    c.get(f.url)
+            for read in primed:
+                c.get(read)
         second = first_load(browser, url)
-        within = [f for f in second
-                  if "/api/v1/" not in f.url or (f.at < period_end and "/broadcast/edge" not in f.url)]
+        # A batch's reads depend on what the page asked together (frontend/js/batch.js): a batch the
+        # first viewer did not make is a miss here, as a new object is for a crowd's first viewer.
+        within = [f for f in second if "/api/v1/" not in f.url
+                  or (f.at < period_end and "/broadcast/edge" not in f.url and f.url in primed)]
         if sum("/api/v1/" in f.url for f in within) >= 5:
             break
     assert sum("/api/v1/" in f.url for f in within) >= 5, second

@@ -34,8 +34,10 @@ BATCHED: Final = frozenset(READS) - {"batch"}
 # The caller's headers a read depends on; nothing else (no If-None-Match: each answer is whole).
 _PASSED: Final = frozenset({b"authorization", b"cookie", b"accept-language", b"user-agent"})
 
+# The schema names the reads exactly (what a generated client or a fuzzer sends is what is taken).
+_READ_PATTERN: Final = r"^(" + "|".join(sorted(BATCHED, key=lambda n: (-len(n), n))) + r")(\?[^\x00-\x1f]*)?$"
 ReadQuery = Annotated[
-    list[str],
+    list[Annotated[str, Field(max_length=1000, pattern=_READ_PATTERN)]],
     Query(alias="read", min_length=1, max_length=MAX_READS,
           description="A read under the run, as its own GET's path and query (repeatable): `checkpoints`, "
                       "`metrics?key=train/loss&max_points=1500`."),
