@@ -7,7 +7,9 @@
 
 import { ApiError, decodeMetrics, getJSON, metricsPath, runUrl } from "./api.js";
 
-const MAX_READS = 32; // the route's limit
+// The route's limits: a longer read, or a lone one, goes as its own GET.
+const MAX_READS = 24;
+const MAX_READ_CHARS = 200;
 
 export class RunReads {
   constructor() {
@@ -37,7 +39,8 @@ export class RunReads {
     const queued = this.queued;
     this.queued = new Map();
     for (const { run, asked } of queued.values()) {
-      const paths = [...asked.keys()];
+      const paths = [...asked.keys()].filter((p) => p.length <= MAX_READ_CHARS);
+      for (const path of asked.keys()) if (path.length > MAX_READ_CHARS) this.sendOne(run, [path], asked);
       for (let i = 0; i < paths.length; i += MAX_READS) this.sendOne(run, paths.slice(i, i + MAX_READS), asked);
     }
   }

@@ -29,15 +29,19 @@ from runcast_server.core.errors import Invalid
 
 router = APIRouter(tags=["runs"])
 
-MAX_READS: Final = 32
+# A batch's URL stays under the server's and nginx's request-line limits (16 KiB, 8 KiB): 24 reads of
+# at most 200 characters, each sent percent-encoded. A longer read goes alone (frontend/js/batch.js).
+MAX_READS: Final = 24
+MAX_READ_CHARS: Final = 200
 BATCHED: Final = frozenset(READS) - {"batch"}
 # The caller's headers a read depends on; nothing else (no If-None-Match: each answer is whole).
 _PASSED: Final = frozenset({b"authorization", b"cookie", b"accept-language", b"user-agent"})
 
-# The schema names the reads exactly (what a generated client or a fuzzer sends is what is taken).
-_READ_PATTERN: Final = r"^(" + "|".join(sorted(BATCHED, key=lambda n: (-len(n), n))) + r")(\?[^\x00-\x1f]*)?$"
+# The schema names the reads exactly (what a generated client or a fuzzer sends is what is taken); a
+# read's query is URL-encoded, so printable ASCII.
+_READ_PATTERN: Final = r"^(" + "|".join(sorted(BATCHED, key=lambda n: (-len(n), n))) + r")(\?[\x21-\x7e]*)?$"
 ReadQuery = Annotated[
-    list[Annotated[str, Field(max_length=1000, pattern=_READ_PATTERN)]],
+    list[Annotated[str, Field(max_length=MAX_READ_CHARS, pattern=_READ_PATTERN)]],
     Query(alias="read", min_length=1, max_length=MAX_READS,
           description="A read under the run, as its own GET's path and query (repeatable): `checkpoints`, "
                       "`metrics?key=train/loss&max_points=1500`."),
@@ -58,7 +62,7 @@ class BatchList(BaseModel):
 def _split(read: str) -> tuple[str, str]:
     """``read`` as the path under the run and its query string, or a 422 naming ``read``."""
     name, _, query = read.partition("?")
-    if name not in BATCHED or len(read) > 1000:
+    if name not in BATCHED or len(read) > MAX_READ_CHARS:
         raise Invalid(f"read {read[:100]!r} is not one of the run's reads: {', '.join(sorted(BATCHED))}", field="read")
     return name, urlencode(parse_qsl(query, keep_blank_values=True))
 
