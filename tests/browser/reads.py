@@ -22,6 +22,13 @@ def metrics_reads(url: str) -> list[str]:
     return [u for u in reads_of(url) if "/metrics?" in u]
 
 
+def key_reads(url: str, key: str) -> list[str]:
+    """The ``/metrics`` reads of ``key`` a request makes. A test that asks "was this key read again?"
+    names the key: the SDK's system metrics may start after the page opened, and their new keys are
+    rightly read once."""
+    return [u for u in metrics_reads(url) if ("key", key) in parse_qsl(urlsplit(u).query)]
+
+
 def rewrite_read(page: Any, name: str, change: Callable[[Any], None]) -> None:
     """Route the page's reads of ``name`` (``revisions``), alone or in a batch, through ``change(body)``."""
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx
 import pytest
-from browser.reads import metrics_reads
+from browser.reads import key_reads
 
 KEYS = ("train/loss", "train/lr", "train/grad_norm", "train/tokens_per_s")
 STEPS = 3000
@@ -63,7 +63,7 @@ def close(a: list[float], b: list[float], rel: float = 1e-9) -> bool:
 
 def test_the_curve_is_painted_before_plotly_and_shows_the_apis_points(live_server, page, run_id):
     metrics: list[str] = []
-    page.on("request", lambda r: metrics.extend(u for u in metrics_reads(r.url) if "key=train%2Floss" in u))
+    page.on("request", lambda r: metrics.extend(key_reads(r.url, "train/loss")))
     held = hold_plotly(page)
     page.goto(f"{live_server.url}/runs/{run_id}")
     page.wait_for_function("window.__runcastPainted !== undefined", timeout=20000)

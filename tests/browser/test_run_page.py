@@ -10,7 +10,7 @@ import httpx
 import numpy as np
 
 from .conftest import main_xs, open_run
-from browser.reads import metrics_reads
+from browser.reads import key_reads, metrics_reads
 
 HOSTILE = "<img src=x onerror=alert(1)>"
 
@@ -32,7 +32,7 @@ def test_live_points_are_appended_without_reload(live_server, page):
     assert main_xs(page) == list(range(1, 41))
     page.wait_for_function("window.__runcast.stream && window.__runcast.stream.open", timeout=10000)
     metrics_calls: list[str] = []
-    page.on("request", lambda r: metrics_calls.extend(metrics_reads(r.url)))
+    page.on("request", lambda r: metrics_calls.extend(key_reads(r.url, "train/loss")))
 
     log_steps(run, range(41, 101))
     page.wait_for_function("window.__runcast.pointCount() >= 100", timeout=5000)
@@ -131,7 +131,7 @@ def test_reconnect_after_server_restart_continues_without_gap(live_server, page)
     open_run(page, live_server, run.id)
     page.wait_for_function("window.__runcast.stream && window.__runcast.stream.open", timeout=10000)
     metrics_calls: list[str] = []
-    page.on("request", lambda r: metrics_calls.extend(metrics_reads(r.url)))
+    page.on("request", lambda r: metrics_calls.extend(key_reads(r.url, "train/loss")))
 
     live_server.stop()
     page.wait_for_function("!window.__runcast.stream.open", timeout=10000)

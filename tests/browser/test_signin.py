@@ -12,7 +12,7 @@ import httpx
 
 from .conftest import main_xs
 from .truth import assert_page_tells_the_truth
-from browser.reads import metrics_reads
+from browser.reads import key_reads
 
 KEYS = ["train/loss"]
 LISTED = "() => /runs yet|\\d+ runs?$/.test(document.getElementById('status').textContent)"  # the list loaded
@@ -77,7 +77,7 @@ def test_sign_in_watch_a_private_run_live_and_sign_out(live_server, page, tmp_pa
     assert main_xs(page) == list(range(1, 31))
     page.wait_for_function("window.__runcast.stream && window.__runcast.stream.open", timeout=10000)
     metrics_calls: list[str] = []
-    page.on("request", lambda r: metrics_calls.extend(metrics_reads(r.url)))
+    page.on("request", lambda r: metrics_calls.extend(key_reads(r.url, "train/loss")))
     _log(run, range(31, 81))
     page.wait_for_function("window.__runcast.pointCount() >= 80", timeout=10000)
     assert main_xs(page) == list(range(1, 81))
