@@ -152,6 +152,44 @@ def test_slack_format_and_project_subscription_with_close(make_client):
         rec.close()
 
 
+def test_fanout_starts_only_for_runs_someone_subscribes_to(make_client, monkeypatch):
+    """A run nobody subscribes to starts no fan-out (a noisy run opens and closes thousands of
+    alerts); a private run is not reached by its project's subscription; a run's own is."""
+    from runcast_server.alerts import notify
+
+    started: list[tuple[int, str]] = []
+    real = notify.start_fanout
+    monkeypatch.setattr(notify, "start_fanout", lambda ctx, alert_id, phase: (started.append((alert_id, phase)),
+                                                                              real(ctx, alert_id, phase)))
+
+    def alert_ids(run: WireRun) -> set[int]:
+        log_curve(client, token, run, loss_curve(600, seed=5, spike=(300, 10, 1.0)))
+        ids = {a["id"] for a in client.get(f"/api/v1/runs/{run.run}/alerts", headers=auth).json()["alerts"]}
+        assert ids  # the spike opened (and closed) an alert
+        return ids
+
+    client, token = make_client()
+    auth = {"Authorization": f"Bearer {token}"}
+    rec = Receiver()
+    try:
+        assert alert_ids(spike_run(client, token, name="nobody")) and started == []
+        sub = client.post("/api/v1/subscriptions", json={"project": "demo", "channel": "webhook", "url": rec.url})
+        assert sub.status_code == 201, sub.text
+        assert alert_ids(spike_run(client, token, name="hidden", visibility="private")) and started == []
+        public = alert_ids(spike_run(client, token, name="public"))
+        assert {a for a, _ in started} == public and {p for _, p in started} == {"open", "close"}
+        wait(lambda: rec.requests)
+        started.clear()
+        private = spike_run(client, token, name="own", visibility="private")
+        sub = client.post("/api/v1/subscriptions", json={"run": private.run, "channel": "webhook", "url": rec.url},
+                          headers=auth)
+        assert sub.status_code == 201, sub.text
+        own = alert_ids(private)
+        assert {a for a, _ in started} == own
+    finally:
+        rec.close()
+
+
 def test_failing_receiver_is_retried_then_disabled(make_client):
     client, token = make_client(RUNCAST_WEBHOOK_MAX_ATTEMPTS="5", RUNCAST_WEBHOOK_RETRY_BASE_S="0.3",
                                 RUNCAST_WEBHOOK_DISABLE_AFTER="3")

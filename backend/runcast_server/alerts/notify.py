@@ -25,7 +25,7 @@ import re
 import time
 from typing import TYPE_CHECKING, Any, Final, cast
 
-from sqlalchemy import CursorResult, delete, or_, select
+from sqlalchemy import ColumnElement, CursorResult, and_, delete, exists, or_, select
 from sqlalchemy.orm import Session
 
 from runcast_server.alerts import chat
@@ -70,21 +70,42 @@ def discord_text(text: str) -> str:
 
 
 def dispatch(ctx: AlertContext, entries: list[dict[str, Any]]) -> None:
-    """Publish alert entries on the runs' live channels and start their fan-out (after commit)."""
+    """Publish alert entries on the runs' live channels and start their fan-out (after commit).
+
+    A run nobody subscribes to (the common case) starts no fan-out at all: one ``EXISTS`` per
+    run here instead of a task per alert phase, each reading the alert, the run and its policy
+    (a noisy run opens and closes thousands of alerts).
+    """
     if not entries:
         return
     by_run: dict[str, list[dict[str, Any]]] = {}
     for e in entries:
         by_run.setdefault(e["run"], []).append(e)
     for run_id, items in by_run.items():
+        subscribed = True  # when the check fails, the fan-out decides
         try:
             with ctx.database.scope() as session:
-                version = session.scalar(select(Run.version).where(Run.id == run_id)) or 0
-            ctx.hub.publish(run_id, {"run": run_id, "version": version, "alerts": items})
+                row = session.execute(
+                    select(Run.version, Run.project_id, Run.visibility).where(Run.id == run_id)
+                ).one_or_none()
+                if row is not None:
+                    subscribed = bool(session.scalar(
+                        select(exists().where(_subscribers(run_id, row.project_id, row.visibility)))
+                    ))
+            ctx.hub.publish(run_id, {"run": run_id, "version": row.version if row else 0, "alerts": items})
         except Exception:
             log.warning("alerts: could not publish to run:%s", run_id, exc_info=True)
-    for e in entries:
-        start_fanout(ctx, e["id"], e["phase"])
+        if subscribed:
+            for e in items:
+                start_fanout(ctx, e["id"], e["phase"])
+
+
+def _subscribers(run_id: str, project_id: int, visibility: str) -> ColumnElement[bool]:
+    """The active subscriptions to a run: its own, and its project's when the run is public."""
+    conds = [Subscription.run_id == run_id]
+    if visibility == "public":
+        conds.append(Subscription.project_id == project_id)
+    return and_(or_(*conds), Subscription.status == "active")
 
 
 def start_fanout(ctx: AlertContext, alert_id: int, phase: str) -> None:
@@ -109,11 +130,8 @@ def fanout(ctx: AlertContext, alert_id: int, phase: str) -> list[int]:
         run = session.get(Run, alert.run_id)
         if run is None or not public_policy(session, run.id).notified({"key": alert.key}):
             return []  # subscribers are the public: a withheld alert (or metric), or a delayed run's, sends nothing
-        conds = [Subscription.run_id == run.id]
-        if run.visibility == "public":
-            conds.append(Subscription.project_id == run.project_id)
         subs = session.scalars(
-            select(Subscription).where(or_(*conds), Subscription.status == "active").order_by(Subscription.id)
+            select(Subscription).where(_subscribers(run.id, run.project_id, run.visibility)).order_by(Subscription.id)
         ).all()
         wanted = [s for s in subs if (not s.kinds or alert.kind in s.kinds) and (phase == "open" or s.notify_close)]
         if not wanted:
