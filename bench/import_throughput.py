@@ -1,6 +1,6 @@
 """Import throughput: ``runcast import`` of a TensorBoard directory and an MLflow run, against each tool's reader.
 
-    .venv/bin/python bench/import_throughput.py [--points 1000000] [--tags 4] [--data-dir DIR] [--only tensorboard]
+    .venv/bin/python bench/import_throughput.py [--points 1000000] [--tags 4] [--data-dir DIR] [--only tensorboard] [--events]
 
 Makes (once, kept under ``--data-dir``) a TensorBoard run directory written by torch's
 ``SummaryWriter`` and an MLflow run in an SQLite store (MLflow 3's default) logged with
@@ -12,8 +12,10 @@ each source:
   metric;
 * the import into a fresh embedded server (``runcast serve``, SQLite, on a free port):
   the importer's read phase (the source read and checked in memory), then the send
-  phase (batches over HTTP, the server storing them), timed apart; the stored points
-  are counted afterwards from the export.
+  phase (batches over HTTP within the limits the server's whoami gives, dense series as
+  columns, as ``runcast import`` sends them; ``--events``: one event per step in batches of
+  1000, as a server that does not say gets them), timed apart; the stored points are counted
+  afterwards from the export.
 
 Prints one markdown table; points/s counts the source's points (the server also stores
 the steps' times, ``_timestamp``, which the last column does not count).
@@ -141,8 +143,9 @@ class socket_port:
         self.sock.close()
 
 
-def run_import(source: str) -> dict[str, float]:
+def run_import(source: str, per_event: bool) -> dict[str, float]:
     from runcast import importers
+    from runcast.handshake import whoami
     from runcast.sender.transport import HttpTransport
 
     server = Server()
@@ -153,7 +156,8 @@ def run_import(source: str) -> dict[str, float]:
         plans = importers.plan_all(runs, importers.Target(project="bench"))
         transport = HttpTransport(server.url, server.token, timeout=120)
         started = time.perf_counter()
-        importers.send(plans, transport)
+        limits = importers.Limits() if per_event else importers.Limits.of(whoami(server.url, server.token, None, 30))
+        importers.send(plans, transport, limits=limits)
         send_s = time.perf_counter() - started
         transport.close()
         return {"read_s": read_s, "send_s": send_s, "points": sum(r.points for r in runs), "stored": server.stored(plans[0].run_id)}
@@ -167,6 +171,7 @@ def main() -> None:
     parser.add_argument("--tags", type=int, default=4)
     parser.add_argument("--data-dir", type=Path, default=Path(tempfile.gettempdir()) / "rc-import-bench-data")
     parser.add_argument("--only", choices=("tensorboard", "mlflow"))
+    parser.add_argument("--events", action="store_true", help="send one event per step (no columns), 1000 a batch")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT / "trainer"))
     print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}; "
@@ -180,7 +185,7 @@ def main() -> None:
         started = time.perf_counter()
         count = read_tensorboard(tb)
         reader_s = time.perf_counter() - started
-        rows.append(("TensorBoard (SummaryWriter, 1 run)", "EventAccumulator", count, reader_s, run_import(str(tb))))
+        rows.append(("TensorBoard (SummaryWriter, 1 run)", "EventAccumulator", count, reader_s, run_import(str(tb), args.events)))
         print(f"tensorboard done, load {loadavg()}", flush=True)
     if args.only in (None, "mlflow"):
         ml = args.data_dir / f"mlflow-{args.points}-{args.tags}"
@@ -190,7 +195,7 @@ def main() -> None:
         started = time.perf_counter()
         count = read_mlflow(ml, run_id)
         reader_s = time.perf_counter() - started
-        rows.append(("MLflow (SQLite store, 1 run)", "get_metric_history", count, reader_s, run_import(str(ml / "mlflow.db"))))
+        rows.append(("MLflow (SQLite store, 1 run)", "get_metric_history", count, reader_s, run_import(str(ml / "mlflow.db"), args.events)))
         print(f"mlflow done, load {loadavg()}", flush=True)
 
     print()

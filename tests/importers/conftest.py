@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import services
 from runcast import importers
+from runcast.handshake import identity
 from runcast.importers.plan import Plan
 from runcast.sender.transport import Rejected, Retryable
 from runcast_server.core.auth import create_token
@@ -32,6 +33,7 @@ class AppTransport:
         self.fail_after = fail_after
         self.batches = 0
         self.sent: list[dict[str, Any]] = []  # every event of every batch the app took
+        self.bodies: list[bytes] = []  # every body the app took
 
     def send(self, body: bytes, events: list[dict[str, Any]], timeout: float) -> None:
         if self.fail_after is not None and self.batches >= self.fail_after:
@@ -40,6 +42,7 @@ class AppTransport:
         if response.status_code >= 300:
             raise Rejected(f"HTTP {response.status_code}: {response.text}", response.status_code)
         self.batches += 1
+        self.bodies.append(body)
         self.sent.extend(events)
 
     def close(self) -> None:
@@ -88,13 +91,19 @@ class Hub:
         name: str | None = None,
         options: importers.ReadOptions | None = None,
         transport: AppTransport | None = None,
+        limits: importers.Limits | None = None,
         **target: Any,
     ) -> list[Plan]:
+        """Import ``sources`` as ``runcast import`` does, in batches within ``limits`` (default: what the
+        app's whoami says, as the command asks it: dense series as columns)."""
         runs = importers.read_all([str(s) for s in sources], fmt, options)
         plans = importers.plan_all(runs, importers.Target(project=project, **target), name=name)
         self.sent = transport or AppTransport(self.client, self.token(project))
         self.blobs = AppBlobs(self.client, self.token(project))
-        importers.send(plans, self.sent, blobs=self.blobs, sleep=lambda s: None)
+        if limits is None:
+            who = self.client.get("/api/v1/whoami", headers=self.auth(project))
+            limits = importers.Limits.of(identity(who.json()))
+        importers.send(plans, self.sent, blobs=self.blobs, limits=limits, sleep=lambda s: None)
         return plans
 
     def outputs(self, plan: Plan) -> list[dict[str, Any]]:

@@ -104,10 +104,11 @@ def test_zero_points_is_an_error(hub, tmp_path):
 
 
 def test_an_interrupted_import_resumes_to_the_exact_points(hub, tmp_path):
-    log = write_jsonl(tmp_path / "long.jsonl", seed_rows(3000))  # 3000 events: 4 batches
+    log = write_jsonl(tmp_path / "long.jsonl", seed_rows(3000))  # 3000 events: 4 batches of 1000, as columns
     flaky = AppTransport(hub.client, hub.token(), fail_after=2)
     with pytest.raises(importers.SendFailed, match="run the same command again to resume"):
-        hub.load([log], transport=flaky)
+        hub.load([log], transport=flaky, limits=importers.Limits(max_events=1000, columns=True))
+    assert flaky.batches == 2 and all(b'"type":"metrics_columns"' in body for body in flaky.bodies[1:])
     (plan,) = importers.plan_all(importers.read_all([str(log)]), importers.Target(project="demo"))
     partial = hub.points(plan.run_id)
     assert 0 < sum(len(v) for v in partial.values()) < 3000 * 5

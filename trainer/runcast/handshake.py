@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from .sender.transport import _error_message, public_url
 from .wire.limits import COLUMNS_TYPE, COMPATIBLE_BATCH_EVENTS, MAX_BATCH_BYTES, MAX_BATCH_EVENTS
@@ -69,18 +69,24 @@ def whoami(server: str, token: str | None, run_id: str | None, timeout: float, *
     try:
         doc = response.json()
         _check_ingest(doc.get("scopes"), str(doc["project"]), where)
-        run = doc.get("run")
-        return Identity(
-            project=str(doc["project"]),
-            run_exists=run is not None,
-            run_last_step=run.get("last_step") if run else None,
-            max_batch_events=_batch_limit(doc.get("max_batch_events")),
-            max_batch_bytes=_byte_limit(doc.get("max_body_bytes")),
-            columns=_takes(doc.get("event_types"), COLUMNS_TYPE),
-        )
+        return identity(doc)
     except (ValueError, KeyError, TypeError, AttributeError):
         log.warning("runcast: the server at %s answered whoami with something unexpected", where)
         return None
+
+
+def identity(doc: dict[str, Any]) -> Identity:
+    """The ``Identity`` a whoami answer (its JSON) gives, the batch limits kept within the SDK's own.
+    Raises KeyError, TypeError or AttributeError for an answer of another shape."""
+    run = doc.get("run")
+    return Identity(
+        project=str(doc["project"]),
+        run_exists=run is not None,
+        run_last_step=run.get("last_step") if run else None,
+        max_batch_events=_batch_limit(doc.get("max_batch_events")),
+        max_batch_bytes=_byte_limit(doc.get("max_body_bytes")),
+        columns=_takes(doc.get("event_types"), COLUMNS_TYPE),
+    )
 
 
 def _check_ingest(scopes: object, project: str, where: str) -> None:

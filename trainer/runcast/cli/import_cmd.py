@@ -10,13 +10,14 @@ from typing import TYPE_CHECKING
 
 from runcast.cli.exits import EXIT_FAILED, EXIT_REFUSED, UsageError, exit_status
 from runcast.cli.progress import Bars, wanted
-from runcast.handshake import DEFAULT_START_TIMEOUT, InitError, whoami
+from runcast.handshake import DEFAULT_START_TIMEOUT, Identity, InitError, whoami
 from runcast.importers.registry import FORMATS
 from runcast.wire.events import VISIBILITIES
 
 if TYPE_CHECKING:
     from runcast.importers.model import SourceRun
     from runcast.importers.plan import Plan
+    from runcast.importers.send import Limits
 
 HELP = "Import finished runs from TensorBoard, MLflow, W&B, training logs or Runcast exports."
 
@@ -54,12 +55,14 @@ def run(args: argparse.Namespace) -> int:
     if not server.startswith(("http://", "https://")):
         raise UsageError("--server", f"{server!r} is not an http:// or https:// address")
     project = args.project or os.environ.get("RUNCAST_PROJECT") or None
+    who: Identity | None = None
     if project is None:  # the token's: the run ids are made from it, so it is asked before anything is read
-        project = _token_project(server, token)
-        if isinstance(project, int):
-            return project
+        found = _token_identity(server, token)
+        if isinstance(found, int):
+            return found
+        who, project = found, found.project
     try:
-        runs, plans, stored, held = _read_and_send(args, server, token, project)
+        runs, plans, stored, held = _read_and_send(args, server, token, project, who)
     except (importers.ImportFailed, importers.SendFailed) as exc:
         print(f"error: {exc}", file=sys.stderr)
         status = getattr(exc, "status", None)
@@ -68,8 +71,8 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _token_project(server: str, token: str | None) -> str | int:
-    """The token's project, asked of the server; or the exit status, the reason printed."""
+def _token_identity(server: str, token: str | None) -> Identity | int:
+    """The server's answer for the token (its project, its batch limits); or the exit status, the reason printed."""
     try:
         who = whoami(server, token, None, DEFAULT_START_TIMEOUT, warn_unreachable=False)
     except InitError as exc:
@@ -79,11 +82,24 @@ def _token_project(server: str, token: str | None) -> str | int:
         print(f"error: cannot learn the token's project from {server} (unreachable, or a server that does "
               "not say): pass --project", file=sys.stderr)
         return EXIT_FAILED
-    return who.project
+    return who
 
 
-def _read_and_send(args: argparse.Namespace, server: str, token: str | None,
-                   project: str) -> tuple[list[SourceRun], list[Plan], list[int], list[int | None]]:
+def _limits(server: str, token: str | None, who: Identity | None) -> Limits:
+    """The batches the server takes (``whoami``): when it does not say, or refuses the token, what every
+    server takes (the first batch's refusal then says why, after every source was read)."""
+    from runcast.importers.send import Limits
+
+    if who is None:
+        try:
+            who = whoami(server, token, None, DEFAULT_START_TIMEOUT, warn_unreachable=False)
+        except InitError:
+            who = None
+    return Limits.of(who)
+
+
+def _read_and_send(args: argparse.Namespace, server: str, token: str | None, project: str,
+                   who: Identity | None) -> tuple[list[SourceRun], list[Plan], list[int], list[int | None]]:
     """Read and check every source, then send the plans: the runs, the plans, each plan's points and
     what the server held of them before (``_held``). Raises ImportFailed or SendFailed."""
     from runcast import importers
@@ -112,7 +128,8 @@ def _read_and_send(args: argparse.Namespace, server: str, token: str | None,
         transport = make_transport(server, token)
         blobs = BlobClient(server, token) if any(plan.blobs for plan in plans) else None
         try:
-            importers.send(plans, transport, blobs=blobs, on_batch=lambda batch: progress.advance(sending, batch.points))
+            importers.send(plans, transport, blobs=blobs, limits=_limits(server, token, who),
+                           on_batch=lambda batch: progress.advance(sending, batch.points))
         finally:
             transport.close()
             if blobs is not None:

@@ -12,11 +12,12 @@ from runcast.importers.model import ImportFailed, MissingExtra, SourceRun
 from runcast.importers.pipeline import plan_all, read_all
 from runcast.importers.plan import Target
 from runcast.importers.registry import FORMATS, ReadOptions, detect
-from runcast.importers.send import SendFailed, send
+from runcast.importers.send import Limits, SendFailed, send
 
 __all__ = [
     "FORMATS",
     "ImportFailed",
+    "Limits",
     "MissingExtra",
     "ReadOptions",
     "SendFailed",

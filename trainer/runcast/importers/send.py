@@ -2,7 +2,9 @@
 
 A run's ``run_started`` events go first (the server must know a segment before its
 points), then its metrics, samples and media, notes and ``finished`` events. Batches hold at
-most ``COMPATIBLE_BATCH_EVENTS`` events (what every server takes) and ``MAX_BATCH_BYTES`` bytes.
+most as many events and bytes as the server takes (``GET /api/v1/whoami``; by default
+``COMPATIBLE_BATCH_EVENTS``, what every server takes, and ``MAX_BATCH_BYTES``), and carry dense
+series as columns (``runcast.wire.columns``) to a server that lists that form.
 An image's bytes go to the blob route (``HEAD``, then ``PUT`` what the server lacks) just
 before the batch holding its event, never in the batch of the run's ``run_started`` (the
 server takes a blob only for a run it has stored; a 404 while its worker stores the run is
@@ -20,11 +22,15 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from runcast.importers.model import Blob
+from runcast.sender.batches import batch_bodies
 from runcast.sender.transport import Rejected, Retryable, Transport
 from runcast.wire import events
+
+if TYPE_CHECKING:
+    from runcast.handshake import Identity
 
 BACKOFF_S: Final = (0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0)
 SEND_TIMEOUT_S: Final = 60.0
@@ -70,7 +76,21 @@ class Batch:
     blobs: list[Blob] = field(default_factory=list)  # to upload before the batch, for its run (events[0]["run"])
 
 
-def batches(plans: Iterable[Planned], size: int = events.COMPATIBLE_BATCH_EVENTS) -> Iterator[Batch]:
+@dataclass(frozen=True)
+class Limits:
+    """What one batch may hold for the receiving server (its ``whoami``), and whether dense series go as columns."""
+
+    max_events: int = events.COMPATIBLE_BATCH_EVENTS
+    max_bytes: int = events.MAX_BATCH_BYTES
+    columns: bool = False
+
+    @classmethod
+    def of(cls, who: Identity | None) -> Limits:
+        """The limits of a server's whoami answer (None: a server that does not say, so what every server takes)."""
+        return cls() if who is None else cls(who.max_batch_events, who.max_batch_bytes, who.columns)
+
+
+def batches(plans: Iterable[Planned], limits: Limits = Limits()) -> Iterator[Batch]:
     """Every plan's events cut into batches (a batch never mixes runs; see the module for images)."""
     for plan in plans:
         pending: list[dict[str, Any]] = []
@@ -79,15 +99,15 @@ def batches(plans: Iterable[Planned], size: int = events.COMPATIBLE_BATCH_EVENTS
         first = True  # the batch being filled holds the run's run_started events
         for event, points in _events_of(plan):
             if first and images and event.get("blob") in images and event["type"] == "media":
-                yield from _encode(pending, counts, images)
+                yield from _encode(pending, counts, images, limits)
                 pending, counts, first = [], [], False
             pending.append(event)
             counts.append(points)
-            if len(pending) >= size:
-                yield from _encode(pending, counts, images)
+            if len(pending) >= limits.max_events:
+                yield from _encode(pending, counts, images, limits)
                 pending, counts, first = [], [], False
         if pending:
-            yield from _encode(pending, counts, images)
+            yield from _encode(pending, counts, images, limits)
 
 
 def send(
@@ -95,11 +115,13 @@ def send(
     transport: Transport,
     *,
     blobs: Blobs | None = None,
+    limits: Limits = Limits(),
     on_batch: Callable[[Batch], None] = lambda batch: None,
     sleep: Callable[[float], None] = time.sleep,
     backoff: tuple[float, ...] = BACKOFF_S,
 ) -> int:
-    """Send every plan's events in order (and its images to ``blobs``); returns the events sent. Raises SendFailed."""
+    """Send every plan's events in order (and its images to ``blobs``) in batches within ``limits``; returns
+    the events sent. Raises SendFailed."""
     sent = 0
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="runcast-import") as pool:
         pending: deque[tuple[Future[None], Batch]] = deque()
@@ -112,7 +134,7 @@ def send(
             on_batch(batch)
 
         try:
-            for batch in batches(plans):
+            for batch in batches(plans, limits):
                 pending.append((pool.submit(_deliver, transport, blobs, batch, sleep, backoff), batch))
                 if len(pending) > 1:
                     settle()
@@ -161,11 +183,12 @@ def _events_of(plan: Planned) -> Iterator[tuple[dict[str, Any], int]]:
     yield from plan.body()
 
 
-def _encode(wire: list[dict[str, Any]], counts: list[int], images: dict[str, Blob]) -> list[Batch]:
-    """One batch, halved until each part is under MAX_BATCH_BYTES."""
-    body = events.dumps_batch(wire)
-    if len(body) <= events.MAX_BATCH_BYTES or len(wire) == 1:
-        needed = {e["blob"]: images[e["blob"]] for e in wire if e["type"] == "media" and e.get("blob") in images}
-        return [Batch(body, wire, sum(counts), list(needed.values()))]
-    half = len(wire) // 2
-    return _encode(wire[:half], counts[:half], images) + _encode(wire[half:], counts[half:], images)
+def _encode(wire: list[dict[str, Any]], counts: list[int], images: dict[str, Blob], limits: Limits) -> list[Batch]:
+    """One batch's bodies (halved until each is under the byte limit), each with its points and images."""
+    out: list[Batch] = []
+    start = 0
+    for body, part in batch_bodies(wire, len(wire), limits.max_bytes, columns=limits.columns):
+        needed = {e["blob"]: images[e["blob"]] for e in part if e["type"] == "media" and e.get("blob") in images}
+        out.append(Batch(body, part, sum(counts[start:start + len(part)]), list(needed.values())))
+        start += len(part)
+    return out
