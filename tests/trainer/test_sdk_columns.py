@@ -15,6 +15,8 @@ from typing import Any
 import pytest
 from runcast.sender.batches import batch_bodies, is_columnar
 from runcast.sender.spool import Spool
+from runcast.sender.spool_parts import Parts
+from runcast.sender.transport import Rejected
 from runcast.wire.columns import MIN_COLUMN_ROWS, expand_columns
 from runcast.wire.events import EVENT_TYPES
 
@@ -119,3 +121,31 @@ def test_a_spooled_columnar_body_reads_back_as_its_events(tmp_path: Path):
     spool.append(body)
     ((stored, events, _),) = list(spool.pending())
     assert stored == body and events == dense  # sent again as stored; counted per event
+
+
+class Recorder:
+    """A transport that takes every body of at most ``max_events`` events, and answers a larger one 422."""
+
+    url = "http://recorder"
+
+    def __init__(self, max_events: int) -> None:
+        self.max_events = max_events
+        self.taken: list[bytes] = []
+
+    def send(self, body: bytes, events: list[dict[str, Any]], timeout: float) -> None:
+        if len(events) > self.max_events:
+            raise Rejected("HTTP 422: too many events", 422, field="events")
+        self.taken.append(body)
+
+
+@pytest.mark.parametrize("said", [1000, 5000], ids=["server-said", "server-said-more-than-it-takes"])
+def test_a_spooled_columnar_batch_cut_for_a_smaller_server_stays_columns(said):
+    """``runcast sync`` of a columnar body larger than the server takes: its parts are columns too,
+    whether the server's whoami said its limit or the parts are halved at its refusal."""
+    dense = [event(i) for i in range(3000)]
+    ((body, _),) = batch_bodies(dense, columns=True)
+    server = Recorder(max_events=1000)
+    sent, refused = Parts(said).send(server, body, dense, 10.0, ())
+    assert sent == 3000 and refused == []
+    assert all(is_columnar(b) for b in server.taken)
+    assert [e for b in server.taken for e in expand_columns(json.loads(b)["events"])] == dense

@@ -1,6 +1,7 @@
 """``Parts``: one spooled batch sent in the parts the service takes (halved when it says a part is
-too large; an update an old server refuses for its renames sent again without them). Used by
-the replay (``spool_replay``) and by the images' sending (``spool_blobs``)."""
+too large; an update an old server refuses for its renames sent again without them). A part cut
+from a columnar body is columnar too (a server that refuses the form gets it one event per step).
+Used by the replay (``spool_replay``) and by the images' sending (``spool_blobs``)."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ class Parts:
         """(events stored, the parts refused for good with the service's answer); raises Retryable,
         and Rejected for a status in ``stop_on``."""
         todo: list[Batch] = [(body, events)] if len(events) <= self.limit and len(body) <= self.max_bytes \
-            else batch_bodies(events, self.limit, self.max_bytes)
+            else batch_bodies(events, self.limit, self.max_bytes, columns=is_columnar(body))
         todo.reverse()  # a stack: the next part last
         sent = 0
         refused: list[tuple[bytes, int, Rejected]] = []
@@ -46,11 +47,12 @@ class Parts:
                         self.max_bytes = min(self.max_bytes, len(part_body) // 2)
                     else:  # too many events
                         self.limit = min(self.limit, len(part) // 2)
-                    todo.extend(reversed(batch_bodies(part, self.limit, self.max_bytes)))
+                    todo.extend(reversed(batch_bodies(part, self.limit, self.max_bytes, columns=is_columnar(part_body))))
                     continue
                 kept = self.renames.retry(part, exc) if self.renames is not None else None
                 if kept is not None:  # an old server refused a rename: the rest goes without it
-                    todo.extend(reversed(batch_bodies(kept, self.limit, self.max_bytes)) if kept else [])
+                    todo.extend(reversed(batch_bodies(kept, self.limit, self.max_bytes, columns=is_columnar(part_body)))
+                                if kept else [])
                     continue
                 refused.append((part_body, len(part), exc))
             else:
