@@ -4,10 +4,11 @@ The server serves the checkout's ``frontend/`` (pages, styles, modules, and the 
 ``frontend/dist`` that ``node vendor/build.mjs`` builds) and the partial Plotly.js that npm puts
 in ``vendor/node_modules/plotly.js-basic-dist-min``. A wheel has no checkout around it, so
 ``build_py`` copies them into the package as ``runcast_server/_dashboard/``, in the same
-layout (``runcast_server.core.shipped`` reads either). Building from a checkout where node
-and esbuild are installed (``scripts/install``) rebuilds the page bundles first; the sdist
-carries the built files (MANIFEST.in), so a wheel built from it needs no node. Without them
-the wheel still works, with the plain modules and the plotly package's full Plotly.js.
+layout (``runcast_server.core.shipped`` reads either). The page bundles are committed
+(``vendor/build.mjs``); building from a checkout where node and esbuild are installed
+(``scripts/install``) rebuilds them first. The sdist carries them (MANIFEST.in), so a wheel built
+from it needs no node. Without npm's partial Plotly.js the wheel still works, with the plotly
+package's full Plotly.js.
 """
 
 from __future__ import annotations
@@ -28,13 +29,13 @@ PLOTLY_FILES = ("plotly-basic.min.js", "LICENSE", "package.json")
 
 
 def build_page_bundles() -> None:
-    """``node vendor/build.mjs`` when node and esbuild are here (a checkout after scripts/install)."""
+    """``node vendor/build.mjs`` when node and esbuild are here (a checkout after scripts/install); else the committed bundles."""
     node, esbuild = shutil.which("node"), HERE / "vendor" / "node_modules" / ".bin" / "esbuild"
     if node and esbuild.exists():
         subprocess.run([node, str(HERE / "vendor" / "build.mjs")], check=True)
     elif not (HERE / "frontend" / "dist" / "manifest.json").is_file():
-        print("setup.py: no node and esbuild and no frontend/dist: the pages will load their plain modules "
-              "(run scripts/install first for the page bundles)", file=sys.stderr)  # fmt: skip
+        print("setup.py: no node and esbuild and no frontend/dist (it is committed: is this a whole checkout?): "
+              "the pages will load their plain modules", file=sys.stderr)  # fmt: skip
 
 
 class BuildPy(build_py):

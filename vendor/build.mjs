@@ -9,9 +9,15 @@
 //
 // frontend/dist/manifest.json names, per entry, its bundle and the sha256 of every source
 // file that went into it (and of the bundle). The server serves a page with its bundle only
-// while every one of those files is unchanged on disk; otherwise (an edited module, no
-// build at all: an install without node) it serves the plain modules as before
-// (backend/runcast_server/web/frontend.py). frontend/dist/ is not committed.
+// while every one of those files is unchanged on disk; otherwise (an edited module not yet
+// rebuilt) it serves the plain modules as before (backend/runcast_server/web/frontend.py).
+//
+// The bundles and the manifest are committed with the modules they were built from, so that
+// every install has them, with node or without (`pip install -e .` of a checkout included);
+// a test checks that the committed ones match the committed modules. After editing a module:
+// run this and commit frontend/dist with it. The output is the same on every machine for one
+// esbuild version (package-lock.json). The source maps are not committed: they name the
+// modules, which the server serves beside the bundle, and are built here at install.
 
 import { createHash } from "node:crypto";
 import { mkdirSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
@@ -44,6 +50,7 @@ for (const entry of [...entries].sort()) {
     format: "esm",
     minify: true,
     sourcemap: "linked",
+    sourcesContent: false, // the map names the modules, which the server serves beside the bundle
     target: "es2020",
     metafile: true,
     logLevel: "warning",

@@ -378,10 +378,30 @@ def test_build_script_bundles_every_page_entry(tmp_path):
         assert not re.search(r'(?:^|[;}\s])import\s*(?:[\w{*][^;]*?from\s*)?["\']\.', bundle)
 
 
+def _committed(rel: str) -> bytes:
+    return subprocess.run(["git", "-C", str(REPO), "show", f"HEAD:{rel}"], check=True, capture_output=True,
+                          timeout=30).stdout
+
+
+def test_committed_bundles_were_built_from_the_committed_modules():
+    """frontend/dist in the last commit matches its modules: every install serves the bundles (no node
+    needed), so a module committed without ``node vendor/build.mjs`` would quietly cost every page load."""
+    if shutil.which("git") is None or not (REPO / ".git").exists():
+        pytest.skip("not a git checkout")
+    manifest = json.loads(_committed("frontend/dist/manifest.json"))["bundles"]
+    assert sorted(manifest) == ["js/compare.js", "js/embed.js", "js/report.js", "js/run.js", "js/runs.js"]
+    stale = []
+    for entry, built in manifest.items():
+        for rel, digest in [(built["file"], built["sha256"]), *built["inputs"].items()]:
+            if hashlib.sha256(_committed(f"frontend/{rel}")).hexdigest() != digest:
+                stale.append(f"{entry}: {rel}")
+    assert not stale, f"run node vendor/build.mjs and commit frontend/dist with the modules: {stale}"
+
+
 def test_installed_pages_load_their_bundles(client):
-    """With the build scripts/install made (frontend/dist), each page asks for one module, kept as immutable."""
-    if not BUILT.exists():
-        pytest.skip("frontend/dist is not built (scripts/install with npm)")
+    """The checkout's pages (frontend/dist, committed and rebuilt by scripts/install) each ask for one
+    module, kept as immutable."""
+    assert BUILT.exists(), "frontend/dist/manifest.json is missing: it is committed with the modules"
     for path, bundle in (("/runs/abc", "run.js"), ("/compare", "compare.js"), ("/", "runs.js")):
         html = client.get(path).text
         scripts = re.findall(r'<script type="module" src="([^"]+)"></script>', html)

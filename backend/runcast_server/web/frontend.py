@@ -8,12 +8,12 @@ A request whose ``v`` is the file's current version may then be cached as immuta
 reload revalidates the page alone, and only a changed file is fetched again. The files
 stay plain ES modules on disk with no build step; an edit shows on the next page load.
 
-Bundled: when ``vendor/build.mjs`` (esbuild, run by ``scripts/install`` and the Docker
-image) has built a page's modules into one file (``frontend/dist/run.js``), the page's module
-script points at that bundle instead, as long as ``frontend/dist/manifest.json`` says it was
-built from exactly the files now on disk (each source's sha256, and the bundle's). A first
-load then asks for one module. An edited module, a missing or partial build (an
-install without npm or node) or an unreadable manifest: the plain modules, as below.
+Bundled: ``vendor/build.mjs`` (esbuild) builds a page's modules into one file
+(``frontend/dist/run.js``), committed with the modules and rebuilt by ``scripts/install`` and the
+Docker image. The page's module script points at that bundle instead, as long as
+``frontend/dist/manifest.json`` says it was built from exactly the files now on disk (each
+source's sha256, and the bundle's). A first load then asks for one module. An edited module
+not yet rebuilt, a missing or partial build or an unreadable manifest: the plain modules, as below.
 
 Unbundled, each module script of a page is preceded by a ``<link rel="modulepreload">`` for
 every module it imports, directly or not (the static ``import``/``export ... from`` graph, read
