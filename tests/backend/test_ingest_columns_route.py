@@ -101,3 +101,22 @@ def test_a_resent_columnar_batch_adds_nothing(db: Any, embedded: Any, token: str
     before = counts(db.engine)
     assert post(embedded, [columns()], token).status_code == 202
     assert counts(db.engine) == before
+
+
+def test_another_projects_run_takes_no_column(db: Any, embedded: Any, token: str) -> None:
+    """Columns for a run of another project answer as for an unknown run (404 naming ``run``), writing nothing;
+    the run's own project still stores them."""
+    with db.scope() as session:
+        other = create_token(session, "other")
+    assert post(embedded, [started(run="run_other001", project="other")], other).status_code == 202
+    before = counts(db.engine)
+    r = post(embedded, [columns(run="run_other001")], token)
+    assert r.status_code == 404, r.text
+    assert r.json()["error"] == {"message": "unknown run 'run_other001': send its run_started first",
+                                 "field": "run", "index": 0}
+    # Beside a run of its own project in one batch: the whole batch is refused, nothing half-written.
+    r = post(embedded, [started(), columns(), columns(run="run_other001", seq=2)], token)
+    assert r.status_code == 404 and r.json()["error"]["index"] == 2, r.text
+    assert counts(db.engine) == before
+    assert post(embedded, [columns(run="run_other001")], other).status_code == 202
+    assert counts(db.engine)["points"] == before["points"] + 7
