@@ -344,14 +344,17 @@ def test_two_workers_of_two_settings_in_one_process_each_use_their_own_context(
             with ctx[name].database.engine.connect() as conn:
                 return sorted(conn.execute(text("SELECT id FROM runs WHERE last_step = 1")).scalars())
 
+        def counted() -> dict[str, float | None]:
+            return {name: c.metrics.registry.get_sample_value("runcast_ingest_points_stored_total")
+                    for name, c in ctx.items() if c.metrics is not None}
+
+        # Each worker stored its own batches and counted their points in its own instruments (the count
+        # moves after the batch's commit, so a reader can see the rows a moment before it).
+        want = ((["run_aaaaaaaa", "run_cccccccc"], ["run_bbbbbbbb"]), {"a": 2.0, "b": 1.0})
         deadline = time.monotonic() + 30
-        while (stored("a"), stored("b")) != (["run_aaaaaaaa", "run_cccccccc"], ["run_bbbbbbbb"]):
-            assert time.monotonic() < deadline, (stored("a"), stored("b"))
+        while ((stored("a"), stored("b")), counted()) != want:
+            assert time.monotonic() < deadline, ((stored("a"), stored("b")), counted())
             time.sleep(0.1)
-        # Each worker counted its own batches' points in its own instruments.
-        counted = {name: c.metrics.registry.get_sample_value("runcast_ingest_points_stored_total")
-                   for name, c in ctx.items() if c.metrics is not None}
-        assert counted == {"a": 2.0, "b": 1.0}
     for c in ctx.values():
         c.close()
     gained = {key: sorted(attrs - before.get(key, set())) for key, attrs in _foreign_attributes().items()}
