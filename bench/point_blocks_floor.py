@@ -22,8 +22,9 @@ import sqlite3
 import statistics
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -46,17 +47,25 @@ def parquet_bytes(steps: np.ndarray, values: np.ndarray) -> int:
     return len(sink.getvalue())
 
 
-def rows(path: Path, values: np.ndarray, _block: int) -> tuple[float, float, bool]:
+def written(path: Path, table: str, insert: str, params: Iterable[tuple[Any, ...]]) -> tuple[sqlite3.Connection, float]:
+    """A fresh database with ``table`` (its DDL), and the seconds ``insert`` of ``params`` took in one transaction."""
     conn = connect(path)
-    conn.execute(
-        "CREATE TABLE points (series_id BIGINT NOT NULL, step BIGINT NOT NULL, value FLOAT, "
-        "PRIMARY KEY (series_id, step)) WITHOUT ROWID"
-    )
+    conn.execute(table)
     began = time.perf_counter()
     conn.execute("BEGIN")
-    conn.executemany("INSERT INTO points VALUES (1, ?, ?)", enumerate(values.tolist()))
+    conn.executemany(insert, params)
     conn.execute("COMMIT")
-    wrote = time.perf_counter() - began
+    return conn, time.perf_counter() - began
+
+
+def rows(path: Path, values: np.ndarray, _block: int) -> tuple[float, float, bool]:
+    conn, wrote = written(
+        path,
+        "CREATE TABLE points (series_id BIGINT NOT NULL, step BIGINT NOT NULL, value FLOAT, "
+        "PRIMARY KEY (series_id, step)) WITHOUT ROWID",
+        "INSERT INTO points VALUES (1, ?, ?)",
+        enumerate(values.tolist()),
+    )
     began = time.perf_counter()
     read = conn.execute("SELECT step, value FROM points WHERE series_id = 1 ORDER BY step").fetchall()
     steps, back = pa.array(read, type=pa.struct([("step", pa.int64()), ("value", pa.float64())])).flatten()
@@ -65,19 +74,13 @@ def rows(path: Path, values: np.ndarray, _block: int) -> tuple[float, float, boo
 
 
 def blocks(path: Path, values: np.ndarray, block: int) -> tuple[float, float, bool]:
-    conn = connect(path)
-    conn.execute(
+    conn, wrote = written(
+        path,
         "CREATE TABLE blocks (series_id BIGINT NOT NULL, first_step BIGINT NOT NULL, n INTEGER NOT NULL, "
-        "value BLOB NOT NULL, PRIMARY KEY (series_id, first_step)) WITHOUT ROWID"
-    )
-    began = time.perf_counter()
-    conn.execute("BEGIN")
-    conn.executemany(
+        "value BLOB NOT NULL, PRIMARY KEY (series_id, first_step)) WITHOUT ROWID",
         "INSERT INTO blocks VALUES (1, ?, ?, ?)",
         [(i, len(values[i : i + block]), values[i : i + block].tobytes()) for i in range(0, len(values), block)],
     )
-    conn.execute("COMMIT")
-    wrote = time.perf_counter() - began
     began = time.perf_counter()
     read = conn.execute("SELECT first_step, n, value FROM blocks WHERE series_id = 1 ORDER BY first_step").fetchall()
     back = np.concatenate([np.frombuffer(b, dtype=np.float64) for _, _, b in read])
