@@ -1,8 +1,9 @@
 """The JSONL and CSV exports write the bytes the first exporter wrote (``json.dumps`` and ``csv``
 row by row, ``reference`` below) for hostile values (NaN, +-Inf, -0.0, subnormals, the largest
 float, every magnitude around repr's switch to exponents, random bit patterns), unicode and
-formula-like keys, several keys and segments (a resume), times shared by many steps, any page
-size and a delayed reader; the Parquet export reads back as the same points."""
+formula-like keys, several keys and segments (a resume), times shared by many steps or a time a
+step (a slow loop), any page size and a delayed reader; the Parquet export reads back as the same
+points."""
 
 from __future__ import annotations
 
@@ -40,9 +41,13 @@ def hostile_values(count: int) -> list[float]:
     return edges[:count]
 
 
-def log_hostile_run(seed: Any) -> Any:
+# Seconds a step: 100 steps share a time point (one per tenth of a second), or each step has its own.
+STEP_SECONDS = [pytest.param(0.001, id="shared-times"), pytest.param(1.25, id="a-time-a-step")]
+
+
+def log_hostile_run(seed: Any, step_seconds: float = 0.001) -> Any:
     """A run of every key in ``KEYS`` (segment 0), resumed at step 300 (segment 1), ``lr`` all
-    below 1e-4, times shared by 100 steps each (a time point per tenth of a second)."""
+    below 1e-4, a step every ``step_seconds``."""
     run = seed.run(name="hostile").start(ts=1000.0)
     values = hostile_values(400)
 
@@ -51,7 +56,7 @@ def log_hostile_run(seed: Any) -> Any:
         for s in steps:
             row = {k: values[(s * 7 + i) % len(values)] for i, k in enumerate(KEYS[:-1]) if (s + i) % 3}
             row["lr"] = 3e-5 * (1 + s % 11) / 7
-            events.append(run.event("metrics", step=s, values=row, ts=t0 + s / 1000))
+            events.append(run.event("metrics", step=s, values=row, ts=t0 + s * step_seconds))
         run.send(events)
 
     send(range(0, 400), 1000.0)
@@ -87,9 +92,10 @@ def reference(db: Any, run_id: str, fmt: str, upto: int | None = None) -> bytes:
     return out.getvalue().encode()
 
 
+@pytest.mark.parametrize("step_seconds", STEP_SECONDS)
 @pytest.mark.parametrize("fmt", ["jsonl", "csv"])
-def test_the_export_bytes_are_the_first_exporters(client, seed, db, fmt):
-    run = log_hostile_run(seed)
+def test_the_export_bytes_are_the_first_exporters(client, seed, db, fmt, step_seconds):
+    run = log_hostile_run(seed, step_seconds)
     expected = reference(db, run.run, fmt)
     assert expected.count(b"\n") == 800 * 5 + (fmt == "csv")  # 400 steps a segment, 5 keys a step
     assert client.get(f"{API}/{run.run}/export", params={"format": fmt}).content == expected
@@ -99,9 +105,10 @@ def test_the_export_bytes_are_the_first_exporters(client, seed, db, fmt):
         assert b"".join(export_chunks(db, refs, fmt, page_rows=page_rows)) == expected, page_rows
 
 
+@pytest.mark.parametrize("step_seconds", STEP_SECONDS)
 @pytest.mark.parametrize("fmt", ["jsonl", "csv"])
-def test_a_delayed_readers_bytes_are_the_first_exporters(db, seed, fmt):
-    run = log_hostile_run(seed)
+def test_a_delayed_readers_bytes_are_the_first_exporters(db, seed, fmt, step_seconds):
+    run = log_hostile_run(seed, step_seconds)
     with db.scope() as session:
         versions = [v for (v,) in session.execute(text("SELECT DISTINCT version FROM points ORDER BY version"))]
         upto = versions[0]  # [segment 0's batch, segment 1's]: the resumed segment not yet due
@@ -122,8 +129,9 @@ def test_random_floats_are_written_as_repr_writes_them(client, seed, db):
     assert client.get(f"{API}/{run.run}/export", params={"key": "x"}).content == reference(db, run.run, "jsonl")
 
 
-def test_the_parquet_export_reads_back_as_the_jsonl_points(client, seed):
-    run = log_hostile_run(seed)
+@pytest.mark.parametrize("step_seconds", STEP_SECONDS)
+def test_the_parquet_export_reads_back_as_the_jsonl_points(client, seed, step_seconds):
+    run = log_hostile_run(seed, step_seconds)
     # bytes split at "\n" only: str.splitlines would also split the key at its U+2028
     lines = [json.loads(line) for line in client.get(f"{API}/{run.run}/export").content.splitlines()]
     table = pq.read_table(io.BytesIO(client.get(f"{API}/{run.run}/export", params={"format": "parquet"}).content))

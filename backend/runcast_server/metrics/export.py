@@ -29,7 +29,7 @@ from runcast_server.core.db import Database
 from runcast_server.core.errors import NotFound
 from runcast_server.metrics.export_text import PageWriter, Row
 from runcast_server.metrics.series_ref import DensePage, SeriesRef
-from runcast_server.metrics.step_times import TimePoints, time_points, time_runs
+from runcast_server.metrics.step_times import TimePoints, time_points
 from runcast_server.record.models import Point, Run, Segment, Series
 
 ExportFormat = Literal["jsonl", "csv", "parquet"]
@@ -150,7 +150,7 @@ def export_chunks(
     for ref in refs:
         writer = PageWriter(fmt, ref.segment, ref.key)
         for rows, points in series_pages(database, ref, page_rows or PAGE_ROWS):
-            yield b"".join(writer.rows(rows[start:end], at) for start, end, at in time_runs(rows, points))
+            yield writer.page(rows, points)
 
 
 def filename(run: Run, fmt: ExportFormat) -> str:

@@ -1,8 +1,9 @@
 """The JSONL and CSV bytes of a page of points, written by orjson a slice of rows at a time.
 
-A slice of ``(step, value)`` rows that share one time (``step_times.time_runs``) goes through
-``orjson.dumps`` as a whole (``[[step,value],...]``, numbers only), and the row's other fields
-are put around each pair by byte replacement: no Python object per row is made. The bytes are
+A page of ``(step, value)`` rows goes through ``orjson.dumps`` as a whole (``[[step,value],...]``,
+numbers only), and the row's other fields are put around each pair by byte replacement (a page
+of one time: no Python object per row is made) or, when its rows have many times, by slice
+assignment of the lines' parts and one join. The bytes are
 those Python's ``json.dumps`` and ``repr`` write (the format documented in docs/api.md), which
 differ from orjson's in two places that are mended here:
 
@@ -19,11 +20,12 @@ import csv
 import io
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Final, Literal
 
 import orjson
 
+from runcast_server.metrics.step_times import TimePoints, time_runs
 from runcast_server.reads.values import stored_value
 
 TextFormat = Literal["jsonl", "csv"]
@@ -58,6 +60,16 @@ def _pairs(rows: Sequence[Row]) -> bytes | None:
     return body[2:-2]
 
 
+def _float_texts(values: list[float]) -> Iterator[bytes]:
+    """The text ``repr`` (and ``json.dumps``) writes for each finite float of ``values``, in order."""
+    if not values:
+        return iter(())
+    body = orjson.dumps(values)
+    if b"e-" in body or b"0.0000" in body:
+        body = _UNLIKE_REPR.sub(_as_repr, body)
+    return iter(body[1:-1].split(b","))
+
+
 class PageWriter:
     """Writes pages of one series (its segment and key fixed) in one text format."""
 
@@ -77,17 +89,38 @@ class PageWriter:
             return json.dumps(at, allow_nan=False)
         return "" if at is None else repr(at)
 
-    def rows(self, rows: Sequence[Row], at: float | None) -> bytes:
-        """The lines of ``rows`` (ascending steps), every one with the time ``at``."""
-        time = self._time(at)
-        suffix = (f',"time":{time}}}\n' if self.fmt == "jsonl" else f",{time}\n").encode()
+    def _suffixes(self, times: list[float | None]) -> list[bytes]:
+        """The end of a line (``,"time":T}`` or ``,T``, and the newline) for each of ``times``."""
+        texts = _float_texts([t for t in times if t is not None])
+        none = b"null" if self.fmt == "jsonl" else b""
+        head, tail = (b',"time":', b"}\n") if self.fmt == "jsonl" else (b",", b"\n")
+        return [head + (none if t is None else next(texts)) + tail for t in times]
+
+    def page(self, rows: Sequence[Row], points: TimePoints) -> bytes:
+        """The lines of a page of ``rows`` (ascending steps), each with its step's time from ``points``
+        (``step_times.time_points``).
+
+        One time for the whole page (a fast loop) puts it after every row by one replacement. A
+        run with many times (a step of a second or more has a time each) gets its lines
+        assembled from their parts by slice assignment and one join, not a call per time."""
+        runs = list(time_runs(rows, points))
         pairs = _pairs(rows)
         if pairs is None:
-            return self._one_by_one(rows, time)
+            return b"".join(self._one_by_one(rows[start:end], self._time(at)) for start, end, at in runs)
         if self.fmt == "jsonl":
             pairs = pairs.replace(b"],[", _SEPARATOR).replace(b",", b',"value":')
-            return self._bprefix + pairs.replace(_SEPARATOR, suffix + self._bprefix) + suffix
-        return self._bprefix + pairs.replace(b"],[", suffix + self._bprefix) + suffix
+        else:
+            pairs = pairs.replace(b"],[", _SEPARATOR)
+        ends = self._suffixes([at for _, _, at in runs])
+        if len(runs) == 1:
+            return self._bprefix + pairs.replace(_SEPARATOR, ends[0] + self._bprefix) + ends[0]
+        suffixes: list[bytes] = []
+        for (start, end, _), suffix in zip(runs, ends, strict=True):
+            suffixes += [suffix] * (end - start)
+        lines = [self._bprefix] * (3 * len(rows))
+        lines[1::3] = pairs.split(_SEPARATOR)
+        lines[2::3] = suffixes
+        return b"".join(lines)
 
     def _one_by_one(self, rows: Sequence[Row], time: str) -> bytes:
         prefix = self._prefix

@@ -2,9 +2,10 @@
 before it (ingest keeps a step's time when it falls in a later tenth of a second than the last
 kept one, ingest/points.py), read one page of steps at a time on a DB-API cursor.
 
-A page's times are its time points (few: one per tenth of a second of training), and each
-point covers the steps from its own to the next one's; the exports use those runs of steps
-as they are (``time_runs``, or a NumPy search for Parquet) instead of a lookup per step."""
+A page's times are its time points (one per tenth of a second of training: few for a fast
+loop, one a step for a step of a second or more), and each point covers the steps from its own
+to the next one's; the exports use those runs of steps as they are (``time_runs``, or a NumPy
+search for Parquet) instead of a lookup per step."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ TimePoints = list[tuple[int, float]]  # (step, epoch seconds), ascending by step
 _STEP = itemgetter(0)
 
 
-def _sql(series_id: int, lo: int, hi: int, upto: int | None) -> str:
+def time_points_sql(series_id: int, lo: int, hi: int, upto: int | None) -> str:
+    """The query of ``time_points`` (columns ``step``, ``value``), for a cursor that reads columns."""
     # The time point at or before ``lo``, and those up to ``hi``: a bounded read whatever the run's length.
     due = "" if upto is None else f" AND version <= {int(upto)}"  # a delayed reader (policy/delay.py)
     sid = int(series_id)
@@ -32,7 +34,7 @@ def time_points(cursor: Any, series_id: int | None, upto: int | None, lo: int, h
     without a series): the last at or before ``lo``, then those up to ``hi``."""
     if series_id is None:
         return []
-    cursor.execute(_sql(series_id, lo, hi, upto))
+    cursor.execute(time_points_sql(series_id, lo, hi, upto))
     return [(int(s), float(v)) for s, v in cursor.fetchall()]
 
 
