@@ -5,7 +5,7 @@ Every row has the step's wall time (``time``, epoch seconds: ``metrics.step_time
 
 CSV cells that hold text (metric names) are neutralised against formula injection;
 numbers (negative ones included) and the ``NaN``/``Infinity``/``-Infinity`` markers are
-written as they are. JSONL is exact. Both are written by orjson a slice of a page at a time
+written as they are. JSONL is exact. Both are written by orjson a page at a time
 (``export_text``).
 
 Each page is one keyset query (``step > last step seen``) in a short session of its

@@ -1,4 +1,4 @@
-"""The JSONL and CSV bytes of a page of points, written by orjson a slice of rows at a time.
+"""The JSONL and CSV bytes of a page of points, written by orjson a page at a time.
 
 A page of ``(step, value)`` rows goes through ``orjson.dumps`` as a whole (``[[step,value],...]``,
 numbers only), and the row's other fields are put around each pair by byte replacement (a page
