@@ -7,7 +7,7 @@ assignment of the lines' parts and one join. The bytes are
 those Python's ``json.dumps`` and ``repr`` write (the format documented in docs/api.md), which
 differ from orjson's in two places that are mended here:
 
-- NaN and +-Infinity: orjson writes ``null`` for both; a slice with a ``null`` is written row by
+- NaN and +-Infinity: orjson writes ``null`` for both; a page with a ``null`` is written row by
   row instead (``"NaN"``, ``"Infinity"``, ``"-Infinity"`` as strings, CSV without quotes).
 - Magnitudes below 1e-4: orjson writes ``0.00001`` and ``1e-7`` where ``repr`` writes ``1e-05``
   and ``1e-07``; such numbers (and only numbers, the slice holding nothing else) are rewritten
