@@ -96,7 +96,12 @@ def test_dashboard_pages_ask_only_their_own_origin(live_server, page, tmp_path, 
         timeout=20000,
     )
     settle(page)
-    page.wait_for_function("document.querySelectorAll('#panels .js-plotly-plot').length >= 2", timeout=20000)
+    # Panels chart when seen: look at them (the page may have grown under the scroll above while it loaded).
+    page.wait_for_function(
+        """() => { document.getElementById('panels').scrollIntoView();
+             return document.querySelectorAll('#panels .js-plotly-plot').length >= 2; }""",
+        timeout=20000,
+    )
     assert page.evaluate(UNKNOWN_TRACE_TYPES) == []
 
     page.goto(f"{origin}/compare?runs={run.id},{other.id}&key=train/loss")
