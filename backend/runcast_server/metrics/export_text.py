@@ -84,11 +84,6 @@ class PageWriter:
             self._prefix = cells.getvalue()[:-1] + ","
         self._bprefix = self._prefix.encode()
 
-    def _time(self, at: float | None) -> str:
-        if self.fmt == "jsonl":
-            return json.dumps(at, allow_nan=False)
-        return "" if at is None else repr(at)
-
     def _suffixes(self, times: list[float | None]) -> list[bytes]:
         """The end of a line (``,"time":T}`` or ``,T``, and the newline) for each of ``times``."""
         texts = _float_texts([t for t in times if t is not None])
@@ -104,14 +99,14 @@ class PageWriter:
         run with many times (a step of a second or more has a time each) gets its lines
         assembled from their parts by slice assignment and one join, not a call per time."""
         runs = list(time_runs(rows, points))
+        ends = self._suffixes([at for _, _, at in runs])
         pairs = _pairs(rows)
         if pairs is None:
-            return b"".join(self._one_by_one(rows[start:end], self._time(at)) for start, end, at in runs)
+            return b"".join(self._one_by_one(rows[start:end], suffix) for (start, end, _), suffix in zip(runs, ends, strict=True))
         if self.fmt == "jsonl":
             pairs = pairs.replace(b"],[", _SEPARATOR).replace(b",", b',"value":')
         else:
             pairs = pairs.replace(b"],[", _SEPARATOR)
-        ends = self._suffixes([at for _, _, at in runs])
         if len(runs) == 1:
             return self._bprefix + pairs.replace(_SEPARATOR, ends[0] + self._bprefix) + ends[0]
         suffixes: list[bytes] = []
@@ -122,13 +117,13 @@ class PageWriter:
         lines[2::3] = suffixes
         return b"".join(lines)
 
-    def _one_by_one(self, rows: Sequence[Row], time: str) -> bytes:
-        prefix = self._prefix
+    def _one_by_one(self, rows: Sequence[Row], suffix: bytes) -> bytes:
+        """The lines of ``rows`` (which hold NaN or an infinity) one by one, each ending with ``suffix``."""
+        end = suffix.decode()
         if self.fmt == "jsonl":
-            lines = [f'{prefix}{step},"value":{json.dumps(stored_value(value))},"time":{time}}}\n'
-                     for step, value in rows]
+            lines = [f'{self._prefix}{step},"value":{json.dumps(stored_value(value))}{end}' for step, value in rows]
         else:
-            lines = [f"{prefix}{step},{_value_text(value)},{time}\n" for step, value in rows]
+            lines = [f"{self._prefix}{step},{_value_text(value)}{end}" for step, value in rows]
         return "".join(lines).encode()
 
 
