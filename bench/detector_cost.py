@@ -11,6 +11,11 @@ noise, a few spikes and a NaN), 1 and 8 keys a step (of the 8, ``train/loss``,
   which is timed apart (``state json``);
 * ``detect_batch``: the whole phase two on the embedded default (a SQLite file, migrated;
   each batch stored first by ``store_batch``, untimed): gathering, state rows, feed, alerts.
+  The batches are what the SDK sends: a ``metrics_columns`` event each.
+
+``--curve sine`` logs ``bench/embedded_ingest.py``'s curves instead (every key a sine around 2
+with a period of 628 steps): the loss then rises for hundreds of steps every period, and the
+divergence and plateau alerts open and close all along the run.
 
 Prints µs of CPU (``time.process_time``) per logged step, best of ``--repeat`` runs of all the
 batches.
@@ -29,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from runcast.wire import events as ev
+from runcast.wire.columns import encode_columns
 from runcast_server.alerts.engine import detect_batch
 from runcast_server.core import migrate
 from runcast_server.core.auth import create_token
@@ -45,8 +51,11 @@ EIGHT = ("train/loss", "train/lr", "train/grad_norm", "train/tokens", "perf/mfu"
 SECTIONS = ("nonfinite", "spike", "plateau", "divergence", "grad_norm")
 
 
-def series(steps: int, keys: int, seed: int = 7) -> list[dict[str, float]]:
-    """Per step, the values logged: a power-law loss with noise, spikes every ~2000 steps, one NaN."""
+def series(steps: int, keys: int, curve: str = "loss", seed: int = 7) -> list[dict[str, float]]:
+    """Per step, the values logged: a power-law loss with noise, spikes every ~2000 steps, one NaN
+    (``curve`` "loss"); or ``embedded_ingest``'s sines ("sine")."""
+    if curve == "sine":
+        return [{k: math.sin(s * 0.01 + j) + 2.0 for j, k in enumerate(EIGHT[:keys])} for s in range(steps)]
     rng = random.Random(seed)
     out = []
     for s in range(steps):
@@ -108,8 +117,10 @@ def detect_cost(values: list[dict[str, float]], batch: int) -> float:
             store_batch(session, project_id, first)
         spent = 0.0
         for lo in range(0, len(values), batch):
-            events = [event("metrics", step=s, values={k: ev.encode_value(v) for k, v in values[s].items()})
-                      for s in range(lo, min(lo + batch, len(values)))]
+            rows = [{"v": 1, "type": "metrics", "run": run, "segment": segment, "seq": next(seq), "ts": time.time(),
+                     "step": s, "values": {k: ev.encode_value(v) for k, v in values[s].items()}}
+                    for s in range(lo, min(lo + batch, len(values)))]
+            events = ev.validate_batch({"v": 1, "events": encode_columns(rows)})
             with Session(engine) as session, session.begin():
                 result = store_batch(session, project_id, events)
             t0 = time.process_time()
@@ -126,13 +137,16 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=4)
     parser.add_argument("--repeat", type=int, default=5, help="best of this many")
     parser.add_argument("--no-db", action="store_true", help="skip the detect_batch part")
+    parser.add_argument("--no-feed", action="store_true", help="skip the feed part")
+    parser.add_argument("--curve", choices=("loss", "sine"), default="loss")
     args = parser.parse_args()
-    print(f"{args.batches} batches of {args.steps} steps; best of {args.repeat}; load {os.getloadavg()}")
+    print(f"{args.batches} batches of {args.steps} steps, curve {args.curve}; best of {args.repeat}; "
+          f"load {os.getloadavg()}")
     print(f"{'keys':>4} {'part':<22} {'µs/step':>9}")
     for keys in (1, 8):
-        values = series(args.steps * args.batches, keys)
+        values = series(args.steps * args.batches, keys, args.curve)
         n = len(values)
-        for only in (*SECTIONS[: 4 if keys == 1 else 5], None):
+        for only in () if args.no_feed else (*SECTIONS[: 4 if keys == 1 else 5], None):
             best = min((feed_cost(values, args.steps, only) for _ in range(args.repeat)), key=lambda t: t[0])
             print(f"{keys:>4} {'feed ' + (only or 'all'):<22} {best[0] / n * 1e6:>9.2f}", flush=True)
             if only is None:

@@ -114,12 +114,12 @@ def test_a_columnar_batch_mixed_with_events_of_its_steps_keeps_the_first(engine:
 
 @pytest.mark.parametrize("seed", range(4))
 def test_the_detectors_read_the_same_points_from_either_form(seed: int) -> None:
-    """``alerts.engine.watched_points`` gives the detectors the same (step, key, value), in the same order."""
-    from runcast_server.alerts.engine import watched_points
+    """``alerts.engine.watched_columns`` gives the detectors the same steps and values of each key, in the same order."""
+    from runcast_server.alerts.engine import watched_columns
 
     events = series(seed, "run_detector")
     segments = {("run_detector", "seg_aaaaaaaa"): 1}
     watched = {"run_detector": {"loss", "eval/acc", "grad/norm"} if seed % 2 else {"loss"}}
-    per_event = watched_points(validate_batch({"v": 1, "events": events}), segments, watched)
-    columnar = watched_points(validate_batch({"v": 1, "events": encode_columns(events)}), segments, watched)
+    per_event = watched_columns(validate_batch({"v": 1, "events": events}), segments, watched)
+    columnar = watched_columns(validate_batch({"v": 1, "events": encode_columns(events)}), segments, watched)
     assert per_event and same_rows(per_event, columnar)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from itertools import repeat
 from typing import Any
 
 from runcast.wire.columns import present
@@ -24,7 +23,7 @@ from sqlalchemy import Connection, Table, bindparam, select, update
 from runcast_server.alerts.models import Alert, AlertConfig, DetectorState
 from runcast_server.core.db import upsert
 from runcast_server.detectors import config as dconfig
-from runcast_server.detectors.core import SegmentRunner, inherit
+from runcast_server.detectors.core import Column, SegmentRunner, inherit
 from runcast_server.detectors.runlevel import restart
 from runcast_server.detectors.signals import Signal
 from runcast_server.detectors.stats import stored_state
@@ -108,22 +107,22 @@ def run_detectors(
     configs = load_configs(conn, run_ids)
 
     watched = {run: set().union(*cfg["keys"].values()) for run, cfg in configs.items()}  # keys some role reads
-    points = watched_points(events, segments, watched)
+    columns_of = watched_columns(events, segments, watched)
     resumes: dict[str, list[tuple[float, int | None, int]]] = {}
     for e in events:
         if e["type"] == "run_started" and e.get("resume_step") is not None:
             resumes.setdefault(e["run"], []).append((e["ts"], e["resume_step"], segments[(e["run"], e["segment"])]))
-    touched_runs = {r for r, _ in points} | set(resumes)
+    touched_runs = {r for r, _ in columns_of} | set(resumes)
     signals: list[tuple[str, int | None, Signal]] = []
     if touched_runs:
         states = _load_states(conn, sorted(touched_runs))
         changed: dict[tuple[str, int, str, str], dict[str, Any]] = {}
-        for (run, seg), pts in sorted(points.items()):
+        for (run, seg), columns in sorted(columns_of.items()):
             seg_states = {(k, d): s for (r, sg, k, d), s in states.items() if r == run and sg == seg}
             if not seg_states:
                 seg_states = _inherited(conn, states, run, seg)
             runner = SegmentRunner(configs[run], seg_states)
-            for sig in runner.feed(pts):
+            for sig in runner.feed_columns(columns):
                 signals.append((run, seg, sig))
             for k, d in runner.touched:
                 changed[(run, seg, k, d)] = seg_states[(k, d)]
@@ -160,36 +159,31 @@ def _active_runs(events: Sequence[dict[str, Any]]) -> set[str]:
     return active
 
 
-def watched_points(events: Sequence[dict[str, Any]], segments: dict[tuple[str, str], int],
-                   watched: dict[str, set[str]]) -> dict[tuple[str, int], list[tuple[int, str, float]]]:
-    """(run, segment id) -> the (step, key, value) of the batch's metrics the detectors read, in batch order."""
-    points: dict[tuple[str, int], list[tuple[int, str, float]]] = {}
+def watched_columns(events: Sequence[dict[str, Any]], segments: dict[tuple[str, str], int],
+                    watched: dict[str, set[str]]) -> dict[tuple[str, int], dict[str, Column]]:
+    """(run, segment id) -> key -> the (steps, values) of the batch's metrics the detectors read (``watched``),
+    in batch order; a ``metrics_columns`` event's column as it is, less its null cells (rows not logging it)."""
+    out: dict[tuple[str, int], dict[str, Column]] = {}
     for e in events:
         kind = e["type"]
-        if kind == "metrics":
-            keys = watched[e["run"]]
-            seg = segments[(e["run"], e["segment"])]
-            for key, value in e["values"].items():
-                if key in keys:
-                    points.setdefault((e["run"], seg), []).append((e["step"], key, value))
-        elif kind == COLUMNS_TYPE:
-            keys = watched[e["run"]]
-            read = [(key, column) for key, column in e["values"].items() if key in keys]
-            if read:
-                points.setdefault((e["run"], segments[(e["run"], e["segment"])]), []).extend(column_points(e["steps"], read))
-    return points
-
-
-def column_points(steps: list[int], columns: list[tuple[str, list[float | None]]]) -> list[tuple[int, str, float]]:
-    """The (step, key, value) of the watched columns of a ``metrics_columns`` event, row by row as its
-    metrics events would give them (a null cell: the row does not log that key)."""
-    if len(columns) == 1:
-        key, column = columns[0]
-        kept, values = present(steps, column)
-        return list(zip(kept, repeat(key), values))
-    out: list[tuple[int, str, float]] = []
-    for i, step in enumerate(steps):
-        out.extend((step, key, column[i]) for key, column in columns if column[i] is not None)  # type: ignore[misc]
+        if kind not in ("metrics", COLUMNS_TYPE):
+            continue
+        keys = watched[e["run"]]
+        read = [(key, values) for key, values in e["values"].items() if key in keys]
+        if not read:
+            continue
+        columns = out.setdefault((e["run"], segments[(e["run"], e["segment"])]), {})
+        for key, values in read:
+            column = columns.get(key)
+            if column is None:
+                column = columns[key] = ([], [])
+            if kind == "metrics":
+                column[0].append(e["step"])
+                column[1].append(values)
+            else:
+                steps, kept = present(e["steps"], values)
+                column[0].extend(steps)
+                column[1].extend(kept)
     return out
 
 

@@ -44,6 +44,9 @@ POINT_DETECTORS: dict[str, list[tuple[str, str, BatchDetector]]] = {
     "throughput": [("throughput", "throughput", one_by_one(throughput))],
 }
 ROLE_ORDER = {"loss": 0, "grad_norm": 1, "throughput": 2, "val_loss": 3}
+SHARE_CTX = frozenset({"divergence", "divergence_val"})  # the train trend leaves its smoothed loss for the validation check
+Column = tuple[list[int], list[float]]
+"""A key's points of a batch: its steps and its values, in batch order."""
 
 
 def role_of(key: str, cfg: dict[str, Any]) -> str | None:
@@ -57,11 +60,13 @@ def role_of(key: str, cfg: dict[str, Any]) -> str | None:
 class SegmentRunner:
     """Feeds one segment's points to its detectors; ``states[(key, detector)]`` is the JSON state.
 
-    ``feed`` takes points in any order within a call. They are processed as if one by one
+    ``feed_columns`` takes each key's points as columns, ``feed`` as (step, key, value) tuples;
+    either in any order within a call. They are processed as if one by one
     in step order (loss before validation loss at one step, then by key; of one key's
     points at one step, the first), each series skipping steps it has already seen; each
-    detector takes a key's points as a batch (``signals.BatchDetector``), cut at the
-    validation steps, where the validation check reads the smoothed train loss.
+    detector takes a key's points as a batch (``signals.BatchDetector``); the divergence
+    detectors' batches are cut at the validation steps, where the validation check reads the
+    smoothed train loss.
     """
 
     def __init__(self, cfg: dict[str, Any], states: dict[tuple[str, str], dict[str, Any]]) -> None:
@@ -71,16 +76,27 @@ class SegmentRunner:
         self.touched: set[tuple[str, str]] = set()
 
     def feed(self, points: list[tuple[int, str, float]]) -> list[Signal]:
-        """``points``: (step, key, value). Returns the signals, in step order."""
+        """``points``: (step, key, value). Returns the signals, in step order (``feed_columns`` of their keys' columns)."""
+        columns: dict[str, Column] = {}
+        for step, key, value in points:
+            column = columns.get(key)
+            if column is None:
+                column = columns[key] = ([], [])
+            column[0].append(step)
+            column[1].append(value)
+        return self.feed_columns(columns)
+
+    def feed_columns(self, columns: dict[str, Column]) -> list[Signal]:
+        """``columns``: key -> (steps, values) in batch order (not changed here). Returns the signals, in step order."""
         cfg = self.cfg
         if not cfg.get("enabled", True):
             return []
-        series = _series(points, cfg)
+        series = _series(columns, cfg)
         ranked = sorted(series, key=lambda k: (ROLE_ORDER[series[k][0]], k))
         cuts = sorted({s for role, steps, _ in series.values() if role == "val_loss" for s in steps})
         states, touched, ctx = self.states, self.touched, self.ctx
         ctx.pop("train_step", None)  # the order of this feed's smoothed train losses (``divergence_train_many``)
-        plans = []  # [rank, detector index, key, state, params, update, steps, values, next index]
+        plans = []  # [rank, detector index, key, state, params, update, steps, values, next index, shares ctx]
         for rank, key in enumerate(ranked):
             role, steps, values = series[key]
             for index, (section, name, update) in enumerate(POINT_DETECTORS[role]):
@@ -93,11 +109,15 @@ class SegmentRunner:
                 if start < len(steps):
                     state["last_step"] = steps[-1]
                     touched.add((key, name))
-                    plans.append([rank, index, key, state, params, update, steps, values, start])
+                    plans.append([rank, index, key, state, params, update, steps, values, start, name in SHARE_CTX])
         out: list[tuple[int, int, int, Signal]] = []
-        for cut in (*cuts, None):
-            for plan in plans:
-                rank, index, key, state, params, update, steps, values, i = plan
+        alone = [plan for plan in plans if not plan[9]]
+        shared = [plan for plan in plans if plan[9]]
+        # A detector that shares nothing takes all its points at once; those that share ``ctx`` go
+        # together, cut at the validation steps (the check there reads the smoothed train loss).
+        for cut, group in ((None, alone), *((c, shared) for c in cuts), (None, shared)):
+            for plan in group:
+                rank, index, key, state, params, update, steps, values, i, _ = plan
                 j = len(steps) if cut is None else bisect_right(steps, cut, i)
                 if j == i:
                     continue
@@ -113,29 +133,19 @@ class SegmentRunner:
 _ORDER = itemgetter(0, 1, 2)  # step, then loss before validation loss, then key, then the detector
 
 
-def _series(points: list[tuple[int, str, float]], cfg: dict[str, Any]) -> dict[str, tuple[str, list[int], list[float]]]:
+def _series(columns: dict[str, Column], cfg: dict[str, Any]) -> dict[str, tuple[str, list[int], list[float]]]:
     """key -> (role, steps, values) of the keys a detector reads: strictly increasing steps, the first
     point of a step kept (the point that one by one processing in step order would see)."""
-    roles: dict[str, str | None] = {}
-    grouped: dict[str, tuple[list[int], list[float]]] = {}
-    for step, key, value in points:
-        group = grouped.get(key)
-        if group is None:
-            if key in roles:
-                continue  # no detector reads it
-            role = roles[key] = role_of(key, cfg)
-            if role is None:
-                continue
-            group = grouped[key] = ([], [])
-        group[0].append(step)
-        group[1].append(value)
     out: dict[str, tuple[str, list[int], list[float]]] = {}
-    for key, (steps, values) in grouped.items():
+    for key, (steps, values) in columns.items():
+        role = role_of(key, cfg)
+        if role is None or not steps:
+            continue
         if not all(map(lt, steps, steps[1:])):
             order = sorted(range(len(steps)), key=steps.__getitem__)  # stable: the first of a step stays first
             kept = [i for n, i in enumerate(order) if n == 0 or steps[i] != steps[order[n - 1]]]
             steps, values = [steps[i] for i in kept], [values[i] for i in kept]
-        out[key] = (roles[key] or "", steps, values)
+        out[key] = (role, steps, values)
     return out
 
 
