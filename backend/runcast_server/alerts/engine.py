@@ -13,7 +13,7 @@ counted.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from runcast.wire.columns import present
@@ -216,23 +216,66 @@ def _save_states(conn: Connection, changed: dict[tuple[str, int, str, str], dict
         {"run_id": r, "segment_id": s, "key": k, "detector": d, "state": strict_json(stored_state(st)), "updated_at": now}
         for (r, s, k, d), st in sorted(changed.items())
     ]
-    conn.execute(_save_statement(conn), rows)
+    conn.execute(_statement(conn, _save_state), rows)
 
 
-_SAVE_STATEMENTS: dict[str, Any] = {}  # dialect -> the states' upsert
+_STATEMENTS: dict[tuple[str, Callable[[Connection], Any]], Any] = {}  # (dialect, builder) -> statement
 
 
-def _save_statement(conn: Connection) -> Any:
-    """The states' upsert, built once per dialect (every batch of metrics runs it; building it,
-    its ``excluded`` alias above all, costs more than a small batch's write)."""
-    stmt = _SAVE_STATEMENTS.get(conn.dialect.name)
+def _statement(conn: Connection, build: Callable[[Connection], Any]) -> Any:
+    """The statement ``build`` makes for ``conn``'s dialect, built once: each runs per batch or per
+    signal with bound parameters, and building one (an ``excluded`` alias, a ``.values()`` of
+    literals) costs more than executing it. (A run whose loss swings opens and closes alerts
+    all along: statements built per signal were a quarter of its ingest time.)"""
+    key = (conn.dialect.name, build)
+    stmt = _STATEMENTS.get(key)
     if stmt is None:
-        insert = upsert(conn, STATES)
-        stmt = _SAVE_STATEMENTS[conn.dialect.name] = insert.on_conflict_do_update(
-            index_elements=["run_id", "segment_id", "key", "detector"],
-            set_={"state": insert.excluded.state, "updated_at": insert.excluded.updated_at},
-        )
+        stmt = _STATEMENTS[key] = build(conn)
     return stmt
+
+
+def _save_state(conn: Connection) -> Any:
+    insert = upsert(conn, STATES)
+    return insert.on_conflict_do_update(
+        index_elements=["run_id", "segment_id", "key", "detector"],
+        set_={"state": insert.excluded.state, "updated_at": insert.excluded.updated_at},
+    )
+
+
+def _open_alert(conn: Connection) -> Any:
+    return upsert(conn, ALERTS).returning(ALERTS.c.id)
+
+
+def _anomaly_event(conn: Connection) -> Any:
+    return upsert(conn, EVENTS).on_conflict_do_nothing(index_elements=["segment_id", "seq"]).returning(EVENTS.c.id)
+
+
+def _alert_event(conn: Connection) -> Any:
+    return update(ALERTS).where(ALERTS.c.id == bindparam("b_alert")).values(event_id=bindparam("b_event"))
+
+
+def _open_of_segment(conn: Connection) -> Any:
+    return _open_query(ALERTS.c.segment_id == bindparam("b_segment"))
+
+
+def _open_of_run(conn: Connection) -> Any:
+    return _open_query(ALERTS.c.segment_id.is_(None))
+
+
+def _open_query(segment: Any) -> Any:
+    """The newest open alert of a run, kind and key (``b_run``, ``b_kind``, ``b_key``) in ``segment``."""
+    a = ALERTS.c
+    cond = (a.run_id == bindparam("b_run")) & (a.kind == bindparam("b_kind")) & (a.state == "open") & (a.key == bindparam("b_key"))
+    return select(a.id, a.evidence, a.event_id, a.step).where(cond & segment).order_by(a.id.desc()).limit(1)
+
+
+def _close_alert(conn: Connection) -> Any:
+    return update(ALERTS).where(ALERTS.c.id == bindparam("b_alert")).values(
+        state="closed", end_step=bindparam("b_end_step"), closed_at=bindparam("b_closed_at"), evidence=bindparam("b_evidence"))
+
+
+def _event_payload(conn: Connection) -> Any:
+    return update(EVENTS).where(EVENTS.c.id == bindparam("b_event")).values(payload=bindparam("b_payload"))
 
 
 def _latest_segment(conn: Connection, run: str) -> int | None:
@@ -250,45 +293,44 @@ def apply_signal(
     close finds nothing open.
     """
     evidence = strict_json(sig.evidence)
-    a = ALERTS.c
     if sig.phase == "open":
         alert_id = conn.execute(
-            upsert(conn, ALERTS)
-            .values(run_id=run, segment_id=seg, key=sig.key, kind=sig.kind, state="open", step=sig.step,
-                    end_step=None, opened_at=now, closed_at=None, evidence={"open": evidence}, event_id=None)
-            .returning(a.id)
+            _statement(conn, _open_alert),
+            {"run_id": run, "segment_id": seg, "key": sig.key, "kind": sig.kind, "state": "open", "step": sig.step,
+             "end_step": None, "opened_at": now, "closed_at": None, "evidence": {"open": evidence}, "event_id": None},
         ).scalar_one()
         event_seg = seg if seg is not None else _latest_segment(conn, run)
         if event_seg is not None:
             payload = timeline_payload(alert_id, sig.kind, sig.key, "open", sig.step, None, {"open": evidence})
             change = result.runs.get(run) if result is not None else None
             event_id = conn.execute(
-                upsert(conn, EVENTS)
-                .values(run_id=run, segment_id=event_seg, seq=-alert_id, type="anomaly", step=sig.step, ts=now,
-                        received_at=now, version=None if change is None else change.version, payload=payload)
-                .on_conflict_do_nothing(index_elements=["segment_id", "seq"])
-                .returning(EVENTS.c.id)
+                _statement(conn, _anomaly_event),
+                {"run_id": run, "segment_id": event_seg, "seq": -alert_id, "type": "anomaly", "step": sig.step,
+                 "ts": now, "received_at": now, "version": None if change is None else change.version,
+                 "payload": payload},
             ).scalar()
             if event_id is not None:
-                conn.execute(update(ALERTS).where(a.id == alert_id).values(event_id=event_id))
+                conn.execute(_statement(conn, _alert_event), {"b_alert": alert_id, "b_event": event_id})
                 if change is not None:  # the run's next version carries the event (live stream)
                     change.event_ids.append(event_id)
                     change.events.append("anomaly")
                     change.changed = True
         return {"id": alert_id, "run": run, "phase": "open", "kind": sig.kind}
-    cond = (a.run_id == run) & (a.kind == sig.kind) & (a.state == "open") & (a.key == sig.key)
-    cond = cond & (a.segment_id.is_(None) if seg is None else a.segment_id == seg)
-    row = conn.execute(select(a.id, a.evidence, a.event_id, a.step).where(cond).order_by(a.id.desc()).limit(1)).first()
+    which = {"b_run": run, "b_kind": sig.kind, "b_key": sig.key}
+    if seg is None:
+        row = conn.execute(_statement(conn, _open_of_run), which).first()
+    else:
+        row = conn.execute(_statement(conn, _open_of_segment), {**which, "b_segment": seg}).first()
     if row is None:
         return None
     full = dict(row.evidence or {})
     full["close"] = evidence
-    conn.execute(update(ALERTS).where(a.id == row.id).values(state="closed", end_step=sig.step, closed_at=now, evidence=full))
+    conn.execute(_statement(conn, _close_alert),
+                 {"b_alert": row.id, "b_end_step": sig.step, "b_closed_at": now, "b_evidence": full})
     if row.event_id is not None:
-        conn.execute(
-            update(EVENTS).where(EVENTS.c.id == row.event_id)
-            .values(payload=timeline_payload(row.id, sig.kind, sig.key, "closed", row.step, sig.step, full))
-        )
+        conn.execute(_statement(conn, _event_payload),
+                     {"b_event": row.event_id,
+                      "b_payload": timeline_payload(row.id, sig.kind, sig.key, "closed", row.step, sig.step, full)})
     return {"id": row.id, "run": run, "phase": "close", "kind": sig.kind}
 
 
