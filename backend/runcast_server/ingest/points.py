@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Sequence
-from itertools import groupby
 from math import floor
-from operator import itemgetter
 from typing import Any, NotRequired, TypedDict
 
 from runcast.wire.events import TIMESTAMP_KEY
@@ -54,7 +53,7 @@ def write_metrics(
     if beyond:  # the usual case: every point is new, the step times' included
         columns = _columns(batch, by_id, result, run_of_segment)
         _insert_points(conn, columns, beyond=True)
-        new_points = list(zip(columns[0], columns[1], columns[2]))
+        sids, steps, values = columns[0], columns[1], columns[2]
     else:
         logged = [(sid, k) for sid, k in by_id if k[1] != TIMESTAMP_KEY]
         columns = _columns(batch, logged, result, run_of_segment)
@@ -75,23 +74,28 @@ def write_metrics(
             result.points_inserted = 0
             return {}
         new_keys.sort()
-        new_points = [(sid, step, batch[key_of[sid]][step]) for sid, step in new_keys]
-    result.points_inserted = len(new_points)
+        sids = [sid for sid, _ in new_keys]
+        steps = [step for _, step in new_keys]
+        values = [batch[key_of[sid]][step] for sid, step in new_keys]
+    result.points_inserted = len(steps)
 
-    _write_rollups(conn, rollup_deltas(new_points), {sid: series[k][1] for sid, k in by_id})
+    _write_rollups(conn, rollup_deltas(sids, steps, values), {sid: series[k][1] for sid, k in by_id})
 
-    # Per series: how many points, their step range and the newest one (new_points is sorted by
-    # series, then step: each series' first and last point are its range, read in C by groupby).
+    # Per series: how many points, their step range and the newest one (the columns are sorted by
+    # series, then step: each series' first and last point are its range).
     stats: dict[int, list[Any]] = {}
-    for sid, group in groupby(new_points, itemgetter(0)):
-        rows = list(group)
-        stats[sid] = [len(rows), rows[0][1], rows[-1][1], rows[-1][2]]
+    lo = 0
+    while lo < len(sids):
+        sid = sids[lo]
+        hi = bisect_right(sids, sid, lo)
+        stats[sid] = [hi - lo, steps[lo], steps[hi - 1], values[hi - 1]]
+        lo = hi
     newest: dict[str, dict[str, tuple[int, float | None]]] = {}
-    for sid, (n, lo, hi, value) in sorted(stats.items()):
+    for sid, (n, first, last, value) in sorted(stats.items()):
         seg, key = key_of[sid]
         run = run_of_segment[seg]
         change = result.runs[run]
-        change.ranges.append([sid, lo, hi, n])
+        change.ranges.append([sid, first, last, n])
         change.points += n
         change.keys.add(key)
         change.changed = True
@@ -99,8 +103,8 @@ def write_metrics(
             result.points_inserted -= n
             continue
         per_run = newest.setdefault(run, {})
-        if key not in per_run or hi > per_run[key][0]:
-            per_run[key] = (hi, value)
+        if key not in per_run or last > per_run[key][0]:
+            per_run[key] = (last, value)
     c = SERIES.c
     conn.execute(
         update(SERIES)

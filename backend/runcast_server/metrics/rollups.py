@@ -15,7 +15,8 @@ hostile point could fail a batch. Only a bucket whose sum passes 1e300 gets a wr
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from bisect import bisect_left, bisect_right
+from collections.abc import Sequence
 from typing import Any, Final
 
 from sqlalchemy import ColumnElement, case, literal_column
@@ -28,47 +29,28 @@ RollupKey = tuple[int, int, int]
 
 
 def rollup_deltas(
-    points: Iterable[tuple[int, int, float | None]],
+    sids: Sequence[int], steps: Sequence[int], values: Sequence[float | None]
 ) -> dict[RollupKey, list[Any]]:
     """Aggregate newly stored points into one delta row per rollup key, at every level.
 
-    ``points`` are ``(series_id, step, value)`` with NaN as None, each stored for
-    the first time (deltas from repeats would count them twice). A delta is
-    ``[min, max, sum, count, nan_count, last, last_step]`` with the meaning of
-    the rollup columns; ``merge_set`` merges it into a stored row. The first level
-    is built from the points, each further level from the one below it.
+    The points come as columns (series id, step, value with NaN as None), sorted by series
+    then step, each stored for the first time (deltas from repeats would count them twice).
+    A delta is ``[min, max, sum, count, nan_count, last, last_step]`` with the meaning of the
+    rollup columns; ``merge_set`` merges it into a stored row. The first level is built from
+    the points, a bucket's values at once, each further level from the one below it.
     """
-    inf = math.inf
     first = LEVELS[0]
     level_rows: dict[RollupKey, list[Any]] = {}
-    row: list[Any] = []
-    series, bucket = None, None  # the row's; points usually come in step order, eight to a bucket
-    for series_id, step, value in points:
-        if step >> first != bucket or series_id != series:
-            series, bucket = series_id, step >> first
-            key = (series_id, first, bucket)
-            found = level_rows.get(key)
-            if found is None:
-                finite = value is not None and -inf < value < inf
-                row = level_rows[key] = [value, value, value if finite else 0.0, 1 if finite else 0,
-                                         0 if value is not None else 1, value, step]
-                continue
-            row = found
-        if value is None:
-            row[4] += 1
-        else:
-            if row[0] is None or value < row[0]:
-                row[0] = value
-            if row[1] is None or value > row[1]:
-                row[1] = value
-            if -inf < value < inf:
-                row[2] += value
-                row[3] += 1
-        if step > row[6]:
-            row[5] = value
-            row[6] = step
-    for row in level_rows.values():
-        row[2] = clamp_sum(row[2])
+    n = len(steps)
+    i = 0
+    while i < n:
+        series_id = sids[i]
+        end = bisect_right(sids, series_id, i)
+        while i < end:
+            bucket = steps[i] >> first
+            j = bisect_left(steps, (bucket + 1) << first, i + 1, end)
+            level_rows[(series_id, first, bucket)] = _bucket_delta(values[i:j], steps[j - 1])
+            i = j
     deltas = dict(level_rows)
     below = first
     for level in LEVELS[1:]:
@@ -84,6 +66,37 @@ def rollup_deltas(
         deltas.update(upper)
         level_rows, below = upper, level
     return deltas
+
+
+def _bucket_delta(values: list[float | None], last_step: int) -> list[Any]:
+    """The delta of one bucket's values (in step order; ``last_step``: the step of the last).
+
+    Finite values only (the usual bucket): the builtins over the whole list (``sum`` from
+    -0.0 adds them one by one in order, as the loop does). Otherwise, or when their sum
+    overflows, value by value.
+    """
+    if None not in values:
+        total = sum(values, -0.0)
+        if -math.inf < total < math.inf:
+            return [min(values), max(values), clamp_sum(total), len(values), 0, values[-1], last_step]
+    inf = math.inf
+    first = values[0]
+    finite = first is not None and -inf < first < inf
+    row = [first, first, first if finite else 0.0, 1 if finite else 0, 0 if first is not None else 1, values[-1],
+           last_step]
+    for value in values[1:]:
+        if value is None:
+            row[4] += 1
+            continue
+        if row[0] is None or value < row[0]:
+            row[0] = value
+        if row[1] is None or value > row[1]:
+            row[1] = value
+        if -inf < value < inf:
+            row[2] += value
+            row[3] += 1
+    row[2] = clamp_sum(row[2])
+    return row
 
 
 def merge_delta(row: list[Any], other: list[Any]) -> None:
