@@ -144,3 +144,49 @@ def test_a_batch_half_stored_stores_the_other_half_once(engine: Engine, project_
     assert result.points_inserted == 50 * len(keys)
     store(engine, project_id, grown)  # and once more, whole: nothing new
     check_against_brute_force(engine, run, {(k, s): value(k, s) for s in range(150) for k in keys})
+
+
+def _deltas_value_by_value(points: list[tuple[int, int, float | None]]) -> dict[tuple[int, int, int], list[Any]]:
+    """The first rollup level's deltas, a point at a time (the rule ``rollup_deltas`` must keep)."""
+    from runcast_server.metrics.rollups import LEVELS, clamp_sum
+
+    out: dict[tuple[int, int, int], list[Any]] = {}
+    for sid, step, value in points:
+        finite = value is not None and math.isfinite(value)
+        row = out.get((sid, LEVELS[0], step >> LEVELS[0]))
+        if row is None:
+            out[(sid, LEVELS[0], step >> LEVELS[0])] = [value, value, value if finite else 0.0, int(finite),
+                                                         int(value is None), value, step]
+            continue
+        if value is None:
+            row[4] += 1
+        else:
+            row[0] = value if row[0] is None or value < row[0] else row[0]
+            row[1] = value if row[1] is None or value > row[1] else row[1]
+            if finite:
+                row[2] += value
+                row[3] += 1
+        row[5], row[6] = value, step
+    for row in out.values():
+        row[2] = clamp_sum(row[2])
+    return out
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_a_buckets_values_at_once_give_what_a_value_at_a_time_gives(seed: int) -> None:
+    """``rollup_deltas`` takes a bucket of finite values through min/max/sum at once: the same floats as
+    a point at a time, signed zeros, NaN, ±Inf, subnormals and sums past the float range included."""
+    from runcast_server.metrics.rollups import LEVELS, rollup_deltas
+
+    rng = random.Random(seed)
+    pool = [0.0, -0.0, 1.0, -2.5, 1e308, -1e308, 1.7e308, math.inf, -math.inf, None, 5e-324, 0.1, 3.3]
+    points = []
+    for sid in sorted(rng.sample(range(1, 40), rng.randint(1, 4))):
+        for step in sorted(rng.sample(range(rng.choice([16, 200, 10**7])), rng.randint(1, 16))):
+            points.append((sid, step, rng.choice(pool) if rng.random() < 0.6 else rng.gauss(0, 10)))
+    got = rollup_deltas([p[0] for p in points], [p[1] for p in points], [p[2] for p in points])
+    want = _deltas_value_by_value(points)
+    first = {k: v for k, v in got.items() if k[1] == LEVELS[0]}
+    assert first.keys() == want.keys()
+    for k, row in want.items():
+        assert [repr(v) for v in first[k]] == [repr(v) for v in row], k
