@@ -32,8 +32,8 @@ ALLOWED: dict[tuple[str, str], str] = {
     "columns (the same in every process, for every database); it holds no connection and no setting",
     ("ingest/bulk.py", "_SQLITE_STMT"): "the same memo for SQLite: the statement built from a table's name, "
     "columns and ON CONFLICT clause; it holds no connection and no setting",
-    ("alerts/engine.py", "_SAVE_STATEMENTS"): "a memo of a pure function: the detector states' upsert built for "
-    "a dialect's name; it holds no connection and no setting",
+    ("alerts/engine.py", "_STATEMENTS"): "a memo of a pure function: the statements of the detector states and "
+    "of a signal's alert, built for a dialect's name; it holds no connection and no setting",
 }
 
 _CONTAINER_CALLS = {"dict", "list", "set", "defaultdict", "deque", "OrderedDict", "Counter", "bytearray",

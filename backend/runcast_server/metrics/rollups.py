@@ -16,8 +16,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left, bisect_right
-from collections.abc import Sequence
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from sqlalchemy import ColumnElement, case, literal_column
 
@@ -29,7 +28,7 @@ RollupKey = tuple[int, int, int]
 
 
 def rollup_deltas(
-    sids: Sequence[int], steps: Sequence[int], values: Sequence[float | None]
+    sids: list[int], steps: list[int], values: list[float | None]
 ) -> dict[RollupKey, list[Any]]:
     """Aggregate newly stored points into one delta row per rollup key, at every level.
 
@@ -76,13 +75,14 @@ def _bucket_delta(values: list[float | None], last_step: int) -> list[Any]:
     overflows, value by value.
     """
     if None not in values:
-        total = sum(values, -0.0)
+        floats = cast("list[float]", values)
+        total = sum(floats, -0.0)
         if -math.inf < total < math.inf:
-            return [min(values), max(values), clamp_sum(total), len(values), 0, values[-1], last_step]
+            return [min(floats), max(floats), clamp_sum(total), len(floats), 0, floats[-1], last_step]
     inf = math.inf
     first = values[0]
     finite = first is not None and -inf < first < inf
-    row = [first, first, first if finite else 0.0, 1 if finite else 0, 0 if first is not None else 1, values[-1],
+    row: list[Any] = [first, first, first if finite else 0.0, 1 if finite else 0, 0 if first is not None else 1, values[-1],
            last_step]
     for value in values[1:]:
         if value is None:
