@@ -25,6 +25,15 @@ def batch_bodies(
             for part in _within_bytes(wire[start:start + step], max_bytes, columns)]
 
 
+def batch_sizes(take: int, limit: int, beat: bool) -> list[int]:
+    """How many queued items each batch of ``take`` takes (at most ``limit``); with ``beat``, a heartbeat
+    follows in the last one, or in one of its own after a full batch."""
+    sizes = [limit] * (take // limit) + ([take % limit] if take % limit else [])
+    if beat and (not sizes or sizes[-1] == limit):
+        sizes.append(0)
+    return sizes
+
+
 def _within_bytes(wire: list[dict[str, Any]], max_bytes: int, columns: bool) -> list[Batch]:
     if not wire:
         return []

@@ -11,7 +11,10 @@ from .. import checkpoint_files
 from ..values import read_deferred
 from ..wire.checks import encode_value
 from ..wire.limits import SCHEMA_VERSION
+from .batches import Batch, batch_bodies
+from .config import SenderConfig
 from .outbox import Item
+from .renames import Renames
 
 
 def to_wire(item: Item, run: str, segment: str, stop: Callable[[], bool]) -> dict[str, Any] | None:
@@ -40,3 +43,16 @@ def to_wire(item: Item, run: str, segment: str, stop: Callable[[], bool]) -> dic
     }
     event.update(body)
     return event
+
+
+Encoded = tuple[list[Batch], int]
+"""Items' batch bodies, and how many of the items could not be encoded."""
+
+
+def encode_items(items: list[Item], config: SenderConfig, renames: Renames, stop: Callable[[], bool],
+                 max_events: int) -> Encoded:
+    """``items`` as the batch bodies the service takes (``batches.batch_bodies``), renames stripped for a
+    server that refused them."""
+    wire = [event for item in items if (event := to_wire(item, config.run, config.segment, stop)) is not None]
+    bodies = batch_bodies(renames.strip(wire), max_events, config.batch_bytes, columns=config.columns)
+    return bodies, len(items) - len(wire)

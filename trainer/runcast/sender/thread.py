@@ -3,7 +3,7 @@
 The training thread appends queue items (numbered: ``seq``) and returns; this daemon thread
 turns them into wire events (reading device tensors, hashing checkpoints), cuts batches (never
 more than ``batch_size`` events or ``batch_bytes``: the server's limits) and hands them to the
-transport. With ``flush_interval`` 0 (the default) it sends as soon as it is idle: what arrives
+transport; while one batch of a backlog is in flight, the next is encoded (``ahead.py``). With ``flush_interval`` 0 (the default) it sends as soon as it is idle: what arrives
 while a request is in flight (or before its next send slot: ``slots.py``) goes out together in
 the next one, so batches grow with the load. A positive ``flush_interval`` waits that long (or
 for ``batch_size`` events) instead. The overflow file (``overflow.py``) is read after the queue.
@@ -28,11 +28,12 @@ from pathlib import Path
 from typing import Any, Final
 
 from ..wire import events
+from .ahead import pipelined
 from .backoff import Backoff
-from .batches import batch_bodies, is_columnar
+from .batches import batch_bodies, batch_sizes, is_columnar
 from .blob_http import BlobClient
 from .config import SenderConfig
-from .encode import to_wire
+from .encode import Encoded, encode_items
 from .outbox import Counters, Item, Wakeup
 from .overflow import Overflow
 from .renames import Renames
@@ -195,22 +196,16 @@ class Sender:
         return beat
 
     def _send_queue(self, now: float, due: bool, beat: bool) -> None:
-        """Ship the queue: all of it when due, else only whole batches; then the heartbeat."""
-        pending: list[Item] = []
+        """Ship the queue: all of it when due, else only whole batches; then the heartbeat. A backlog
+        of several batches is pipelined (``ahead.pipelined``): delivery stays here, in order."""
         available = len(self._queue)
         take = available if due else available - available % self.config.batch_size
         if take:
             self.state.slots.take(now)
-        for _ in range(take):
-            pending.append(self._queue.popleft())
-            if len(pending) >= self._batch_limit():
-                self._ship(pending)
-                pending = []
+        last = [self._heartbeat()] if beat else []  # after everything queued before it
         if beat:
-            pending.append(self._heartbeat())
             self._counters.logged += 1
-        if pending:
-            self._ship(pending)
+        pipelined(self._queue, batch_sizes(take, self._batch_limit(), beat), last, self._encode, self._deliver_encoded)
 
     def _ship_overflow(self, overflow: Overflow, closing: bool) -> None:
         """Send (or spool) a few batches of the overflow file, in order."""
@@ -221,7 +216,8 @@ class Sender:
             records, used = overflow.read(size)
             if not records:
                 return
-            self._ship([(r[0], r[1], r[2], r[3], r[4]) for r in records])
+            items = [(r[0], r[1], r[2], r[3], r[4]) for r in records]
+            self._deliver_encoded(items, self._encode(items))
             overflow.mark_shipped(len(records), used)
 
     def _wait_time(self) -> float:
@@ -269,19 +265,18 @@ class Sender:
 
     # --- batches ----------------------------------------------------------------------
 
-    def _ship(self, items: list[Item]) -> None:
+    def _encode(self, items: list[Item]) -> Encoded:
+        """Runs on a helper thread while the batch before is delivered: it changes no state."""
+        return encode_items(items, self.config, self._renames, self._past_deadline, self._batch_limit())
+
+    def _deliver_encoded(self, items: list[Item], encoded: Encoded) -> None:
+        bodies, unreadable = encoded
+        if unreadable:
+            self._drop(unreadable)
         if not self.state.spooling and any(item[1] == "media" and SPOOLED in item[4] for item in items):
             self.state.spooling = True  # an image waits in the spool: the replay stores it before its event
             self._schedule_retry(None)
-        wire: list[dict[str, Any]] = []
-        for item in items:
-            event = to_wire(item, self.config.run, self.config.segment, self._past_deadline)
-            if event is None:
-                self._drop(1)
-            else:
-                wire.append(event)
-        for body, batch in batch_bodies(self._renames.strip(wire), self._batch_limit(), self.config.batch_bytes,
-                                        columns=self.config.columns):
+        for body, batch in bodies:
             self._deliver(body, batch)
 
     def _deliver(self, body: bytes, batch: list[dict[str, Any]]) -> None:
