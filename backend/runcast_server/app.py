@@ -31,6 +31,7 @@ from runcast_server.core.shipped import frontend_dir
 from runcast_server.health import Liveness, Probes, Readiness, probes
 from runcast_server.inbox.gauges import InboxCollector
 from runcast_server.inbox.sweep import SweepTimer
+from runcast_server.metrics.export import warm_up as warm_exports
 from runcast_server.observability.http import (
     RequestMetrics,
     exposition,
@@ -91,6 +92,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         else:  # a slower first page load: worth a line in every server log
             log.warning(vendor.describe())
         ctx.start()  # embedded: the alert check (stalls, quiet restart loops, delivery pruning)
+        warm_exports()
         # Embedded, this process also sweeps the ingest inbox (production: Celery beat).
         timer = SweepTimer(ctx.database, settings, lambda inbox_id: enqueue_ingest(ctx, inbox_id)).start() if settings.embedded else None
         try:

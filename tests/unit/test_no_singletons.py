@@ -13,6 +13,7 @@ of two settings in one process, each storing into its own database.
 from __future__ import annotations
 
 import ast
+import importlib
 import json
 import logging
 import os
@@ -231,6 +232,7 @@ def test_two_apps_from_two_settings_use_two_databases(tmp_path: Path, monkeypatc
     second = Settings(data_dir=tmp_path / "b", database_url=None, redis_url=None)
     # Whatever the environment says from now on, each app keeps to the settings it was built from.
     monkeypatch.setenv("RUNCAST_DATA_DIR", str(tmp_path / "elsewhere"))
+    importlib.import_module("runcast_server.metrics.export_parquet")  # the apps import it on a thread as they start
     before = _foreign_attributes()
     with TestClient(create_app(first)) as a, TestClient(create_app(second)) as b:
         apps: dict[str, Any] = {"a": a, "b": b}

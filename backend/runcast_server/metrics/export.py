@@ -18,6 +18,8 @@ where a page whose steps are all stored is read as its values alone (``DensePage
 
 from __future__ import annotations
 
+import importlib
+import threading
 from collections.abc import Iterator
 from typing import Any, Final, Literal, overload
 
@@ -126,6 +128,16 @@ def series_pages(
         if count < page_rows:
             return
         after = last
+
+
+def warm_up() -> threading.Thread:
+    """Import the Parquet writer (pyarrow and numpy: about 0.4 s of a start) on a daemon thread, so that
+    the first export after a server starts does not wait for it. An export that comes first waits on
+    the import lock for this import instead of making its own."""
+    thread = threading.Thread(target=importlib.import_module, args=("runcast_server.metrics.export_parquet",),
+                              name="runcast-warm-exports", daemon=True)
+    thread.start()
+    return thread
 
 
 def export_chunks(
