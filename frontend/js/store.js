@@ -310,7 +310,9 @@ export class MetricStore {
     if (finite) {
       series.sum[at] += value;
       series.count[at] += 1;
-      series.mean[at] = series.sum[at] / series.count[at];
+      // Within [min, max], as the server keeps it (metrics.queries.bucket_mean): a constant's sum over
+      // its count rounds past it.
+      series.mean[at] = Math.min(Math.max(series.sum[at] / series.count[at], series.min[at]), series.max[at]);
     }
     if (step > series.last_step[at]) {
       series.last_step[at] = step;

@@ -191,6 +191,16 @@ def test_one_step_spike_survives_every_zoom(backend):
     assert levels == [0, 0, 2, 4, 5, 8, 9, 11, 13, 14]
 
 
+def test_a_constant_series_reads_as_its_value_at_every_zoom(backend):
+    """A constant (a flat learning rate, a fixed batch size) is that value in every bucket: the mean is
+    kept within the bucket's min and max, where the sum over the count rounds past it (0.4 * 128 / 128)."""
+    for value in (0.4, 3e-4, 0.1, -7.3):
+        run_id = backend.new_run({s: value for s in range(5000)})
+        for max_points in (5000, 700, 33, 1):
+            (series,) = backend.query(run_id, max_points=max_points)["series"]
+            assert set(series["mean"]) == {value} and set(series["min"]) == set(series["max"]) == {value}, (value, max_points)
+
+
 def test_zoomed_window_matches_brute_force(backend):
     points = {s: math.sin(s / 50) + s / 1000 for s in range(0, 12_000, 3)}
     run_id = backend.new_run(points)

@@ -219,12 +219,27 @@ def _rows(rows: Any, e: int) -> Buckets:
         min=[aggregate_value(v) for v in mn],
         max=[aggregate_value(v) for v in mx],
         mean=[
-            aggregate_value(float(s) / c) if c else None
-            for s, c in zip(sm, count, strict=True)
+            aggregate_value(bucket_mean(float(s), c, lo, hi)) if c else None
+            for s, c, lo, hi in zip(sm, count, mn, mx, strict=True)
         ],
         last=[stored_value(v) for v in last],
         count=count,
     )
+
+
+def bucket_mean(total: float, count: int, low: float | None, high: float | None) -> float:
+    """``total / count``, the mean of a bucket's finite values, kept within its ``[low, high]`` (min and max).
+
+    The division rounds: 128 steps of a constant 0.4 sum to a float whose mean is
+    0.4000000000000000222, and a chart of that constant then draws noise on ticks of 1e-17.
+    The true mean lies within the values, so the clamp only ever brings it closer.
+    """
+    mean = total / count
+    if low is not None and mean < low:
+        return float(low)
+    if high is not None and mean > high:
+        return float(high)
+    return mean
 
 
 def _concat(a: Buckets, b: Buckets) -> Buckets:
