@@ -101,6 +101,12 @@ def test_a_burst_past_a_short_finish_timeout_then_the_printed_sync_stores_every_
     assert not spool.exists()
 
 
+def _spilling(root: Path) -> bool:
+    """A live trainer's overflow file under ``root`` holds something (its spool directory is locked)."""
+    return any((spool / overflow.FILE).is_file() and (spool / overflow.FILE).stat().st_size > 0
+               for spool in find_spools(root))
+
+
 def _on_disk(spool: Path) -> set[int]:
     """The steps a dead trainer left in its spool directory: spooled batches and the overflow file."""
     steps = set()
@@ -122,7 +128,10 @@ def test_kill_9_in_a_burst_then_sync_stores_every_point_that_reached_the_disk(pr
     trainer = _trainer(env, 5_000_000, 30.0, progress)
     run_id, _segment = trainer.stdout.readline().split()
     deadline = time.monotonic() + 120
-    while not (progress.exists() and progress.read_text() and int(progress.read_text()) >= BURST):
+    # Killed once the burst is logged and the SDK has begun spilling to disk: the loop logs faster
+    # than the server stores (5,000,000 steps), but how soon its queue overflows depends on both speeds.
+    while not (progress.exists() and progress.read_text() and int(progress.read_text()) >= BURST
+               and _spilling(processes.tmp / "spool")):
         assert time.monotonic() < deadline and trainer.poll() is None
         time.sleep(0.02)
     os.kill(trainer.pid, signal.SIGKILL)
