@@ -3,7 +3,8 @@
 The training thread appends queue items (numbered: ``seq``) and returns; this daemon thread
 turns them into wire events (reading device tensors, hashing checkpoints), cuts batches (never
 more than ``batch_size`` events or ``batch_bytes``: the server's limits) and hands them to the
-transport; while one batch of a backlog is in flight, the next is encoded (``ahead.py``). With ``flush_interval`` 0 (the default) it sends as soon as it is idle: what arrives
+transport; while one batch of a backlog is in flight, the next is encoded (``ahead.py``).
+With ``flush_interval`` 0 (the default) it sends as soon as it is idle: what arrives
 while a request is in flight (or before its next send slot: ``slots.py``) goes out together in
 the next one, so batches grow with the load. A positive ``flush_interval`` waits that long (or
 for ``batch_size`` events) instead. The overflow file (``overflow.py``) is read after the queue.
