@@ -1,5 +1,6 @@
 """Two workers ingesting batches of one run at once, out of order, write exactly what one
-worker writes in order: the same points and the same rollup rows."""
+worker writes in order: the same points and the same rollup rows. Two workers taking a run's
+batches as the API accepted them raise the alerts that one worker raises."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from sqlalchemy import text
 
 from integration.helpers import (
     WireRun,
+    post_batch,
     assert_rollups_equal,
     celery_client,
     expected_rollups,
@@ -109,3 +111,37 @@ def test_two_workers_out_of_order_equal_one_worker_in_order(stack, pg_server, pg
     # Rollups: equal to each other and to rollups computed from scratch.
     assert_rollups_equal(concurrent["rollups"], reference["rollups"], rel=1e-12)
     assert_rollups_equal(reference["rollups"], expected_rollups(reference["points"], LEVELS))
+
+
+def test_two_workers_detect_a_runs_batches_in_the_order_they_were_accepted(stack):
+    """An SDK's batches, posted one after the other, then taken by a worker's two processes at
+    once: the process with a short batch n + 1 may store and detect it while the other still
+    reads the long batch n. Every spike is reported all the same (before the detectors took a
+    run's rows in order, batch n's points were then never looked at)."""
+    sizes = [1000, 10] * 15  # long batches, each with a spike in its middle, and short ones
+    edges = [sum(sizes[:i]) for i in range(len(sizes) + 1)]
+    spikes = [lo + 500 for lo, size in zip(edges, sizes) if size == 1000]
+    run = WireRun("order", "spikes")
+    token = stack.token("order")
+    stack.start_api()
+    assert post_batch(stack.api_url, token, [run.started()]).status_code == 202
+    for lo, hi in zip(edges, edges[1:]):
+        events = [run.metrics(s, {"loss": (4.0 if any(0 <= s - x < 3 for x in spikes) else 1.0)
+                                  + 0.01 * math.sin(s)}) for s in range(lo, hi)]
+        assert post_batch(stack.api_url, token, events).status_code == 202
+    # The worker starts with the whole run queued (a restart under a backlog, a spool replayed),
+    # with two processes, as `runcast worker` runs on two CPUs: each takes tasks ahead.
+    workers = [stack.start_worker(concurrency=2, pool="prefork")]
+    wait_points(stack.engine, run.run, edges[-1], procs=workers)
+
+    def detected():
+        with stack.engine.connect() as conn:
+            return conn.execute(text("SELECT count(*) FROM ingest_inbox WHERE state <> 'done'")).scalar_one() == 0
+
+    wait_until(detected, 120, "every batch detected")
+    with stack.engine.connect() as conn:
+        opened = [row[0] for row in conn.execute(
+            text("SELECT step FROM alerts WHERE run_id = :r AND kind = 'spike' ORDER BY step"), {"r": run.run})]
+    log = workers[0].output()
+    assert "ForkPoolWorker-1" in log and "ForkPoolWorker-2" in log, "both processes must have taken batches"
+    assert opened == spikes

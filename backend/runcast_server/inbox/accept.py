@@ -32,16 +32,20 @@ log = logging.getLogger(__name__)
 
 
 def add(session: Session, project_id: int | None, body: bytes | None, events: int, received_at: float,
-        *, next_sweep_at: float | None, state: str = PENDING, error: str | None = None) -> int:
+        *, next_sweep_at: float | None, state: str = PENDING, error: str | None = None,
+        runs: Sequence[str] = ()) -> int:
     """Insert a batch into the inbox in the caller's transaction; returns its id.
 
     The API commits it before answering 202; from then on the batch survives any restart.
     ``next_sweep_at``: when the sweeper enqueues it again if it is still not stored.
+    ``runs``: the runs its events belong to (a batch of one run is detected in its run's order).
     """
+    run_ids = set(runs)
     return session.execute(
         insert(INBOX)
-        .values(project_id=project_id, state=state, body=body, events=events, received_at=received_at,
-                next_sweep_at=next_sweep_at, sweeps=0, attempts=0, error=error)
+        .values(project_id=project_id, run_id=run_ids.pop() if len(run_ids) == 1 else None, state=state, body=body,
+                events=events, received_at=received_at, next_sweep_at=next_sweep_at, sweeps=0, attempts=0,
+                error=error)
         .returning(INBOX.c.id)
     ).scalar_one()
 
@@ -85,11 +89,11 @@ def accept_batch(settings: Settings, session: Session, project_id: int, body: by
     acks.apply(session, events, acked, received_at)
     commands = deliver(session, waiting, received_at)
     count = event_count(events)  # a columnar event's rows counted: what the SDK counts as sent
+    runs = sorted({e["run"] for e in events})
     inbox_id = add(session, project_id, body, count, received_at,
-                         next_sweep_at=received_at + settings.inbox_redeliver_after_s)
+                   next_sweep_at=received_at + settings.inbox_redeliver_after_s, runs=runs)
     session.commit()  # durable from here on; visible to the task and to the next batch's checks
     points = metrics.accepted(events)
-    runs = sorted({e["run"] for e in events})
     log.info("ingest: accepted inbox %d: %d events, %d points", inbox_id, count, points,
              extra={"run_id": runs[0] if len(runs) == 1 else None, "run_ids": runs, "inbox_id": inbox_id})
     try:

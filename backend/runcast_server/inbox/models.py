@@ -13,10 +13,15 @@ from sqlalchemy import (
     LargeBinary,
     String,
     Text,
+    text,
 )
 from sqlalchemy.orm import Mapped, mapped_column
 
 from runcast_server.core.models import Base, BigId
+
+# The rows still on their way, written as the partial index's condition so that SQLite, which
+# matches the text of a query's terms against it, uses the index.
+WAITING = text("state IN ('pending', 'stored')")
 
 
 class InboxRow(Base):
@@ -28,14 +33,20 @@ class InboxRow(Base):
     no retry fixes: ``error`` says which, ``bad_events`` lists the events that could not
     be stored; the others were stored). ``next_sweep_at``: when the sweeper looks at the
     row again (re-enqueue a pending or stored row; delete a done one). ``project_id`` is
-    NULL only for a legacy broker message whose token matched no project.
+    NULL only for a legacy broker message whose token matched no project. ``run_id``
+    (migration 0026): the run of a batch of one run, by which the detectors take a run's
+    batches in acceptance order (``inbox.process``).
     """
 
     __tablename__ = "ingest_inbox"
-    __table_args__ = (Index("ix_ingest_inbox_state_sweep", "state", "next_sweep_at"),)
+    __table_args__ = (
+        Index("ix_ingest_inbox_state_sweep", "state", "next_sweep_at"),
+        Index("ix_ingest_inbox_run_waiting", "run_id", "id", postgresql_where=WAITING, sqlite_where=WAITING),
+    )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
     project_id: Mapped[int | None] = mapped_column(ForeignKey("projects.id", ondelete="CASCADE"))
+    run_id: Mapped[str | None] = mapped_column(String(64))  # the batch's run; NULL: several runs, or none
     state: Mapped[str] = mapped_column(String(16))
     body: Mapped[bytes | None] = mapped_column(LargeBinary)  # the batch as received ({"v", "events"})
     events: Mapped[int] = mapped_column(Integer)

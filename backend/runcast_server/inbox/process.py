@@ -6,7 +6,8 @@ transaction of their own; the body is cleared). Each step is one transaction tha
 starts by claiming the row (``SELECT ... FOR UPDATE SKIP LOCKED`` on PostgreSQL,
 SQLite's write lock) and moving its state on, so a duplicate message (a redelivery, a
 re-enqueue by the sweeper while a slow worker still runs) finds the row locked or
-already moved and does nothing; and storage is idempotent anyway.
+already moved and does nothing; and storage is idempotent anyway. The detectors take the
+rows of a run in the order the API accepted them, whichever worker stored which first (``_detect``).
 
 Failures: a database that cannot be reached leaves the row where it was and asks the
 caller to retry (the task backs off; the sweeper re-enqueues what was lost). A batch
@@ -30,15 +31,17 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from runcast.wire.events import validate_batch
-from sqlalchemy import update
+from sqlalchemy import Connection, select, update
 
 from runcast_server.alerts.engine import detect_batch
 from runcast_server.core.db import Database
+from runcast_server.inbox.models import WAITING
 from runcast_server.inbox.rows import (
     BUSY_RETRY_S,
     DONE,
     INBOX,
     PENDING,
+    QUARANTINED,
     STORED,
     Outcome,
     Publish,
@@ -49,6 +52,7 @@ from runcast_server.inbox.rows import (
     read_state,
 )
 from runcast_server.inbox.salvage import salvage
+from runcast_server.ingest.checks import lock_runs, take_write_lock
 from runcast_server.ingest.results import IngestResult, UnknownRun
 from runcast_server.ingest.store import store_batch
 
@@ -97,19 +101,18 @@ def process(db: Database, inbox_id: int, policy: Policy, publish: Publish, *, at
             raise
         log.warning("ingest: inbox %d: database unavailable (%s); retrying", inbox_id, describe(exc))
         return Outcome(state=PENDING, retry_in=backoff(attempt, policy.retry_max_s))
+    if outcome.state == QUARANTINED:
+        _detect_behind(db, inbox_id, policy, publish)
     if outcome.state != STORED:
         return outcome
     try:
-        detected = _detect(db, inbox_id, policy, events, segments)
+        if _detect(db, inbox_id, policy, events, segments, publish):
+            outcome.state = DONE
     except Exception as exc:
         if not is_transient(exc):
             raise
         log.warning("ingest: inbox %d: database unavailable for the detectors (%s); retrying", inbox_id, describe(exc))
         outcome.retry_in = backoff(attempt, policy.retry_max_s)
-        return outcome
-    if detected is not None:
-        outcome.state = DONE
-        publish(detected)
     return outcome
 
 
@@ -157,30 +160,93 @@ class _Failed(Exception):
 
 
 def _detect(db: Database, inbox_id: int, policy: Policy, events: list[dict[str, Any]] | None,
-            segments: dict[Any, int] | None) -> IngestResult | None:
-    """Phase two: claim the stored row, run the detectors, mark it done; a transaction of its own.
+            segments: dict[Any, int] | None, publish: Publish) -> bool:
+    """Phase two: the detectors on the stored row, each row in a transaction of its own; True once
+    the row is done.
 
-    A detector that raises costs nothing but its alerts: it is logged, the row is marked
-    done with ``detector_error``, and None is returned.
+    The detectors read a run's points in the order its batches were accepted: a point at or
+    below a step they have seen is not looked at again. So the rows of one run (``run_id``) are
+    taken in id order, whichever worker stored which first: under the run's lock, the first row
+    of the run still on its way is detected if it is stored, and so on, until a row that is not
+    stored yet (pending, or held by someone): the worker that stores it takes the rows behind it
+    on. A row of several runs, or of before migration 0026, is detected alone. Each result is
+    published once committed. A detector that raises costs nothing but its alerts: it is logged,
+    the row is marked done with ``detector_error``.
     """
-    now = time.time()
+    run_id: str | None = None
+    first = True
+    while True:
+        now = time.time()
+        row_id = inbox_id
+        try:
+            with db.scope() as session:
+                conn = session.connection()
+                if first:
+                    run_id = conn.execute(select(INBOX.c.run_id).where(INBOX.c.id == inbox_id)).scalar()
+                    first = False
+                if run_id is not None:
+                    head = _next_stored(conn, run_id)
+                    if head is None:
+                        return read_state(conn, inbox_id) == DONE
+                    row_id = head
+                own = row_id == inbox_id
+                detected = _detect_row(conn, row_id, now, policy, events if own else None, segments if own else None)
+                if detected is None:  # someone else holds the row: the rows behind it are theirs to take
+                    return read_state(conn, inbox_id) == DONE
+                more = run_id is not None and _next_stored(conn, run_id) is not None
+                done = not more and read_state(conn, inbox_id) == DONE
+        except Exception as exc:
+            if is_transient(exc):
+                raise
+            log.exception("ingest: inbox %d: the detectors failed; the batch is stored, its alerts are lost", row_id)
+            with db.scope() as session:
+                if claim(session.connection(), row_id, STORED,
+                         **_done_values(now, policy.retention_s, detector_error=describe(exc))) is None:
+                    return False
+            if run_id is None:
+                return True
+            continue
+        publish(detected)
+        if not more:
+            return done
+
+
+def _detect_behind(db: Database, inbox_id: int, policy: Policy, publish: Publish) -> None:
+    """The stored rows of the run that waited behind a row just quarantined (else the sweeper takes them)."""
     try:
-        with db.scope() as session:
-            conn = session.connection()
-            if events is None:  # a redelivery or the sweeper: read the batch back
-                row = claim(conn, inbox_id, STORED)
-                if row is None:
-                    return None
-                events = decode(row.body)
-                conn.execute(update(INBOX).where(INBOX.c.id == inbox_id).values(**_done_values(now, policy.retention_s)))
-            elif claim(conn, inbox_id, STORED, **_done_values(now, policy.retention_s)) is None:
-                return None
-            return detect_batch(conn, events, now, segments)
+        _detect(db, inbox_id, policy, None, None, publish)
     except Exception as exc:
-        if is_transient(exc):
+        if not is_transient(exc):
             raise
-        log.exception("ingest: inbox %d: the detectors failed; the batch is stored, its alerts are lost", inbox_id)
-        with db.scope() as session:
-            claim(session.connection(), inbox_id, STORED,
-                   **_done_values(now, policy.retention_s, detector_error=describe(exc)))
+        log.warning("ingest: inbox %d: database unavailable for the rows behind it (%s)", inbox_id, describe(exc))
+
+
+def _next_stored(conn: Connection, run_id: str) -> int | None:
+    """Under the run's lock: the run's first row still on its way, if it is stored (else None)."""
+    take_write_lock(conn)
+    lock_runs(conn, [run_id])
+    head = conn.execute(
+        select(INBOX.c.id, INBOX.c.state)
+        .where(INBOX.c.run_id == run_id, WAITING)
+        .order_by(INBOX.c.id)
+        .limit(1)
+    ).first()
+    return head.id if head is not None and head.state == STORED else None
+
+
+def _detect_row(conn: Connection, inbox_id: int, now: float, policy: Policy, events: list[dict[str, Any]] | None,
+                segments: dict[Any, int] | None) -> IngestResult | None:
+    """Claim the stored row, run the detectors on its batch and mark it done; None when someone else holds it.
+
+    ``events``: the batch as validated by the caller (else read from the row); ``segments``
+    its segment ids, when known.
+    """
+    if events is None:  # a redelivery, the sweeper, or a row behind this one: read the batch back
+        row = claim(conn, inbox_id, STORED)
+        if row is None:
+            return None
+        events = decode(row.body)
+        conn.execute(update(INBOX).where(INBOX.c.id == inbox_id).values(**_done_values(now, policy.retention_s)))
+    elif claim(conn, inbox_id, STORED, **_done_values(now, policy.retention_s)) is None:
         return None
+    return detect_batch(conn, events, now, segments)
