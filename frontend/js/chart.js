@@ -17,7 +17,7 @@ import { rangesEqual } from "./xmap.js";
 import { chartLayout, firstBottomMargin } from "./chart/layout.js";
 import { markerTraces } from "./chart/markers.js";
 import { plotConfig, whenPlotly } from "./chart/plotly.js";
-import { canSketch, leftMargin, sketchChart } from "./chart/sketch.js";
+import { canSketch, flatLevel, leftMargin, sketchChart } from "./chart/sketch.js";
 import { fixedPart, sourceTraces, traceSignature } from "./chart/traces.js";
 
 /** Points (or buckets) per CSS pixel of plot width that a chart asks for. */
@@ -51,6 +51,7 @@ export class MetricChart {
     this.config = plotConfig(filename);
     this.markers = [];
     this.yRange = null;
+    this.flat = null; // the value of a series flat on a linear axis (layout)
     this.active = false; // load() was called: the chart follows its entries
     this.drawn = false;
     this.dirty = true; // the next draw is a full Plotly.react
@@ -212,7 +213,7 @@ export class MetricChart {
    * firstBottomMargin); date axes (two-line tick labels) keep automargin.
    */
   firstLayout(traces) {
-    const layout = this.layout();
+    const layout = this.layout(traces);
     if (layout.xaxis.type === "linear") {
       const names = traces.filter((t) => t.showlegend).map((t) => t.name);
       const b = firstBottomMargin(names, this.div.clientWidth - layout.margin.l - layout.margin.r);
@@ -232,7 +233,7 @@ export class MetricChart {
 
   /** Append the new tails of every trace with one extendTraces; false when the traces changed shape. */
   extend(traces) {
-    if (traces.length !== this.shape.length) return false;
+    if (traces.length !== this.shape.length || flatLevel(traces, this.view.log) !== this.flat) return false;
     const indices = [];
     const xs = [];
     const ys = [];
@@ -257,7 +258,7 @@ export class MetricChart {
     }
     const first = !this.drawn;
     if (first) this.div.replaceChildren(); // the placeholder, or the light drawing
-    const layout = first ? this.firstLayout(traces) : this.layout();
+    const layout = first ? this.firstLayout(traces) : this.layout(traces);
     const quick = first && layout.xaxis.automargin === false;
     const drawn = Plotly.react(this.div, traces, layout, this.config);
     if (first) {
@@ -299,10 +300,12 @@ export class MetricChart {
     return traces;
   }
 
-  layout() {
+  /** The layout for `traces` (a series flat on a linear axis gets its range: sketch.js, flatLevel). */
+  layout(traces) {
+    this.flat = flatLevel(traces, this.view.log);
     const layout = chartLayout({
       xmap: this.view.xmapFor(this.sources[0].run), range: this.view.range, log: this.view.log,
-      yRange: this.yRange, markers: this.markers,
+      yRange: this.yRange, markers: this.markers, flat: this.flat,
     });
     if (this.marginLeft) layout.margin.l = this.marginLeft;
     return layout;

@@ -151,3 +151,46 @@ def test_every_panel_painted_light_matches_its_plotly_chart(live_server, browser
         assert errors == []
     finally:
         context.close()
+
+
+def test_a_flat_series_is_drawn_on_an_axis_around_its_value(live_server, browser):
+    """A learning rate held at 3e-4 is drawn on an axis from 2.7e-4 to 3.3e-4, light and by Plotly
+    (whose own autorange would centre it on -1 to 1, where it reads as zero); a double click keeps
+    that range; once the series moves, the axis autoranges as any other."""
+    run = live_server.sdk_run(name="flat", system_metrics=False)
+    for s in range(400):
+        run.log({"train/loss": value("train/loss", s), "train/lr": 3e-4, "perf/mfu": 0.4}, step=s)
+    assert run.flush(timeout=60)
+    context = browser.new_context(viewport={"width": 1280, "height": 1600}, locale="en-US")
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    charts = "window.__runcast.charts().filter(c => c.keys.length === 1 && ['train/lr', 'perf/mfu'].includes(c.keys[0]))"
+    try:
+        held = hold_plotly(page)
+        page.goto(f"{live_server.url}/runs/{run.id}")
+        page.wait_for_function(f"{charts}.filter(c => c.sketch).length === 2", timeout=20000)
+        page.wait_for_timeout(300)
+        light = {c["keys"][0]: c["sketch"]["yrange"] for c in page.evaluate(charts)}
+        assert close(light["train/lr"], [2.7e-4, 3.3e-4], 1e-9) and close(light["perf/mfu"], [0.36, 0.44], 1e-9)
+        for route in held:
+            route.continue_()
+        page.wait_for_function(f"{charts}.filter(c => c.plot).length === 2", timeout=20000)
+        page.wait_for_timeout(300)
+        drawn = {c["keys"][0]: c["plot"]["yrange"] for c in page.evaluate(charts)}
+        assert close(drawn["train/lr"], light["train/lr"], 1e-9) and close(drawn["perf/mfu"], light["perf/mfu"], 1e-9)
+        lr = f"{charts}.find(c => c.keys[0] === 'train/lr')"
+        page.evaluate("(() => { const gd = [...document.querySelectorAll('.js-plotly-plot')]"
+                      ".find(d => (d.data || []).some(t => t.meta && t.meta.key === 'train/lr'));"
+                      " return Plotly.relayout(gd, {'yaxis.autorange': true}); })()")
+        page.wait_for_timeout(200)
+        assert close(page.evaluate(lr)["plot"]["yrange"], light["train/lr"], 1e-9)  # a double click's autorange
+        page.wait_for_function("window.__runcast.stream && window.__runcast.stream.open", timeout=10000)
+        run.log({"train/loss": 1.0, "train/lr": 6e-4, "perf/mfu": 0.4}, step=400)
+        assert run.flush(timeout=20)
+        page.wait_for_function(f"{lr}.plot.yrange[1] > 6e-4", timeout=10000)
+        low, high = page.evaluate(lr)["plot"]["yrange"]
+        assert low < 3e-4 and high < 7e-4  # Plotly's own padded range around 3e-4..6e-4
+        assert errors == []
+    finally:
+        context.close()

@@ -4,6 +4,7 @@
 
 import { escapeHtml, theme } from "../util.js";
 import { markerLines } from "./markers.js";
+import { flatRange } from "./sketch.js";
 
 // A chart's first draw sets its bottom margin itself (the x axis's tick labels and title, and
 // the legend's rows, measured at Plotly's default fonts) instead of leaving it to Plotly's
@@ -36,9 +37,11 @@ export function firstBottomMargin(names, plotWidth) {
 /**
  * The layout for the current theme. xmap: the chart's XMap; range: the view's x range in the
  * XMap's units (null: autorange); log: a log y axis; yRange: the user's y zoom (null: autorange);
- * markers: the timeline's events.
+ * markers: the timeline's events; flat: the value of a series flat on a linear axis (sketch.js,
+ * flatLevel), which autoranges to flatRange(flat): Plotly's own autorange (a double click
+ * included) keeps it, through autorangeoptions.
  */
-export function chartLayout({ xmap, range, log, yRange, markers }) {
+export function chartLayout({ xmap, range, log, yRange, markers, flat = null }) {
   const t = theme();
   const xaxis = {
     title: { text: escapeHtml(xmap.axisTitle), standoff: 6 }, gridcolor: t.grid, zeroline: false, automargin: true,
@@ -52,7 +55,13 @@ export function chartLayout({ xmap, range, log, yRange, markers }) {
   if (yRange) {
     yaxis.range = yRange;
     yaxis.autorange = false;
-  } else yaxis.autorange = true;
+  } else {
+    yaxis.autorange = true;
+    if (flat !== null) {
+      const [lo, hi] = flatRange(flat);
+      yaxis.autorangeoptions = { minallowed: lo, maxallowed: hi };
+    }
+  }
   return {
     // The title is the card's heading (HTML): the toolbar sits in the top margin alone.
     margin: { l: 56, r: 12, t: 30, b: 8 },

@@ -66,7 +66,7 @@ export function autorange(traces, axis, length, log = false) {
   const padOf = (pt) => (pt.nopad ? 0 : pt.pad + (pt.extrapad ? extra : 0));
   const minmin = Math.min(...mins.map((p) => p.val));
   const maxmax = Math.max(...maxs.map((p) => p.val));
-  if (minmin === maxmax) return [minmin - 1, minmin + 1];
+  if (minmin === maxmax) return axis === "y" && !log && minmin !== 0 ? flatRange(minmin) : [minmin - 1, minmin + 1];
   let best = 0;
   let lo = null;
   let hi = null;
@@ -82,6 +82,31 @@ export function autorange(traces, axis, length, log = false) {
   }
   best = (hi.val - lo.val) / (length - padOf(lo) - padOf(hi));
   return [lo.val - best * padOf(lo), hi.val + best * padOf(hi)];
+}
+
+/**
+ * The one value every drawn point of `traces` has on a linear y axis, else null (0 too: Plotly's
+ * [-1, 1] suits it). Plotly would centre such a series on an axis from v - 1 to v + 1, where a flat
+ * learning rate of 3e-4 reads as zero; the chart gives it `flatRange(v)` instead (layout.js).
+ */
+export function flatLevel(traces, log) {
+  if (log) return null;
+  let level = null;
+  for (const tr of traces) {
+    if (!DRAWN.has(tr.meta && tr.meta.role) || tr.yaxis === "y2") continue;
+    for (const v of tr.y) {
+      if (typeof v !== "number" || !Number.isFinite(v)) continue;
+      if (level === null) level = v;
+      else if (v !== level) return null;
+    }
+  }
+  return level === 0 ? null : level;
+}
+
+/** The y range of a series flat at `v` (not 0): a tenth of |v| either side. */
+export function flatRange(v) {
+  const pad = 0.1 * Math.abs(v);
+  return [v - pad, v + pad];
 }
 
 /** Plotly's auto ticks of a linear axis: a step of 1, 2 or 5 times a power of ten, from 0. */
@@ -160,7 +185,7 @@ let measure = null;
  */
 export function leftMargin(traces, plotHeight, log, base) {
   const data = traces.filter((t) => DRAWN.has(t.meta && t.meta.role));
-  const yrange = autorange(data, "y", plotHeight, log);
+  const yrange = autorange(data, "y", plotHeight, log); // a flat series' flatRange too, as the layout has it
   if (!yrange) return base;
   if (!measure) measure = document.createElement("canvas").getContext("2d");
   const labels = yLabels(yrange, plotHeight, log);
