@@ -49,8 +49,9 @@ def divergence_train_many(state: dict[str, Any], p: dict[str, Any], steps: Seque
                            ctx: dict[str, Any]) -> list[tuple[int, Signal]]:
     """``divergence_train`` over consecutive points (``signals.BatchDetector``).
 
-    While no alert is open the rule runs here, inline; an open one goes through the point
-    detector. ``ctx["train_step"]`` is the step of ``ctx["train_smoothed"]`` within the
+    The rule runs here, inline, once the point detector has taken the batch's first point:
+    ``opened`` tells which half of it, the watch (no alert open) or the wait for recovery.
+    ``ctx["train_step"]`` is the step of ``ctx["train_smoothed"]`` within the
     runner's feed: of two loss keys, the one whose smoothed value is at the later step sets it
     (the point order: step, then key), as the point detectors called in that order would.
     """
@@ -58,10 +59,10 @@ def divergence_train_many(state: dict[str, Any], p: dict[str, Any], steps: Seque
     isfinite = math.isfinite
     size, rise, confirm = p["smooth"], p["rise"], p["confirm"]
     least, half = max(3, size // 4), size // 2
-    up, down = 1 + rise, 1 - rise
+    up, down, back = 1 + rise, 1 - rise, 1 + rise / 2
     ring: list[float] = []
     window: list[float] = []
-    fast = False
+    fast = opened = False
     best: float | None = None
     above: int | None = None
     level = 0.0
@@ -76,12 +77,11 @@ def divergence_train_many(state: dict[str, Any], p: dict[str, Any], steps: Seque
                 out.append((step, sig))
             if "train_smoothed" in one:
                 last_med, last_step = one["train_smoothed"], step
-            fast = not state.get("open")
-            if fast:
-                ring = state["ring"]
-                window = ordered(state, ring)
-                best, above = state.get("best"), state.get("above")
-                level = 0.0 if best is None else (best * up if best >= 0 else best * down)
+            fast, opened = True, bool(state.get("open"))
+            ring = state["ring"]
+            window = ordered(state, ring)
+            best, above = state.get("best"), state.get("above")
+            level = 0.0 if best is None else (best * up if best >= 0 else best * down)
             continue
         slide(ring, window, value, size)
         n = len(ring)
@@ -90,6 +90,15 @@ def divergence_train_many(state: dict[str, Any], p: dict[str, Any], steps: Seque
         mid = n // 2
         med = window[mid] if n % 2 else 0.5 * (window[mid - 1] + window[mid])
         last_med, last_step = med, step
+        if opened:  # an open alert always has a best
+            assert best is not None
+            if med <= best * back:
+                state["open"], opened = None, False
+                out.append((step, Signal("divergence", "close", step, {"reason": "recovered", "smoothed": med, "best": best})))
+                best = state["best"] = med
+                above = state["above"] = 0
+                level = med * up if med >= 0 else med * down
+            continue
         if best is None or med < best:
             best = state["best"] = med
             state["best_step"] = step
@@ -97,8 +106,7 @@ def divergence_train_many(state: dict[str, Any], p: dict[str, Any], steps: Seque
         if med > level and n >= half:
             above = state["above"] = (above or 0) + 1
             if above >= confirm:
-                state["open"] = True
-                fast = False
+                state["open"] = opened = True
                 out.append((step, Signal("divergence", "open", step, {
                     "mode": "train_trend", "smoothed": med, "best": best, "best_step": state["best_step"], "rise": rise})))
         elif above != 0:  # also when the key is not there yet
