@@ -41,6 +41,24 @@ def pipelined(queue: deque[T], sizes: list[int], last: list[T], encode: Callable
             items, encoded = following, ahead.result()
 
 
+def fetched_ahead(fetch: Callable[[A], tuple[R, A] | None], start: A, pages: int, ship: Callable[[R], None],
+                  go_on: Callable[[], bool]) -> None:
+    """Up to ``pages`` pages, each ``fetch(cursor)``: the page and the cursor after it, or None when there
+    is nothing more. ``ship(page)`` runs for each in order, on this thread, while the next is fetched on a
+    helper thread; ``go_on()`` is asked before each. A fetch that raises raises here, after the pages
+    before it were shipped."""
+    got = fetch(start)
+    for i in range(pages):
+        if got is None or not go_on():
+            return
+        page, cursor = got
+        ahead = Ahead(fetch, cursor) if i + 1 < pages else None
+        ship(page)
+        if ahead is None:
+            return
+        got = ahead.result()
+
+
 class Ahead(Generic[A, R]):
     """``fn(arg)`` computed on a daemon thread from now; ``result()`` waits for it and returns it (or raises
     what it raised). Daemon: an encoding still running never holds the training process at exit."""

@@ -29,7 +29,7 @@ import struct
 import threading
 from collections import deque
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from ..wire.events import SCHEMA_VERSION, encode_value
 
@@ -40,6 +40,18 @@ WRITE_EVERY: Final = 256  # records the training thread collects before one writ
 _LENGTH: Final = struct.Struct("<I")
 
 Record = tuple[int, str, float, "int | None", Any]
+
+
+class Cursor(NamedTuple):
+    """A place in an episode's file: the record's number (from the episode's first), its byte offset."""
+
+    record: int
+    offset: int
+    episode: int
+
+    def after(self, records: int, size: int) -> Cursor:
+        """The cursor past ``records`` records of ``size`` bytes read from this one."""
+        return Cursor(self.record + records, self.offset + size, self.episode)
 
 
 class Overflow:
@@ -58,6 +70,7 @@ class Overflow:
         self._size = 0  # bytes of whole records in the file
         self._synced = True
         self.failed = 0  # records lost because the file could not be written (disk full)
+        self._episode = 0  # counts the episodes that ended (a cursor of an earlier one reads nothing)
 
     # --- the training thread ---------------------------------------------------------------
 
@@ -86,6 +99,7 @@ class Overflow:
                 return False
             os.close(self._fd)
             self._fd = None
+            self._episode += 1
             self.written = self.shipped = self._read_pos = self._size = 0
             self._synced = True
             for name in (FILE, OFFSET):
@@ -123,15 +137,26 @@ class Overflow:
         """Records written or collected and not shipped yet."""
         return self.written - self.shipped + len(self._lines)
 
-    def read(self, max_records: int) -> tuple[list[Record], int]:
-        """Up to ``max_records`` records not shipped yet, and their size in bytes (for ``shipped``)."""
+    def cursor(self) -> Cursor:
+        """Where the first record not shipped yet lies (``read`` reads from a cursor)."""
+        with self._lock:
+            return Cursor(self.shipped, self._read_pos, self._episode)
+
+    def read(self, cursor: Cursor, max_records: int) -> tuple[list[Record], int]:
+        """Up to ``max_records`` records from ``cursor`` on, and their size in bytes (for ``mark_shipped``).
+
+        A cursor past records read but not shipped yet (``Cursor.after``) reads ahead, on any
+        thread: those records keep the episode open (``try_close`` waits for them) until shipped.
+        """
         self.write()
         with self._lock:
-            available, position, fd = self.written - self.shipped, self._read_pos, self._fd
+            available, fd = self.written - cursor.record, self._fd
+            if cursor.episode != self._episode:
+                available = 0
         if available <= 0 or fd is None:
             return [], 0
         with open(self._path, "rb") as handle:
-            handle.seek(position)
+            handle.seek(cursor.offset)
             return _parse(handle, min(available, max_records))
 
     def mark_shipped(self, records: int, size: int) -> None:

@@ -29,14 +29,14 @@ from pathlib import Path
 from typing import Any, Final
 
 from ..wire import events
-from .ahead import pipelined
+from .ahead import fetched_ahead, pipelined
 from .backoff import Backoff
 from .batches import batch_bodies, batch_sizes, is_columnar
 from .blob_http import BlobClient
 from .config import SenderConfig
 from .encode import Encoded, encode_items
 from .outbox import Counters, Item, Wakeup
-from .overflow import Overflow
+from .overflow import Cursor, Overflow
 from .renames import Renames
 from .spool import Spool
 from .spool_blobs import SPOOLED
@@ -209,17 +209,22 @@ class Sender:
         pipelined(self._queue, batch_sizes(take, self._batch_limit(), beat), last, self._encode, self._deliver_encoded)
 
     def _ship_overflow(self, overflow: Overflow, closing: bool) -> None:
-        """Send (or spool) a few batches of the overflow file, in order."""
+        """Send (or spool) a few batches of the overflow file in order, each read and encoded ahead (``ahead``);
+        past a closing run's deadline the rest stays in the file, for `runcast sync`."""
         size = self._batch_limit()
-        for _ in range(OVERFLOW_BATCHES_PER_PASS):
-            if closing and self._past_deadline():
-                return  # what is left stays in the file, for `runcast sync`
-            records, used = overflow.read(size)
-            if not records:
-                return
+
+        def fetch(at: Cursor) -> tuple[tuple[list[Item], int, Encoded], Cursor] | None:
+            records, used = overflow.read(at, size)
             items = [(r[0], r[1], r[2], r[3], r[4]) for r in records]
-            self._deliver_encoded(items, self._encode(items))
-            overflow.mark_shipped(len(records), used)
+            return ((items, used, self._encode(items)), at.after(len(items), used)) if items else None
+
+        def ship(page: tuple[list[Item], int, Encoded]) -> None:
+            items, used, encoded = page
+            self._deliver_encoded(items, encoded)
+            overflow.mark_shipped(len(items), used)
+
+        fetched_ahead(fetch, overflow.cursor(), OVERFLOW_BATCHES_PER_PASS, ship,
+                      lambda: not (closing and self._past_deadline()))
 
     def _wait_time(self) -> float:
         now, last_flush, next_heartbeat = time.monotonic(), self.state.last_flush, self.state.next_heartbeat
