@@ -33,6 +33,8 @@ ALLOWED: dict[tuple[str, str], str] = {
     "columns (the same in every process, for every database); it holds no connection and no setting",
     ("ingest/bulk.py", "_SQLITE_STMT"): "the same memo for SQLite: the statement built from a table's name, "
     "columns and ON CONFLICT clause; it holds no connection and no setting",
+    ("inbox/rows.py", "_CLAIMS"): "a memo of a pure function: an inbox row's claim statement, built for a "
+    "dialect's name and the names of the columns it sets; it holds no connection and no setting",
     ("alerts/engine.py", "_STATEMENTS"): "a memo of a pure function: the statements of the detector states and "
     "of a signal's alert, built for a dialect's name; it holds no connection and no setting",
 }

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Final
 
 from runcast.wire.columns import present
 from runcast.wire.events import COLUMNS_TYPE, is_system_event
@@ -43,11 +43,20 @@ RUN_LEVEL = 0  # segment_id of run-level detector state
 log = logging.getLogger(__name__)
 
 
+# Built once: each runs for every batch, and building one costs more than running it.
+_CONFIGS_OF: Final = select(CONFIGS.c.run_id, CONFIGS.c.overrides).where(CONFIGS.c.run_id.in_(bindparam("ids", expanding=True)))
+_STATES_OF: Final = (select(STATES.c.run_id, STATES.c.segment_id, STATES.c.key, STATES.c.detector, STATES.c.state)
+                     .where(STATES.c.run_id.in_(bindparam("ids", expanding=True))))
+_OPEN_STALLS: Final = (select(ALERTS.c.id, ALERTS.c.run_id)
+                       .where(ALERTS.c.run_id.in_(bindparam("ids", expanding=True)), ALERTS.c.kind == "stall",
+                              ALERTS.c.state == "open"))
+
+
 def load_configs(
     conn: Connection, run_ids: Sequence[str], stall_after_s: float | None = None
 ) -> dict[str, dict[str, Any]]:
     """run -> effective detector configuration (``stall_after_s``: the server's stall default)."""
-    rows = dict(conn.execute(select(CONFIGS.c.run_id, CONFIGS.c.overrides).where(CONFIGS.c.run_id.in_(sorted(run_ids)))).all())
+    rows = dict(conn.execute(_CONFIGS_OF, {"ids": sorted(run_ids)}).all())
     return {rid: dconfig.effective(rows.get(rid), stall_after_s=stall_after_s) for rid in run_ids}
 
 
@@ -188,8 +197,7 @@ def watched_columns(events: Sequence[dict[str, Any]], segments: dict[tuple[str, 
 
 
 def _load_states(conn: Connection, run_ids: list[str]) -> dict[tuple[str, int, str, str], dict[str, Any]]:
-    c = STATES.c
-    rows = conn.execute(select(c.run_id, c.segment_id, c.key, c.detector, c.state).where(c.run_id.in_(run_ids)))
+    rows = conn.execute(_STATES_OF, {"ids": run_ids})
     return {(r, s, k, d): dict(st) for r, s, k, d, st in rows}
 
 
@@ -343,10 +351,7 @@ def timeline_payload(alert_id: int, kind: str, key: str, state: str, step: int |
 def close_stall_alerts(conn: Connection, run_ids: Sequence[str], now: float, result: Any = None) -> None:
     """Any event of a run ends its open stall alert, but for system samples: like the heartbeat
     (``ingest.state``), they keep coming from a process whose training hangs."""
-    a = ALERTS.c
-    rows = conn.execute(
-        select(a.id, a.run_id).where(a.run_id.in_(list(run_ids)), a.kind == "stall", a.state == "open")
-    ).all()
+    rows = conn.execute(_OPEN_STALLS, {"ids": list(run_ids)}).all()
     for _alert_id, run in rows:
         sig = Signal("stall", "close", None, {"reason": "activity", "quiet_s": None})
         entry = apply_signal(conn, run, None, sig, now, result=result)

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from runcast.wire.events import validate_batch
-from sqlalchemy import Connection, select, update
+from sqlalchemy import Connection, bindparam, select, update
 
 from runcast_server.alerts.engine import detect_batch
 from runcast_server.core.db import Database
@@ -52,9 +52,10 @@ from runcast_server.inbox.rows import (
     read_state,
 )
 from runcast_server.inbox.salvage import salvage
-from runcast_server.ingest.checks import lock_runs, take_write_lock
+from runcast_server.ingest.checks import take_write_lock
 from runcast_server.ingest.results import IngestResult, UnknownRun
 from runcast_server.ingest.store import store_batch
+from runcast_server.ingest.tables import RUNS
 
 UNKNOWN_RUN_RETRIES: Final = 12  # a legacy broker message that overtook its run_started
 UNKNOWN_RUN_RETRY_S: Final = 5.0
@@ -182,9 +183,10 @@ def _detect(db: Database, inbox_id: int, policy: Policy, events: list[dict[str, 
             with db.scope() as session:
                 conn = session.connection()
                 if first:
-                    run_id = conn.execute(select(INBOX.c.run_id).where(INBOX.c.id == inbox_id)).scalar()
+                    run_id = conn.execute(_RUN_OF_ROW, {"row": inbox_id}).scalar()
                     first = False
                 if run_id is not None:
+                    _lock_run(conn, run_id)
                     head = _next_stored(conn, run_id)
                     if head is None:
                         return read_state(conn, inbox_id) == DONE
@@ -193,7 +195,7 @@ def _detect(db: Database, inbox_id: int, policy: Policy, events: list[dict[str, 
                 detected = _detect_row(conn, row_id, now, policy, events if own else None, segments if own else None)
                 if detected is None:  # someone else holds the row: the rows behind it are theirs to take
                     return read_state(conn, inbox_id) == DONE
-                more = run_id is not None and _next_stored(conn, run_id) is not None
+                more = run_id is not None and _next_stored(conn, run_id) is not None  # still under the lock
                 done = not more and read_state(conn, inbox_id) == DONE
         except Exception as exc:
             if is_transient(exc):
@@ -221,16 +223,24 @@ def _detect_behind(db: Database, inbox_id: int, policy: Policy, publish: Publish
         log.warning("ingest: inbox %d: database unavailable for the rows behind it (%s)", inbox_id, describe(exc))
 
 
+# Built once: they run for every batch, and building a statement costs more than running it here.
+_RUN_OF_ROW: Final = select(INBOX.c.run_id).where(INBOX.c.id == bindparam("row"))
+_FIRST_WAITING: Final = (select(INBOX.c.id, INBOX.c.state).where(INBOX.c.run_id == bindparam("run"), WAITING)
+                         .order_by(INBOX.c.id).limit(1))
+_LOCK_RUN: Final = select(RUNS.c.id).where(RUNS.c.id == bindparam("run")).with_for_update()
+
+
+def _lock_run(conn: Connection, run_id: str) -> None:
+    """The run's lock, which ingest and the detectors take too (``ingest.checks.lock_runs``; SQLite's write lock)."""
+    if conn.dialect.name == "sqlite":
+        take_write_lock(conn)
+    else:
+        conn.execute(_LOCK_RUN, {"run": run_id})
+
+
 def _next_stored(conn: Connection, run_id: str) -> int | None:
     """Under the run's lock: the run's first row still on its way, if it is stored (else None)."""
-    take_write_lock(conn)
-    lock_runs(conn, [run_id])
-    head = conn.execute(
-        select(INBOX.c.id, INBOX.c.state)
-        .where(INBOX.c.run_id == run_id, WAITING)
-        .order_by(INBOX.c.id)
-        .limit(1)
-    ).first()
+    head = conn.execute(_FIRST_WAITING, {"run": run_id}).first()
     return head.id if head is not None and head.state == STORED else None
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 import orjson
-from sqlalchemy import ColumnElement, Connection, Row, func, select, update
+from sqlalchemy import ColumnElement, Connection, Row, bindparam, func, select, update
 
 from runcast_server.inbox.models import InboxRow
 from runcast_server.ingest.results import IngestResult
@@ -110,27 +110,44 @@ def claim(conn: Connection, inbox_id: int, expect: str, *, read_body: bool = Tru
     PostgreSQL the transaction is also made to commit asynchronously (see the module
     docstring): ``set_config`` rides along in the same round trip.
     """
-    locked = (
-        select(_CLAIMED.c.id)
-        .where(_CLAIMED.c.id == inbox_id, _CLAIMED.c.state == expect)
-        .with_for_update(skip_locked=True)
-        .scalar_subquery()
-    )
     if conn.dialect.name == "sqlite":
         from runcast_server.ingest.checks import take_write_lock
 
         take_write_lock(conn)
+    shape = (conn.dialect.name, read_body and "body" not in values, tuple(sorted(values)))
+    stmt = _CLAIMS.get(shape)
+    if stmt is None:
+        stmt = _CLAIMS[shape] = _claim_statement(*shape)
+    return conn.execute(stmt, {"b_row": inbox_id, "b_expect": expect, **{f"b_{k}": v for k, v in values.items()}}).first()
+
+
+# claim's UPDATE for each (dialect, read_body, names of the values set): it runs two or three
+# times a batch, and building one costs more than running it.
+_CLAIMS: dict[tuple[str, bool, tuple[str, ...]], Any] = {}
+
+
+def _claim_statement(dialect: str, read_body: bool, names: tuple[str, ...]) -> Any:
+    """``claim``'s UPDATE for one dialect and one set of values, with bound parameters."""
+    locked = (
+        select(_CLAIMED.c.id)
+        .where(_CLAIMED.c.id == bindparam("b_row"), _CLAIMED.c.state == bindparam("b_expect"))
+        .with_for_update(skip_locked=True)
+        .scalar_subquery()
+    )
     columns: list[ColumnElement[Any]] = [INBOX.c.project_id, INBOX.c.received_at]
-    if read_body and "body" not in values:
+    if read_body:
         columns.append(INBOX.c.body)
-    if conn.dialect.name == "postgresql":
+    if dialect == "postgresql":
         columns.append(func.set_config("synchronous_commit", "off", True))
-    stmt = update(INBOX).where(INBOX.c.id == locked).values(attempts=INBOX.c.attempts + 1, **values)
-    return conn.execute(stmt.returning(*columns)).first()
+    values = {name: bindparam(f"b_{name}", type_=INBOX.c[name].type) for name in names}
+    return update(INBOX).where(INBOX.c.id == locked).values(attempts=INBOX.c.attempts + 1, **values).returning(*columns)
+
+
+_STATE: Final = select(INBOX.c.state).where(INBOX.c.id == bindparam("b_row"))
 
 
 def read_state(conn: Connection, inbox_id: int) -> str | None:
-    return conn.execute(select(INBOX.c.state).where(INBOX.c.id == inbox_id)).scalar()
+    return conn.execute(_STATE, {"b_row": inbox_id}).scalar()
 
 
 def describe(exc: BaseException) -> str:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, Final
 
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection, bindparam, select
 from sqlalchemy.orm import Session
 
 from runcast_server.core.db import noop_write, upsert
@@ -104,18 +104,18 @@ def _unknown_run(run: str) -> str:
 
 def lock_runs(conn: Connection, run_ids: Iterable[str]) -> dict[str, Any]:
     """Lock the runs' rows in id order and return them by id."""
-    ids = sorted(set(run_ids))
-    stmt = (
-        select(
-            RUNS.c.id, RUNS.c.project_id, RUNS.c.version, RUNS.c.status, RUNS.c.last_step, RUNS.c.last_values,
-            RUNS.c.heartbeat_at, RUNS.c.block,
-        )
-        .where(RUNS.c.id.in_(ids))
-        .order_by(RUNS.c.id)
-    )
-    if not is_sqlite(conn):
-        stmt = stmt.with_for_update()
-    return {row.id: row for row in conn.execute(stmt)}
+    stmt = _READ_RUNS if is_sqlite(conn) else _LOCK_RUNS
+    return {row.id: row for row in conn.execute(stmt, {"ids": sorted(set(run_ids))})}
+
+
+# Built once (they run for every batch, twice): SQLite's write lock is the caller's, taken first.
+_READ_RUNS: Final = (
+    select(RUNS.c.id, RUNS.c.project_id, RUNS.c.version, RUNS.c.status, RUNS.c.last_step, RUNS.c.last_values,
+           RUNS.c.heartbeat_at, RUNS.c.block)
+    .where(RUNS.c.id.in_(bindparam("ids", expanding=True)))
+    .order_by(RUNS.c.id)
+)
+_LOCK_RUNS: Final = _READ_RUNS.with_for_update()
 
 
 def take_write_lock(conn: Connection) -> None:

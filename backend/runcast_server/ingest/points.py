@@ -5,7 +5,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Sequence
 from math import floor
-from typing import Any, NotRequired, TypedDict
+from typing import Any, Final, NotRequired, TypedDict
 
 from runcast.wire.events import TIMESTAMP_KEY
 from sqlalchemy import Connection, Insert, bindparam, case, func, select, update
@@ -105,17 +105,7 @@ def write_metrics(
         per_run = newest.setdefault(run, {})
         if key not in per_run or last > per_run[key][0]:
             per_run[key] = (last, value)
-    c = SERIES.c
-    conn.execute(
-        update(SERIES)
-        .where(c.id == bindparam("sid"))
-        .values(
-            count=c.count + bindparam("n"),
-            min_step=_min_expr(c.min_step, bindparam("lo")),
-            max_step=_max_expr(c.max_step, bindparam("hi")),
-        ),
-        [{"sid": sid, "n": st[0], "lo": st[1], "hi": st[2]} for sid, st in sorted(stats.items())],
-    )
+    conn.execute(_SERIES_STATS, [{"sid": sid, "n": st[0], "lo": st[1], "hi": st[2]} for sid, st in sorted(stats.items())])
     return newest
 
 
@@ -266,6 +256,18 @@ def _min_expr(column: Any, value: Any) -> Any:
 
 def _max_expr(column: Any, value: Any) -> Any:
     return case((column.is_(None) | (value > column), value), else_=column)
+
+
+# Each series' count and step range moved on by a batch: built once (it runs for every batch).
+_SERIES_STATS: Final = (
+    update(SERIES)
+    .where(SERIES.c.id == bindparam("sid"))
+    .values(
+        count=SERIES.c.count + bindparam("n"),
+        min_step=_min_expr(SERIES.c.min_step, bindparam("lo")),
+        max_step=_max_expr(SERIES.c.max_step, bindparam("hi")),
+    )
+)
 
 
 def _insert_points(conn: Connection, columns: list[list[Any]], *, beyond: bool = False) -> list[tuple[int, int]] | None:
