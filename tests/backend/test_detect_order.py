@@ -5,7 +5,6 @@ order ends with the alerts of the same batches taken in order. On SQLite and Pos
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -20,19 +19,6 @@ from sqlalchemy import update
 
 BATCH, BATCHES = 100, 4
 SPIKES = (50, 250)  # in the batches that the orders below take second
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.services)])
-def client(request: pytest.FixtureRequest, embedded_env: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    from fastapi.testclient import TestClient
-    from runcast_server.app import create_app
-
-    if request.param == "postgresql":
-        monkeypatch.setenv("RUNCAST_DATABASE_URL", request.getfixturevalue("pg_url"))
-    monkeypatch.setenv("RUNCAST_ALERT_CHECK_INTERVAL_S", "3600")
-    monkeypatch.setenv("RUNCAST_INBOX_SWEEP_INTERVAL_S", "3600")
-    with TestClient(create_app()) as c:
-        yield c
 
 
 @pytest.fixture

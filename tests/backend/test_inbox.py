@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -25,20 +24,6 @@ from sqlalchemy import text, update
 from backend.helpers import counts
 
 URL = "/api/v1/ingest"
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.services)])
-def client(request: pytest.FixtureRequest, embedded_env: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    """The app with eager tasks, on SQLite or on PostgreSQL."""
-    from fastapi.testclient import TestClient
-    from runcast_server.app import create_app
-
-    if request.param == "postgresql":
-        monkeypatch.setenv("RUNCAST_DATABASE_URL", request.getfixturevalue("pg_url"))
-    monkeypatch.setenv("RUNCAST_ALERT_CHECK_INTERVAL_S", "3600")
-    monkeypatch.setenv("RUNCAST_INBOX_SWEEP_INTERVAL_S", "3600")  # the tests sweep by hand
-    with TestClient(create_app()) as c:
-        yield c
 
 
 @pytest.fixture

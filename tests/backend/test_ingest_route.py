@@ -182,11 +182,10 @@ def test_body_over_limit_is_413(db: Any, settings: Any, embedded: Any, token: st
 
 def test_broker_down_still_accepts_durably(db: Any, embedded: Any, token: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """The inbox holds the batch: 202 without a broker; the sweeper enqueues it later."""
-    from runcast_server.inbox.models import InboxRow
-
     from fastapi.testclient import TestClient
     from runcast_server.app import create_app
     from runcast_server.core.settings import Settings
+    from runcast_server.inbox.models import InboxRow
 
     monkeypatch.setenv("RUNCAST_REDIS_URL", "redis://127.0.0.1:9/0")  # nothing listens on port 9
     with TestClient(create_app(Settings())) as production:  # the same database, a broker that is down

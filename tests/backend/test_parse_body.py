@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from runcast_server.inbox.rows import parse_body
 
 

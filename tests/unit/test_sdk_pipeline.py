@@ -76,16 +76,7 @@ def test_a_backlog_through_an_outage_arrives_once_in_order(make_run, receiver) -
     for step in range(3000):
         run.log({"loss": step / 7, "lr": 1e-3}, step=step)
 
-    def outage() -> None:
-        receiver.wait_for(lambda: len(receiver.bodies) >= 5)
-        receiver.mode = "fail"
-        time.sleep(0.5)
-        receiver.mode = "ok"
-
-    breaker = threading.Thread(target=outage)
-    breaker.start()
-    run.finish(timeout=60)
-    breaker.join()
+    finish_through_an_outage(run, receiver, after_bodies=5)
     seqs = [e["seq"] for e in receiver.events()]
     assert seqs == list(range(3002))
     assert run.stats == runcast.RunStats(logged=3002, sent=3002, spooled=run.stats.spooled, dropped=0,
@@ -164,8 +155,18 @@ def test_a_spilled_burst_through_a_slow_service_and_an_outage_arrives_once_in_or
         run.log({"loss": step / 7, "lr": 1e-3}, step=step)
     assert run.stats.spilled > 2000
 
+    finish_through_an_outage(run, receiver, after_bodies=10)
+    seqs = [e["seq"] for e in receiver.events()]
+    assert seqs == list(range(3002))
+    assert run.stats.sent == 3002 and run.stats.dropped == 0
+    assert run.stats.spooled > 0 and run.stats.replayed == run.stats.spooled
+
+
+def finish_through_an_outage(run, receiver, *, after_bodies: int) -> None:  # type: ignore[no-untyped-def]
+    """``run.finish()`` while the receiver fails for 0.5 s once it has taken ``after_bodies`` bodies."""
+
     def outage() -> None:
-        receiver.wait_for(lambda: len(receiver.bodies) >= 10)
+        receiver.wait_for(lambda: len(receiver.bodies) >= after_bodies)
         receiver.mode = "fail"
         time.sleep(0.5)
         receiver.mode = "ok"
@@ -174,7 +175,3 @@ def test_a_spilled_burst_through_a_slow_service_and_an_outage_arrives_once_in_or
     breaker.start()
     run.finish(timeout=60)
     breaker.join()
-    seqs = [e["seq"] for e in receiver.events()]
-    assert seqs == list(range(3002))
-    assert run.stats.sent == 3002 and run.stats.dropped == 0
-    assert run.stats.spooled > 0 and run.stats.replayed == run.stats.spooled
