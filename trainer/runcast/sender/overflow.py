@@ -56,7 +56,8 @@ class Cursor(NamedTuple):
 
 class Overflow:
     """One segment's overflow file. ``open``, ``put`` and ``try_close`` belong to the training thread;
-    ``read``, ``shipped`` and ``sync`` to the sender; ``write`` may be called by either."""
+    ``cursor``, ``mark_shipped`` and ``sync`` to the sender; ``read`` to the sender or its helper
+    thread (a read ahead); ``write`` may be called by any of them."""
 
     def __init__(self, directory: Path) -> None:
         self.directory = Path(directory)
