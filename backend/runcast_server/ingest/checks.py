@@ -47,17 +47,11 @@ def check_batch(session: Session, project_id: int, events: Sequence[dict[str, An
                     field="project",
                     index=i,
                 )
-    run_ids = sorted({e["run"] for e in events})
-    rows = conn.execute(select(RUNS.c.id, RUNS.c.project_id, RUNS.c.commands_pending).where(RUNS.c.id.in_(run_ids))).all()
+    rows = conn.execute(_OWNERS, {"ids": sorted({e["run"] for e in events})}).all()
     owner = {row.id: row.project_id for row in rows}
     stored_segments: set[tuple[str, str]] = set()
     if owner:
-        stored_segments = {
-            (r, u)
-            for r, u in conn.execute(
-                select(SEGMENTS.c.run_id, SEGMENTS.c.uid).where(SEGMENTS.c.run_id.in_(sorted(owner)))
-            ).all()
-        }
+        stored_segments = {(r, u) for r, u in conn.execute(_SEGMENTS_OF, {"ids": sorted(owner)}).all()}
     check_owners(events, project_id, owner, stored_segments, started)
     check_blobs(conn, project_id, events)
     return {row.id for row in rows if row.commands_pending}
@@ -107,6 +101,11 @@ def lock_runs(conn: Connection, run_ids: Iterable[str]) -> dict[str, Any]:
     stmt = _READ_RUNS if is_sqlite(conn) else _LOCK_RUNS
     return {row.id: row for row in conn.execute(stmt, {"ids": sorted(set(run_ids))})}
 
+
+# Built once (each runs for every batch): the write door's owners and segments of the batch's runs.
+_OWNERS: Final = (select(RUNS.c.id, RUNS.c.project_id, RUNS.c.commands_pending)
+                  .where(RUNS.c.id.in_(bindparam("ids", expanding=True))))
+_SEGMENTS_OF: Final = select(SEGMENTS.c.run_id, SEGMENTS.c.uid).where(SEGMENTS.c.run_id.in_(bindparam("ids", expanding=True)))
 
 # Built once (they run for every batch, twice): SQLite's write lock is the caller's, taken first.
 _READ_RUNS: Final = (

@@ -206,12 +206,10 @@ def _series_ids(
     so a batch of known series costs one round trip. A run with a block (partitions.py)
     numbers its series inside the block, under its row lock; others take the sequence's.
     """
-    query = select(SERIES.c.id, SERIES.c.segment_id, SERIES.c.key, SERIES.c.max_step).where(
-        SERIES.c.segment_id.in_(sorted(run_of_segment))
-    )
+    segments = {"ids": sorted(run_of_segment)}
 
     def read() -> dict[tuple[int, str], tuple[int, int | None]]:
-        return {(seg, key): (sid, hi) for sid, seg, key, hi in conn.execute(query) if (seg, key) in batch}
+        return {(seg, key): (sid, hi) for sid, seg, key, hi in conn.execute(_SERIES_OF, segments) if (seg, key) in batch}
 
     found = read()
     missing = sorted(k for k in batch if k not in found)
@@ -258,7 +256,10 @@ def _max_expr(column: Any, value: Any) -> Any:
     return case((column.is_(None) | (value > column), value), else_=column)
 
 
-# Each series' count and step range moved on by a batch: built once (it runs for every batch).
+# Built once (each runs for every batch): the series of the batch's segments, and each series'
+# count and step range moved on by a batch.
+_SERIES_OF: Final = (select(SERIES.c.id, SERIES.c.segment_id, SERIES.c.key, SERIES.c.max_step)
+                     .where(SERIES.c.segment_id.in_(bindparam("ids", expanding=True))))
 _SERIES_STATS: Final = (
     update(SERIES)
     .where(SERIES.c.id == bindparam("sid"))

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Final
 
 from runcast.wire.events import COLUMNS_TYPE, SYSTEM_PREFIX, encode_value, is_system_event
-from sqlalchemy import BindParameter, Connection, bindparam, select, update
+from sqlalchemy import Connection, bindparam, select, update
 
 from runcast_server.ingest.results import IngestResult
 from runcast_server.ingest.tables import EVENTS, RUNS, SEGMENTS
@@ -93,22 +93,20 @@ def update_runs(
             "ver": change.version,
         }
         params.append((p, rid in statuses, started_at, finished_at))
-    c = RUNS.c
-    base: dict[str, BindParameter[Any]] = {
-        "heartbeat_at": bindparam("hb"), "last_step": bindparam("ls"), "last_values": bindparam("lv"),
-        "status": bindparam("st"), "version": bindparam("ver"),
-    }
     plain = [p for p, with_status, _, _ in params if not with_status]
     if plain:
-        conn.execute(update(RUNS).where(c.id == bindparam("rid")).values(**base), plain)
+        conn.execute(_RUN_STATE, plain)
     timed = [dict(p, sa=sa, fa=fa) for p, with_status, sa, fa in params if with_status]
     if timed:
-        conn.execute(
-            update(RUNS)
-            .where(c.id == bindparam("rid"))
-            .values(**base, started_at=bindparam("sa"), finished_at=bindparam("fa")),
-            timed,
-        )
+        conn.execute(_RUN_STATE_TIMED, timed)
+
+
+# Built once (the first runs for every batch): a run's state moved on, with its start and finish times or not.
+_RUN_STATE: Final = update(RUNS).where(RUNS.c.id == bindparam("rid")).values(
+    heartbeat_at=bindparam("hb"), last_step=bindparam("ls"), last_values=bindparam("lv"), status=bindparam("st"),
+    version=bindparam("ver"),
+)
+_RUN_STATE_TIMED: Final = _RUN_STATE.values(started_at=bindparam("sa"), finished_at=bindparam("fa"))
 
 
 def write_lost(conn: Connection, events: Sequence[dict[str, Any]], segments: dict[tuple[str, str], int]) -> None:
