@@ -10,7 +10,7 @@ back through the API (the run's Parquet export, rows counted). With several ``--
 each round runs them in turn, so a change in the machine's load hits every arm alike.
 Printed per repeat: points/s from the first ``log()`` to ``finish()`` returning (every point
 is then stored: the embedded API stores a batch before its 202; the stored and the read
-counts are checked), the log loop, ``finish()``, the time until every point was read after
+counts are checked), the log loop and the share of steps sent during it, ``finish()``, the time until every point was read after
 it, the total, the server's and the SDK process's CPU µs per point, and the load average.
 
     .venv/bin/python bench/embedded_ingest.py --checkout . --rounds 1 --steps 1000000 --keys 1
@@ -53,13 +53,14 @@ def client(args: argparse.Namespace) -> None:
         for step in range(args.steps):
             log(values[step & 1023], step=step)
         logged = time.perf_counter()
+        sent_at_logged = run.stats.sent
         run.finish(timeout=600)
         done, cpu = time.perf_counter(), time.process_time() - cpu0
         rows = readable_rows(args.server, run.id, expected=args.steps * args.keys)
         readable = time.perf_counter()
         print(json.dumps({"run": run.id, "seconds": done - begin, "log_s": logged - begin, "finish_s": done - logged,
                           "readable_s": readable - done, "rows": rows, "sdk_cpu_s": cpu,
-                          "spooled": run.stats.spooled, "dropped": run.stats.dropped}))
+                          "spooled": run.stats.spooled, "sent_at_logged": sent_at_logged, "dropped": run.stats.dropped}))
 
 
 def key_names(count: int) -> tuple[str, ...]:
@@ -145,7 +146,7 @@ def one(checkout: Path, steps: int, keys: int) -> dict[str, float]:
         raise RuntimeError(f"{checkout}: {stored} stored, {result['rows']} of {expected} points read, {result}")
     return {"points_per_s": expected / result["seconds"], "finish_s": result["finish_s"],
             "log_s": result["log_s"], "readable_s": result["readable_s"],
-            "total_s": result["seconds"] + result["readable_s"],
+            "total_s": result["seconds"] + result["readable_s"], "sent_in_loop": result["sent_at_logged"] / steps,
             "server_us_per_point": server_cpu / expected * 1e6, "sdk_us_per_point": result["sdk_cpu_s"] / expected * 1e6,
             "load0": load0, "load1": load1}
 
@@ -171,7 +172,7 @@ def main() -> None:
             res = one(c, args.steps, args.keys)
             results[c].append(res)
             print(f"round {r + 1} {c}: {res['points_per_s']:,.0f} points/s, log loop {res['log_s']:.2f} s, "
-                  f"finish() {res['finish_s']:.2f} s, readable {res['readable_s']:.2f} s later, "
+                  f"{res['sent_in_loop']:.0%} sent during it, finish() {res['finish_s']:.2f} s, readable {res['readable_s']:.2f} s later, "
                   f"total {res['total_s']:.2f} s, "
                   f"server {res['server_us_per_point']:.2f} CPU us/point, SDK {res['sdk_us_per_point']:.2f} (load {res['load0']:.2f}-{res['load1']:.2f})",
                   flush=True)

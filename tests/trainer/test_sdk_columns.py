@@ -13,14 +13,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import runcast
 from runcast.sender.batches import batch_bodies, is_columnar
+from runcast.sender.config import SenderConfig
+from runcast.sender.encode import encode_items, to_wire
+from runcast.sender.renames import Renames
 from runcast.sender.spool import Spool
 from runcast.sender.spool_parts import Parts
 from runcast.sender.transport import Rejected
+from runcast.values import Deferred
 from runcast.wire.columns import MIN_COLUMN_ROWS, expand_columns
-from runcast.wire.events import EVENT_TYPES
-
-import runcast
+from runcast.wire.events import EVENT_TYPES, MAX_BATCH_BYTES
 
 
 class FakeServer(ThreadingHTTPServer):
@@ -149,3 +152,55 @@ def test_a_spooled_columnar_batch_cut_for_a_smaller_server_stays_columns(said):
     assert sent == 3000 and refused == []
     assert all(is_columnar(b) for b in server.taken)
     assert [e for b in server.taken for e in expand_columns(json.loads(b)["events"])] == dense
+
+
+class Tensor:
+    """A one-element device tensor as ``Deferred`` reads it (``.item()``), or one the device cannot give."""
+
+    def __init__(self, value: float | None) -> None:
+        self.value = value
+
+    def item(self) -> float:
+        if self.value is None:
+            raise RuntimeError("device lost")
+        return self.value
+
+
+def queued(tensors: bool) -> list[Any]:
+    """Queue items as the outbox holds them: a note first, dense metrics with a sparse key, NaN and
+    +-Inf, heartbeats between and after them, and (with ``tensors``) device tensors, one unreadable."""
+    items: list[Any] = [(0, "note", 1.0, None, {"text": "go"})]
+    for i in range(1, 200):
+        values: dict[str, Any] = {"loss": 1.0 / i, "lr": 3e-4}
+        if i % 7 == 0:
+            values["val/loss"] = [float("nan"), float("inf"), -float("inf")][i % 3]
+        if tensors and i % 5 == 0:
+            values["loss"] = Deferred(Tensor(2.0 * i))
+        if tensors and i == 50:
+            values = {"loss": Deferred(Tensor(None))}  # every value lost: the item is not sent
+        items.append((i, "metrics", 1.0 + i, i, values))
+        if i % 60 == 0:
+            items.append((1000 + i, "heartbeat", 1.0 + i, i, {"step": i}))
+    return [*items, (2000, "heartbeat", 500.0, 199, {"step": 199})]
+
+
+@pytest.mark.parametrize("columns", [True, False], ids=["columns", "events"])
+@pytest.mark.parametrize("tensors", [False, True], ids=["floats", "device-tensors"])
+@pytest.mark.parametrize("max_bytes", [MAX_BATCH_BYTES, 3000], ids=["one-body", "halved"])
+def test_the_senders_bodies_are_those_of_its_events(columns, tensors, max_bytes):
+    """The sender builds columns from its queue's items without an event a step: the bodies and the
+    batches' events are exactly what cutting the items' wire events gives."""
+    config = SenderConfig(run="run_aaaaaaaa", segment="seg_aaaaaaaa", batch_size=5000, flush_interval=0,
+                          heartbeat_interval=60, retry_initial=1, retry_max=2, spool_dir=Path("unused"), spool_meta={},
+                          batch_bytes=max_bytes, columns=columns)
+    items = queued(tensors)
+    bodies, unreadable = encode_items(items, config, Renames("here"), lambda: False, 5000)
+    wire = [e for item in queued(tensors) if (e := to_wire(item, config.run, config.segment, lambda: False))]
+    expected = batch_bodies(wire, 5000, max_bytes, columns=columns)
+    assert [body for body, _ in bodies] == [body for body, _ in expected]
+    assert [list(batch) for _, batch in bodies] == [batch for _, batch in expected]
+    assert unreadable == (1 if tensors else 0)
+    assert (len(bodies) > 1) == (max_bytes < MAX_BATCH_BYTES)
+    assert is_columnar(bodies[0][0]) == columns
+    events = [e for body, _ in bodies for e in expand_columns(json.loads(body)["events"])]
+    assert len(events) == len(wire) == len(items) - unreadable  # every readable item once, none lost

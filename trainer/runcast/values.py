@@ -18,6 +18,7 @@ import math
 import numbers
 import sys
 from collections.abc import Mapping
+from itertools import chain
 from typing import Any
 
 from .wire.checks import check_key, encode_value
@@ -37,6 +38,11 @@ class Deferred:
     def resolve(self) -> float:
         """Read the value (this waits for the device: call it only from the flusher)."""
         return float(self.tensor.item())
+
+
+def any_deferred(bodies: list[dict[str, Any]]) -> bool:
+    """Whether a value of these metrics bodies is a ``Deferred`` (one pass in C over every value)."""
+    return Deferred in set(map(type, chain.from_iterable(map(dict.values, bodies))))
 
 
 def read_deferred(values: dict[str, Any]) -> dict[str, Any]:

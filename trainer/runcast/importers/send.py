@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
@@ -71,7 +71,7 @@ class Blobs(Protocol):
 @dataclass
 class Batch:
     body: bytes
-    events: list[dict[str, Any]]
+    events: Sequence[dict[str, Any]]
     points: int
     blobs: list[Blob] = field(default_factory=list)  # to upload before the batch, for its run (events[0]["run"])
 

@@ -4,16 +4,18 @@ its own, lower or not, in ``GET /api/v1/whoami``)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from ..wire import events as schema
 from ..wire.columns import encode_columns
+from .rows import Rows
 
-Batch = tuple[bytes, list[dict[str, Any]]]  # (the body, its events)
+Batch = tuple[bytes, Sequence[dict[str, Any]]]  # (the body, its events: a list, or the sender's Rows)
 
 
 def batch_bodies(
-    wire: list[dict[str, Any]], max_events: int = schema.MAX_BATCH_EVENTS, max_bytes: int = schema.MAX_BATCH_BYTES,
+    wire: Sequence[dict[str, Any]], max_events: int = schema.MAX_BATCH_EVENTS, max_bytes: int = schema.MAX_BATCH_BYTES,
     *, columns: bool = False,
 ) -> list[Batch]:
     """Encode ``wire`` as batches of at most ``max_events`` events, each halved until under ``max_bytes``
@@ -34,14 +36,21 @@ def batch_sizes(take: int, limit: int, beat: bool) -> list[int]:
     return sizes
 
 
-def _within_bytes(wire: list[dict[str, Any]], max_bytes: int, columns: bool) -> list[Batch]:
+def _within_bytes(wire: Sequence[dict[str, Any]], max_bytes: int, columns: bool) -> list[Batch]:
     if not wire:
         return []
-    body = schema.dumps_batch(encode_columns(wire) if columns else wire)
+    body = schema.dumps_batch(_wire_form(wire, columns))
     if len(body) <= max_bytes or len(wire) == 1:
         return [(body, wire)]
     half = len(wire) // 2
     return _within_bytes(wire[:half], max_bytes, columns) + _within_bytes(wire[half:], max_bytes, columns)
+
+
+def _wire_form(wire: Sequence[dict[str, Any]], columns: bool) -> list[dict[str, Any]]:
+    """The events as a body lists them: dense series as columns when the server takes them."""
+    if isinstance(wire, Rows):
+        return wire.with_columns() if columns else list(wire)
+    return encode_columns(list(wire)) if columns else list(wire)
 
 
 def is_columnar(body: bytes) -> bool:

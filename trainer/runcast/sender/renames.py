@@ -9,6 +9,7 @@ when nothing else is in it), the user is told once, and later updates leave them
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 from .transport import Rejected
@@ -26,13 +27,13 @@ class Renames:
         self.where = where
         self.refused = False  # the server refused a rename: leave them out from now on
 
-    def strip(self, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def strip(self, events: Sequence[dict[str, Any]]) -> Sequence[dict[str, Any]]:
         """``events`` as this server takes them: once it refused a rename, updates without renames."""
         if not self.refused or not any(e.get("type") == "update" for e in events):
             return events
         return [kept for e in events if (kept := _without_renames(e)) is not None]
 
-    def retry(self, events: list[dict[str, Any]], refusal: Rejected) -> list[dict[str, Any]] | None:
+    def retry(self, events: Sequence[dict[str, Any]], refusal: Rejected) -> Sequence[dict[str, Any]] | None:
         """The batch to send instead of ``events`` when ``refusal`` is an old server's refusal of
         the renames of one of them; None when it is not (the refusal stands)."""
         i = refusal.index

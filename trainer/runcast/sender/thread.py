@@ -24,7 +24,7 @@ import random
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -285,7 +285,7 @@ class Sender:
         for body, batch in bodies:
             self._deliver(body, batch)
 
-    def _deliver(self, body: bytes, batch: list[dict[str, Any]]) -> None:
+    def _deliver(self, body: bytes, batch: Sequence[dict[str, Any]]) -> None:
         if self.state.spooling or self._past_deadline():
             self._to_spool(body, len(batch))
             return
@@ -297,7 +297,7 @@ class Sender:
             self._to_spool(body, len(batch))
         except Rejected as exc:
             if is_columnar(body) and exc.status == 422 and not exc.too_large:  # a server that does not take columns after all
-                self._deliver(events.dumps_batch(batch), batch)
+                self._deliver(events.dumps_batch(list(batch)), batch)
                 return
             # The server takes less than it said: halve, never drop. An old server refused a rename: the rest goes.
             # A command acknowledgement it refused (the command expired meanwhile): the rest goes.

@@ -8,6 +8,7 @@ can never be accepted as it is). Nothing here retries; the sender decides.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any, Final, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
@@ -53,7 +54,7 @@ class Transport(Protocol):
 
     url: str
 
-    def send(self, body: bytes, events: list[dict[str, Any]], timeout: float) -> list[dict[str, Any]] | None:
+    def send(self, body: bytes, events: Sequence[dict[str, Any]], timeout: float) -> list[dict[str, Any]] | None:
         """Deliver one batch (``body`` is ``events`` encoded by ``events.dumps_batch``); returns the
         commands the answer carries for the run (docs/commands.md), if any."""
 
@@ -97,7 +98,7 @@ class HttpTransport:
         self._endpoint = server.rstrip("/") + INGEST_PATH
         self._timeout = timeout
 
-    def send(self, body: bytes, events: list[dict[str, Any]], timeout: float) -> list[dict[str, Any]] | None:
+    def send(self, body: bytes, events: Sequence[dict[str, Any]], timeout: float) -> list[dict[str, Any]] | None:
         httpx = self._httpx
         try:
             response = self._client.post(self._endpoint, content=body, timeout=min(timeout, self._timeout))

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from itertools import compress
+from math import isfinite
 from operator import is_not
 from typing import Any, Final
 
@@ -148,20 +149,41 @@ def _system(e: Mapping[str, Any]) -> bool:
 
 def _columnar(group: list[dict[str, Any]]) -> dict[str, Any]:
     head = group[0]
-    keys = head["values"].keys()
-    if all(e["values"].keys() == keys for e in group):  # the dense case: every row logs the same keys
-        values = {k: [e["values"][k] for e in group] for k in keys}
-    else:
-        values = {}
-        for i, e in enumerate(group):
-            for k, v in e["values"].items():
-                column = values.get(k)
-                if column is None:
-                    column = values[k] = [None] * len(group)
-                column[i] = v
-    return {"v": SCHEMA_VERSION, "type": COLUMNS_TYPE, "run": head["run"], "segment": head["segment"],
-            "seq": head["seq"], "ts": head["ts"], "steps": [e["step"] for e in group],
-            "times": [e["ts"] for e in group], "values": values}
+    return columns_event(head["run"], head["segment"], head["seq"], [e["step"] for e in group],
+                         [e["ts"] for e in group], column_values([e["values"] for e in group]))
+
+
+def column_values(rows: list[Mapping[str, Any]]) -> dict[str, list[Any]]:
+    """Each key's column of ``rows`` (one mapping of key -> value a row), None where a row lacks the key."""
+    keys = rows[0].keys()
+    if all(row.keys() == keys for row in rows):  # the dense case: every row logs the same keys
+        return {k: [row[k] for row in rows] for k in keys}
+    values: dict[str, list[Any]] = {}
+    for i, row in enumerate(rows):
+        for k, v in row.items():
+            column = values.get(k)
+            if column is None:
+                column = values[k] = [None] * len(rows)
+            column[i] = v
+    return values
+
+
+def wire_columns(values: dict[str, list[Any]]) -> dict[str, list[Any]]:
+    """Columns of floats (and None) as they travel: a non-finite float as its string (``encode_value``)."""
+    out: dict[str, list[Any]] = {}
+    for key, column in values.items():
+        if None not in column and isfinite(sum(column)):  # the usual case: no call per value
+            out[key] = column
+        else:
+            out[key] = [v if v is None else encode_value(v) for v in column]
+    return out
+
+
+def columns_event(run: str, segment: str, seq: int, steps: list[Any], times: list[Any],
+                  values: dict[str, list[Any]]) -> dict[str, Any]:
+    """The ``metrics_columns`` event of rows numbered from ``seq`` (``values`` in wire form)."""
+    return {"v": SCHEMA_VERSION, "type": COLUMNS_TYPE, "run": run, "segment": segment, "seq": seq,
+            "ts": times[0], "steps": steps, "times": times, "values": values}
 
 
 def expand_columns(wire: list[dict[str, Any]]) -> list[dict[str, Any]]:
