@@ -299,12 +299,12 @@ def test_whoami_tells_only_the_tokens_own_project(client, world):
     assert mine.status_code == 200
     assert mine.json() == {"project": "pproj", "scopes": ["read", "ingest", "team"],
                            "run": {"id": world["private"], "last_step": 2, "status": "running"},
-                           "max_batch_events": 5000, "event_types": list(EVENT_TYPES), "max_body_bytes": 8 * 1024 * 1024}
+                           "max_batch_events": 20_000, "event_types": list(EVENT_TYPES), "max_body_bytes": 8 * 1024 * 1024}
     theirs = client.get("/api/v1/whoami", params={"run": world["private"]}, headers=q_auth)
     assert theirs.status_code == 409 and theirs.json()["error"]["field"] == "run"
     assert "last_step" not in theirs.text and "pproj" not in theirs.text
     assert client.get("/api/v1/whoami", params={"run": UNKNOWN}, headers=q_auth).json() == {
-        "project": "qproj", "scopes": ["read", "ingest", "team"], "run": None, "max_batch_events": 5000,
+        "project": "qproj", "scopes": ["read", "ingest", "team"], "run": None, "max_batch_events": 20_000,
         "event_types": list(EVENT_TYPES), "max_body_bytes": 8 * 1024 * 1024}
     for headers in ({}, {"Authorization": "Bearer rc_not_a_token"}):
         refused = client.get("/api/v1/whoami", params={"run": world["private"]}, headers=headers)

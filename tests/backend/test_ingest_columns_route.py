@@ -85,7 +85,7 @@ def test_rows_count_against_the_batch_limit(db: Any, embedded: Any, token: str) 
     """A columnar event cannot carry more than a batch of events may: its rows count as events."""
     n = MAX_BATCH_EVENTS
     big = columns(n, values={"loss": [0.5] * n})
-    r = post(embedded, [started(), big], token)  # 1 + 5000 events
+    r = post(embedded, [started(), big], token)  # 1 + MAX_BATCH_EVENTS events
     assert r.status_code == 422 and r.json()["error"]["field"] == "events"
     assert r.json()["error"].get("index") is None  # the SDK halves such a batch
     assert counts(db.engine)["runs"] == 0

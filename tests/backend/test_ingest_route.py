@@ -158,10 +158,10 @@ def test_too_many_events_is_422(db: Any, embedded: Any, token: str) -> None:
 
 
 def test_the_largest_batch_is_stored_whole_and_whoami_names_its_size(db: Any, embedded: Any, token: str) -> None:
-    """A batch of MAX_BATCH_EVENTS (5000; servers before it took 1000) is stored in full, and
-    whoami tells an SDK so (it sends at most 1000 to a server that does not say)."""
+    """A batch of MAX_BATCH_EVENTS (20,000; earlier servers took 5000, and 1000 before they said so) is
+    stored in full, and whoami tells an SDK so (it sends at most 1000 to a server that does not say)."""
     assert embedded.get("/api/v1/whoami", headers={"Authorization": f"Bearer {token}"}).json()["max_batch_events"] \
-        == MAX_BATCH_EVENTS == 5000
+        == MAX_BATCH_EVENTS == 20_000
     r = post(embedded, [started(), *(metrics(s, {"a": s / 7}) for s in range(MAX_BATCH_EVENTS - 1))], token)
     assert r.status_code == 202 and r.json() == {"accepted": MAX_BATCH_EVENTS}
     assert counts(db.engine)["points"] == MAX_BATCH_EVENTS - 1

@@ -32,7 +32,7 @@ def test_columns_store_exactly_what_events_store(hub, tmp_path):
     log = _log(tmp_path / "dense.jsonl", 4000)
     (events,) = hub.load([log], project="events", limits=importers.Limits())  # one event per step, 1000 a batch
     by_events = hub.sent.bodies
-    (columns,) = hub.load([log], project="columns")  # what whoami says: 5000 a batch, as columns
+    (columns,) = hub.load([log], project="columns")  # what whoami says: 20,000 a batch, as columns
     by_columns = hub.sent.bodies
     (small,) = hub.load([log], project="small", limits=importers.Limits(5000, 20_000, True))  # halved by bytes
     by_small = hub.sent.bodies

@@ -72,7 +72,7 @@ def test_demo_trains_streams_and_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None
         assert f"RUNCAST_SERVER=http://127.0.0.1:{port} " in line
         token = line.split("RUNCAST_TOKEN=", 1)[1].strip()
         mine = api.get("/whoami", headers={"Authorization": f"Bearer {token}"})
-        assert mine.status_code == 200 and mine.json() == {"project": "demo", "run": None, "max_batch_events": 5000,
+        assert mine.status_code == 200 and mine.json() == {"project": "demo", "run": None, "max_batch_events": 20_000,
                                                             "max_body_bytes": 8 * 1024 * 1024,
                                                             "event_types": list(EVENT_TYPES),
                                                             "scopes": ["read", "ingest", "team"]}  # a full token

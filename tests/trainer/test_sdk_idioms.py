@@ -175,9 +175,14 @@ def test_disabled_mode_sends_nothing_and_starts_nothing(server, tmp_path, api, m
     assert [r for r in api.get("/runs", params={"project": PROJECT}).json()["runs"] if r["id"] == run.id] == []
 
 
-def test_a_backlog_leaves_in_batches_as_large_as_the_server_takes(server, tmp_path, api, monkeypatch):
-    """whoami names the server's largest batch (5000 events): a backlog goes in batches that size, and
-    every point is stored once."""
+@pytest.mark.parametrize(("keys", "steps", "batches"), [
+    (1, 45_000, [20_000, 20_000, 5_002]),  # as many events as the server takes (whoami: 20,000)
+    (8, 12_000, [4_001, 4_001, 4_000]),  # 32,000 points each: about SEND_POINTS (40,000) at most, in equal parts
+], ids=["one-key", "eight-keys"])
+def test_a_backlog_leaves_in_batches_as_large_as_the_server_takes(server, tmp_path, api, monkeypatch, keys, steps,
+                                                                   batches):
+    """whoami names the server's largest batch (20,000 events): a backlog goes in batches that size, or
+    in equal parts of about 40,000 points for many keys a step; every point is stored once."""
     from runcast.sender.transport import HttpTransport
 
     url, mine, _, _ = server
@@ -190,14 +195,19 @@ def test_a_backlog_leaves_in_batches_as_large_as_the_server_takes(server, tmp_pa
 
     monkeypatch.setattr(HttpTransport, "send", counted)
     run = runcast.init(project=PROJECT, name="backlog", server=url, token=mine, dir=tmp_path / "spool",
-                       flush_interval=60.0, max_queue=20_000, heartbeat_interval=3600, capture_code=False)
-    for step in range(12_000):
-        run.log({"loss": 1.0 / (step + 1), "lr": 3e-4}, step=step)
+                       flush_interval=60.0, max_queue=50_000, heartbeat_interval=3600, capture_code=False)
+    names = [f"k{i}" for i in range(keys)]
+    for step in range(steps):
+        run.log(dict.fromkeys(names, 1.0 / (step + 1)), step=step)
     run.finish()
-    assert max(sizes) == 5000 and sum(sizes) == 12_002  # run_started, 12,000 steps, finished
-    assert sizes[:2] == [5000, 5000]
-    stored = points(api, run.id, "loss")
-    assert [step for step, _ in stored[0]] == list(range(12_000))
+    assert sizes == batches  # run_started, the steps, finished
+    stored = []
+    for start in range(0, steps, 20_000):  # the raw points, 20,000 a read
+        body = api.get(f"/runs/{run.id}/metrics", params={"key": "k0", "start": start, "end": start + 19_999,
+                                                          "max_points": 20_000}).json()
+        assert body["level"] == 0
+        stored += body["series"][0]["step"]
+    assert stored == list(range(steps))
 
 
 def test_config_updates_mid_run_are_stored(server, tmp_path, api):

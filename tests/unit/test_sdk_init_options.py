@@ -25,7 +25,7 @@ def test_every_keyword_is_an_option_and_is_listed_by_help():
     assert set(KEYWORDS) <= set(listed)
     assert [p for p in listed if listed[p].kind is inspect.Parameter.POSITIONAL_OR_KEYWORD] == [
         "project", "name", "config"]
-    assert listed["batch_size"].default == 5000 and listed["visibility"].default == "public"
+    assert listed["batch_size"].default == 20_000 and listed["visibility"].default == "public"
 
 
 def test_an_unknown_keyword_is_a_type_error_naming_it(tmp_path):

@@ -21,8 +21,8 @@ def test_batches_by_count(make_run, receiver):
 
 
 def test_a_server_that_does_not_name_its_largest_batch_gets_batches_of_1000(make_run, receiver):
-    """The receiver has no whoami (like a server before 5000-event batches): the SDK's default
-    batch_size (5000) is cut to what every server takes."""
+    """The receiver has no whoami (like a server before it named its largest batch): the SDK's default
+    batch_size (20,000) is cut to what every server takes."""
     run = make_run(flush_interval=30.0, max_queue=5000)
     assert run._sender.config.batch_size == events.COMPATIBLE_BATCH_EVENTS == 1000
     for step in range(2500):

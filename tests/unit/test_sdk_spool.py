@@ -203,6 +203,8 @@ def _spool_of(tmp_path, steps: int, per_line: int) -> tuple[Spool, str]:
     (None, 5000, 1000),  # a server that does not say: what every server takes
     ({"project": "p", "max_batch_events": 5000}, 5000, 5000),
     ({"project": "p", "max_batch_events": 5000}, 700, 625),  # it said more than it takes: halved until taken
+    ({"project": "p", "max_batch_events": 20_000}, 20_000, 20_000),
+    ({"project": "p", "max_batch_events": 20_000}, 5000, 5000),  # told 20,000, then downgraded to 5000
 ])
 def test_sync_splits_spooled_batches_to_what_the_server_takes(tmp_path, whoami, receiver_max, largest):
     spool, segment = _spool_of(tmp_path, 47_750, 47_750)  # one line, as the overflow of a burst became

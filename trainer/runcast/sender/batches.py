@@ -1,15 +1,20 @@
 """Cutting wire events into batch bodies the receiving server takes: at most so many events and
 so many bytes each (``events.MAX_BATCH_EVENTS`` and ``MAX_BATCH_BYTES`` by default; a server names
-its own, lower or not, in ``GET /api/v1/whoami``)."""
+its own, lower or not, in ``GET /api/v1/whoami``), and about ``SEND_POINTS`` points at most."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Final
 
 from ..wire import events as schema
 from ..wire.columns import encode_columns
 from .rows import Rows
+
+# The points a batch carries at most, whatever the server takes (a soft limit: a batch is cut in
+# equal parts): a batch of many keys a step is a long request and transaction (the embedded server
+# holds its write lock for it), while one of few keys gains nothing past this size.
+SEND_POINTS: Final = 40_000
 
 Batch = tuple[bytes, Sequence[dict[str, Any]]]  # (the body, its events: a list, or the sender's Rows)
 
@@ -24,7 +29,8 @@ def batch_bodies(
     the batch's list stays the events, one per logged step, for counting, halving and retries."""
     step = max(1, max_events)
     return [part for start in range(0, len(wire), step)
-            for part in _within_bytes(wire[start:start + step], max_bytes, columns)]
+            for chunk in _within_points(wire[start:start + step])
+            for part in _within_bytes(chunk, max_bytes, columns)]
 
 
 def batch_sizes(take: int, limit: int, beat: bool) -> list[int]:
@@ -34,6 +40,17 @@ def batch_sizes(take: int, limit: int, beat: bool) -> list[int]:
     if beat and (not sizes or sizes[-1] == limit):
         sizes.append(0)
     return sizes
+
+
+def _within_points(wire: Sequence[dict[str, Any]]) -> list[Sequence[dict[str, Any]]]:
+    """``wire`` in as few equal parts as keep each near ``SEND_POINTS`` points."""
+    points = wire.points() if isinstance(wire, Rows) else sum(
+        len(e.get("values") or ()) for e in wire if isinstance(e, dict) and e.get("type") == "metrics")
+    parts = -(-points // SEND_POINTS)
+    if parts <= 1:
+        return [wire]
+    size = -(-len(wire) // parts)
+    return [wire[start:start + size] for start in range(0, len(wire), size)]
 
 
 def _within_bytes(wire: Sequence[dict[str, Any]], max_bytes: int, columns: bool) -> list[Batch]:

@@ -60,6 +60,10 @@ class Rows(Sequence[dict[str, Any]]):
     def __iter__(self) -> Iterator[dict[str, Any]]:
         return map(self._event, self._elements)
 
+    def points(self) -> int:
+        """The values its metrics items carry."""
+        return sum(len(e[4]) for e in self._elements if type(e) is tuple)
+
     def with_columns(self) -> list[dict[str, Any]]:
         """What ``encode_columns`` makes of these events, built from the items themselves."""
         items = [e for e in self._elements if type(e) is tuple]
