@@ -30,7 +30,7 @@ from sqlalchemy.orm import Session
 from runcast_server.core.db import Database
 from runcast_server.core.errors import NotFound
 from runcast_server.metrics.export_text import PageWriter, Row
-from runcast_server.metrics.series_ref import DensePage, SeriesRef
+from runcast_server.metrics.series_ref import INDEX_ORDER_PG, DensePage, SeriesRef
 from runcast_server.metrics.step_times import TimePoints, time_points
 from runcast_server.record.models import Point, Run, Segment, Series
 
@@ -111,6 +111,8 @@ def series_pages(
             connection = session.connection()
             cursor = connection.connection.cursor()
             try:
+                if connection.dialect.name == "postgresql":
+                    cursor.execute(f"SET LOCAL {INDEX_ORDER_PG}")
                 page = _dense_values(cursor, connection, ref, after, page_rows) if dense else None
                 if page is None:
                     cursor.execute(_keyset_sql(connection, ref, (Point.step, Point.value), after, None, page_rows))

@@ -27,7 +27,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from sqlalchemy.engine import make_url
 
-from runcast_server.metrics.series_ref import DensePage
+from runcast_server.metrics.series_ref import INDEX_ORDER_PG, DensePage
 from runcast_server.metrics.step_times import TimePoints, time_points_sql
 
 if TYPE_CHECKING:
@@ -134,6 +134,7 @@ def page_of_rows(rows: Sequence[tuple[int, float | None]] | DensePage, points: T
 def adbc_pages(database_url: str, refs: Sequence[SeriesRef], page_rows: int) -> Iterator[tuple[SeriesRef, pa.Table]]:
     """Each series' pages of ``page_rows`` points, read by ADBC from PostgreSQL, in step order."""
     with closing(_connect(database_url)) as connection, closing(connection.cursor()) as cursor:
+        cursor.execute(f"SET {INDEX_ORDER_PG}")  # autocommit: for this connection, closed after the export
         for ref in refs:
             after = -1
             while True:

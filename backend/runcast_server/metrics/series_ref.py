@@ -3,6 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final
+
+# PostgreSQL, for the connection or transaction that reads pages: a page's rows in step order come
+# from the primary key's index, never from a sort. Without statistics (a new partition, or a
+# series far larger than the planner estimates), a page of ``step > after ... LIMIT n`` read every
+# point past ``after`` by bitmap scan and sorted them all to keep n: a million-point series'
+# export took three times as long as eight series of the same points.
+INDEX_ORDER_PG: Final = "enable_sort = off"
 
 
 @dataclass(frozen=True)
