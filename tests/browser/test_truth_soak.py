@@ -157,7 +157,9 @@ def new_page(browser: Any, width: int, height: int) -> tuple[Any, Any]:
     context = browser.new_context(viewport={"width": width, "height": height})
     page = context.new_page()
     page.errors = []
+    page.console = []
     page.on("pageerror", lambda e: page.errors.append(str(e)))
+    page.on("console", lambda m: page.console.append(f"{m.type}: {m.text}"))
     return context, page
 
 

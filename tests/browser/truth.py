@@ -137,8 +137,23 @@ def plot_problems(entry: dict[str, Any], plotted: list[dict[str, Any]]) -> list[
     return out
 
 
+def answering(page: Any, seconds: float = 60) -> None:
+    """Fail, naming the page, if its script does not answer within ``seconds``.
+
+    Playwright's ``evaluate`` and ``Locator.count`` wait without a limit: a page whose main
+    thread never comes free would hold the test until the suite's timeout, saying nothing.
+    """
+    try:
+        page.wait_for_function("() => true", polling=250, timeout=seconds * 1000)
+    except Exception as e:  # playwright's TimeoutError
+        console = getattr(page, "console", [])[-20:]
+        raise AssertionError(f"{page.url}: the page's script answered nothing for {seconds} s ({e});"
+                             f" its last console lines: {console}") from e
+
+
 def scroll_through(page: Any) -> None:
     """Scroll every chart into view, as a reader would (panels load when they come into view)."""
+    answering(page)
     cards = page.locator("#run .card:visible")
     for i in range(cards.count()):
         cards.nth(i).scroll_into_view_if_needed()
@@ -154,6 +169,7 @@ def settle(page: Any, base: str, run: str, keys: list[str], timeout: float = 45,
     scroll_through(page)
     while True:
         version = run_version(base, run, keys[0], headers)
+        answering(page)
         entries = page.evaluate(SNAPSHOT)
         shown = sorted({e["key"] for e in entries if e["run"] == run})
         ready = shown == sorted(keys) and all(not e["loading"] and e["version"] == version for e in entries)
