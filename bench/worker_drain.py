@@ -59,7 +59,9 @@ def fill(stack: Stack, runs: int, batches: int) -> list[str]:
 
 
 def committed(conn: psycopg.Connection, run_ids: list[str]) -> int:
-    row = conn.execute("SELECT coalesce(sum(count), 0) FROM series WHERE run_id = ANY(%s)", (run_ids,)).fetchone()
+    """The runs' logged points committed (not the server's own step times)."""
+    row = conn.execute("SELECT coalesce(sum(count), 0) FROM series WHERE run_id = ANY(%s) AND key <> %s",
+                       (run_ids, ev.TIMESTAMP_KEY)).fetchone()
     return int(row[0]) if row else 0
 
 

@@ -58,13 +58,18 @@ def bulk_insert(
 
 
 def append_rows(conn: Connection, table: str, names: Sequence[str], pg_types: Sequence[str],
-                 rows: Iterable[Sequence[Any]]) -> None:
+                 rows: Iterable[Sequence[Any]], meanwhile: Callable[[], None] | None = None) -> None:
     """Write rows that cannot conflict with stored ones, in the session's transaction.
 
     PostgreSQL: ``COPY ... FROM STDIN`` in binary (``pg_types``: the columns' types).
     SQLite: the driver's ``executemany`` of one prepared plain INSERT (SQLAlchemy's
     multi-row VALUES costs several times more client CPU per row). Any conflict still
     raises: nothing is skipped silently.
+
+    ``meanwhile``: this process's next work, which needs no answer from the database. On
+    PostgreSQL it runs once the rows are sent and before the COPY's end is waited for, so
+    the server stores them (in its own process, on another CPU) while this one computes;
+    on SQLite, after the rows are written. If it raises, the COPY is abandoned.
     """
     if conn.dialect.name == "postgresql":
         with (
@@ -75,12 +80,16 @@ def append_rows(conn: Connection, table: str, names: Sequence[str], pg_types: Se
             write = copy.write_row
             for row in rows:
                 write(row)
+            if meanwhile is not None:
+                meanwhile()
         return
     lite = _driver(conn, sqlite3.Connection).cursor()
     try:
         lite.executemany(f"INSERT INTO {table} ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})", rows)
     finally:
         lite.close()
+    if meanwhile is not None:
+        meanwhile()
 
 
 def sqlite_cursor(conn: Connection) -> sqlite3.Cursor:

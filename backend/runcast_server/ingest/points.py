@@ -15,7 +15,7 @@ from runcast_server.ingest.bulk import DialectInsert, append_rows, bulk_insert, 
 from runcast_server.ingest.gather import gather
 from runcast_server.ingest.results import IngestResult
 from runcast_server.ingest.tables import POINTS, ROLLUPS, SERIES
-from runcast_server.metrics.rollups import merge_set, rollup_deltas
+from runcast_server.metrics.rollups import RollupKey, merge_set, rollup_deltas
 from runcast_server.record import partitions
 
 
@@ -50,10 +50,14 @@ def write_metrics(
     # True while every step of the batch is past its series' highest stored step: then no
     # point can be stored already (points are only written here, under the run's lock).
     beyond = all((stored := series[k][1]) is None or min(batch[k]) > stored for k in batch)
+    deltas: dict[RollupKey, list[Any]] = {}
     if beyond:  # the usual case: every point is new, the step times' included
         columns = _columns(batch, by_id, result, run_of_segment)
-        _insert_points(conn, columns, beyond=True)
         sids, steps, values = columns[0], columns[1], columns[2]
+        # Plain rows (no savepoint, no RETURNING, no ON CONFLICT: the cheapest write for
+        # client and server); the rollups are summed while PostgreSQL stores them.
+        append_rows(conn, "points", _POINT_COLUMNS, _POINT_TYPES, zip(*columns),
+                    meanwhile=lambda: deltas.update(rollup_deltas(sids, steps, values)))
     else:
         logged = [(sid, k) for sid, k in by_id if k[1] != TIMESTAMP_KEY]
         columns = _columns(batch, logged, result, run_of_segment)
@@ -77,9 +81,10 @@ def write_metrics(
         sids = [sid for sid, _ in new_keys]
         steps = [step for _, step in new_keys]
         values = [batch[key_of[sid]][step] for sid, step in new_keys]
+        deltas = rollup_deltas(sids, steps, values)
     result.points_inserted = len(steps)
 
-    _write_rollups(conn, rollup_deltas(sids, steps, values), {sid: series[k][1] for sid, k in by_id})
+    _write_rollups(conn, deltas, {sid: series[k][1] for sid, k in by_id})
 
     # Per series: how many points, their step range and the newest one (the columns are sorted by
     # series, then step: each series' first and last point are its range).
@@ -271,24 +276,19 @@ _SERIES_STATS: Final = (
 )
 
 
-def _insert_points(conn: Connection, columns: list[list[Any]], *, beyond: bool = False) -> list[tuple[int, int]] | None:
+def _insert_points(conn: Connection, columns: list[list[Any]]) -> list[tuple[int, int]] | None:
     """Insert points (columns series_id, step, value, version; sorted by key), skipping stored ones.
 
     Returns None when every point was inserted, else the ``(series_id, step)`` really
-    inserted: the only points rollups may count. ``beyond``: every step is past its
-    series' highest stored step, so none can be stored already.
+    inserted: the only points rollups may count. (A batch whose every step is past its
+    series' highest stored step is appended by ``write_metrics`` itself.)
 
-    With ``beyond`` the points are appended as plain rows (``append_rows``: no
-    savepoint, no RETURNING, no ON CONFLICT: the cheapest write for client and server).
-    Otherwise, on PostgreSQL, a plain INSERT is tried first, in a savepoint: when every
+    On PostgreSQL, a plain INSERT is tried first, in a savepoint: when every
     point is new it skips ON CONFLICT's speculative insertion, a third WAL record per
     row; a batch that repeats a stored point falls back to ON CONFLICT. On SQLite the
     stored steps of the batch's ranges are read and only the others appended
     (``_insert_new_sqlite``).
     """
-    if beyond:
-        append_rows(conn, "points", _POINT_COLUMNS, _POINT_TYPES, zip(*columns))
-        return None
     if conn.dialect.name == "sqlite":
         return _insert_new_sqlite(conn, columns)
     if conn.dialect.name == "postgresql":
