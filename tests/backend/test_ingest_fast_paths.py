@@ -172,10 +172,34 @@ def _deltas_value_by_value(points: list[tuple[int, int, float | None]]) -> dict[
     return out
 
 
+def _merged_up(rows: dict[tuple[int, int, int], list[Any]], level: int) -> dict[tuple[int, int, int], list[Any]]:
+    """The next level's deltas, a lower bucket at a time in step order (the rule for every level above the first)."""
+    from runcast_server.metrics.rollups import clamp_sum
+
+    out: dict[tuple[int, int, int], list[Any]] = {}
+    for (sid, lower_level, bucket), d in sorted(rows.items()):
+        key = (sid, level, bucket >> (level - lower_level))
+        row = out.get(key)
+        if row is None:
+            out[key] = list(d)
+            continue
+        if d[0] is not None and (row[0] is None or d[0] < row[0]):
+            row[0] = d[0]
+        if d[1] is not None and (row[1] is None or d[1] > row[1]):
+            row[1] = d[1]
+        row[2] = clamp_sum(row[2] + d[2])
+        row[3] += d[3]
+        row[4] += d[4]
+        if d[6] > row[6]:
+            row[5], row[6] = d[5], d[6]
+    return out
+
+
 @pytest.mark.parametrize("seed", range(40))
 def test_a_buckets_values_at_once_give_what_a_value_at_a_time_gives(seed: int) -> None:
-    """``rollup_deltas`` takes a bucket of finite values through min/max/sum at once: the same floats as
-    a point at a time, signed zeros, NaN, ±Inf, subnormals and sums past the float range included."""
+    """``rollup_deltas`` reduces each level's buckets as arrays: the same floats as a point at a time
+    (the first level) and a lower bucket at a time (each level above), signed zeros, NaN, ±Inf,
+    subnormals and sums past the float range included."""
     from runcast_server.metrics.rollups import LEVELS, rollup_deltas
 
     rng = random.Random(seed)
@@ -184,9 +208,15 @@ def test_a_buckets_values_at_once_give_what_a_value_at_a_time_gives(seed: int) -
     for sid in sorted(rng.sample(range(1, 40), rng.randint(1, 4))):
         for step in sorted(rng.sample(range(rng.choice([16, 200, 10**7])), rng.randint(1, 16))):
             points.append((sid, step, rng.choice(pool) if rng.random() < 0.6 else rng.gauss(0, 10)))
-    got = rollup_deltas([p[0] for p in points], [p[1] for p in points], [p[2] for p in points])
+    new, merged = rollup_deltas([p[0] for p in points], [p[1] for p in points], [p[2] for p in points]).rows(
+        {p[0]: None for p in points})  # nothing stored before: every row is new
+    assert not merged and [row[:3] for row in new] == sorted(row[:3] for row in new)  # in key order
+    got = {row[:3]: list(row[3:]) for row in new}
     want = _deltas_value_by_value(points)
-    first = {k: v for k, v in got.items() if k[1] == LEVELS[0]}
-    assert first.keys() == want.keys()
-    for k, row in want.items():
-        assert [repr(v) for v in first[k]] == [repr(v) for v in row], k
+    for level in LEVELS:
+        if level != LEVELS[0]:
+            want = _merged_up(want, level)
+        at_level = {k: v for k, v in got.items() if k[1] == level}
+        assert at_level.keys() == want.keys(), level
+        for k, row in want.items():
+            assert [repr(v) for v in at_level[k]] == [repr(v) for v in row], k

@@ -15,7 +15,7 @@ from runcast_server.ingest.bulk import DialectInsert, append_rows, bulk_insert, 
 from runcast_server.ingest.gather import gather
 from runcast_server.ingest.results import IngestResult
 from runcast_server.ingest.tables import POINTS, ROLLUPS, SERIES
-from runcast_server.metrics.rollups import RollupKey, merge_set, rollup_deltas
+from runcast_server.metrics.rollups import RollupDeltas, merge_set, rollup_deltas
 from runcast_server.record import partitions
 
 
@@ -50,14 +50,14 @@ def write_metrics(
     # True while every step of the batch is past its series' highest stored step: then no
     # point can be stored already (points are only written here, under the run's lock).
     beyond = all((stored := series[k][1]) is None or min(batch[k]) > stored for k in batch)
-    deltas: dict[RollupKey, list[Any]] = {}
+    deltas: list[RollupDeltas] = []
     if beyond:  # the usual case: every point is new, the step times' included
         columns = _columns(batch, by_id, result, run_of_segment)
         sids, steps, values = columns[0], columns[1], columns[2]
         # Plain rows (no savepoint, no RETURNING, no ON CONFLICT: the cheapest write for
         # client and server); the rollups are summed while PostgreSQL stores them.
         append_rows(conn, "points", _POINT_COLUMNS, _POINT_TYPES, zip(*columns),
-                    meanwhile=lambda: deltas.update(rollup_deltas(sids, steps, values)))
+                    meanwhile=lambda: deltas.append(rollup_deltas(sids, steps, values)))
     else:
         logged = [(sid, k) for sid, k in by_id if k[1] != TIMESTAMP_KEY]
         columns = _columns(batch, logged, result, run_of_segment)
@@ -81,10 +81,10 @@ def write_metrics(
         sids = [sid for sid, _ in new_keys]
         steps = [step for _, step in new_keys]
         values = [batch[key_of[sid]][step] for sid, step in new_keys]
-        deltas = rollup_deltas(sids, steps, values)
+        deltas.append(rollup_deltas(sids, steps, values))
     result.points_inserted = len(steps)
 
-    _write_rollups(conn, deltas, {sid: series[k][1] for sid, k in by_id})
+    _write_rollups(conn, deltas[0], {sid: series[k][1] for sid, k in by_id})
 
     # Per series: how many points, their step range and the newest one (the columns are sorted by
     # series, then step: each series' first and last point are its range).
@@ -150,7 +150,7 @@ _POINT_COLUMNS = ("series_id", "step", "value", "version")
 _POINT_TYPES = ("int8", "int8", "float8", "int8")
 
 
-def _write_rollups(conn: Connection, deltas: dict[tuple[int, int, int], list[Any]], stored_max: dict[int, int | None]) -> None:
+def _write_rollups(conn: Connection, deltas: RollupDeltas, stored_max: dict[int, int | None]) -> None:
     """Merge rollup deltas into the stored rows (``stored_max``: series id -> highest stored step before this batch).
 
     The row of a bucket past its series' highest stored step cannot exist yet (rollup
@@ -159,26 +159,11 @@ def _write_rollups(conn: Connection, deltas: dict[tuple[int, int, int], list[Any
     the rest (at most one per level and series for an in-order batch) are merged by
     INSERT ... ON CONFLICT DO UPDATE.
     """
-    new: list[tuple[int, int, int]] = []
-    merge: list[tuple[int, int, int]] = []
-    for k in sorted(deltas):
-        hi = stored_max[k[0]]
-        (new if hi is None or k[2] > hi >> k[1] else merge).append(k)
+    new, merge = deltas.rows(stored_max)
     if new:
-        append_rows(conn, "rollups", _ROLLUP_COLUMNS, _ROLLUP_TYPES, [(*k, *deltas[k]) for k in new])
+        append_rows(conn, "rollups", _ROLLUP_COLUMNS, _ROLLUP_TYPES, new)
     if merge:
-        bulk_insert(
-            conn,
-            ROLLUPS,
-            _ROLLUP_COLUMNS,
-            [
-                [k[0] for k in merge],
-                [k[1] for k in merge],
-                [k[2] for k in merge],
-                *([deltas[k][i] for k in merge] for i in range(7)),
-            ],
-            _merge_rollups,
-        )
+        bulk_insert(conn, ROLLUPS, _ROLLUP_COLUMNS, list(zip(*merge)), _merge_rollups)
 
 
 def _merge_rollups(stmt: DialectInsert) -> Insert:

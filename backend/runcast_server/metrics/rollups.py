@@ -15,9 +15,9 @@ hostile point could fail a batch. Only a bucket whose sum passes 1e300 gets a wr
 from __future__ import annotations
 
 import math
-from bisect import bisect_left, bisect_right
 from typing import Any, Final, cast
 
+import numpy as np
 from sqlalchemy import ColumnElement, case, literal_column
 
 LEVELS: Final = (3, 6, 9, 12, 15, 18, 21, 24)
@@ -27,90 +27,153 @@ RollupKey = tuple[int, int, int]
 """``(series_id, level, bucket)``: the primary key of a rollup row."""
 
 
-def rollup_deltas(
-    sids: list[int], steps: list[int], values: list[float | None]
-) -> dict[RollupKey, list[Any]]:
+RollupRow = tuple[Any, ...]
+"""A ``rollups`` row: series_id, level, bucket, min, max, sum, count, nan_count, last, last_step."""
+
+
+def rollup_deltas(sids: list[int], steps: list[int], values: list[float | None]) -> RollupDeltas:
     """Aggregate newly stored points into one delta row per rollup key, at every level.
 
     The points come as columns (series id, step, value with NaN as None), sorted by series
     then step, each stored for the first time (deltas from repeats would count them twice).
-    A delta is ``[min, max, sum, count, nan_count, last, last_step]`` with the meaning of the
-    rollup columns; ``merge_set`` merges it into a stored row. The first level is built from
-    the points, a bucket's values at once, each further level from the one below it.
+    A delta has the rollup row's columns and meaning; ``merge_set`` merges it into a stored row.
+
+    Computed over arrays: a level's buckets hold at most 8 of the level below (``LEVELS``
+    grow by 8), so each level is a table of 8 columns, one row a bucket, reduced column by
+    column in step order. The floats are those of taking the points one at a time: a sum
+    adds its finite values in step order from the bucket's first, the min and max keep the
+    first of equal values (signed zeros), a sum past the float range is clamped (``clamp_sum``);
+    each level above the first merges the buckets below it the same way, one at a time.
     """
+    if not steps:
+        return RollupDeltas([])
+    sid = np.asarray(sids, dtype=np.int64)
+    step = np.asarray(steps, dtype=np.int64)
+    value = np.array(values, dtype=np.float64)  # None -> NaN (a stored NaN is None)
+    levels = [_first_level(sid, step, value)]
+    while len(levels) < len(LEVELS):
+        levels.append(levels[-1].upper())
+    return RollupDeltas(levels)
+
+
+class RollupDeltas:
+    """A batch's rollup deltas at every level, as columns."""
+
+    def __init__(self, levels: list[_Level]) -> None:
+        self._levels = levels
+
+    def rows(self, stored_max: dict[int, int | None]) -> tuple[list[RollupRow], list[RollupRow]]:
+        """The deltas as rows in key order, split in two: those of buckets past their series' highest
+        stored step before the batch (``stored_max``, series id -> step; such a row cannot exist yet),
+        and the others, to be merged into a stored row."""
+        if not self._levels:
+            return [], []
+        columns = [np.concatenate([getattr(lv, name) for lv in self._levels]) for name in _Level.COLUMNS]
+        order = np.lexsort((columns[2], columns[1], columns[0]))
+        columns = [c[order] for c in columns]
+        sid, level, bucket = columns[:3]
+        known = np.array(sorted(stored_max), dtype=np.int64)
+        highest = np.array([-1 if stored_max[k] is None else stored_max[k] for k in known.tolist()], dtype=np.int64)
+        past = bucket > (highest[np.searchsorted(known, sid)] >> level)
+        return _tuples(columns, past), _tuples(columns, ~past)
+
+
+def _tuples(columns: list[np.ndarray], keep: np.ndarray) -> list[RollupRow]:
+    sid, level, bucket, low, high, total, count, nans, last, last_step = (c[keep] for c in columns)
+    return list(zip(sid.tolist(), level.tolist(), bucket.tolist(), _or_none(low), _or_none(high), total.tolist(),
+                    count.tolist(), nans.tolist(), _or_none(last), last_step.tolist()))
+
+
+class _Level:
+    """One level's deltas as columns (``COLUMNS``, a rollup row's), sorted by (series, bucket)."""
+
+    COLUMNS: Final = ("sid", "level", "bucket", "low", "high", "total", "count", "nans", "last", "last_step")
+
+    def __init__(self, level: int, sid: np.ndarray, bucket: np.ndarray, low: np.ndarray, high: np.ndarray,
+                 total: np.ndarray, count: np.ndarray, nans: np.ndarray, last: np.ndarray, last_step: np.ndarray) -> None:
+        self.sid, self.bucket, self.low, self.high, self.total = sid, bucket, low, high, total
+        self.count, self.nans, self.last, self.last_step = count, nans, last, last_step
+        self.level = np.full(len(sid), level, dtype=np.int64)
+
+    def upper(self) -> _Level:
+        """The next level: each of its buckets merges up to 8 of these, in step order."""
+        group, starts, ends = _groups(self.sid, self.bucket >> _FANOUT)
+        grid = _Grid(len(starts), group, self.bucket & _SLOTS)
+        total = np.full(len(starts), -0.0)
+        for column in grid.columns(self.total, -0.0):
+            total = _clamped(total + column)
+        return _Level(int(self.level[0]) + _FANOUT, self.sid[starts], self.bucket[starts] >> _FANOUT,
+                      grid.fold(np.less, self.low), grid.fold(np.greater, self.high), total,
+                      np.add.reduceat(self.count, starts), np.add.reduceat(self.nans, starts),
+                      self.last[ends - 1], self.last_step[ends - 1])
+
+
+_FANOUT: Final = LEVELS[1] - LEVELS[0]  # 3: a bucket holds 2**3 of the level below
+_SLOTS: Final = (1 << _FANOUT) - 1
+
+
+class _Grid:
+    """A level's members placed in a table, a row a bucket and a column a slot (bucket & 7)."""
+
+    def __init__(self, buckets: int, group: np.ndarray, slot: np.ndarray) -> None:
+        self.shape, self.group, self.slot = (buckets, _SLOTS + 1), group, slot
+
+    def columns(self, member: np.ndarray, pad: float) -> list[np.ndarray]:
+        table = np.full(self.shape, pad)
+        table[self.group, self.slot] = member
+        return list(table.T)
+
+    def fold(self, beats: np.ufunc, member: np.ndarray) -> np.ndarray:
+        """The member of each bucket that ``beats`` (``np.less``: the min) the others, NaN being none, in slot
+        order: on a tie the first stays (not ``np.fmin``, whose vector form keeps the second of two zeros)."""
+        best, *rest = self.columns(member, math.nan)
+        for column in rest:
+            best = np.where(beats(column, best) | np.isnan(best), column, best)
+        return best
+
+
+def _groups(sid: np.ndarray, bucket: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For rows sorted by (sid, bucket): each row's group, the groups' first rows and their ends."""
+    new = np.empty(len(sid), dtype=bool)
+    new[0] = True
+    np.not_equal(sid[1:], sid[:-1], out=new[1:])
+    new[1:] |= bucket[1:] != bucket[:-1]
+    group = np.cumsum(new) - 1
+    starts = np.flatnonzero(new)
+    return group, starts, np.append(starts[1:], len(sid))
+
+
+def _first_level(sid: np.ndarray, step: np.ndarray, value: np.ndarray) -> _Level:
     first = LEVELS[0]
-    level_rows: dict[RollupKey, list[Any]] = {}
-    n = len(steps)
-    i = 0
-    while i < n:
-        series_id = sids[i]
-        end = bisect_right(sids, series_id, i)
-        while i < end:
-            bucket = steps[i] >> first
-            j = bisect_left(steps, (bucket + 1) << first, i + 1, end)
-            level_rows[(series_id, first, bucket)] = _bucket_delta(values[i:j], steps[j - 1])
-            i = j
-    deltas = dict(level_rows)
-    below = first
-    for level in LEVELS[1:]:
-        shift = level - below
-        upper: dict[RollupKey, list[Any]] = {}
-        for (series_id, _, lower), d in level_rows.items():
-            key = (series_id, level, lower >> shift)
-            merged = upper.get(key)
-            if merged is None:
-                upper[key] = list(d)
-                continue
-            merge_delta(merged, d)
-        deltas.update(upper)
-        level_rows, below = upper, level
-    return deltas
+    group, starts, ends = _groups(sid, step >> first)
+    grid = _Grid(len(starts), group, step & ((1 << first) - 1))
+    finite = np.isfinite(value)
+    # A bucket's sum starts at its first point's value (0.0 if that is not finite) and adds the
+    # finite others in step order; -0.0 adds nothing, whatever the sum's sign.
+    addend = np.where(finite, value, -0.0)
+    addend[starts] = -0.0
+    head = value[starts]
+    total = np.where(np.isfinite(head), head, 0.0)
+    with np.errstate(over="ignore", invalid="ignore"):
+        for column in grid.columns(addend, -0.0):
+            total = total + column
+    total = _clamped(total)
+    size = ends - starts
+    nans = size - np.add.reduceat((~np.isnan(value)).astype(np.int64), starts)
+    return _Level(first, sid[starts], step[starts] >> first, grid.fold(np.less, value), grid.fold(np.greater, value), total,
+                  np.add.reduceat(finite.astype(np.int64), starts), nans, value[ends - 1], step[ends - 1])
 
 
-def _bucket_delta(values: list[float | None], last_step: int) -> list[Any]:
-    """The delta of one bucket's values (in step order; ``last_step``: the step of the last).
-
-    Finite values only (the usual bucket): the builtins over the whole list (``sum`` from
-    -0.0 adds them one by one in order, as the loop does). Otherwise, or when their sum
-    overflows, value by value.
-    """
-    if None not in values:
-        floats = cast("list[float]", values)
-        total = sum(floats, -0.0)
-        if -math.inf < total < math.inf:
-            return [min(floats), max(floats), clamp_sum(total), len(floats), 0, floats[-1], last_step]
-    inf = math.inf
-    first = values[0]
-    finite = first is not None and -inf < first < inf
-    row: list[Any] = [first, first, first if finite else 0.0, 1 if finite else 0, 0 if first is not None else 1, values[-1],
-           last_step]
-    for value in values[1:]:
-        if value is None:
-            row[4] += 1
-            continue
-        if row[0] is None or value < row[0]:
-            row[0] = value
-        if row[1] is None or value > row[1]:
-            row[1] = value
-        if -inf < value < inf:
-            row[2] += value
-            row[3] += 1
-    row[2] = clamp_sum(row[2])
-    return row
+def _clamped(total: np.ndarray) -> np.ndarray:
+    """``clamp_sum`` of each sum."""
+    return np.clip(total, -SUM_LIMIT, SUM_LIMIT)
 
 
-def merge_delta(row: list[Any], other: list[Any]) -> None:
-    """Merge delta ``other`` into delta ``row`` in place (the Python twin of ``merge_set``)."""
-    if other[0] is not None and (row[0] is None or other[0] < row[0]):
-        row[0] = other[0]
-    if other[1] is not None and (row[1] is None or other[1] > row[1]):
-        row[1] = other[1]
-    row[2] = clamp_sum(row[2] + other[2])
-    row[3] += other[3]
-    row[4] += other[4]
-    if other[6] > row[6]:
-        row[5] = other[5]
-        row[6] = other[6]
+def _or_none(column: np.ndarray) -> list[float | None]:
+    """The floats, NaN as None (the stored NULL)."""
+    out = column.astype(object)
+    out[np.isnan(column)] = None
+    return cast("list[float | None]", out.tolist())
 
 
 def clamp_sum(total: float) -> float:
