@@ -175,3 +175,18 @@ def finish_through_an_outage(run, receiver, *, after_bodies: int) -> None:  # ty
     breaker.start()
     run.finish(timeout=60)
     breaker.join()
+
+
+def test_a_first_batch_of_many_points_is_cut_at_the_first_of_its_equal_parts() -> None:
+    """A pass's first batch of more than ``SEND_POINTS`` points leaves alone, as soon as it is encoded (its
+    size is the first part ``_within_points`` would cut): the service stores it while the rest is encoded."""
+    from runcast.sender.batches import SEND_POINTS, batch_sizes
+
+    eight = lambda n: 8 * n  # noqa: E731 - eight keys a step
+    assert batch_sizes(12_002, 20_000, False, eight) == [4001, 8001]  # 96,016 points: 3 parts
+    assert batch_sizes(45_002, 20_000, False, eight) == [5000, 15_000, 20_000, 5002]  # only a pass's first
+    assert batch_sizes(20_000, 20_000, True, eight) == [5000, 15_000]  # the heartbeat joins the last, not full
+    assert batch_sizes(SEND_POINTS // 8, 20_000, False, eight) == [SEND_POINTS // 8]  # not over: whole
+    assert batch_sizes(45_002, 20_000, False, lambda n: n) == [20_000, 20_000, 5002]  # one key: 20,000 points
+    assert batch_sizes(45_002, 20_000, True) == [20_000, 20_000, 5002]  # points not asked: as before
+    assert batch_sizes(0, 20_000, True, eight) == [0]

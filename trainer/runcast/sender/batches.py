@@ -4,11 +4,13 @@ its own, lower or not, in ``GET /api/v1/whoami``), and about ``SEND_POINTS`` poi
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
+from itertools import islice
 from typing import Any, Final
 
 from ..wire import events as schema
 from ..wire.columns import encode_columns
+from .outbox import Item
 from .rows import Rows
 
 # The points a batch carries at most, whatever the server takes (a soft limit: a batch is cut in
@@ -33,13 +35,27 @@ def batch_bodies(
             for part in _within_bytes(chunk, max_bytes, columns)]
 
 
-def batch_sizes(take: int, limit: int, beat: bool) -> list[int]:
+def batch_sizes(take: int, limit: int, beat: bool, first_points: Callable[[int], int] = lambda n: 0) -> list[int]:
     """How many queued items each batch of ``take`` takes (at most ``limit``); with ``beat``, a heartbeat
-    follows in the last one, or in one of its own after a full batch."""
+    follows in the last one, or in one of its own after a full batch.
+
+    ``first_points(n)``: the values the first ``n`` queued items carry. A first batch of more than
+    ``SEND_POINTS`` is cut at about that many: its body goes out as soon as it is encoded, and the
+    service stores it while the rest is encoded (a trainer's burst of many keys a step otherwise
+    waited, in ``finish()``, for the whole of it to be encoded before the first request).
+    """
     sizes = [limit] * (take // limit) + ([take % limit] if take % limit else [])
+    if sizes and (points := first_points(sizes[0])) > SEND_POINTS:
+        head = -(-sizes[0] // -(-points // SEND_POINTS))  # the first of the equal parts ``_within_points`` cuts
+        sizes[:1] = [head, sizes[0] - head]
     if beat and (not sizes or sizes[-1] == limit):
         sizes.append(0)
     return sizes
+
+
+def queued_points(queue: Iterable[Item], n: int) -> int:
+    """The values the first ``n`` items of ``queue`` carry (``batch_sizes``' ``first_points``)."""
+    return sum(len(item[4]) for item in islice(queue, n) if item[1] == "metrics")
 
 
 def _within_points(wire: Sequence[dict[str, Any]]) -> list[Sequence[dict[str, Any]]]:

@@ -25,13 +25,14 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any, Final
 
 from ..wire import events
 from .ahead import fetched_ahead, pipelined
 from .backoff import Backoff
-from .batches import batch_bodies, batch_sizes, is_columnar
+from .batches import batch_bodies, batch_sizes, is_columnar, queued_points
 from .blob_http import BlobClient
 from .config import SenderConfig
 from .encode import Encoded, encode_items
@@ -204,9 +205,9 @@ class Sender:
         if take:
             self.state.slots.take(now)
         last = [self._heartbeat()] if beat else []  # after everything queued before it
-        if beat:
-            self._counters.logged += 1
-        pipelined(self._queue, batch_sizes(take, self._batch_limit(), beat), last, self._encode, self._deliver_encoded)
+        self._counters.logged += beat
+        sizes = batch_sizes(take, self._batch_limit(), beat, partial(queued_points, self._queue))
+        pipelined(self._queue, sizes, last, self._encode, self._deliver_encoded)
 
     def _ship_overflow(self, overflow: Overflow, closing: bool) -> None:
         """Send (or spool) a few batches of the overflow file in order, each read and encoded ahead (``ahead``);
