@@ -23,10 +23,6 @@ from sqlalchemy import ColumnElement, case, literal_column
 LEVELS: Final = (3, 6, 9, 12, 15, 18, 21, 24)
 SUM_LIMIT: Final = 1e300  # two sums within it add up without overflow
 
-RollupKey = tuple[int, int, int]
-"""``(series_id, level, bucket)``: the primary key of a rollup row."""
-
-
 RollupRow = tuple[Any, ...]
 """A ``rollups`` row: series_id, level, bucket, min, max, sum, count, nan_count, last, last_step."""
 
