@@ -161,6 +161,15 @@ def page(browser: Any) -> Iterator[Any]:
 
 # --- helpers the tests share ------------------------------------------------------------------
 
+# The pixel where the loss chart draws a raw point of ``key``: the one at ``step``, or the middle one
+# (``step`` null); Plotly's own axes place it, a step axis or a wall-clock one.
+POINT_AT = """([key, step]) => {
+  const gd = document.getElementById('chart-main');
+  const t = gd.data.find(t => t.meta && t.meta.role === 'raw' && t.meta.key === key);
+  const i = step === null ? Math.floor(t.x.length / 2) : Array.from(t.x).indexOf(step);
+  const xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis, box = gd.getBoundingClientRect();
+  return [box.left + xa._offset + xa.l2p(xa.d2l(t.x[i])), box.top + ya._offset + ya.l2p(ya.d2l(t.y[i]))];
+}"""
 MAIN_RAW_X = """() => {
   const gd = document.getElementById('chart-main');
   return (gd.data || []).filter(t => t.meta && t.meta.role === 'raw' && !t.meta.abandoned)

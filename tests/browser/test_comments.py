@@ -16,19 +16,11 @@ from typing import Any
 import pytest
 from oidc_provider_mock import User, run_server_in_thread
 
-from .conftest import LiveServer
+from .conftest import POINT_AT, LiveServer
 from .test_oidc import _runcast, _sign_in_with_provider
 from .test_signin import _log, _shots
 
 PASSWORD = "a long passphrase"
-# The pixel of a raw point of the loss chart at a step (Plotly's own axes place it).
-POINT_AT = """([key, step]) => {
-  const gd = document.getElementById('chart-main');
-  const t = gd.data.find(t => t.meta && t.meta.role === 'raw' && t.meta.key === key);
-  const i = Array.from(t.x).indexOf(step);
-  const xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis, box = gd.getBoundingClientRect();
-  return [box.left + xa._offset + xa.l2p(t.x[i]), box.top + ya._offset + ya.l2p(t.y[i])];
-}"""
 COMMENT_MARKERS = """() => {
   const gd = document.getElementById('chart-main');
   return (gd.data || []).filter(t => t.meta && t.meta.role === 'markers')

@@ -11,20 +11,11 @@ from typing import Any
 import pytest
 
 from .comment_seed import seed_comments
-from .conftest import open_run
+from .conftest import POINT_AT, open_run
 
 READY = "!document.documentElement.classList.contains('i18n-pending')"
 EN_MONTH = re.compile(r"\b(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)\b")
 HOVER_TEXT = "() => (document.querySelector('#chart-main .hoverlayer') || {}).textContent || ''"
-# Where the loss's middle point is drawn: a reader points at a point, not at the plot's centre
-# (on a wall-clock axis the centre can lie between two bursts of points, out of hover reach).
-MIDDLE_POINT = """() => {
-  const gd = document.getElementById('chart-main');
-  const t = gd.data.find(t => t.meta && t.meta.role === 'raw' && t.meta.key === 'train/loss');
-  const i = Math.floor(t.x.length / 2);
-  const xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis, box = gd.getBoundingClientRect();
-  return [box.left + xa._offset + xa.l2p(xa.d2l(t.x[i])), box.top + ya._offset + ya.l2p(ya.d2l(t.y[i]))];
-}"""
 
 
 @pytest.mark.parametrize("locale", ["zh-TW", "zh-HK", "zh-Hant-TW", "zh-MO"])
@@ -75,7 +66,9 @@ def test_wall_clock_axes_and_hover_dates_in_the_page_language(live_server: Any, 
         open_run(page, live_server, run.id, "?x=time")
         page.wait_for_selector("#chart-main .xtick")
         ticks = page.eval_on_selector_all("#chart-main .xtick text", "els => els.map((e) => e.textContent)")
-        x, y = page.evaluate(MIDDLE_POINT)
+        # a reader points at a point (on a wall-clock axis the plot's centre can lie between two
+        # bursts of points, out of hover reach)
+        x, y = page.evaluate(POINT_AT, ["train/loss", None])
         page.mouse.move(x, y)
         page.wait_for_function(f"({HOVER_TEXT})().length > 0")
         hover = page.evaluate(HOVER_TEXT)

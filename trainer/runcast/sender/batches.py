@@ -46,7 +46,7 @@ def batch_sizes(take: int, limit: int, beat: bool, first_points: Callable[[int],
     """
     sizes = [limit] * (take // limit) + ([take % limit] if take % limit else [])
     if sizes and (points := first_points(sizes[0])) > SEND_POINTS:
-        head = -(-sizes[0] // -(-points // SEND_POINTS))  # the first of the equal parts ``_within_points`` cuts
+        head = _part_size(sizes[0], points)  # the first of the equal parts ``_within_points`` cuts
         sizes[:1] = [head, sizes[0] - head]
     if beat and (not sizes or sizes[-1] == limit):
         sizes.append(0)
@@ -62,11 +62,16 @@ def _within_points(wire: Sequence[dict[str, Any]]) -> list[Sequence[dict[str, An
     """``wire`` in as few equal parts as keep each near ``SEND_POINTS`` points."""
     points = wire.points() if isinstance(wire, Rows) else sum(
         len(e.get("values") or ()) for e in wire if isinstance(e, dict) and e.get("type") == "metrics")
-    parts = -(-points // SEND_POINTS)
-    if parts <= 1:
+    if points <= SEND_POINTS:
         return [wire]
-    size = -(-len(wire) // parts)
+    size = _part_size(len(wire), points)
     return [wire[start:start + size] for start in range(0, len(wire), size)]
+
+
+def _part_size(items: int, points: int) -> int:
+    """Items a part holds when ``items`` carrying ``points`` are cut in as few equal parts as keep each
+    near ``SEND_POINTS`` points."""
+    return -(-items // -(-points // SEND_POINTS))
 
 
 def _within_bytes(wire: Sequence[dict[str, Any]], max_bytes: int, columns: bool) -> list[Batch]:
