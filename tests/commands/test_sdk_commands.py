@@ -1,11 +1,15 @@
 """The SDK as a training script drives it against a real server (HTTP): the plain loop polls
 ``run.commands()`` at step boundaries, a ``set`` changes a declared tunable when acknowledged, a
-script that did not opt in refuses with a message, and ``on_command`` with only a checkpoint
-function stops at the current step after a checkpoint and exits 0."""
+script that did not opt in refuses with a message, ``on_command`` with only a checkpoint
+function stops at the current step after a checkpoint and exits 0, and a command carried by the
+answer to a spool replayed after an outage is held by the SDK (the server counts it delivered)."""
 
 from __future__ import annotations
 
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -104,3 +108,69 @@ def test_on_command_stops_after_a_checkpoint_and_exits_0(client: Any, tokens: di
         entry = _listed(server, run.id)[sent["command"]]
         assert entry["state"] == "acknowledged" and entry["step"] == saved[0]
         assert httpx.get(f"{server.url}{API}/runs/{run.id}", timeout=30).json()["status"] == "finished"
+
+
+class Door:
+    """An HTTP hop in front of the server that answers 503 while shut (the service unavailable)."""
+
+    def __init__(self, target: str) -> None:
+        self.shut = False
+        client = httpx.Client(base_url=target, timeout=30)
+        door = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def _forward(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                if door.shut:
+                    status, kind, content = 503, "application/json", b'{"error": {"message": "down"}}'
+                else:
+                    keep = {k: v for k, v in self.headers.items()
+                            if k.lower() in ("authorization", "content-type", "content-encoding")}
+                    r = client.request(self.command, self.path, content=body, headers=keep)
+                    status, kind, content = r.status_code, r.headers.get("Content-Type", ""), r.content
+                self.send_response(status)
+                self.send_header("Content-Type", kind)
+                self.send_header("Content-Length", str(len(content)))
+                self.end_headers()
+                self.wfile.write(content)
+
+            do_GET = do_POST = do_PUT = do_HEAD = _forward  # http.server's names
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+
+
+def test_a_command_carried_by_the_answer_to_a_replayed_spool_is_held(
+        client: Any, tokens: dict[str, str], tmp_path: Path) -> None:
+    with LiveServer(client.app) as server:
+        door = Door(server.url)
+        try:  # no heartbeat to carry the command again: only the replay's answer carries it
+            run = runcast.init(project="pp", server=door.url, token=tokens["ingest"], mode="online",
+                               heartbeat_interval=3600, retry_initial=0.1, spool_dir=str(tmp_path / "spool"))
+            scale = run.tunable("lr_scale", 1.0, min=0.1, max=4.0)
+            assert run.flush()
+            door.shut = True
+            run.log({"loss": 1.0}, step=1)
+            assert not run.flush(timeout=5)  # the outage: spooled
+            sent = _send(server, tokens["team"], run.id, kind="set", name="lr_scale", value=0.5)
+            door.shut = False
+            deadline = time.monotonic() + 60  # a failure's bound
+            while not run.flush(timeout=5):
+                assert time.monotonic() < deadline, "the spool was never replayed"
+            assert _listed(server, run.id)[sent["command"]]["state"] == "delivered"
+            held = run.commands()
+            assert [c.id for c in held] == [sent["command"]]
+            held[0].ack(step=1)
+            assert scale.value == 0.5
+            run.finish()
+            entry = _listed(server, run.id)[sent["command"]]
+            assert (entry["state"], entry["step"], entry["outcome"]) == ("acknowledged", 1, "applied")
+        finally:
+            door.close()

@@ -5,6 +5,7 @@ Used by the replay (``spool_replay``) and by the images' sending (``spool_blobs`
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ..wire import events as schema
@@ -16,11 +17,12 @@ from .transport import Rejected, Transport
 class Parts:
     """Sends batches in parts the service takes; learns its limit from its answers."""
 
-    def __init__(self, max_events: int, max_bytes: int = schema.MAX_BATCH_BYTES,
-                 renames: Renames | None = None) -> None:
+    def __init__(self, max_events: int, max_bytes: int = schema.MAX_BATCH_BYTES, renames: Renames | None = None,
+                 on_commands: Callable[[list[dict[str, Any]]], None] | None = None) -> None:
         self.limit = max(1, max_events)
         self.max_bytes = max_bytes
         self.renames = renames
+        self.on_commands = on_commands  # the team's commands an answer carries (a live run's replay takes them)
 
     def send(
         self, transport: Transport, body: bytes, events: list[dict[str, Any]], timeout: float, stop_on: tuple[int, ...]
@@ -35,7 +37,7 @@ class Parts:
         while todo:
             part_body, part = todo.pop()
             try:
-                transport.send(part_body, part, timeout)
+                commands = transport.send(part_body, part, timeout)
             except Rejected as exc:
                 if is_columnar(part_body) and exc.status == 422 and not exc.too_large:  # a server that does not take columns: per event
                     todo.append((schema.dumps_batch(part), part))
@@ -57,4 +59,6 @@ class Parts:
                 refused.append((part_body, len(part), exc))
             else:
                 sent += len(part)
+                if commands and self.on_commands is not None:
+                    self.on_commands(commands)
         return sent, refused

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..wire import events as schema
 from .blob_http import BlobClient
@@ -44,6 +45,7 @@ def replay(
     blobs: BlobClient | None = None,
     blob_wait: float = 60.0,
     renames: Renames | None = None,
+    on_commands: Callable[[list[dict[str, Any]]], None] | None = None,
 ) -> ReplayResult:
     """Send the spool's batches in order until it is empty, the service fails, or ``max_batches``.
 
@@ -54,9 +56,11 @@ def replay(
     spool's images go (without it they stay, and events showing them are sent as they are);
     ``blob_wait``: how long an image waits for the server to know its run. ``renames``: what
     the server took of run renames so far (``renames.py``; one per pass without it).
+    ``on_commands``: given the team's commands an answer carries (a live run's sender; the server
+    counts a command delivered once an answer carried it, so a replay's answers count too).
     """
     result = ReplayResult()
-    parts = Parts(max_events, max_bytes, renames or Renames(transport.url))
+    parts = Parts(max_events, max_bytes, renames or Renames(transport.url), on_commands)
     for handled, (body, events, end) in enumerate(spool.pending()):
         if max_batches is not None and handled >= max_batches:
             return result

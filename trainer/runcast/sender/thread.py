@@ -346,17 +346,10 @@ class Sender:
 
     def _replay(self) -> None:
         assert self.state.spool is not None and self._transport is not None
-        result = replay(
-            self.state.spool,
-            self._transport,
-            timeout=self._send_timeout(),
-            max_batches=REPLAY_BATCHES_PER_PASS,
-            max_events=self._batch_limit(),
-            max_bytes=self.config.batch_bytes,
-            blobs=self._blobs,
-            blob_wait=2.0,
-            renames=self._renames,
-        )
+        result = replay(self.state.spool, self._transport, timeout=self._send_timeout(),
+                        max_batches=REPLAY_BATCHES_PER_PASS, max_events=self._batch_limit(),
+                        max_bytes=self.config.batch_bytes, blobs=self._blobs, blob_wait=2.0, renames=self._renames,
+                        on_commands=self._on_commands)  # a command the server counts delivered is held here
         self.state.spooled_events = max(0, self.state.spooled_events - result.sent_events - result.rejected_events)
         self._counters.sent += result.sent_events
         self._counters.replayed += result.sent_events
