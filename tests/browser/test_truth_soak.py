@@ -28,6 +28,7 @@ from typing import Any
 import httpx
 import pytest
 
+from . import hung
 from .truth import assert_page_tells_the_truth
 
 pytestmark = pytest.mark.slow
@@ -156,6 +157,7 @@ def wait_step(base: str, run: str, step: int, timeout: float = 180) -> dict[str,
 def new_page(browser: Any, width: int, height: int) -> tuple[Any, Any]:
     context = browser.new_context(viewport={"width": width, "height": height})
     page = context.new_page()
+    hung.watch(page)  # a page that stops answering says where its script is (truth.answering)
     page.errors = []
     page.console = []
     page.on("pageerror", lambda e: page.errors.append(str(e)))

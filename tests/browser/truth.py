@@ -14,6 +14,8 @@ from typing import Any
 
 import httpx
 
+from . import hung
+
 SNAPSHOT = "() => window.__runcast.store.snapshot()"
 
 # Every data trace of every chart on the page: the raw/mean line and the min/max band.
@@ -148,7 +150,7 @@ def answering(page: Any, seconds: float = 60) -> None:
     except Exception as e:  # playwright's TimeoutError
         console = getattr(page, "console", [])[-20:]
         raise AssertionError(f"{page.url}: the page's script answered nothing for {seconds} s ({e});"
-                             f" its last console lines: {console}") from e
+                             f" its last console lines: {console}; where it is: {hung.stack(page)}") from e
 
 
 def scroll_through(page: Any) -> None:

@@ -26,8 +26,13 @@ export function ticks(lo, hi, n, whole = false) {
   const raw = whole ? Math.max(1, span / n) : span / n;
   const unit = 10 ** Math.floor(Math.log10(raw));
   const step = unit * ([1, 2, 5, 10].find((m) => m * unit >= raw) || 10);
+  // Counted in whole steps: a step too small beside the values (a narrow range far from 0) would
+  // never advance `v += step`.
+  const first = Math.ceil(lo / step);
+  const last = Math.floor(hi / step + 1e-9);
+  if (!Number.isSafeInteger(first) || !Number.isSafeInteger(last) || last - first > 4 * n + 10) return [lo];
   const out = [];
-  for (let v = Math.ceil(lo / step) * step; v <= hi + step * 1e-9; v += step) out.push(Number(v.toPrecision(12)));
+  for (let i = first; i <= last; i++) out.push(Number((i * step).toPrecision(12)));
   return out;
 }
 
