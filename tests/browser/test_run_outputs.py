@@ -1,7 +1,7 @@
 """The run page's evaluations, samples and media panels (docs/dashboard.md) in headless Chromium
 against a real server fed by the SDK or by wire batches: what the page shows equals what the
 API holds, live without reload; run data renders as text only; only the thumbnails on screen
-are asked for; a withheld kind is named; the word diff.
+are asked for; a withheld kind is named; the word diff; the heat map's value labels whole.
 
 ``OUTPUTS_SHOTS=dir`` keeps the screenshots (else they go to the test's temp dir).
 """
@@ -385,3 +385,39 @@ def test_word_diff(live_server, page):
         ["=Paris", "-,", "= and ", "-its", "+the", "= river", "+ Seine."],
     ]
     assert got["bad"] == 0 and got["capped"] is None
+
+
+# The leftmost CSS pixel column of a canvas with any ink in it (the value labels are drawn there).
+FIRST_INK = """(canvas) => {
+  const ctx = canvas.getContext('2d');
+  const scale = canvas.width / canvas.clientWidth;
+  const data = ctx.getImageData(0, 0, canvas.width, canvas.height).data;
+  for (let x = 0; x < canvas.width; x++)
+    for (let y = 0; y < canvas.height; y++) if (data[(y * canvas.width + x) * 4 + 3] > 0) return x / scale;
+  return null;
+}"""
+
+
+def test_the_heat_map_s_value_labels_fit_small_and_far_values_and_a_range_far_from_zero_draws(
+        live_server: Any, browser: Any) -> None:
+    """A small gradient's labels ("-2.000e-4") are wider than the default margin, and a histogram of one
+    bin near 1e17 has a range its tick loop could not step through (the tab froze): each heat map draws,
+    every label whole inside the canvas."""
+    run = live_server.sdk_run(name="labels")
+    rng = np.random.default_rng(0)
+    for step in (10, 20):
+        run.log({"loss": 3.0 - step / 100, "grads/small": runcast.Histogram(rng.normal(0, 1e-4, 1000), bins=16),
+                 "grads/far": runcast.Histogram([1e17, 1e17 + 16], bins=1)}, step=step)
+    run.flush()
+    page = browser.new_page(viewport={"width": 1280, "height": 2000})
+    try:
+        open_run(page, live_server, run.id)
+        show(page, "#media-card")
+        for key in ("grads/small", "grads/far"):
+            canvas = f".media-key[data-key='{key}'] canvas"
+            page.wait_for_function(f"() => {{ const c = document.querySelector(\"{canvas}\"); return c && c.width > 0; }}",
+                                   timeout=15000)
+            first = page.eval_on_selector(canvas, FIRST_INK)
+            assert first is not None and first >= 2, (key, first)  # no label cut at the canvas's edge
+    finally:
+        page.close()

@@ -46,14 +46,14 @@ export function spans(rows) {
   ]);
 }
 
-/** Where rows go on a canvas of `width` × `height` CSS pixels: the axes' ranges and scales. */
-export function layout(rows, width, height) {
+/** Where rows go on a canvas of `width` × `height` CSS pixels (`left`: room for the value labels): the axes' ranges and scales. */
+export function layout(rows, width, height, left = MARGIN.left) {
   const lo = Math.min(...rows.map((r) => r.edges[0]));
   const hi = Math.max(...rows.map((r) => r.edges[r.edges.length - 1]));
   const columns = spans(rows);
   const x0 = columns[0][0];
   const x1 = columns[columns.length - 1][1];
-  const plot = { left: MARGIN.left, top: MARGIN.top, width: width - MARGIN.left - MARGIN.right, height: height - MARGIN.top - MARGIN.bottom };
+  const plot = { left, top: MARGIN.top, width: width - left - MARGIN.right, height: height - MARGIN.top - MARGIN.bottom };
   return {
     lo, hi, x0, x1, plot, columns,
     x: (step) => plot.left + ((step - x0) / (x1 - x0)) * plot.width,
@@ -70,7 +70,12 @@ export function drawHeatmap(canvas, rows, theme, xTitle) {
   canvas.height = Math.round(height * dpr);
   const ctx = canvas.getContext("2d");
   ctx.scale(dpr, dpr);
-  const at = layout(rows, width, height);
+  ctx.font = "11px system-ui, sans-serif";
+  let at = layout(rows, width, height);
+  // The value labels' room: a small gradient's "-2.000e-4" is wider than the default margin.
+  const labels = ticks(at.lo, at.hi, 5).map((v) => [v, formatValue(v)]);
+  const room = Math.ceil(Math.max(0, ...labels.map(([, text]) => ctx.measureText(text).width))) + 8;
+  if (room > at.plot.left) at = layout(rows, width, height, room);
   rows.forEach((row, i) => {
     const xa = at.x(at.columns[i][0]);
     const xb = at.x(at.columns[i][1]);
@@ -85,11 +90,10 @@ export function drawHeatmap(canvas, rows, theme, xTitle) {
   });
   ctx.strokeStyle = theme.grid;
   ctx.fillStyle = theme.fg;
-  ctx.font = "11px system-ui, sans-serif";
   ctx.strokeRect(at.plot.left, at.plot.top, at.plot.width, at.plot.height);
   ctx.textAlign = "right";
   ctx.textBaseline = "middle";
-  for (const v of ticks(at.lo, at.hi, 5)) ctx.fillText(formatValue(v), at.plot.left - 4, at.y(v));
+  for (const [v, text] of labels) ctx.fillText(text, at.plot.left - 4, at.y(v));
   ctx.textAlign = "center";
   ctx.textBaseline = "top";
   for (const s of ticks(at.x0, at.x1, 6, true)) ctx.fillText(formatNumber(s), at.x(s), at.plot.top + at.plot.height + 4);
