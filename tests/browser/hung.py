@@ -61,22 +61,16 @@ class SourceMap:
 
     def __init__(self, body: dict[str, Any]) -> None:
         self.sources: list[str] = body["sources"]
-        self.names: list[str] = body.get("names", [])
-        self.lines: list[list[tuple[int, int, int, int, int | None]]] = []
-        state = [0, 0, 0, 0, 0]  # source, source line, source column, name (carried across lines)
+        self.lines: list[list[tuple[int, int, int, int]]] = []  # (column, source, source line, source column)
+        source = line = column_in_source = 0  # carried across lines, as the format says
         for text in body["mappings"].split(";"):
             column, segments = 0, []
             for segment in filter(None, text.split(",")):
                 fields = _vlq(segment)
                 column += fields[0]
-                if len(fields) >= 4:
-                    for i in range(1, 4):
-                        state[i] += fields[i]
-                    name = None
-                    if len(fields) == 5:
-                        state[4] += fields[4]
-                        name = state[4]
-                    segments.append((column, state[1], state[2], state[3], name))
+                if len(fields) >= 4:  # a fifth field (a name) is not needed here
+                    source, line, column_in_source = source + fields[1], line + fields[2], column_in_source + fields[3]
+                    segments.append((column, source, line, column_in_source))
             self.lines.append(segments)
 
     def at(self, line: int, column: int) -> str | None:
@@ -85,7 +79,7 @@ class SourceMap:
         i = bisect.bisect_right([s[0] for s in segments], column) - 1
         if i < 0:
             return None
-        _, source, source_line, source_column, _ = segments[i]
+        _, source, source_line, source_column = segments[i]
         return f"{self.sources[source]}:{source_line + 1}:{source_column + 1}"
 
 
