@@ -24,7 +24,7 @@ from bisect import bisect_right
 from operator import itemgetter, lt
 from typing import Any
 
-from runcast_server.detectors.divergence import divergence_train_many, divergence_val
+from runcast_server.detectors.divergence import TRACE, TrainTrace, divergence_train_many, divergence_val_many
 from runcast_server.detectors.excursion import excursion_up_many
 from runcast_server.detectors.nonfinite import nonfinite_many
 from runcast_server.detectors.plateau import plateau_many
@@ -39,12 +39,11 @@ POINT_DETECTORS: dict[str, list[tuple[str, str, BatchDetector]]] = {
         ("plateau", "plateau", plateau_many),
         ("divergence", "divergence", divergence_train_many),
     ],
-    "val_loss": [("divergence", "divergence_val", one_by_one(divergence_val))],
+    "val_loss": [("divergence", "divergence_val", divergence_val_many)],
     "grad_norm": [("nonfinite", "nonfinite", nonfinite_many), ("grad_norm", "grad_norm", excursion_up_many("grad_norm"))],
     "throughput": [("throughput", "throughput", one_by_one(throughput))],
 }
 ROLE_ORDER = {"loss": 0, "grad_norm": 1, "throughput": 2, "val_loss": 3}
-SHARE_CTX = frozenset({"divergence", "divergence_val"})  # the train trend leaves its smoothed loss for the validation check
 Column = tuple[list[int], list[float]]
 """A key's points of a batch: its steps and its values, in batch order."""
 
@@ -64,9 +63,9 @@ class SegmentRunner:
     either in any order within a call. They are processed as if one by one
     in step order (loss before validation loss at one step, then by key; of one key's
     points at one step, the first), each series skipping steps it has already seen; each
-    detector takes a key's points as a batch (``signals.BatchDetector``); the divergence
-    detectors' batches are cut at the validation steps, where the validation check reads the
-    smoothed train loss.
+    detector takes a key's points as a batch (``signals.BatchDetector``), the loss keys'
+    before the validation keys': the validation check reads the smoothed train loss at its
+    step from what the train trend recorded (``divergence.TrainTrace``).
     """
 
     def __init__(self, cfg: dict[str, Any], states: dict[tuple[str, str], dict[str, Any]]) -> None:
@@ -93,39 +92,31 @@ class SegmentRunner:
             return []
         series = _series(columns, cfg)
         ranked = sorted(series, key=lambda k: (ROLE_ORDER[series[k][0]], k))
-        cuts = sorted({s for role, steps, _ in series.values() if role == "val_loss" for s in steps})
         states, touched, ctx = self.states, self.touched, self.ctx
         ctx.pop("train_step", None)  # the order of this feed's smoothed train losses (``divergence_train_many``)
-        plans = []  # [rank, detector index, key, state, params, update, steps, values, next index, shares ctx]
-        for rank, key in enumerate(ranked):
-            role, steps, values = series[key]
-            for index, (section, name, update) in enumerate(POINT_DETECTORS[role]):
-                params = cfg[section]
-                if not params.get("enabled", True):
-                    continue
-                state = states.setdefault((key, name), {})
-                last = state.get("last_step")
-                start = 0 if last is None else bisect_right(steps, last)
-                if start < len(steps):
+        if any(role == "val_loss" for role, _, _ in series.values()):
+            ctx[TRACE] = TrainTrace(ctx.get("train_smoothed"))
+        out: list[tuple[int, int, int, Signal]] = []
+        try:
+            for rank, key in enumerate(ranked):  # loss keys first: the validation check reads their trace
+                role, steps, values = series[key]
+                for index, (section, name, update) in enumerate(POINT_DETECTORS[role]):
+                    params = cfg[section]
+                    if not params.get("enabled", True):
+                        continue
+                    state = states.setdefault((key, name), {})
+                    last = state.get("last_step")
+                    start = 0 if last is None else bisect_right(steps, last)
+                    if start == len(steps):
+                        continue
                     state["last_step"] = steps[-1]
                     touched.add((key, name))
-                    plans.append([rank, index, key, state, params, update, steps, values, start, name in SHARE_CTX])
-        out: list[tuple[int, int, int, Signal]] = []
-        alone = [plan for plan in plans if not plan[9]]
-        shared = [plan for plan in plans if plan[9]]
-        # A detector that shares nothing takes all its points at once; those that share ``ctx`` go
-        # together, cut at the validation steps (the check there reads the smoothed train loss).
-        for cut, group in ((None, alone), *((c, shared) for c in cuts), (None, shared)):
-            for plan in group:
-                rank, index, key, state, params, update, steps, values, i, _ = plan
-                j = len(steps) if cut is None else bisect_right(steps, cut, i)
-                if j == i:
-                    continue
-                plan[8] = j
-                whole = i == 0 and j == len(steps)
-                for step, sig in update(state, params, steps if whole else steps[i:j], values if whole else values[i:j], ctx):
-                    sig.key = key
-                    out.append((step, rank, index, sig))
+                    new_steps, new_values = (steps[start:], values[start:]) if start else (steps, values)
+                    for step, sig in update(state, params, new_steps, new_values, ctx):
+                        sig.key = key
+                        out.append((step, rank, index, sig))
+        finally:
+            ctx.pop(TRACE, None)
         out.sort(key=_ORDER)
         return [sig for *_, sig in out]
 

@@ -3,11 +3,43 @@
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Final
 
 from runcast_server.detectors.signals import Signal
 from runcast_server.detectors.stats import middle, ordered, push_ordered, slide
+
+TRACE: Final = "train_trace"  # ctx's key of a feed's ``TrainTrace``, while it has validation points
+
+
+class TrainTrace:
+    """The smoothed train loss each loss key set in one feed, by step, for the validation check.
+
+    One by one in step order (loss before validation loss at a step, loss keys in their
+    order), a validation point reads the smoothed loss the last loss point before it set.
+    Recording it by step lets the train trend take all its points at once and the check
+    look its step up (``at``), instead of both being cut at every validation step.
+    """
+
+    def __init__(self, before: float | None) -> None:
+        self.before = before  # the smoothed loss an earlier feed left
+        self._keys: list[tuple[list[int], list[float]]] = []  # per loss key, in the runner's order
+
+    def key(self) -> tuple[list[int], list[float]]:
+        """The (steps, smoothed losses) lists a loss key's points fill, in step order."""
+        self._keys.append(([], []))
+        return self._keys[-1]
+
+    def at(self, step: int) -> float | None:
+        """The smoothed loss a validation point at ``step`` reads: the one set at the latest step <= ``step``
+        (of equal steps, the later key's), or the earlier feed's."""
+        found, at = self.before, -1
+        for steps, meds in self._keys:
+            i = bisect_right(steps, step) - 1
+            if i >= 0 and steps[i] >= at:
+                found, at = meds[i], steps[i]
+        return found
 
 
 def divergence_train(state: dict[str, Any], p: dict[str, Any], step: int, value: float, ctx: dict[str, Any]) -> list[Signal]:
@@ -54,8 +86,12 @@ def divergence_train_many(state: dict[str, Any], p: dict[str, Any], steps: Seque
     ``ctx["train_step"]`` is the step of ``ctx["train_smoothed"]`` within the
     runner's feed: of two loss keys, the one whose smoothed value is at the later step sets it
     (the point order: step, then key), as the point detectors called in that order would.
+    Each smoothed value is also recorded in the feed's ``TrainTrace`` when it has one.
     """
     out: list[tuple[int, Signal]] = []
+    trace: TrainTrace | None = ctx.get(TRACE)
+    traced = trace is not None
+    trace_steps, trace_meds = trace.key() if trace is not None else ([], [])
     isfinite = math.isfinite
     size, rise, confirm = p["smooth"], p["rise"], p["confirm"]
     least, half = max(3, size // 4), size // 2
@@ -77,6 +113,9 @@ def divergence_train_many(state: dict[str, Any], p: dict[str, Any], steps: Seque
                 out.append((step, sig))
             if "train_smoothed" in one:
                 last_med, last_step = one["train_smoothed"], step
+                if traced:
+                    trace_steps.append(step)
+                    trace_meds.append(last_med)
             fast, opened = True, bool(state.get("open"))
             ring = state["ring"]
             window = ordered(state, ring)
@@ -90,6 +129,9 @@ def divergence_train_many(state: dict[str, Any], p: dict[str, Any], steps: Seque
         mid = n // 2
         med = window[mid] if n % 2 else 0.5 * (window[mid - 1] + window[mid])
         last_med, last_step = med, step
+        if traced:
+            trace_steps.append(step)
+            trace_meds.append(med)
         if opened:  # an open alert always has a best
             assert best is not None
             if med <= best * back:
@@ -152,4 +194,16 @@ def divergence_val(state: dict[str, Any], p: dict[str, Any], step: int, value: f
         if best is None or value < best:
             state["best"] = value
     state["prev"], state["train_prev"] = value, train
+    return out
+
+
+def divergence_val_many(state: dict[str, Any], p: dict[str, Any], steps: Sequence[int], values: Sequence[float],
+                        ctx: dict[str, Any]) -> list[tuple[int, Signal]]:
+    """``divergence_val`` over consecutive points (``signals.BatchDetector``), each reading the smoothed train
+    loss at its step from the feed's ``TrainTrace`` (``ctx["train_smoothed"]`` without one)."""
+    trace: TrainTrace | None = ctx.get(TRACE)
+    out: list[tuple[int, Signal]] = []
+    for step, value in zip(steps, values):
+        train = ctx.get("train_smoothed") if trace is None else trace.at(step)
+        out.extend((step, sig) for sig in divergence_val(state, p, step, value, {"train_smoothed": train}))
     return out
