@@ -1,7 +1,8 @@
 """The Parquet export on SQLite reads a page whose steps are all stored as values alone
-(``series_ref.DensePage``); its bytes are those of the row-by-row read it replaced, for dense and
-gappy series, NaN and +-Inf, a resume (a series starting at a later step), gaps filled later,
-every page size, and a delayed reader."""
+(``series_ref.DensePage``); on PostgreSQL (these tests again in ``test_manage_postgres.py``) it reads
+such pages two at a time, each known before it is read. Its bytes are those of the row-by-row read it
+replaced, for dense and gappy series, a series dense up to a gap, NaN and +-Inf, a resume (a series
+starting at a later step), gaps filled later, every page size, and a delayed reader."""
 
 from __future__ import annotations
 
@@ -61,6 +62,21 @@ def test_dense_pages_write_the_row_by_row_bytes(client, seed, db, logger):
     table = pq.read_table(io.BytesIO(whole))
     nan = sum(1 for v in table.column("value").to_pylist() if math.isnan(v))
     assert nan == db_nulls(db, refs) and table.num_rows == sum(1 for ref in refs for _ in point_steps(db, ref.id))
+
+
+def test_a_series_dense_up_to_a_gap_gets_the_row_by_row_bytes(seed, db):
+    """Pages of consecutive steps, then a gap inside a page: the pages from there on are those of ``LIMIT``."""
+    run = seed.run(name="gap").start(ts=1000.0)
+    steps = [*range(3, 300), *range(400, 1000), 5000]
+    run.send([run.event("metrics_columns", steps=steps[i:i + 250], times=[1000.0 + s / 100 for s in steps[i:i + 250]],
+                        values={"loss": [math.nan if s % 97 == 0 else 1.0 / (s + 1) for s in steps[i:i + 250]]})
+              for i in range(0, len(steps), 250)])
+    with db.scope() as session:
+        refs = series_to_export(session, session.get(Run, run.run), None)
+    for page_rows in (1, 7, 100, 297, 298, 350, 4096):  # the gap inside the 2nd page, at a page's edge, in the 1st
+        assert b"".join(export_chunks(db, refs, "parquet", page_rows=page_rows)) == rows_path(db, refs, page_rows), page_rows
+    table = pq.read_table(io.BytesIO(b"".join(export_chunks(db, refs, "parquet", page_rows=100))))
+    assert table.column("step").to_pylist() == steps
 
 
 def test_dense_series_are_read_as_dense_pages(seed, db):

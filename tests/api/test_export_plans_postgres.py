@@ -22,7 +22,7 @@ from runcast_server.metrics.export import PAGE_ROWS
 
 pytestmark = pytest.mark.services
 
-STEPS = PAGE_ROWS + 7_000  # two JSONL pages, one Parquet page
+STEPS = PAGE_ROWS + 7_000  # two JSONL pages; Parquet pages of 10,000 points
 API = "/api/v1/runs"
 
 
@@ -44,13 +44,17 @@ def client(embedded_env: Path, pg_server: Any, pg_url: str, monkeypatch: pytest.
 
 def point_plans(log: str) -> list[str]:
     """The logged plans of the statements that read points (JSONL's pages, Parquet's through ADBC's
-    ``COPY (SELECT ...)``, their step times), but a series' last step (``max(step)``)."""
+    ``COPY (SELECT ...)``, their step times), but a series' bounds (``max(step)``, ``min(step), max(step)``)."""
     entries = re.split(r"\n(?=\S)", log)  # an entry's plan lines are indented
     return [entry for entry in entries if re.search(r"Query Text: (COPY \()?SELECT .*FROM points", entry, re.DOTALL)
-            and not re.search(r"Query Text: SELECT max\(step\) FROM points", entry, re.IGNORECASE)]
+            and not re.search(r"Query Text: (COPY \()?SELECT (min\(step\), )?max\(step\) FROM points", entry, re.IGNORECASE)]
 
 
-def test_every_page_of_a_long_series_is_read_in_index_order(client: Any, seed: Any, pg_server: Any) -> None:
+def test_every_page_of_a_long_series_is_read_in_index_order(client: Any, seed: Any, pg_server: Any,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    from runcast_server.metrics import export
+
+    monkeypatch.setattr(export, "PARQUET_PAGE_ROWS", 10_000)  # Parquet pages known ahead, read two at once
     run = seed.run(name="long").start()
     run.send([run.event("metrics_columns", steps=list(range(start, min(start + 5000, STEPS))),
                         times=[1000.0 + s / 100 for s in range(start, min(start + 5000, STEPS))],
@@ -63,6 +67,6 @@ def test_every_page_of_a_long_series_is_read_in_index_order(client: Any, seed: A
     with pg_server.log_path.open(errors="replace") as f:
         f.seek(mark)
         plans = point_plans(f.read())
-    assert len(plans) >= 5, plans  # two JSONL pages, the Parquet page, and their step times
+    assert len(plans) >= 2 + 2 * 4, plans  # two JSONL pages, four Parquet pages at least, and their step times
     for plan in plans:
         assert "Index Scan" in plan and "Sort" not in plan and "Bitmap" not in plan, plan

@@ -3,7 +3,8 @@
 step without a time), one row group per page, streamed.
 
 On PostgreSQL, pages are read with ADBC (its PostgreSQL driver, through binary COPY)
-straight into Arrow columns: no Python object per point. On SQLite they are read through
+straight into Arrow columns: no Python object per point; pages of consecutive steps two at a
+time, on connections of their own (``adbc_pages``). On SQLite they are read through
 the connection SQLAlchemy uses (``export.series_pages``) and turned into Arrow columns:
 ADBC's SQLite driver is a second copy of the SQLite library, and a second copy in one
 process breaks SQLite's locking (closing its file releases the POSIX locks the server's
@@ -17,8 +18,11 @@ Parquet requires. Readers (pyarrow, pandas, polars, DuckDB, Spark) read it as it
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import closing
+import threading
+from collections import deque
+from collections.abc import Generator, Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import ExitStack, closing, contextmanager
 from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
@@ -83,12 +87,29 @@ def _connect(database_url: str) -> Any:
     return adbc_driver_postgresql.dbapi.connect(uri, autocommit=True)
 
 
+@contextmanager
+def _cursor(database_url: str) -> Iterator[Any]:
+    """A cursor of its own connection, reading pages in index order; both closed on exit."""
+    with closing(_connect(database_url)) as connection, closing(connection.cursor()) as cursor:
+        cursor.execute(f"SET {INDEX_ORDER_PG}")  # autocommit: for this connection, closed after the export
+        yield cursor
+
+
 def _page(cursor: Any, series_id: int, after: int, limit: int, upto: int | None = None) -> pa.Table:
-    # value is never NULL in the answer (a NULL column could be typed as anything): NaN rows say so.
+    # ``value`` is typed by the table's column (float8) whatever a page holds: NULL (NaN) reads as null.
     due = "" if upto is None else f" AND version <= {int(upto)}"  # a delayed reader (policy/delay.py)
     cursor.execute(
-        "SELECT step, value IS NULL AS nan, COALESCE(value, 0.0) AS value"
-        f" FROM points WHERE series_id = {int(series_id)} AND step > {int(after)}{due} ORDER BY step LIMIT {int(limit)}"
+        f"SELECT step, value FROM points WHERE series_id = {int(series_id)} AND step > {int(after)}{due}"
+        f" ORDER BY step LIMIT {int(limit)}"
+    )
+    return cursor.fetch_arrow_table()
+
+
+def _span(cursor: Any, series_id: int, after: int, steps: int) -> pa.Table:
+    """The points of steps ``after + 1 .. after + steps``, the columns ``_page`` answers."""
+    cursor.execute(
+        f"SELECT step, value FROM points WHERE series_id = {int(series_id)} AND step > {int(after)}"
+        f" AND step <= {int(after) + int(steps)} ORDER BY step"
     )
     return cursor.fetch_arrow_table()
 
@@ -120,39 +141,111 @@ def _time_arrays(cursor: Any, ref: SeriesRef, first: int, last: int) -> tuple[np
 
 def page_of_rows(rows: Sequence[tuple[int, float | None]] | DensePage, points: TimePoints) -> pa.Table:
     """A page of ``(step, value)`` rows or a ``DensePage`` (NULL value = NaN) as the columns ``_page``
-    answers, with ``time``."""
+    answers (``step``, ``value`` with NaN as null), with ``time``."""
     # pyarrow reads the tuples in C++ (a struct per row): no Python list per column, no bool per row.
     if isinstance(rows, DensePage):
         (value,) = pa.array(rows.values, type=_VALUE).flatten()
         step = pa.array(np.arange(rows.first, rows.first + len(rows.values), dtype=np.int64))
     else:
         step, value = pa.array(rows, type=_ROW).flatten()
-    return pa.table({"step": step, "nan": value.is_null(), "value": value.fill_null(0.0),
+    return pa.table({"step": step, "value": value,
                      "time": _times(step, *_point_arrays(points))})
 
 
+class _Readers:
+    """Threads that read pages on connections of their own (one each, opened by the thread), two at once."""
+
+    def __init__(self, database_url: str) -> None:
+        self._url = database_url
+        self._local = threading.local()
+        self._opened = ExitStack()
+        self._lock = threading.Lock()
+        self.pool = ThreadPoolExecutor(2, thread_name_prefix="runcast-export-read", initializer=self._open)
+
+    def _open(self) -> None:
+        with self._lock:
+            self._local.cursor = self._opened.enter_context(_cursor(self._url))
+
+    def span(self, ref: SeriesRef, after: int, steps: int) -> pa.Table:
+        """``_span`` with its ``time`` column, on this thread's connection."""
+        cursor = self._local.cursor
+        page = _span(cursor, ref.id, after, steps)
+        return _timed(cursor, ref, page) if page.num_rows else page
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True, cancel_futures=True)  # before the connections close
+        self._opened.close()
+
+
 def adbc_pages(database_url: str, refs: Sequence[SeriesRef], page_rows: int) -> Iterator[tuple[SeriesRef, pa.Table]]:
-    """Each series' pages of ``page_rows`` points, read by ADBC from PostgreSQL, in step order."""
-    with closing(_connect(database_url)) as connection, closing(connection.cursor()) as cursor:
-        cursor.execute(f"SET {INDEX_ORDER_PG}")  # autocommit: for this connection, closed after the export
-        for ref in refs:
-            after = -1
-            while True:
-                page = _page(cursor, ref.id, after, page_rows, ref.upto)
-                if page.num_rows == 0:
-                    break
-                step = pc.cast(page.column("step"), pa.int64()).combine_chunks()
-                first, last = step[0].as_py(), step[-1].as_py()
-                yield ref, page.append_column("time", _times(step, *_time_arrays(cursor, ref, first, last)))
-                if page.num_rows < page_rows:
-                    break
-                after = last
+    """Each series' pages of ``page_rows`` points, read by ADBC from PostgreSQL, in step order.
+
+    A page is the next ``page_rows`` points (``LIMIT``). Where every step is stored, the pages are
+    known before they are read: two are then read at once by helper threads (``_consecutive``),
+    so that PostgreSQL, about half of an export's time, works on both CPUs while this thread
+    encodes the page before.
+    """
+    readers: _Readers | None = None  # made for the first series of several pages
+    try:
+        with _cursor(database_url) as cursor:
+            for ref in refs:
+                after = -1
+                if ref.upto is None:  # a delayed reader's pages skip later versions: not known before they are read
+                    cursor.execute(f"SELECT min(step), max(step) FROM points WHERE series_id = {int(ref.id)}")
+                    lo, hi = cursor.fetchone()
+                    if lo is not None and hi - lo >= page_rows:
+                        readers = readers or _Readers(database_url)
+                        after = yield from _consecutive(readers, ref, (lo, hi), page_rows)
+                while True:
+                    page = _page(cursor, ref.id, after, page_rows, ref.upto)
+                    if page.num_rows == 0:
+                        break
+                    yield ref, _timed(cursor, ref, page)
+                    if page.num_rows < page_rows:
+                        break
+                    after = page.column("step")[-1].as_py()
+    finally:
+        if readers is not None:
+            readers.close()
+
+
+def _consecutive(readers: _Readers, ref: SeriesRef, bounds: tuple[int, int],
+                 page_rows: int) -> Generator[tuple[SeriesRef, pa.Table], None, int]:
+    """``ref``'s first pages while every step of each is stored, two read ahead: a page of ``page_rows``
+    consecutive steps (the last: up to ``bounds[1]``) is the page ``LIMIT`` gives. Returns the step after
+    which pages go on with ``LIMIT`` (from the first one with a gap)."""
+    lo, hi = bounds
+    starts = deque(range(lo - 1, hi, page_rows))
+    ahead: deque[tuple[int, Future[pa.Table]]] = deque()
+
+    def fill() -> None:
+        while starts and len(ahead) < 2:
+            start = starts.popleft()
+            ahead.append((start, readers.pool.submit(readers.span, ref, start, page_rows)))
+
+    after = lo - 1
+    fill()
+    while ahead:
+        start, future = ahead.popleft()
+        page = future.result()
+        if page.num_rows != min(page_rows, hi - start):
+            return start  # a gap (or points newer than ``hi``): the pages read ahead are left unused
+        fill()
+        yield ref, page
+        after = start + page.num_rows
+    return after
+
+
+def _timed(cursor: Any, ref: SeriesRef, page: pa.Table) -> pa.Table:
+    """``page`` with its ``time`` column."""
+    step = pc.cast(page.column("step"), pa.int64()).combine_chunks()
+    first, last = step[0].as_py(), step[-1].as_py()
+    return page.append_column("time", _times(step, *_time_arrays(cursor, ref, first, last)))
 
 
 def _batch(segment: int, key: str, page: pa.Table) -> pa.RecordBatch:
     n = page.num_rows
-    nan = pc.cast(page.column("nan"), pa.bool_())
-    value = pc.if_else(nan, _NAN, pc.cast(page.column("value"), pa.float64()))
+    value = pc.fill_null(pc.cast(page.column("value"), pa.float64()), _NAN)
     return pa.RecordBatch.from_arrays(
         [
             pc.fill_null(pa.nulls(n, pa.int32()), segment),
