@@ -23,6 +23,7 @@ from runcast_server.core.db import Database
 from runcast_server.core.settings import Settings
 from runcast_server.live.fanout import Registry
 from runcast_server.live.hub import LocalHub, make_hub
+from runcast_server.metrics.arrow_connections import ArrowConnections
 from runcast_server.observability.prometheus import Metrics
 
 
@@ -38,6 +39,7 @@ class AppContext:
     celery: RuncastCelery  # sends this process's tasks (embedded: runs them here), and runs them with this context
     metrics: Metrics | None = None  # the process's Prometheus instruments (None: nothing is recorded)
     alerts: AlertRunner | None = None  # embedded only: the notification pool and the periodic check
+    arrow: ArrowConnections | None = None  # PostgreSQL: the Parquet export's connections, kept between exports
 
     @classmethod
     def build(cls, settings: Settings, *, metrics: Metrics | None = None,
@@ -54,6 +56,7 @@ class AppContext:
             celery=celery if celery is not None else RuncastCelery(settings),
             metrics=metrics,
             alerts=AlertRunner() if settings.embedded else None,
+            arrow=ArrowConnections(settings.sqlalchemy_url) if database.engine.dialect.name == "postgresql" else None,
         )
         ctx.celery.context = ctx  # its tasks run with this context (context_of)
         return ctx
@@ -71,6 +74,8 @@ class AppContext:
             self.alerts.stop()
         self.hub.close()
         self.celery.close()  # its broker connections (production)
+        if self.arrow is not None:
+            self.arrow.close()
         self.database.engine.dispose()
 
 

@@ -79,3 +79,21 @@ def test_a_parquet_export_closed_early_leaves_no_reader_behind(seed: Any, db: An
     assert readers() and connections() >= before + 2  # read ahead on connections of their own
     chunks.close()
     assert not readers() and connections() == before
+
+
+def test_the_parquet_export_keeps_its_connections_and_replaces_one_the_server_closed(
+        client: Any, seed: Any, pg_server: Any, pg_url: str) -> None:
+    """The app keeps the export's connections open between exports; after the server ends them (a restart,
+    an idle timeout), the next export opens new ones and answers the same bytes."""
+    run = seed.run(name="kept").start(ts=1000.0)
+    run.send([run.event("metrics_columns", steps=list(range(i, i + 1000)), times=[1000.0 + i] * 1000,
+                        values={"loss": [1.0 / (s + 1) for s in range(i, i + 1000)]}) for i in range(0, 3000, 1000)])
+    name = pg_url.rsplit("/", 1)[1]
+    url = f"/api/v1/runs/{run.run}/export"
+    first = client.get(url, params={"format": "parquet"})
+    kept = pg_server.execute(f"SELECT count(*) FROM pg_stat_activity WHERE datname = '{name}' AND state = 'idle'"
+                             " AND query LIKE 'COPY (SELECT % FROM points %'")  # ADBC reads through COPY
+    assert first.status_code == 200 and kept[0][0] >= 1
+    pg_server.execute(f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}'")
+    again = client.get(url, params={"format": "parquet"})
+    assert again.status_code == 200 and again.content == first.content

@@ -29,6 +29,7 @@ from sqlalchemy.orm import Session
 
 from runcast_server.core.db import Database
 from runcast_server.core.errors import NotFound
+from runcast_server.metrics.arrow_connections import ArrowConnections
 from runcast_server.metrics.export_text import PageWriter, Row
 from runcast_server.metrics.series_ref import INDEX_ORDER_PG, DensePage, SeriesRef
 from runcast_server.metrics.step_times import TimePoints, time_points
@@ -143,21 +144,30 @@ def warm_up() -> threading.Thread:
 
 
 def export_chunks(
-    database: Database, refs: list[SeriesRef], fmt: ExportFormat, page_rows: int | None = None
+    database: Database, refs: list[SeriesRef], fmt: ExportFormat, page_rows: int | None = None,
+    connections: ArrowConnections | None = None,
 ) -> Iterator[bytes]:
     """The export body: a CSV header (for csv), then one chunk per page of points
-    (Parquet: the file, one row group per page)."""
+    (Parquet: the file, one row group per page). ``connections``: PostgreSQL's for the Parquet
+    export, kept by the process (``AppContext.arrow``); without them, some are opened for this export."""
     if fmt == "parquet":
         from runcast_server.metrics import export_parquet as parquet  # pyarrow and ADBC: on use
 
         size = page_rows or PARQUET_PAGE_ROWS
-        pages: Iterator[tuple[SeriesRef, Any]]
         if database.engine.dialect.name == "sqlite":  # SQLAlchemy's connection: see export_parquet
             pages = ((ref, parquet.page_of_rows(rows, points))
                      for ref in refs for rows, points in series_pages(database, ref, size, dense=True))
-        else:
-            pages = parquet.adbc_pages(database.engine.url.render_as_string(hide_password=False), refs, size)
-        yield from parquet.parquet_chunks(pages)
+            yield from parquet.parquet_chunks(pages)
+            return
+        own = connections is None
+        pool = connections or ArrowConnections(database.engine.url.render_as_string(hide_password=False))
+        read = parquet.adbc_pages(pool, refs, size)
+        try:
+            yield from parquet.parquet_chunks(read)
+        finally:
+            read.close()  # its connections back to the pool (a client gone mid-download included)
+            if own:
+                pool.close()
         return
     if fmt == "csv":
         yield (",".join(COLUMNS) + "\n").encode()

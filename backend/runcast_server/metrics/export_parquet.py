@@ -4,7 +4,8 @@ step without a time), one row group per page, streamed.
 
 On PostgreSQL, pages are read with ADBC (its PostgreSQL driver, through binary COPY)
 straight into Arrow columns: no Python object per point; pages of consecutive steps two at a
-time, on connections of their own (``adbc_pages``). On SQLite they are read through
+time, on connections of their own (``adbc_pages``), all kept open between exports
+(``arrow_connections``). On SQLite they are read through
 the connection SQLAlchemy uses (``export.series_pages``) and turned into Arrow columns:
 ADBC's SQLite driver is a second copy of the SQLite library, and a second copy in one
 process breaks SQLite's locking (closing its file releases the POSIX locks the server's
@@ -22,19 +23,18 @@ import threading
 from collections import deque
 from collections.abc import Generator, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import ExitStack, closing, contextmanager
 from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from sqlalchemy.engine import make_url
 
-from runcast_server.metrics.series_ref import INDEX_ORDER_PG, DensePage
+from runcast_server.metrics.series_ref import DensePage
 from runcast_server.metrics.step_times import TimePoints, time_points_sql
 
 if TYPE_CHECKING:
+    from runcast_server.metrics.arrow_connections import ArrowConnections
     from runcast_server.metrics.series_ref import SeriesRef
 
 SCHEMA: Final = pa.schema(
@@ -77,22 +77,6 @@ class Chunks:
         out = b"".join(self._parts)
         self._parts.clear()
         return out
-
-
-def _connect(database_url: str) -> Any:
-    """An ADBC connection (autocommit) to the PostgreSQL database SQLAlchemy's ``database_url`` names."""
-    import adbc_driver_postgresql.dbapi
-
-    uri = make_url(database_url).set(drivername="postgresql").render_as_string(hide_password=False)
-    return adbc_driver_postgresql.dbapi.connect(uri, autocommit=True)
-
-
-@contextmanager
-def _cursor(database_url: str) -> Iterator[Any]:
-    """A cursor of its own connection, reading pages in index order; both closed on exit."""
-    with closing(_connect(database_url)) as connection, closing(connection.cursor()) as cursor:
-        cursor.execute(f"SET {INDEX_ORDER_PG}")  # autocommit: for this connection, closed after the export
-        yield cursor
 
 
 def _page(cursor: Any, series_id: int, after: int, limit: int, upto: int | None = None) -> pa.Table:
@@ -153,31 +137,40 @@ def page_of_rows(rows: Sequence[tuple[int, float | None]] | DensePage, points: T
 
 
 class _Readers:
-    """Threads that read pages on connections of their own (one each, opened by the thread), two at once."""
+    """Threads that read pages on connections of their own (one each, taken by the thread), two at once."""
 
-    def __init__(self, database_url: str) -> None:
-        self._url = database_url
+    def __init__(self, connections: ArrowConnections) -> None:
+        self._connections = connections
         self._local = threading.local()
-        self._opened = ExitStack()
+        self._taken: list[Any] = []
         self._lock = threading.Lock()
-        self.pool = ThreadPoolExecutor(2, thread_name_prefix="runcast-export-read", initializer=self._open)
+        self._failed = False
+        self.pool = ThreadPoolExecutor(2, thread_name_prefix="runcast-export-read", initializer=self._take)
 
-    def _open(self) -> None:
+    def _take(self) -> None:
+        connection = self._connections.take()
         with self._lock:
-            self._local.cursor = self._opened.enter_context(_cursor(self._url))
+            self._taken.append(connection)
+        self._local.cursor = connection.cursor()
 
     def span(self, ref: SeriesRef, after: int, steps: int) -> pa.Table:
         """``_span`` with its ``time`` column, on this thread's connection."""
-        cursor = self._local.cursor
-        page = _span(cursor, ref.id, after, steps)
-        return _timed(cursor, ref, page) if page.num_rows else page
+        try:
+            cursor = self._local.cursor
+            page = _span(cursor, ref.id, after, steps)
+            return _timed(cursor, ref, page) if page.num_rows else page
+        except BaseException:
+            self._failed = True
+            raise
 
     def close(self) -> None:
-        self.pool.shutdown(wait=True, cancel_futures=True)  # before the connections close
-        self._opened.close()
+        self.pool.shutdown(wait=True, cancel_futures=True)  # before the connections go back
+        for connection in self._taken:
+            self._connections.give(connection, ok=not self._failed)
 
 
-def adbc_pages(database_url: str, refs: Sequence[SeriesRef], page_rows: int) -> Iterator[tuple[SeriesRef, pa.Table]]:
+def adbc_pages(connections: ArrowConnections, refs: Sequence[SeriesRef],
+               page_rows: int) -> Iterator[tuple[SeriesRef, pa.Table]]:
     """Each series' pages of ``page_rows`` points, read by ADBC from PostgreSQL, in step order.
 
     A page is the next ``page_rows`` points (``LIMIT``). Where every step is stored, the pages are
@@ -185,28 +178,36 @@ def adbc_pages(database_url: str, refs: Sequence[SeriesRef], page_rows: int) -> 
     so that PostgreSQL, about half of an export's time, works on both CPUs while this thread
     encodes the page before.
     """
+    connection = connections.take()
+    cursor = connection.cursor()
     readers: _Readers | None = None  # made for the first series of several pages
+    ok = False
     try:
-        with _cursor(database_url) as cursor:
-            for ref in refs:
-                after = -1
-                if ref.upto is None:  # a delayed reader's pages skip later versions: not known before they are read
-                    cursor.execute(f"SELECT min(step), max(step) FROM points WHERE series_id = {int(ref.id)}")
-                    lo, hi = cursor.fetchone()
-                    if lo is not None and hi - lo >= page_rows:
-                        readers = readers or _Readers(database_url)
-                        after = yield from _consecutive(readers, ref, (lo, hi), page_rows)
-                while True:
-                    page = _page(cursor, ref.id, after, page_rows, ref.upto)
-                    if page.num_rows == 0:
-                        break
-                    yield ref, _timed(cursor, ref, page)
-                    if page.num_rows < page_rows:
-                        break
-                    after = page.column("step")[-1].as_py()
+        for ref in refs:
+            after = -1
+            if ref.upto is None:  # a delayed reader's pages skip later versions: not known before they are read
+                cursor.execute(f"SELECT min(step), max(step) FROM points WHERE series_id = {int(ref.id)}")
+                lo, hi = cursor.fetchone()
+                if lo is not None and hi - lo >= page_rows:
+                    readers = readers or _Readers(connections)
+                    after = yield from _consecutive(readers, ref, (lo, hi), page_rows)
+            while True:
+                page = _page(cursor, ref.id, after, page_rows, ref.upto)
+                if page.num_rows == 0:
+                    break
+                yield ref, _timed(cursor, ref, page)
+                if page.num_rows < page_rows:
+                    break
+                after = page.column("step")[-1].as_py()
+        ok = True
+    except GeneratorExit:  # the client went away between two pages: no answer is left half read
+        ok = True
+        raise
     finally:
         if readers is not None:
             readers.close()
+        cursor.close()
+        connections.give(connection, ok)
 
 
 def _consecutive(readers: _Readers, ref: SeriesRef, bounds: tuple[int, int],

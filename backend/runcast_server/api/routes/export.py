@@ -69,7 +69,7 @@ def export_run(
         refs = [replace(r, upto=h.version if r.id in h.frontier else None,
                         times_upto=h.version if r.times in h.frontier else None) for r in refs]
     return StreamingResponse(
-        export_chunks(ctx.database, refs, fmt),
+        export_chunks(ctx.database, refs, fmt, connections=ctx.arrow),
         media_type=MEDIA_TYPES[fmt],
         headers={"Content-Disposition": f'attachment; filename="{filename(run, fmt)}"'},
     )
