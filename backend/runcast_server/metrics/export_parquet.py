@@ -174,23 +174,24 @@ def adbc_pages(connections: ArrowConnections, refs: Sequence[SeriesRef],
     """Each series' pages of ``page_rows`` points, read by ADBC from PostgreSQL, in step order.
 
     A page is the next ``page_rows`` points (``LIMIT``). Where every step is stored, the pages are
-    known before they are read: two are then read at once by helper threads (``_consecutive``),
-    so that PostgreSQL, about half of an export's time, works on both CPUs while this thread
-    encodes the page before.
+    known before they are read: the spans of ``page_rows`` steps from a series' first step to its
+    last (``SELECT min(step), max(step)``). Those of every series are read in order, two at once by
+    helper threads (``_Ahead``), so that PostgreSQL, about half of an export's time, works on both
+    CPUs while this thread encodes the page before. A span that holds fewer points than steps has
+    a gap: from there on, that series is read by ``LIMIT`` on this thread.
     """
     connection = connections.take()
     cursor = connection.cursor()
-    readers: _Readers | None = None  # made for the first series of several pages
+    ahead: _Ahead | None = None
     ok = False
     try:
-        for ref in refs:
+        spans = deque(_spans(cursor, refs, page_rows))
+        if len(spans) > 1:
+            ahead = _Ahead(_Readers(connections), refs, spans, page_rows)
+        for index, ref in enumerate(refs):
             after = -1
-            if ref.upto is None:  # a delayed reader's pages skip later versions: not known before they are read
-                cursor.execute(f"SELECT min(step), max(step) FROM points WHERE series_id = {int(ref.id)}")
-                lo, hi = cursor.fetchone()
-                if lo is not None and hi - lo >= page_rows:
-                    readers = readers or _Readers(connections)
-                    after = yield from _consecutive(readers, ref, (lo, hi), page_rows)
+            if ahead is not None and ahead.has(index):
+                after = yield from ahead.pages(index)
             while True:
                 page = _page(cursor, ref.id, after, page_rows, ref.upto)
                 if page.num_rows == 0:
@@ -204,37 +205,69 @@ def adbc_pages(connections: ArrowConnections, refs: Sequence[SeriesRef],
         ok = True
         raise
     finally:
-        if readers is not None:
-            readers.close()
+        if ahead is not None:
+            ahead.readers.close()
         cursor.close()
         connections.give(connection, ok)
 
 
-def _consecutive(readers: _Readers, ref: SeriesRef, bounds: tuple[int, int],
-                 page_rows: int) -> Generator[tuple[SeriesRef, pa.Table], None, int]:
-    """``ref``'s first pages while every step of each is stored, two read ahead: a page of ``page_rows``
-    consecutive steps (the last: up to ``bounds[1]``) is the page ``LIMIT`` gives. Returns the step after
-    which pages go on with ``LIMIT`` (from the first one with a gap)."""
-    lo, hi = bounds
-    starts = deque(range(lo - 1, hi, page_rows))
-    ahead: deque[tuple[int, Future[pa.Table]]] = deque()
+Span = tuple[int, int, int]
+"""A page known before it is read: (index of its series, the step after which it starts, the series' last step)."""
 
-    def fill() -> None:
-        while starts and len(ahead) < 2:
-            start = starts.popleft()
-            ahead.append((start, readers.pool.submit(readers.span, ref, start, page_rows)))
 
-    after = lo - 1
-    fill()
-    while ahead:
-        start, future = ahead.popleft()
-        page = future.result()
-        if page.num_rows != min(page_rows, hi - start):
-            return start  # a gap (or points newer than ``hi``): the pages read ahead are left unused
-        fill()
-        yield ref, page
-        after = start + page.num_rows
-    return after
+def _spans(cursor: Any, refs: Sequence[SeriesRef], page_rows: int) -> Iterator[Span]:
+    for index, ref in enumerate(refs):
+        if ref.upto is not None:  # a delayed reader's pages skip later versions: not known before they are read
+            continue
+        cursor.execute(f"SELECT min(step), max(step) FROM points WHERE series_id = {int(ref.id)}")
+        lo, hi = cursor.fetchone()
+        if lo is not None:
+            yield from ((index, start, hi) for start in range(lo - 1, hi, page_rows))
+
+
+class _Ahead:
+    """The spans of every series, read in order, two at a time, by ``readers``."""
+
+    def __init__(self, readers: _Readers, refs: Sequence[SeriesRef], spans: deque[Span], page_rows: int) -> None:
+        self.readers = readers
+        self._refs = refs
+        self._spans = spans
+        self._page_rows = page_rows
+        self._reading: deque[tuple[Span, Future[pa.Table]]] = deque()
+        self._fill()
+
+    def has(self, index: int) -> bool:
+        return bool(self._reading) and self._reading[0][0][0] == index
+
+    def pages(self, index: int) -> Generator[tuple[SeriesRef, pa.Table], None, int]:
+        """Series ``index``'s pages while each of its spans holds every step: a span of ``page_rows`` steps
+        (the last: up to its last step) is then the page ``LIMIT`` gives. Returns the step after which
+        pages go on with ``LIMIT``: its last step, or the start of the first span with a gap."""
+        after = -1
+        while self.has(index):
+            (_, start, hi), reading = self._reading.popleft()
+            page = reading.result()
+            if page.num_rows != min(self._page_rows, hi - start):  # a gap (or points newer than ``hi``)
+                self._drop(index)
+                return start
+            self._fill()
+            yield self._refs[index], page
+            after = start + page.num_rows
+        return after
+
+    def _fill(self) -> None:
+        while self._spans and len(self._reading) < 2:
+            span = self._spans.popleft()
+            self._reading.append((span, self.readers.pool.submit(self.readers.span, self._refs[span[0]], span[1],
+                                                                 self._page_rows)))
+
+    def _drop(self, index: int) -> None:
+        """Forget series ``index``'s other spans (those being read are left to finish, unused)."""
+        while self._reading and self._reading[0][0][0] == index:
+            self._reading.popleft()
+        while self._spans and self._spans[0][0] == index:
+            self._spans.popleft()
+        self._fill()
 
 
 def _timed(cursor: Any, ref: SeriesRef, page: pa.Table) -> pa.Table:
