@@ -13,7 +13,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
-from runcast_server.metrics import export_parquet
+from runcast_server.metrics import arrow_pages, export_parquet
 from runcast_server.metrics.export import PARQUET_PAGE_ROWS, export_chunks, series_pages, series_to_export
 from runcast_server.metrics.series_ref import DensePage
 from runcast_server.record.models import Run
@@ -26,7 +26,7 @@ API = "/api/v1/runs"
 
 def rows_path(db: Any, refs: list[Any], page_rows: int) -> bytes:
     """The Parquet bytes as the export wrote them before: every page read as ``(step, value)`` rows."""
-    pages = ((ref, export_parquet.page_of_rows(rows, points))
+    pages = ((ref, arrow_pages.page_of_rows(rows, points))
              for ref in refs for rows, points in series_pages(db, ref, page_rows))
     return b"".join(export_parquet.parquet_chunks(pages))
 

@@ -10,7 +10,7 @@ from sqlalchemy.engine import make_url
 
 from runcast_server.metrics.series_ref import INDEX_ORDER_PG
 
-KEEP_IDLE: Final = 3  # an export reads on up to three at once (``export_parquet.adbc_pages``)
+KEEP_IDLE: Final = 3  # an export reads on up to three at once (``arrow_pages.adbc_pages``)
 
 
 class ArrowConnections:

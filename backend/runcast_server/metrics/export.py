@@ -134,13 +134,17 @@ def series_pages(
 
 
 def warm_up() -> threading.Thread:
-    """Import the Parquet writer (pyarrow and numpy: about 0.4 s of a start) on a daemon thread, so that
-    the first export after a server starts does not wait for it. An export that comes first waits on
-    the import lock for this import instead of making its own."""
-    thread = threading.Thread(target=importlib.import_module, args=("runcast_server.metrics.export_parquet",),
-                              name="runcast-warm-exports", daemon=True)
+    """Import the exports' Arrow modules (pyarrow and numpy: about 0.4 s of a start) on a daemon thread, so
+    that the first export after a server starts does not wait for them. An export that comes first waits
+    on the import lock for this import instead of making its own."""
+    thread = threading.Thread(target=_import_arrow_modules, name="runcast-warm-exports", daemon=True)
     thread.start()
     return thread
+
+
+def _import_arrow_modules() -> None:
+    for name in ("runcast_server.metrics.arrow_pages", "runcast_server.metrics.export_parquet"):
+        importlib.import_module(name)
 
 
 def export_chunks(
@@ -148,33 +152,51 @@ def export_chunks(
     connections: ArrowConnections | None = None,
 ) -> Iterator[bytes]:
     """The export body: a CSV header (for csv), then one chunk per page of points
-    (Parquet: the file, one row group per page). ``connections``: PostgreSQL's for the Parquet
-    export, kept by the process (``AppContext.arrow``); without them, some are opened for this export."""
+    (Parquet: the file, one row group per page). ``connections``: PostgreSQL's, kept by the process
+    (``AppContext.arrow``); without them, some are opened for this export."""
+    size = page_rows or (PARQUET_PAGE_ROWS if fmt == "parquet" else PAGE_ROWS)
+    if database.engine.dialect.name == "postgresql":
+        yield from _postgres_chunks(database, refs, fmt, size, connections)
+        return
     if fmt == "parquet":
-        from runcast_server.metrics import export_parquet as parquet  # pyarrow and ADBC: on use
+        from runcast_server.metrics import arrow_pages, export_parquet  # pyarrow: on use
 
-        size = page_rows or PARQUET_PAGE_ROWS
-        if database.engine.dialect.name == "sqlite":  # SQLAlchemy's connection: see export_parquet
-            pages = ((ref, parquet.page_of_rows(rows, points))
-                     for ref in refs for rows, points in series_pages(database, ref, size, dense=True))
-            yield from parquet.parquet_chunks(pages)
-            return
-        own = connections is None
-        pool = connections or ArrowConnections(database.engine.url.render_as_string(hide_password=False))
-        read = parquet.adbc_pages(pool, refs, size)
-        try:
-            yield from parquet.parquet_chunks(read)
-        finally:
-            read.close()  # its connections back to the pool (a client gone mid-download included)
-            if own:
-                pool.close()
+        yield from export_parquet.parquet_chunks(
+            (ref, arrow_pages.page_of_rows(rows, points))
+            for ref in refs for rows, points in series_pages(database, ref, size, dense=True))
         return
     if fmt == "csv":
         yield (",".join(COLUMNS) + "\n").encode()
     for ref in refs:
         writer = PageWriter(fmt, ref.segment, ref.key)
-        for rows, points in series_pages(database, ref, page_rows or PAGE_ROWS):
+        for rows, points in series_pages(database, ref, size):
             yield writer.page(rows, points)
+
+
+def _postgres_chunks(database: Database, refs: list[SeriesRef], fmt: ExportFormat, size: int,
+                     connections: ArrowConnections | None) -> Iterator[bytes]:
+    """``export_chunks`` on PostgreSQL: every format from pages read as Arrow columns (``arrow_pages.adbc_pages``)."""
+    from runcast_server.metrics import arrow_pages, export_parquet  # pyarrow and ADBC: on use
+
+    own = connections is None
+    pool = connections or ArrowConnections(database.engine.url.render_as_string(hide_password=False))
+    pages = arrow_pages.adbc_pages(pool, refs, size)
+    try:
+        if fmt == "parquet":
+            yield from export_parquet.parquet_chunks(pages)
+            return
+        if fmt == "csv":
+            yield (",".join(COLUMNS) + "\n").encode()
+        current: SeriesRef | None = None
+        writer: PageWriter | None = None
+        for ref, page in pages:
+            if writer is None or ref is not current:
+                current, writer = ref, PageWriter(fmt, ref.segment, ref.key)
+            yield writer.page_columns(*arrow_pages.text_columns(page))
+    finally:
+        pages.close()  # its connections back to the pool (a client gone mid-download included)
+        if own:
+            pool.close()
 
 
 def filename(run: Run, fmt: ExportFormat) -> str:

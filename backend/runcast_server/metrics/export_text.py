@@ -21,12 +21,15 @@ import io
 import json
 import re
 from collections.abc import Iterator, Sequence
-from typing import Final, Literal
+from typing import TYPE_CHECKING, Final, Literal
 
 import orjson
 
 from runcast_server.metrics.step_times import TimePoints, time_runs
 from runcast_server.reads.values import stored_value
+
+if TYPE_CHECKING:
+    import numpy as np
 
 TextFormat = Literal["jsonl", "csv"]
 Row = tuple[int, float | None]  # step, value (NULL = NaN)
@@ -116,6 +119,25 @@ class PageWriter:
         lines[1::3] = pairs.split(_SEPARATOR)
         lines[2::3] = suffixes
         return b"".join(lines)
+
+    def page_columns(self, steps: np.ndarray, values: np.ndarray, runs: list[tuple[int, int, float | None]]) -> bytes:
+        """``page`` of a page read as columns (``arrow_pages.text_columns``): ``steps`` (int64), ``values``
+        (float64, NaN for a NULL) and its runs of rows sharing a time, ``(start, end, time)``. The same bytes:
+        orjson writes NumPy's numbers as it writes Python's, and each line is put together from its parts."""
+        ends = self._suffixes([at for _, _, at in runs])
+        body = orjson.dumps(values, option=orjson.OPT_SERIALIZE_NUMPY)
+        if b"null" in body:
+            rows = list(zip(steps.tolist(), values.tolist(), strict=True))
+            return b"".join(self._one_by_one(rows[start:end], suffix) for (start, end, _), suffix in zip(runs, ends, strict=True))
+        if b"e-" in body or b"0.0000" in body:
+            body = _UNLIKE_REPR.sub(_as_repr, body)
+        count = len(steps)
+        parts = [self._bprefix, b"", b',"value":' if self.fmt == "jsonl" else b",", b"", b""] * count
+        parts[1::5] = orjson.dumps(steps, option=orjson.OPT_SERIALIZE_NUMPY)[1:-1].split(b",")
+        parts[3::5] = body[1:-1].split(b",")
+        for (start, end, _), suffix in zip(runs, ends, strict=True):
+            parts[5 * start + 4:5 * end:5] = [suffix] * (end - start)
+        return b"".join(parts)
 
     def _one_by_one(self, rows: Sequence[Row], suffix: bytes) -> bytes:
         """The lines of ``rows`` (which hold NaN or an infinity) one by one, each ending with ``suffix``."""
