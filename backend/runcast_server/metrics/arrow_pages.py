@@ -99,16 +99,16 @@ class _Readers:
     def __init__(self, connections: ArrowConnections) -> None:
         self._connections = connections
         self._local = threading.local()
-        self._taken: list[Any] = []
+        self._taken: list[tuple[Any, Any]] = []  # (connection, this thread's cursor on it)
         self._lock = threading.Lock()
         self._failed = False
         self.pool = ThreadPoolExecutor(2, thread_name_prefix="runcast-export-read", initializer=self._take)
 
     def _take(self) -> None:
         connection = self._connections.take()
+        cursor = self._local.cursor = connection.cursor()
         with self._lock:
-            self._taken.append(connection)
-        self._local.cursor = connection.cursor()
+            self._taken.append((connection, cursor))
 
     def span(self, ref: SeriesRef, after: int, steps: int) -> pa.Table:
         """``_span`` with its ``time`` column, on this thread's connection."""
@@ -122,8 +122,13 @@ class _Readers:
 
     def close(self) -> None:
         self.pool.shutdown(wait=True, cancel_futures=True)  # before the connections go back
-        for connection in self._taken:
-            self._connections.give(connection, ok=not self._failed)
+        for connection, cursor in self._taken:
+            ok = not self._failed
+            try:
+                cursor.close()  # its statement, on a connection that is kept
+            except Exception:
+                ok = False
+            self._connections.give(connection, ok=ok)
 
 
 def adbc_pages(connections: ArrowConnections, refs: Sequence[SeriesRef],
