@@ -132,7 +132,7 @@ class _Readers:
 
 
 def adbc_pages(connections: ArrowConnections, refs: Sequence[SeriesRef],
-               page_rows: int) -> Iterator[tuple[SeriesRef, pa.Table]]:
+               page_rows: int) -> Generator[tuple[SeriesRef, pa.Table], None, None]:
     """Each series' pages of ``page_rows`` points, read by ADBC from PostgreSQL, in step order.
 
     A page is the next ``page_rows`` points (``LIMIT``). Where every step is stored, the pages are
