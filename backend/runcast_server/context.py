@@ -39,7 +39,7 @@ class AppContext:
     celery: RuncastCelery  # sends this process's tasks (embedded: runs them here), and runs them with this context
     metrics: Metrics | None = None  # the process's Prometheus instruments (None: nothing is recorded)
     alerts: AlertRunner | None = None  # embedded only: the notification pool and the periodic check
-    arrow: ArrowConnections | None = None  # PostgreSQL: the Parquet export's connections, kept between exports
+    arrow: ArrowConnections | None = None  # PostgreSQL: the exports' ADBC connections, kept between exports
 
     @classmethod
     def build(cls, settings: Settings, *, metrics: Metrics | None = None,

@@ -1,4 +1,4 @@
-"""ADBC connections to PostgreSQL for the Parquet export, kept open between exports."""
+"""ADBC connections to PostgreSQL for the exports (every format), kept open between exports."""
 
 from __future__ import annotations
 
